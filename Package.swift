@@ -1,0 +1,135 @@
+// swift-tools-version:6.1
+//
+// hallpass: an on-host content filter for Linux lab machines.
+// The layout follows DESIGN.md: pure decision logic (VerdictCore), the
+// memory-mapped rule store and signed bundles (SharedStore), the sandboxed
+// NFQUEUE data process (FilterData), the control daemon and admin CLI
+// (FilterControl), and the block page (BlockPage). Executables are thin
+// `@main` wrappers so tests build the same object graph as production.
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "hallpass",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "filterctl", targets: ["filterctl"]),
+        .executable(name: "filter-control", targets: ["FilterControlMain"]),
+        .executable(name: "filter-data", targets: ["FilterDataMain"]),
+        .executable(name: "hallpass-bench", targets: ["HallpassBench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-system.git", from: "1.4.0"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.0.0"),
+    ],
+    targets: [
+        // MARK: C libraries (only the kernel-facing files of FilterData import these)
+        .systemLibrary(
+            name: "CNetfilterQueue",
+            pkgConfig: "libnetfilter_queue libmnl",
+            providers: [.apt(["libnetfilter-queue-dev", "libmnl-dev"])]
+        ),
+        .systemLibrary(
+            name: "CSeccomp",
+            pkgConfig: "libseccomp",
+            providers: [.apt(["libseccomp-dev"])]
+        ),
+        // What Swift cannot import: variadic and GNU-only calls, function-like macros.
+        .target(name: "CHallpassSys"),
+
+        // MARK: Pure logic
+        .target(name: "VerdictCore", swiftSettings: strict),
+
+        // MARK: Store and bundles
+        .target(
+            name: "SharedStore",
+            dependencies: [
+                "VerdictCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            swiftSettings: strict
+        ),
+
+        // MARK: The sandboxed data path
+        .target(
+            name: "FilterData",
+            dependencies: [
+                "VerdictCore",
+                "SharedStore",
+                "CNetfilterQueue",
+                "CSeccomp",
+                "CHallpassSys",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            swiftSettings: strict
+        ),
+
+        // MARK: Block page
+        .target(name: "BlockPage", dependencies: ["VerdictCore"], swiftSettings: strict),
+
+        // MARK: Control daemon and admin tooling
+        .target(
+            name: "FilterControl",
+            dependencies: [
+                "VerdictCore",
+                "SharedStore",
+                "FilterData",
+                "BlockPage",
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            swiftSettings: strict
+        ),
+
+        // MARK: Executables
+        .executableTarget(
+            name: "filterctl",
+            dependencies: [
+                "FilterControl",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "FilterControlMain",
+            dependencies: [
+                "FilterControl",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "FilterDataMain",
+            dependencies: ["FilterData"],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "HallpassBench",
+            dependencies: [
+                "VerdictCore",
+                "SharedStore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Benchmarks/HallpassBench",
+            swiftSettings: strict
+        ),
+
+        // MARK: Tests
+        .testTarget(name: "VerdictCoreTests", dependencies: ["VerdictCore"]),
+        .testTarget(name: "SharedStoreTests", dependencies: ["SharedStore", "VerdictCore"]),
+        .testTarget(name: "FilterDataTests", dependencies: ["FilterData", "VerdictCore", "SharedStore"]),
+        .testTarget(name: "FilterControlTests", dependencies: ["FilterControl", "VerdictCore", "SharedStore"]),
+        .testTarget(name: "BlockPageTests", dependencies: ["BlockPage"]),
+    ]
+)

@@ -1,0 +1,1 @@
+// BlockPage: see DESIGN.md. (Placeholder replaced as the module grows.)

@@ -1,0 +1,26 @@
+#ifndef HALLPASS_CHALLPASSSYS_H
+#define HALLPASS_CHALLPASSSYS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+// Calls Swift cannot import directly: `prctl` is variadic and `setresuid` /
+// `setresgid` are declared only under _GNU_SOURCE. Each returns 0 on success
+// and -1 with errno set, exactly like the wrapped call.
+
+/// prctl(PR_SET_NO_NEW_PRIVS, 1): exec can never grant privileges again.
+int hp_set_no_new_privs(void);
+/// prctl(PR_SET_KEEPCAPS, on): keep permitted capabilities across setuid.
+int hp_set_keep_caps(int on);
+int hp_setresuid(uid_t real, uid_t effective, uid_t saved);
+int hp_setresgid(gid_t real, gid_t effective, gid_t saved);
+/// Sets the effective, permitted and inheritable capability sets (v3, 64 bits).
+int hp_capset(uint64_t effective, uint64_t permitted, uint64_t inheritable);
+/// Reads the calling thread's capability sets.
+int hp_capget(uint64_t *effective, uint64_t *permitted, uint64_t *inheritable);
+/// Drops `cap` from the bounding set (prctl PR_CAPBSET_DROP).
+int hp_capbset_drop(int cap);
+/// Clears the ambient capability set (prctl PR_CAP_AMBIENT_CLEAR_ALL).
+int hp_clear_ambient_caps(void);
+
+#endif

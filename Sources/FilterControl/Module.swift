@@ -1,0 +1,1 @@
+// FilterControl: see DESIGN.md. (Placeholder replaced as the module grows.)

@@ -1,0 +1,1 @@
+// FilterData: see DESIGN.md. (Placeholder replaced as the module grows.)

@@ -1,0 +1,1 @@
+// SharedStore: see DESIGN.md. (Placeholder replaced as the module grows.)

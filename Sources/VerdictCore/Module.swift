@@ -1,0 +1,1 @@
+// VerdictCore: see DESIGN.md. (Placeholder replaced as the module grows.)
