@@ -1,1 +1,0 @@
-// VerdictCore: see DESIGN.md. (Placeholder replaced as the module grows.)
