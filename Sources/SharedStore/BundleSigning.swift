@@ -1,0 +1,285 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+public import Crypto
+import ExtrasBase64
+
+/// A public key that may sign bundles, written `ed25519:BASE64` (the 32 raw bytes).
+public struct BundlePublicKey: Sendable, Hashable, CustomStringConvertible {
+    public let key: Curve25519.Signing.PublicKey
+
+    public init(_ text: String) throws(BundleError) {
+        guard text.hasPrefix("ed25519:") else {
+            throw .invalidKey(reason: "a trusted key is written ed25519:BASE64, got '\(text.prefix(60))'")
+        }
+        guard let raw = try? Base64.decode(string: String(text.dropFirst("ed25519:".count))), raw.count == 32,
+            let key = try? Curve25519.Signing.PublicKey(rawRepresentation: raw)
+        else {
+            throw .invalidKey(reason: "'\(text.prefix(60))' is not 32 bytes of base64 after 'ed25519:'")
+        }
+        self.key = key
+    }
+
+    public init(key: Curve25519.Signing.PublicKey) { self.key = key }
+
+    /// 16 hex digits of the key's SHA-256: short enough to read, long enough to tell keys apart.
+    public var keyID: String {
+        SHA256.hash(data: key.rawRepresentation).prefix(8).map { byte in
+            let hex = String(byte, radix: 16)
+            return byte < 16 ? "0" + hex : hex
+        }.joined()
+    }
+
+    public var description: String { "ed25519:" + Base64.encodeToString(bytes: key.rawRepresentation) }
+
+    public static func == (lhs: BundlePublicKey, rhs: BundlePublicKey) -> Bool {
+        lhs.key.rawRepresentation == rhs.key.rawRepresentation
+    }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(key.rawRepresentation) }
+}
+
+/// The school's signing key, kept as a PKCS#8 PEM file (`openssl pkey -in KEYFILE -text` reads it).
+public struct BundleSigningKey: Sendable {
+    public let key: Curve25519.Signing.PrivateKey
+
+    /// The fixed DER prefix of a PKCS#8 Ed25519 private key (RFC 8410): the 32-byte seed follows.
+    private static let pkcs8Prefix: [UInt8] = [
+        0x30, 0x2E, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2B, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20,
+    ]
+
+    public init() { key = Curve25519.Signing.PrivateKey() }
+
+    public init(pem: String) throws(BundleError) {
+        let lines = pem.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters() }
+        guard let begin = lines.firstIndex(of: "-----BEGIN PRIVATE KEY-----"),
+            let end = lines.firstIndex(of: "-----END PRIVATE KEY-----"), begin < end
+        else {
+            throw .invalidKey(reason: "the key file is not a PEM 'PRIVATE KEY' (make one with 'filterctl bundle keygen')")
+        }
+        guard let der = try? Base64.decode(string: lines[(begin + 1)..<end].joined()),
+            der.count == 48, Array(der.prefix(16)) == BundleSigningKey.pkcs8Prefix,
+            let key = try? Curve25519.Signing.PrivateKey(rawRepresentation: der.suffix(32))
+        else {
+            throw .invalidKey(reason: "the key file does not hold an Ed25519 private key")
+        }
+        self.key = key
+    }
+
+    public var pem: String {
+        let der = BundleSigningKey.pkcs8Prefix + Array(key.rawRepresentation)
+        return "-----BEGIN PRIVATE KEY-----\n" + Base64.encodeToString(bytes: der) + "\n-----END PRIVATE KEY-----\n"
+    }
+
+    public var publicKey: BundlePublicKey { BundlePublicKey(key: key.publicKey) }
+
+    /// The contents of `manifest.sig` for `manifest`: `ed25519 KEYID BASE64\n`.
+    public func signatureFile(for manifest: [UInt8]) throws -> [UInt8] {
+        let signature = try key.signature(for: manifest)
+        return Array("ed25519 \(publicKey.keyID) \(Base64.encodeToString(bytes: signature))\n".utf8)
+    }
+}
+
+extension Substring {
+    fileprivate func trimmingCharacters() -> String {
+        String(self.drop(while: { $0 == " " || $0 == "\t" || $0 == "\r" }).reversed().drop(while: { $0 == " " || $0 == "\t" || $0 == "\r" }).reversed())
+    }
+}
+
+/// A bundle whose signature, manifest and files all checked out.
+public struct VerifiedBundle: Sendable, Hashable {
+    public var directory: String
+    public var manifest: BundleManifest
+    /// The key that signed it, or nil when only integrity was checked.
+    public var signerKeyID: String?
+
+    public func path(of name: String) -> String { directory + "/" + name }
+}
+
+/// Checks a bundle folder: signature against the trusted keys, manifest,
+/// expiry, and every file's size and SHA-256. Time is injected so tests
+/// and replays can choose it.
+public struct BundleVerifier: Sendable {
+    public enum SignaturePolicy: Sendable, Hashable {
+        /// The signature must verify with one of these keys.
+        case trusted([BundlePublicKey])
+        /// Check hashes and sizes only (offline tools without a key; never for installing).
+        case integrityOnly
+    }
+
+    public var signatures: SignaturePolicy
+    public var checkExpiry: Bool
+    /// Unix seconds.
+    public var now: Int64
+    /// How far in the future an issue time may be before the bundle is refused (clock skew).
+    public var allowedClockSkew: Int64 = 86_400
+
+    public init(signatures: SignaturePolicy, checkExpiry: Bool = true, now: Int64 = BundleVerifier.currentTime()) {
+        self.signatures = signatures
+        self.checkExpiry = checkExpiry
+        self.now = now
+    }
+
+    /// The system clock in Unix seconds.
+    public static func currentTime() -> Int64 { Int64(time(nil)) }
+
+    public func verify(directory: String) throws(BundleError) -> VerifiedBundle {
+        let manifestPath = directory + "/" + BundleManifest.fileName
+        let manifestBytes: [UInt8]
+        do {
+            manifestBytes = try BoundedFile.read(manifestPath, limit: UInt64(BundleManifest.maximumManifestBytes))
+        } catch .missing {
+            throw .missingManifest(path: manifestPath)
+        } catch .tooLarge {
+            throw .malformedManifest(line: 0, reason: "the manifest is larger than \(BundleManifest.maximumManifestBytes) bytes")
+        } catch {
+            throw .unreadable(path: manifestPath, reason: error.description)
+        }
+
+        var signer: String? = nil
+        if case .trusted(let keys) = signatures {
+            guard !keys.isEmpty else { throw .noTrustedKeys }
+            let signaturePath = directory + "/" + BundleManifest.signatureFileName
+            let signatureBytes: [UInt8]
+            do {
+                signatureBytes = try BoundedFile.read(signaturePath, limit: 4096)
+            } catch .missing {
+                throw .missingSignature(path: signaturePath)
+            } catch {
+                throw .malformedSignature(reason: error.description)
+            }
+            signer = try verifySignature(signatureBytes, manifest: manifestBytes, keys: keys)
+        }
+
+        let manifest = try BundleManifest(parsing: manifestBytes)
+        if checkExpiry {
+            guard manifest.expiresAt > now else { throw .expired(at: manifest.expiresAt) }
+            guard manifest.issuedAt <= now + allowedClockSkew else { throw .notYetValid(issuedAt: manifest.issuedAt) }
+        }
+        for file in manifest.files {
+            try verifyFile(file, in: directory)
+        }
+        return VerifiedBundle(directory: directory, manifest: manifest, signerKeyID: signer)
+    }
+
+    private func verifySignature(_ bytes: [UInt8], manifest: [UInt8], keys: [BundlePublicKey]) throws(BundleError) -> String {
+        guard let text = String(validating: bytes, as: UTF8.self) else { throw .malformedSignature(reason: "not text") }
+        let fields = text.split(separator: "\n", omittingEmptySubsequences: false)[0].split(separator: " ").map(String.init)
+        guard fields.count == 3, fields[0] == "ed25519" else {
+            throw .malformedSignature(reason: "expected 'ed25519 KEYID BASE64'")
+        }
+        guard let signature = try? Base64.decode(string: fields[2]), signature.count == 64 else {
+            throw .malformedSignature(reason: "the signature is not 64 bytes of base64")
+        }
+        let keyID = fields[1]
+        // Try every trusted key: the key id is only a hint for the error message.
+        for key in keys where key.key.isValidSignature(signature, for: manifest) {
+            return key.keyID
+        }
+        if keys.contains(where: { $0.keyID == keyID }) { throw .badSignature(keyID: keyID) }
+        throw .unknownKey(keyID: String(keyID.prefix(32)))
+    }
+
+    private func verifyFile(_ file: BundleManifest.File, in directory: String) throws(BundleError) {
+        let path = directory + "/" + file.name
+        var hasher = SHA256()
+        let size: UInt64
+        do {
+            size = try BoundedFile.stream(path, limit: BundleManifest.maximumFileBytes) { chunk in hasher.update(bufferPointer: chunk) }
+        } catch .missing {
+            throw .missingFile(name: file.name)
+        } catch .tooLarge {
+            throw .sizeMismatch(name: file.name, expected: file.size, actual: BundleManifest.maximumFileBytes + 1)
+        } catch {
+            throw .unreadable(path: path, reason: error.description)
+        }
+        guard size == file.size else { throw .sizeMismatch(name: file.name, expected: file.size, actual: size) }
+        let digest = hasher.finalize().map { byte in
+            let hex = String(byte, radix: 16)
+            return byte < 16 ? "0" + hex : hex
+        }.joined()
+        guard digest == file.sha256 else { throw .hashMismatch(name: file.name) }
+    }
+}
+
+/// Builds the manifest and signature of a bundle from its files.
+public enum BundleSigner {
+    public static func manifest(
+        files: [(name: String, contents: [UInt8])],
+        version: UInt64,
+        issuedAt: Int64,
+        expiresAt: Int64
+    ) -> BundleManifest {
+        BundleManifest(
+            version: version,
+            issuedAt: issuedAt,
+            expiresAt: expiresAt,
+            files: files.map { file in
+                BundleManifest.File(
+                    name: file.name,
+                    size: UInt64(file.contents.count),
+                    sha256: SHA256.hash(data: file.contents).map { byte in
+                        let hex = String(byte, radix: 16)
+                        return byte < 16 ? "0" + hex : hex
+                    }.joined()
+                )
+            }
+        )
+    }
+}
+
+/// Reads regular files without following symbolic links and with a size bound.
+enum BoundedFile {
+    enum Failure: Error, CustomStringConvertible {
+        case missing
+        case tooLarge
+        case notRegular
+        case system(Int32)
+
+        var description: String {
+            switch self {
+            case .missing: "no such file"
+            case .tooLarge: "the file is too large"
+            case .notRegular: "not a regular file (symbolic links are not followed)"
+            case .system(let code): String(cString: strerror(code))
+            }
+        }
+    }
+
+    static func read(_ path: String, limit: UInt64) throws(Failure) -> [UInt8] {
+        var contents: [UInt8] = []
+        _ = try stream(path, limit: limit) { chunk in contents.append(contentsOf: chunk) }
+        return contents
+    }
+
+    /// Feeds the file to `body` in chunks and returns its size.
+    static func stream(_ path: String, limit: UInt64, _ body: (UnsafeRawBufferPointer) -> Void) throws(Failure) -> UInt64 {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard descriptor >= 0 else {
+            let code = errno
+            if code == ENOENT { throw .missing }
+            if code == ELOOP { throw .notRegular }
+            throw .system(code)
+        }
+        defer { close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else { throw .system(errno) }
+        guard (status.st_mode & S_IFMT) == S_IFREG else { throw .notRegular }
+        var total: UInt64 = 0
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .system(errno)
+            }
+            if count == 0 { break }
+            total += UInt64(count)
+            guard total <= limit else { throw .tooLarge }
+            buffer.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+        }
+        return total
+    }
+}

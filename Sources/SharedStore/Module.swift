@@ -1,1 +1,0 @@
-// SharedStore: see DESIGN.md. (Placeholder replaced as the module grows.)

@@ -1,0 +1,123 @@
+/// What filter-data knows about a flow when it asks for a decision.
+public struct FlowFacts: Sendable, Hashable {
+    /// Where the name came from.
+    public enum NameSource: String, Sendable, Hashable {
+        case tlsServerName = "tls"
+        case httpHost = "http"
+        case quicServerName = "quic"
+        case dnsQuestion = "dns"
+        /// A name or URL given by a person (`filterctl check`).
+        case request
+    }
+
+    public enum Transport: String, Sendable, Hashable {
+        case tcp, udp, other
+    }
+
+    /// The name the flow is for, when it revealed one (never an IP literal: see `destination`).
+    public var host: HostName?
+    public var nameSource: NameSource?
+    /// The request path (with query), for plain HTTP.
+    public var path: String?
+    public var destination: IPAddress?
+    public var destinationPort: UInt16?
+    public var transport: Transport
+    /// The local user and group of the socket, when the kernel reported them.
+    public var uid: UInt32?
+    public var gid: UInt32?
+    /// The client offered Encrypted Client Hello; `host` is then the outer name.
+    public var encryptedClientHello: Bool
+    /// The flow may still reveal a name (the peek bound is not reached yet).
+    public var mayRevealName: Bool
+
+    public init(
+        host: HostName? = nil,
+        nameSource: NameSource? = nil,
+        path: String? = nil,
+        destination: IPAddress? = nil,
+        destinationPort: UInt16? = nil,
+        transport: Transport = .tcp,
+        uid: UInt32? = nil,
+        gid: UInt32? = nil,
+        encryptedClientHello: Bool = false,
+        mayRevealName: Bool = false
+    ) {
+        self.host = host
+        self.nameSource = nameSource
+        self.path = path
+        self.destination = destination
+        self.destinationPort = destinationPort
+        self.transport = transport
+        self.uid = uid
+        self.gid = gid
+        self.encryptedClientHello = encryptedClientHello
+        self.mayRevealName = mayRevealName
+    }
+}
+
+/// The answer for a flow, as in Apple's filter data provider.
+public enum Verdict: String, Sendable, Hashable, CaseIterable {
+    case allow
+    case drop
+    /// Hold the flow and ask filter-control; decide again when it answers.
+    case needRules
+    /// Let this packet through, keep the flow undecided, look at the next one.
+    case needMoreData
+
+    /// The word `filterctl` prints: `allow`, `block`, `ask`, `wait`.
+    public var actionWord: String {
+        switch self {
+        case .allow: "allow"
+        case .drop: "block"
+        case .needRules: "ask"
+        case .needMoreData: "wait"
+        }
+    }
+}
+
+/// Why a verdict was given: which list, category and rule, or which default.
+public struct Reason: Sendable, Hashable, CustomStringConvertible {
+    public enum Source: String, Sendable, Hashable {
+        case localAllowList = "local-allow"
+        case localDenyList = "local-deny"
+        case category
+        case unknownHost = "unknown"
+        case noName = "no-name"
+        case awaitingName = "awaiting-name"
+    }
+
+    public var source: Source
+    /// The category of the matching rule, for `category` (blocked or not).
+    public var category: String?
+    /// The matching rule as written in a list (`example.com`, `=a.example.com`, `10.0.0.0/8`).
+    public var rule: String?
+
+    public init(source: Source, category: String? = nil, rule: String? = nil) {
+        self.source = source
+        self.category = category
+        self.rule = rule
+    }
+
+    public var description: String {
+        switch source {
+        case .localAllowList: "local allow list, rule \(rule ?? "?")"
+        case .localDenyList: "local deny list, rule \(rule ?? "?")"
+        case .category: "category \(category ?? "?"), rule \(rule ?? "?")"
+        case .unknownHost: "no rule knows this name (policy.unknown)"
+        case .noName: "the flow shows no name (policy.noName)"
+        case .awaitingName: "waiting for the flow to show its name"
+        }
+    }
+}
+
+public struct Decision: Sendable, Hashable, CustomStringConvertible {
+    public var verdict: Verdict
+    public var reason: Reason
+
+    public init(_ verdict: Verdict, _ reason: Reason) {
+        self.verdict = verdict
+        self.reason = reason
+    }
+
+    public var description: String { "\(verdict.actionWord) (\(reason))" }
+}

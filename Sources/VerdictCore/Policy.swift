@@ -1,0 +1,60 @@
+/// What the school decided, independent of any rule store: which categories
+/// are blocked, the local allow and deny lists, and the defaults.
+///
+/// Precedence (first that applies wins; see `VerdictEngine`):
+/// 1. the local lists, by name: the most specific matching entry of `allow`
+///    or `deny` decides; on a tie `deny` wins;
+/// 2. the local lists, by destination address (most specific block);
+/// 3. category rules: a URL-prefix rule, a domain rule, or an address rule
+///    in a blocked category blocks;
+/// 4. a name found only in categories that are not blocked is allowed;
+/// 5. a name found nowhere gets `unknown`;
+/// 6. a flow that has not shown a name yet, and may still, needs more data;
+///    one that never shows a name (or names only an IP literal) gets `noName`.
+public struct Policy: Sendable, Hashable {
+    public enum CategorySelection: Sendable, Hashable {
+        /// Every category in the store is blocked (what `filterctl check` uses without a config).
+        case all
+        /// Only these categories are blocked; the others are known and allowed.
+        case only(Set<String>)
+
+        public func blocks(_ category: String) -> Bool {
+            switch self {
+            case .all: true
+            case .only(let names): names.contains(category)
+            }
+        }
+    }
+
+    /// What happens to a name no rule knows.
+    public enum UnknownAction: String, Sendable, Hashable, CaseIterable {
+        case allow, block
+        /// Hold the flow and ask filter-control (Apple's needRules).
+        case ask
+    }
+
+    /// What happens to a flow that never reveals a name.
+    public enum NoNameAction: String, Sendable, Hashable, CaseIterable {
+        case allow, block
+    }
+
+    public var blockedCategories: CategorySelection
+    public var allow: [RulePattern]
+    public var deny: [RulePattern]
+    public var unknown: UnknownAction
+    public var noName: NoNameAction
+
+    public init(
+        blockedCategories: CategorySelection = .all,
+        allow: [RulePattern] = [],
+        deny: [RulePattern] = [],
+        unknown: UnknownAction = .allow,
+        noName: NoNameAction = .allow
+    ) {
+        self.blockedCategories = blockedCategories
+        self.allow = allow
+        self.deny = deny
+        self.unknown = unknown
+        self.noName = noName
+    }
+}

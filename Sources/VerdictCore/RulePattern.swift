@@ -1,0 +1,133 @@
+/// Which names a domain rule covers.
+public enum MatchKind: UInt8, Sendable, Hashable, CaseIterable {
+    /// `example.com`: the name and every name below it (the default).
+    case subtree = 0
+    /// `=example.com`: exactly that name.
+    case exact = 1
+    /// `*.example.com`: names below it, not the name itself.
+    case subdomainsOnly = 2
+
+    /// Whether a rule of this kind on a suffix `depth` labels above the looked-up
+    /// name applies (depth 0 is the name itself).
+    @inlinable
+    public func applies(atDepth depth: Int) -> Bool {
+        switch self {
+        case .subtree: true
+        case .exact: depth == 0
+        case .subdomainsOnly: depth > 0
+        }
+    }
+
+    /// How the rule is written: `""`, `"="` or `"*."` before the name.
+    public var marker: String {
+        switch self {
+        case .subtree: ""
+        case .exact: "="
+        case .subdomainsOnly: "*."
+        }
+    }
+}
+
+/// One entry of a rule list or of the local allow/deny lists, in the syntax
+/// an admin writes:
+///
+/// | written | matches |
+/// |---|---|
+/// | `example.com` or `.example.com` | example.com and every subdomain |
+/// | `=example.com` | exactly example.com |
+/// | `*.example.com` | subdomains of example.com, not example.com itself |
+/// | `192.0.2.7`, `2001:db8::1` | that address |
+/// | `198.51.100.0/24`, `2001:db8::/32` | that block of addresses |
+/// | `example.com/path` | URLs on example.com (and subdomains) whose path starts with `/path` |
+public enum RulePattern: Hashable, Sendable, CustomStringConvertible {
+    case domain(HostName, MatchKind)
+    case network(IPNetwork)
+    /// A host (subtree) plus a path prefix starting with `/`, lower case.
+    case urlPrefix(HostName, path: String)
+
+    public enum ParseError: Error, Hashable, Sendable, CustomStringConvertible {
+        case empty
+        case badHost(String, HostNameError)
+        case badNetwork(String)
+
+        public var description: String {
+            switch self {
+            case .empty: "the entry is empty"
+            case .badHost(let text, let error): "'\(text)' is not a host name: \(error)"
+            case .badNetwork(let text): "'\(text)' is not an IP address or network (expected e.g. 192.0.2.0/24)"
+            }
+        }
+    }
+
+    public init(_ rawText: some StringProtocol) throws(ParseError) {
+        let text = rawText.trimmingASCIISpaces()
+        guard !text.isEmpty else { throw .empty }
+        if let network = IPNetwork(text) {
+            self = .network(network)
+            return
+        }
+        // Anything shaped like an address must be a valid one: `1.2.3.4/33` is
+        // a mistake, not the URL prefix `/33` on host 1.2.3.4.
+        let beforeSlash = text.split(separator: "/", maxSplits: 1)[0]
+        if text.hasPrefix("[") || text.contains(":") || IPAddress(beforeSlash) != nil {
+            if let network = IPNetwork(text.replacingBrackets()) {
+                self = .network(network)
+                return
+            }
+            throw .badNetwork(text)
+        }
+        var kind = MatchKind.subtree
+        var hostPart = Substring(text)
+        if hostPart.hasPrefix("=") {
+            kind = .exact
+            hostPart = hostPart.dropFirst()
+        } else if hostPart.hasPrefix("*.") {
+            kind = .subdomainsOnly
+            hostPart = hostPart.dropFirst(2)
+        } else if hostPart.hasPrefix(".") {
+            hostPart = hostPart.dropFirst()
+        }
+        var path: Substring? = nil
+        if let slash = hostPart.firstIndex(of: "/") {
+            path = hostPart[slash...]
+            hostPart = hostPart[..<slash]
+        }
+        let host: HostName
+        do {
+            host = try HostName(hostPart)
+        } catch {
+            throw .badHost(String(hostPart), error)
+        }
+        if let path, path != "/" {
+            self = .urlPrefix(host, path: path.lowercased())
+        } else {
+            self = .domain(host, kind)
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .domain(let host, let kind): kind.marker + host.description
+        case .network(let network): network.description
+        case .urlPrefix(let host, let path): host.description + path
+        }
+    }
+}
+
+extension StringProtocol {
+    func trimmingASCIISpaces() -> String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" || $0 == "\n" || $0 == "\r\n" }
+        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else {
+            return ""
+        }
+        return String(self[first...last])
+    }
+
+    fileprivate func replacingBrackets() -> String {
+        var text = String(self)
+        if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
+            text = String(text[text.index(after: text.startIndex)..<close]) + text[text.index(after: close)...]
+        }
+        return text
+    }
+}

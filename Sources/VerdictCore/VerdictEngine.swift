@@ -1,0 +1,207 @@
+/// A category's index in a rule source.
+public typealias CategoryID = UInt16
+
+/// The read side of a rule store, as the engine needs it. SharedStore's
+/// memory-mapped reader conforms; tests use an in-memory one.
+public protocol RuleSource: Sendable {
+    /// Category names by `CategoryID`.
+    var categoryNames: [String] { get }
+    /// Calls `body` for each domain rule stored for exactly this name fingerprint.
+    func forEachDomainRule(fingerprint: UInt64, _ body: (CategoryID, MatchKind) -> Void)
+    /// Calls `body` for each URL-prefix rule stored for exactly this host
+    /// fingerprint, with the path prefix (lower case, starting with `/`).
+    func forEachURLRule(hostFingerprint: UInt64, _ body: (UnsafeRawBufferPointer, CategoryID) -> Void)
+    /// Calls `body` for each address rule whose network contains `address`.
+    func forEachNetworkRule(containing address: IPAddress, _ body: (IPNetwork, CategoryID) -> Void)
+}
+
+/// Decides flows against one rule source and one policy. Pure: no I/O, no
+/// clocks, no logging. Build one per (store, policy) pair and share it: it is
+/// immutable, and building it resolves the policy's category names against
+/// the store once, so `decide` does no string work until it writes a reason.
+public struct VerdictEngine<Rules: RuleSource>: Sendable {
+    public let rules: Rules
+    public let policy: Policy
+    /// `categoryBlocked[id]` for every category of `rules`.
+    private let categoryBlocked: [Bool]
+    private let localNames: [UInt64: [LocalEntry]]
+    private let localURLs: [UInt64: [LocalEntry]]
+    private let localNetworks: [LocalEntry]
+
+    private struct LocalEntry: Sendable {
+        var pattern: RulePattern
+        var allows: Bool
+    }
+
+    public init(rules: Rules, policy: Policy) {
+        self.rules = rules
+        self.policy = policy
+        self.categoryBlocked = rules.categoryNames.map { policy.blockedCategories.blocks($0) }
+        var names: [UInt64: [LocalEntry]] = [:]
+        var urls: [UInt64: [LocalEntry]] = [:]
+        var networks: [LocalEntry] = []
+        for (list, allows) in [(policy.deny, false), (policy.allow, true)] {
+            for pattern in list {
+                let entry = LocalEntry(pattern: pattern, allows: allows)
+                switch pattern {
+                case .domain(let host, _):
+                    names[SuffixFingerprints.fingerprint(of: host), default: []].append(entry)
+                case .urlPrefix(let host, _):
+                    urls[SuffixFingerprints.fingerprint(of: host), default: []].append(entry)
+                case .network:
+                    networks.append(entry)
+                }
+            }
+        }
+        self.localNames = names
+        self.localURLs = urls
+        self.localNetworks = networks
+    }
+
+    /// The decision for a flow, with its reason. See `Policy` for the precedence.
+    public func decide(_ facts: FlowFacts) -> Decision {
+        if let host = facts.host {
+            if let address = IPAddress(host.description), host.isIPv4Literal {
+                return decideNameless(facts, literal: address)
+            }
+            return decide(facts, host: host)
+        }
+        if facts.mayRevealName {
+            return Decision(.needMoreData, Reason(source: .awaitingName))
+        }
+        return decideNameless(facts, literal: nil)
+    }
+
+    private func decide(_ facts: FlowFacts, host: HostName) -> Decision {
+        let suffixes = SuffixFingerprints(host)
+        let path = facts.path.map { $0.lowercased() }
+
+        // 1. Local lists by name: the most specific entry wins, deny on a tie.
+        var localMatch: (depth: Int, entry: LocalEntry)? = nil
+        for depth in 0..<suffixes.count {
+            let fingerprint = suffixes.fingerprints[depth]
+            var candidates: [LocalEntry] = []
+            if let path, let entries = localURLs[fingerprint] {
+                candidates += entries.filter {
+                    if case .urlPrefix(_, let prefix) = $0.pattern { return path.hasPrefix(prefix) }
+                    return false
+                }
+            }
+            if let entries = localNames[fingerprint] {
+                candidates += entries.filter {
+                    if case .domain(_, let kind) = $0.pattern { return kind.applies(atDepth: depth) }
+                    return false
+                }
+            }
+            // Deny entries come first in the table, so the first candidate is deny on a tie.
+            if let first = candidates.first {
+                localMatch = (depth, first)
+                break
+            }
+        }
+        if let (_, entry) = localMatch {
+            return Decision(
+                entry.allows ? .allow : .drop,
+                Reason(source: entry.allows ? .localAllowList : .localDenyList, rule: entry.pattern.description)
+            )
+        }
+        // 2. Local lists by address.
+        if let destination = facts.destination, let decision = localNetworkDecision(destination) {
+            return decision
+        }
+
+        // 3. Category rules, most specific first. URL prefixes are more specific than domains.
+        var firstKnown: Reason? = nil
+        if let path {
+            for depth in 0..<suffixes.count {
+                var blocked: Reason? = nil
+                rules.forEachURLRule(hostFingerprint: suffixes.fingerprints[depth]) { prefix, category in
+                    guard blocked == nil, path.utf8.starts(with: prefix) else { return }
+                    let reason = Reason(
+                        source: .category,
+                        category: categoryName(category),
+                        rule: String(decoding: host.bytes[suffixes.starts[depth]...], as: UTF8.self)
+                            + String(decoding: prefix, as: UTF8.self)
+                    )
+                    if isBlocked(category) { blocked = reason } else if firstKnown == nil { firstKnown = reason }
+                }
+                if let blocked { return Decision(.drop, blocked) }
+            }
+        }
+        for depth in 0..<suffixes.count {
+            var blocked: Reason? = nil
+            rules.forEachDomainRule(fingerprint: suffixes.fingerprints[depth]) { category, kind in
+                guard blocked == nil, kind.applies(atDepth: depth) else { return }
+                let blocks = isBlocked(category)
+                guard blocks || firstKnown == nil else { return }
+                let reason = Reason(
+                    source: .category,
+                    category: categoryName(category),
+                    rule: kind.marker + String(decoding: host.bytes[suffixes.starts[depth]...], as: UTF8.self)
+                )
+                if blocks { blocked = reason } else { firstKnown = reason }
+            }
+            if let blocked { return Decision(.drop, blocked) }
+        }
+        if let destination = facts.destination, let blocked = blockedNetworkReason(destination) {
+            return Decision(.drop, blocked)
+        }
+
+        // 4. Known but not blocked.
+        if let firstKnown { return Decision(.allow, firstKnown) }
+
+        // 5. Unknown.
+        let reason = Reason(source: .unknownHost)
+        switch policy.unknown {
+        case .allow: return Decision(.allow, reason)
+        case .block: return Decision(.drop, reason)
+        case .ask: return Decision(.needRules, reason)
+        }
+    }
+
+    private func decideNameless(_ facts: FlowFacts, literal: IPAddress?) -> Decision {
+        if let address = literal ?? facts.destination {
+            if let decision = localNetworkDecision(address) { return decision }
+            if let blocked = blockedNetworkReason(address) { return Decision(.drop, blocked) }
+        }
+        let reason = Reason(source: .noName)
+        return Decision(policy.noName == .allow ? .allow : .drop, reason)
+    }
+
+    private func localNetworkDecision(_ address: IPAddress) -> Decision? {
+        var best: LocalEntry? = nil
+        var bestLength = -1
+        for entry in localNetworks {
+            guard case .network(let network) = entry.pattern, network.contains(address) else { continue }
+            // Strictly longer wins; deny entries come first, so deny wins a tie.
+            if network.prefixLength > bestLength {
+                best = entry
+                bestLength = network.prefixLength
+            }
+        }
+        guard let best else { return nil }
+        return Decision(
+            best.allows ? .allow : .drop,
+            Reason(source: best.allows ? .localAllowList : .localDenyList, rule: best.pattern.description)
+        )
+    }
+
+    private func blockedNetworkReason(_ address: IPAddress) -> Reason? {
+        var best: (network: IPNetwork, category: CategoryID)? = nil
+        rules.forEachNetworkRule(containing: address.unmappingIPv4) { network, category in
+            guard isBlocked(category) else { return }
+            if best == nil || network.prefixLength > best!.network.prefixLength { best = (network, category) }
+        }
+        guard let best else { return nil }
+        return Reason(source: .category, category: categoryName(best.category), rule: best.network.description)
+    }
+
+    private func isBlocked(_ category: CategoryID) -> Bool {
+        Int(category) < categoryBlocked.count ? categoryBlocked[Int(category)] : true
+    }
+
+    private func categoryName(_ category: CategoryID) -> String {
+        let names = rules.categoryNames
+        return Int(category) < names.count ? names[Int(category)] : "category-\(category)"
+    }
+}
