@@ -56,10 +56,12 @@ public struct RuleListParser: Sendable {
 
     /// Adds every rule of `contents` (the bytes of one list file) to `builder` under `category`.
     /// `sourceName` names the file in the report.
+    /// With `urlList` (UT1 `urls` files), `192.0.2.7/42` is a host and path, not a network.
     public func parse(
         _ contents: [UInt8],
         sourceName: String,
         category: CategoryID,
+        urlList: Bool = false,
         into builder: inout RuleStoreBuilder
     ) -> Report {
         var report = Report()
@@ -72,7 +74,7 @@ public struct RuleListParser: Sendable {
                 lineNumber += 1
                 parseLine(
                     bytes, lineStart, lineEnd, lineNumber: lineNumber, sourceName: sourceName, category: category,
-                    builder: &builder, report: &report)
+                    urlList: urlList, builder: &builder, report: &report)
                 lineStart = lineEnd + 1
             }
         }
@@ -81,7 +83,7 @@ public struct RuleListParser: Sendable {
 
     private func parseLine(
         _ bytes: UnsafeRawBufferPointer, _ lineStart: Int, _ lineEnd: Int, lineNumber: Int, sourceName: String,
-        category: CategoryID, builder: inout RuleStoreBuilder, report: inout Report
+        category: CategoryID, urlList: Bool, builder: inout RuleStoreBuilder, report: inout Report
     ) {
         // Trim spaces and a UTF-8 byte order mark.
         var start = lineStart
@@ -123,7 +125,7 @@ public struct RuleListParser: Sendable {
         }
         func add(_ text: Substring) {
             do {
-                let pattern = try RulePattern(text)
+                let pattern = try RulePattern(text, urlList: urlList)
                 builder.add(pattern, category: category)
                 switch pattern {
                 case .domain: report.domainRules += 1

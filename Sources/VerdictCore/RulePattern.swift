@@ -59,7 +59,9 @@ public enum RulePattern: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    public init(_ rawText: some StringProtocol) throws(ParseError) {
+    /// Parses one entry. In a URL list (`urlList`, as UT1 `urls` files are)
+    /// an IPv4 literal followed by a slash is always a host and a path, never a network.
+    public init(_ rawText: some StringProtocol, urlList: Bool = false) throws(ParseError) {
         let text = rawText.trimmingASCIISpaces()
         guard !text.isEmpty else { throw .empty }
         if let network = IPNetwork(text) {
@@ -69,9 +71,17 @@ public enum RulePattern: Hashable, Sendable, CustomStringConvertible {
         // Anything shaped like an address must be a valid one: `1.2.3.4/33` is
         // a mistake, not the URL prefix `/33` on host 1.2.3.4.
         let beforeSlash = text.split(separator: "/", maxSplits: 1)[0]
-        if text.hasPrefix("[") || text.contains(":") || IPAddress(beforeSlash) != nil {
-            if let network = IPNetwork(text.replacingBrackets()) {
+        if text.hasPrefix("[") || beforeSlash.contains(":") || IPAddress(beforeSlash) != nil {
+            if !(urlList && text.contains("/")), let network = IPNetwork(text.replacingBrackets()) {
                 self = .network(network)
+                return
+            }
+            // `192.0.2.7/some/path`: a URL prefix on an IPv4 literal host (UT1 `urls` have these).
+            let suffix = text.dropFirst(beforeSlash.count)
+            if case .v4 = IPAddress(beforeSlash), suffix.count > 1, urlList || !suffix.dropFirst().allSatisfy(\.isNumber),
+                let host = try? HostName(beforeSlash)
+            {
+                self = .urlPrefix(host, path: suffix.lowercased())
                 return
             }
             throw .badNetwork(text)

@@ -61,13 +61,22 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
     /// The decision for a flow, with its reason. See `Policy` for the precedence.
     public func decide(_ facts: FlowFacts) -> Decision {
         if let host = facts.host {
-            if let address = IPAddress(host.description), host.isIPv4Literal {
+            if host.isIPv4Literal, let address = IPAddress(host.description) {
+                // A bare address is no name, but URL-prefix rules may be written on it.
+                if let path = facts.path, let blocked = blockedURLReason(host: host, path: path.lowercased()) {
+                    return Decision(.drop, blocked)
+                }
                 return decideNameless(facts, literal: address)
             }
             return decide(facts, host: host)
         }
         if facts.mayRevealName {
             return Decision(.needMoreData, Reason(source: .awaitingName))
+        }
+        if let path = facts.path, case .v4 = facts.destination, let literal = try? HostName(facts.destination!.description),
+            let blocked = blockedURLReason(host: literal, path: path.lowercased())
+        {
+            return Decision(.drop, blocked)
         }
         return decideNameless(facts, literal: nil)
     }
@@ -166,6 +175,18 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
         }
         let reason = Reason(source: .noName)
         return Decision(policy.noName == .allow ? .allow : .drop, reason)
+    }
+
+    /// A blocked URL-prefix rule on exactly this host (used for IP-literal hosts).
+    private func blockedURLReason(host: HostName, path: String) -> Reason? {
+        var blocked: Reason? = nil
+        rules.forEachURLRule(hostFingerprint: SuffixFingerprints.fingerprint(of: host)) { prefix, category in
+            guard blocked == nil, isBlocked(category), path.utf8.starts(with: prefix) else { return }
+            blocked = Reason(
+                source: .category, category: categoryName(category),
+                rule: host.description + String(decoding: prefix, as: UTF8.self))
+        }
+        return blocked
     }
 
     private func localNetworkDecision(_ address: IPAddress) -> Decision? {

@@ -1,0 +1,305 @@
+public import SharedStore
+public import VerdictCore
+import Yams
+
+/// hallpass's one configuration file (default `/etc/hallpass/hallpass.yaml`),
+/// parsed once into immutable values with defaults. `filterctl config example`
+/// prints every key with its meaning; `ConfigurationError` names the key that is wrong.
+public struct Configuration: Sendable, Hashable {
+    public static let defaultPath = "/etc/hallpass/hallpass.yaml"
+
+    /// What happens to traffic while the filter cannot judge it.
+    public enum FailMode: String, Sendable, Hashable, CaseIterable {
+        /// Traffic flows uninspected while filter-data is down or the queue is full.
+        case open
+        /// Nothing new leaves the machine while filter-data is down.
+        case closed
+    }
+
+    public struct Queue: Sendable, Hashable {
+        public var number: UInt16 = 0
+        public var failMode: FailMode = .open
+        /// How many bytes of a flow filter-data reads, at most, looking for a name.
+        public var peekBytes: Int = 16 * 1024
+    }
+
+    public struct Rules: Sendable, Hashable {
+        public var directory: String = "/var/lib/hallpass"
+        /// `https://...` (a bundle folder URL) or `file:///...`; nil: use what is installed.
+        public var source: String?
+        public var trustedKeys: [BundlePublicKey] = []
+        public var caFile: String?
+        /// `sha256/BASE64` SPKI pins.
+        public var pins: [String] = []
+        /// Seconds between fetches.
+        public var refresh: Int = 30 * 60
+    }
+
+    public struct RequestAccess: Sendable, Hashable {
+        public var text: String
+        public var url: String
+    }
+
+    public struct BlockPage: Sendable, Hashable {
+        public var address: String = "127.0.0.1"
+        public var port: UInt16 = 8080
+        public var organization: String = "Your school"
+        /// nil: the page offers no link.
+        public var requestAccess: RequestAccess?
+    }
+
+    public struct Admin: Sendable, Hashable {
+        public var socket: String = "/run/hallpass/control.sock"
+        /// A group whose members may use filterctl besides root.
+        public var group: String?
+    }
+
+    public var queue = Queue()
+    public var rules = Rules()
+    public var policy = Policy()
+    public var blockPage = BlockPage()
+    public var admin = Admin()
+
+    public init() {}
+}
+
+/// A configuration problem, naming the key (`policy.unknown`) and, where
+/// known, the line in the file.
+public struct ConfigurationError: Error, Hashable, Sendable, CustomStringConvertible {
+    public var key: String
+    public var line: Int?
+    public var message: String
+
+    public init(key: String, line: Int? = nil, message: String) {
+        self.key = key
+        self.line = line
+        self.message = message
+    }
+
+    public var description: String {
+        let place = line.map { " (line \($0))" } ?? ""
+        return key.isEmpty ? "configuration\(place): \(message)" : "configuration key \(key)\(place): \(message)"
+    }
+}
+
+extension Configuration {
+    /// Parses YAML text. Unknown keys are errors (a typo must not silently drop a setting).
+    public init(yaml: String) throws(ConfigurationError) {
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: yaml)
+        } catch {
+            throw ConfigurationError(key: "", message: "not valid YAML: \(error)")
+        }
+        self.init()
+        guard let root else { return }
+        let top = try ConfigNode(root, key: "").mapping(allowed: ["queue", "rules", "policy", "blockPage", "admin"])
+
+        if let queue = top["queue"] {
+            let fields = try queue.mapping(allowed: ["number", "failMode", "peekBytes"])
+            if let number = fields["number"] { self.queue.number = try number.integer(in: 0...65535).narrowed() }
+            if let mode = fields["failMode"] { self.queue.failMode = try mode.choice(FailMode.self) }
+            if let peek = fields["peekBytes"] { self.queue.peekBytes = try peek.integer(in: 512...(1 << 20)) }
+        }
+        if let rules = top["rules"] {
+            let fields = try rules.mapping(allowed: ["directory", "source", "trustedKeys", "caFile", "pins", "refresh"])
+            if let directory = fields["directory"] { self.rules.directory = try directory.absolutePath() }
+            if let source = fields["source"] {
+                let text = try source.string()
+                let lower = text.lowercased()
+                if lower.hasPrefix("http://") {
+                    throw source.error("plain http:// is refused: rules must come over https:// (or file:// for offline installs)")
+                }
+                guard lower.hasPrefix("https://") || lower.hasPrefix("file:///") else {
+                    throw source.error("expected an https:// or file:/// URL, got '\(text)'")
+                }
+                self.rules.source = text
+            }
+            if let keys = fields["trustedKeys"] {
+                self.rules.trustedKeys = try keys.list().map { node throws(ConfigurationError) in
+                    do {
+                        return try BundlePublicKey(node.string())
+                    } catch let error as BundleError {
+                        throw node.error(error.description)
+                    } catch {
+                        throw error as! ConfigurationError
+                    }
+                }
+            }
+            if let ca = fields["caFile"] { self.rules.caFile = try ca.absolutePath() }
+            if let pins = fields["pins"] {
+                self.rules.pins = try pins.list().map { node throws(ConfigurationError) in
+                    let pin = try node.string()
+                    guard pin.hasPrefix("sha256/"), pin.count == 51 else {
+                        throw node.error("a pin is 'sha256/' and the base64 SHA-256 of a SubjectPublicKeyInfo (44 characters)")
+                    }
+                    return pin
+                }
+            }
+            if let refresh = fields["refresh"] { self.rules.refresh = try refresh.duration(minimum: 60) }
+        }
+        if let policy = top["policy"] {
+            let fields = try policy.mapping(allowed: ["block", "allow", "deny", "unknown", "noName"])
+            if let block = fields["block"] {
+                if case .scalar = block.node, try block.string() == "all" {
+                    self.policy.blockedCategories = .all
+                } else {
+                    let names = try block.list().map { node throws(ConfigurationError) in
+                        let name = try node.string().lowercased()
+                        guard RuleStoreBuilder.isValidCategoryName(name) else {
+                            throw node.error("'\(name)' is not a category name (a-z, 0-9, '-', '_')")
+                        }
+                        return name
+                    }
+                    self.policy.blockedCategories = .only(Set(names))
+                }
+            }
+            for key in ["allow", "deny"] {
+                guard let list = fields[key] else { continue }
+                let patterns = try list.list().map { node throws(ConfigurationError) in
+                    do {
+                        return try RulePattern(node.string())
+                    } catch let error as RulePattern.ParseError {
+                        throw node.error(error.description)
+                    } catch {
+                        throw error as! ConfigurationError
+                    }
+                }
+                if key == "allow" { self.policy.allow = patterns } else { self.policy.deny = patterns }
+            }
+            if let unknown = fields["unknown"] { self.policy.unknown = try unknown.choice(Policy.UnknownAction.self) }
+            if let noName = fields["noName"] { self.policy.noName = try noName.choice(Policy.NoNameAction.self) }
+        }
+        if let page = top["blockPage"] {
+            let fields = try page.mapping(allowed: ["address", "port", "organization", "requestAccess"])
+            if let address = fields["address"] {
+                let text = try address.string()
+                guard IPAddress(text) != nil else { throw address.error("'\(text)' is not an IP address") }
+                self.blockPage.address = text
+            }
+            if let port = fields["port"] { self.blockPage.port = try port.integer(in: 1...65535).narrowed() }
+            if let organization = fields["organization"] {
+                let text = try organization.string()
+                guard !text.isEmpty, text.count <= 200 else { throw organization.error("1 to 200 characters") }
+                self.blockPage.organization = text
+            }
+            if let request = fields["requestAccess"] {
+                if case .scalar = request.node, request.node.null != nil {
+                    self.blockPage.requestAccess = nil
+                } else {
+                    let access = try request.mapping(allowed: ["text", "url"])
+                    guard let text = access["text"], let url = access["url"] else {
+                        throw request.error("needs both 'text' and 'url' (or leave requestAccess out for no link)")
+                    }
+                    let urlText = try url.string()
+                    guard urlText.hasPrefix("https://") || urlText.hasPrefix("http://") || urlText.hasPrefix("mailto:")
+                        || urlText == "builtin"
+                    else {
+                        throw url.error("expected an http(s):// or mailto: URL, or 'builtin'")
+                    }
+                    self.blockPage.requestAccess = RequestAccess(text: try text.string(), url: urlText)
+                }
+            }
+        }
+        if let admin = top["admin"] {
+            let fields = try admin.mapping(allowed: ["socket", "group"])
+            if let socket = fields["socket"] { self.admin.socket = try socket.absolutePath() }
+            if let group = fields["group"] { self.admin.group = try group.string() }
+        }
+    }
+}
+
+/// A YAML node with the dotted key it was found under, for error messages.
+private struct ConfigNode {
+    let node: Node
+    let key: String
+
+    init(_ node: Node, key: String) {
+        self.node = node
+        self.key = key
+    }
+
+    func error(_ message: String) -> ConfigurationError {
+        ConfigurationError(key: key, line: node.mark.map { $0.line }, message: message)
+    }
+
+    func mapping(allowed: [String]) throws(ConfigurationError) -> [String: ConfigNode] {
+        guard case .mapping(let mapping) = node else {
+            if case .scalar = node, node.null != nil { return [:] }
+            throw error("expected a mapping of keys (\(allowed.joined(separator: ", ")))")
+        }
+        var result: [String: ConfigNode] = [:]
+        for (keyNode, value) in mapping {
+            guard let name = keyNode.string else { throw error("a key is not a string") }
+            let path = key.isEmpty ? name : key + "." + name
+            guard allowed.contains(name) else {
+                throw ConfigurationError(
+                    key: path, line: keyNode.mark.map { $0.line },
+                    message: "unknown key (known here: \(allowed.joined(separator: ", ")))")
+            }
+            guard result[name] == nil else {
+                throw ConfigurationError(key: path, line: keyNode.mark.map { $0.line }, message: "the key appears twice")
+            }
+            result[name] = ConfigNode(value, key: path)
+        }
+        return result
+    }
+
+    func string() throws(ConfigurationError) -> String {
+        guard case .scalar(let scalar) = node else { throw error("expected a single value") }
+        return scalar.string
+    }
+
+    func list() throws(ConfigurationError) -> [ConfigNode] {
+        switch node {
+        case .sequence(let sequence):
+            return sequence.enumerated().map { ConfigNode($1, key: "\(key)[\($0)]") }
+        case .scalar where node.null != nil:
+            return []
+        default:
+            throw error("expected a list, e.g. [ a, b ]")
+        }
+    }
+
+    func integer(in range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
+        guard let value = Int(try string()), range.contains(value) else {
+            throw error("expected a whole number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return value
+    }
+
+    func choice<Choice: RawRepresentable & CaseIterable>(_ type: Choice.Type) throws(ConfigurationError) -> Choice
+    where Choice.RawValue == String {
+        let text = try string()
+        guard let value = Choice(rawValue: text) else {
+            throw error("expected one of \(Choice.allCases.map(\.rawValue).joined(separator: ", ")), got '\(text)'")
+        }
+        return value
+    }
+
+    func absolutePath() throws(ConfigurationError) -> String {
+        let text = try string()
+        guard text.hasPrefix("/") else { throw error("expected an absolute path, got '\(text)'") }
+        return text
+    }
+
+    /// `90s`, `30m`, `6h`, `1d`, or a number of seconds.
+    func duration(minimum: Int) throws(ConfigurationError) -> Int {
+        let text = try string()
+        let units: [Character: Int] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
+        var seconds: Int?
+        if let unit = text.last, let factor = units[unit], let value = Int(text.dropLast()) {
+            seconds = value * factor
+        } else if let value = Int(text) {
+            seconds = value
+        }
+        guard let seconds, seconds >= minimum, seconds <= 30 * 86_400 else {
+            throw error("expected a duration like 90s, 30m, 6h or 1d, at least \(minimum) seconds and at most 30 days")
+        }
+        return seconds
+    }
+}
+
+extension Int {
+    fileprivate func narrowed<T: FixedWidthInteger>() -> T { T(self) }
+}

@@ -1,0 +1,68 @@
+extension Configuration {
+    /// The commented example that `filterctl config example` prints. A test
+    /// parses it, so it always matches what the parser accepts.
+    public static let example = """
+        # hallpass configuration (/etc/hallpass/hallpass.yaml).
+        # Every key is optional; the value shown is the default unless marked "example".
+        # filter-control reads this file once at start; 'systemctl restart hallpass' applies changes.
+
+        queue:
+          # The NFQUEUE number the kernel rules send undecided flows to.
+          number: 0
+          # What happens while the filter cannot judge traffic (filter-data restarting, queue full):
+          #   open:   traffic passes uninspected (nobody is cut off; some traffic goes unfiltered)
+          #   closed: nothing new leaves the machine until the filter is back
+          failMode: open
+          # How many bytes of a flow are read, at most, looking for its name (TLS, HTTP, QUIC).
+          # A flow that shows no name within this many bytes gets policy.noName.
+          peekBytes: 16384
+
+        rules:
+          # The shared rule folder: one subfolder per installed version and a 'current' link.
+          directory: /var/lib/hallpass
+          # Where signed bundles come from: an https:// folder URL, or file:/// for offline installs.
+          # Plain http:// is refused. Leave it out to keep whatever is installed. (example)
+          source: https://rules.example.org/hallpass/
+          # Public keys allowed to sign bundles ('filterctl bundle keygen' prints one).
+          # List two during a key rotation. (example)
+          trustedKeys: [ "ed25519:11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=" ]
+          # An extra certificate authority for the rule server, besides the system store. (example)
+          # caFile: /etc/hallpass/rules-ca.pem
+          # SPKI pins of the rule server: 'sha256/' + base64 SHA-256 of its public key. (example)
+          # pins: [ "sha256/47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=" ]
+          # How often to look for new rules (s, m, h, d); each machine adds jitter.
+          refresh: 30m
+
+        policy:
+          # Categories to block: a list of category names from the rules, or 'all'. (example)
+          block: [ adult, gambling ]
+          # The local allow list: wins over categories. Entries as in rule lists:
+          #   example.org (and subdomains), =www.example.org (exactly), *.example.org (only subdomains),
+          #   192.0.2.0/24, example.org/path (plain HTTP only). (example)
+          allow: [ "khanacademy.org" ]
+          # The local deny list: wins over categories; the most specific of allow/deny wins. (example)
+          deny: [ "games.example.com" ]
+          # Names no rule knows: allow | block | ask (hold the flow and ask filter-control).
+          unknown: allow
+          # Flows that never show a name (or use a bare IP address): allow | block.
+          noName: allow
+
+        blockPage:
+          # Where filter-control serves the block page.
+          address: 127.0.0.1
+          port: 8080
+          # The name shown on the page. (example)
+          organization: "Example School"
+          # The link a student follows to ask for access; leave requestAccess out for no link.
+          # {url} {host} {category} {user} {org} are filled in, URL-encoded. (example)
+          requestAccess:
+            text: "Ask for access"
+            url: "https://help.example.org/unblock?url={url}"
+
+        admin:
+          # filterctl talks to filter-control here; only root and the admin group may connect.
+          socket: /run/hallpass/control.sock
+          # group: hallpass-admin   (example)
+
+        """
+}

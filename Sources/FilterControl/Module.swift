@@ -1,1 +1,0 @@
-// FilterControl: see DESIGN.md. (Placeholder replaced as the module grows.)

@@ -1,0 +1,151 @@
+import ArgumentParser
+import FilterControl
+import Foundation
+import SharedStore
+
+struct BundleCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bundle",
+        abstract: "Make, sign and check rule bundles (the files a school's server publishes).",
+        subcommands: [Keygen.self, Build.self, Verify.self]
+    )
+
+    struct Keygen: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Create a signing key; prints the public key for rules.trustedKeys.")
+
+        @Option(name: .long, help: "Where to write the private key (PEM, mode 0600). Refuses to overwrite.")
+        var out: String
+
+        func run() throws {
+            let key = BundleSigningKey()
+            let descriptor = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            guard descriptor >= 0 else {
+                let reason = errno == EEXIST ? "the file exists; keys are never overwritten" : String(cString: strerror(errno))
+                throw fail("cannot create \(out): \(reason)", status: ExitStatus.cannotCreate)
+            }
+            let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+            do {
+                try handle.write(contentsOf: Data(key.pem.utf8))
+                try handle.synchronize()
+            } catch {
+                throw fail("cannot write \(out): \(error.localizedDescription)", status: ExitStatus.ioError)
+            }
+            print(key.publicKey.description)
+        }
+    }
+
+    struct Build: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Compile sources into a signed bundle folder.",
+            discussion: "SOURCE is as for 'filterctl compile'. Publish the folder's files on any HTTPS server.")
+
+        @Option(name: .long, help: "The signing key (PEM) from 'filterctl bundle keygen'.")
+        var key: String
+
+        @Option(name: .long, help: "The bundle version: a positive integer larger than any published before.")
+        var version: UInt64
+
+        @Option(name: .long, help: "How long the bundle is valid: e.g. 12h, 30d (default 30d).")
+        var expires: String = "30d"
+
+        @Option(name: .long, help: "The bundle folder to write (created if needed).")
+        var out: String
+
+        @Argument(help: "[CATEGORY=]PATH of a list file or folder.")
+        var sources: [String]
+
+        func validate() throws {
+            guard version > 0 else { throw ValidationError("--version must be a positive integer") }
+            guard parseDuration(expires) != nil else {
+                throw ValidationError("--expires takes a duration like 12h or 30d (at most 3650d)")
+            }
+        }
+
+        func run() throws {
+            guard let pem = try? String(contentsOfFile: key, encoding: .utf8) else {
+                throw fail("cannot read the key \(key)", status: ExitStatus.noInput)
+            }
+            let signingKey: BundleSigningKey
+            do {
+                signingKey = try BundleSigningKey(pem: pem)
+            } catch {
+                throw fail("\(key): \(error)", status: ExitStatus.dataError)
+            }
+            let now = BundleVerifier.currentTime()
+            let result: RuleCompiler.Result
+            do {
+                result = try RuleCompiler().compile(
+                    sources.map(RuleCompiler.SourceSpec.init), version: version,
+                    metadata: ["bundle-version": String(version), "built": UTCTime.format(now)])
+            } catch let error as RuleCompiler.CompileError {
+                throw fail(error.message, status: ExitStatus.dataError)
+            }
+            let manifest = BundleSigner.manifest(
+                files: [(BundleManifest.storeFileName, result.bytes)], version: version, issuedAt: now,
+                expiresAt: now + parseDuration(expires)!)
+            let manifestBytes = manifest.encoded
+            do {
+                try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+                let folder = URL(fileURLWithPath: out)
+                try Data(result.bytes).write(to: folder.appendingPathComponent(BundleManifest.storeFileName), options: .atomic)
+                try Data(signingKey.signatureFile(for: manifestBytes)).write(
+                    to: folder.appendingPathComponent(BundleManifest.signatureFileName), options: .atomic)
+                try Data(manifestBytes).write(to: folder.appendingPathComponent(BundleManifest.fileName), options: .atomic)
+            } catch {
+                throw fail("cannot write the bundle to \(out): \(error.localizedDescription)", status: ExitStatus.cannotCreate)
+            }
+            printSummary(result, quiet: true, to: out + "/" + BundleManifest.storeFileName)
+            print("bundle \(out): version \(version), expires \(UTCTime.format(manifest.expiresAt)), signed by \(signingKey.publicKey.keyID)")
+        }
+    }
+
+    struct Verify: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Check a bundle folder as a lab machine would: signature, expiry, every file.")
+
+        @Argument(help: "The bundle folder.")
+        var directory: String
+
+        @Option(name: .customLong("trusted-key"), help: "ed25519:BASE64; repeat for several keys.")
+        var trustedKeys: [String] = []
+
+        func validate() throws {
+            guard !trustedKeys.isEmpty else { throw ValidationError("give at least one --trusted-key ed25519:BASE64") }
+        }
+
+        func run() throws {
+            var keys: [BundlePublicKey] = []
+            for text in trustedKeys {
+                guard let key = try? BundlePublicKey(text) else {
+                    throw fail("--trusted-key \(text.prefix(60)): expected ed25519:BASE64 (32 bytes)", status: ExitStatus.usage)
+                }
+                keys.append(key)
+            }
+            let bundle: VerifiedBundle
+            do {
+                bundle = try BundleVerifier(signatures: .trusted(keys)).verify(directory: directory)
+                if bundle.manifest.files.contains(where: { $0.name == BundleManifest.storeFileName }) {
+                    _ = try RuleStore(path: bundle.path(of: BundleManifest.storeFileName), verification: .full)
+                }
+            } catch let error as BundleError {
+                let status = if case .missingManifest = error { ExitStatus.noInput } else { ExitStatus.dataError }
+                throw fail("refused (\(error.code)): \(error.description)", status: status)
+            } catch let error as StoreError {
+                throw fail("refused (\(error.code)): \(error.description)", status: ExitStatus.dataError)
+            }
+            let manifest = bundle.manifest
+            print(
+                "ok: version \(manifest.version), issued \(UTCTime.format(manifest.issuedAt)), expires \(UTCTime.format(manifest.expiresAt)), signed by \(bundle.signerKeyID ?? "?"), \(manifest.files.count) file(s)"
+            )
+        }
+    }
+}
+
+/// `90s`, `30m`, `12h`, `30d`: seconds, or nil.
+func parseDuration(_ text: String) -> Int64? {
+    let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
+    guard let unit = text.last, let factor = units[unit], let value = Int64(text.dropLast()), value > 0 else { return nil }
+    let seconds = value * factor
+    return seconds <= 3650 * 86_400 ? seconds : nil
+}

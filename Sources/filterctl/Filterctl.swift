@@ -1,0 +1,238 @@
+import ArgumentParser
+import FilterControl
+import Foundation
+import SharedStore
+import VerdictCore
+
+/// Exit codes of filterctl (sysexits.h values where one fits).
+enum ExitStatus {
+    /// Done; for `check`, every target was read (whatever the verdicts).
+    static let success: Int32 = 0
+    /// `check`: at least one target could not be read (its line says `error`).
+    static let someTargetsInvalid: Int32 = 1
+    /// Wrong arguments (swift-argument-parser's usage error code).
+    static let usage: Int32 = 64
+    /// A store, bundle or list is invalid, or a bundle is refused.
+    static let dataError: Int32 = 65
+    /// An input file or folder does not exist or cannot be read.
+    static let noInput: Int32 = 66
+    /// An output file cannot be written.
+    static let cannotCreate: Int32 = 73
+    /// Reading or writing failed midway.
+    static let ioError: Int32 = 74
+    /// The configuration file is invalid.
+    static let configError: Int32 = 78
+}
+
+/// Prints `message` to standard error and exits with `status`.
+func fail(_ message: String, status: Int32) -> ExitCode {
+    FileHandle.standardError.write(Data(("filterctl: " + message + "\n").utf8))
+    return ExitCode(status)
+}
+
+@main
+struct Filterctl: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "filterctl",
+        abstract: "Administer hallpass, the on-host content filter.",
+        discussion: """
+            Offline commands (no daemon needed): compile, check --store/--bundle, bundle, config.
+
+            Exit status: 0 success; 1 check: some targets could not be read; 64 usage error;
+            65 invalid or refused store, bundle or list; 66 input missing or unreadable;
+            73 cannot write output; 74 I/O error; 78 invalid configuration.
+            """,
+        subcommands: [Compile.self, Check.self, BundleCommand.self, ConfigCommand.self]
+    )
+}
+
+// MARK: - compile
+
+struct Compile: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Compile rule lists into a rule store.",
+        discussion: """
+            SOURCE is [CATEGORY=]PATH: a UT1-style folder (one subfolder per category holding
+            'domains' and/or 'urls'), a folder holding 'domains'/'urls' itself, or a list file
+            (hosts file, plain domains, AdBlock ||domain^ lines); a file's category defaults to
+            its name without the extension. In lists, 'example.com' matches the name and its
+            subdomains, '=example.com' only the name, '*.example.com' only subdomains.
+            """
+    )
+
+    @Option(name: .long, help: "The store file to write.")
+    var out: String
+
+    @Option(name: .long, help: "The rules version recorded in the store.")
+    var version: UInt64 = 1
+
+    @Flag(name: .long, help: "Do not list skipped lines.")
+    var quiet = false
+
+    @Argument(help: "[CATEGORY=]PATH of a list file or folder.")
+    var sources: [String]
+
+    func run() throws {
+        let result: RuleCompiler.Result
+        do {
+            result = try RuleCompiler().compile(sources.map(RuleCompiler.SourceSpec.init), version: version)
+        } catch let error as RuleCompiler.CompileError {
+            throw fail(error.message, status: error.message.contains("no such file") || error.message.contains("cannot read") ? ExitStatus.noInput : ExitStatus.dataError)
+        }
+        do {
+            try Data(result.bytes).write(to: URL(fileURLWithPath: out), options: .atomic)
+        } catch {
+            throw fail("cannot write \(out): \(error.localizedDescription)", status: ExitStatus.cannotCreate)
+        }
+        printSummary(result, quiet: quiet, to: out)
+    }
+}
+
+func printSummary(_ result: RuleCompiler.Result, quiet: Bool, to path: String) {
+    let summary = result.summary
+    var lines: [String] = []
+    lines.append("wrote \(path): \(summary.bytes) bytes, \(summary.categories) categories")
+    lines.append(
+        "  \(summary.distinctNames) names with domain rules, \(summary.urlRules) URL rules, \(summary.networkRules) address rules")
+    if summary.distinctNames > 0 {
+        let perName = Double(summary.bytes) / Double(summary.distinctNames)
+        lines.append("  \(String(format: "%.1f", perName)) bytes per name")
+    }
+    for (category, count) in result.rulesPerCategory {
+        lines.append("  \(category): \(count) rules")
+    }
+    let report = result.report
+    if report.skippedLines > 0 {
+        lines.append("skipped \(report.skippedLines) lines that are not rules\(quiet ? "" : ":")")
+        if !quiet {
+            for sample in report.skippedSamples { lines.append("  \(sample)") }
+            if report.skippedLines > report.skippedSamples.count {
+                lines.append("  ... and \(report.skippedLines - report.skippedSamples.count) more")
+            }
+        }
+    }
+    FileHandle.standardError.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+}
+
+// MARK: - check
+
+struct Check: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show what hallpass decides for URLs or host names.",
+        discussion: """
+            One line per target: ACTION<TAB>TARGET<TAB>REASON, ACTION being allow, block or ask.
+            With --json, one object per line with target, action, category, rule, source, reason.
+            TARGET '-' reads targets from standard input, one per line.
+            Without --config every category in the rules is blocked and unknown names are allowed.
+            For https:// targets only the name counts, as the filter never sees an HTTPS path.
+            """
+    )
+
+    @Option(name: .long, help: "A compiled rule store.")
+    var store: String?
+
+    @Option(name: .long, help: "A bundle folder (its hashes are checked; its signature too with --trusted-key).")
+    var bundle: String?
+
+    @Option(name: .customLong("trusted-key"), help: "ed25519:BASE64 key that must have signed --bundle.")
+    var trustedKeys: [String] = []
+
+    @Option(name: .long, help: "A hallpass.yaml whose policy to apply.")
+    var config: String?
+
+    @Flag(name: .long, help: "Print JSON lines.")
+    var json = false
+
+    @Argument(help: "URLs or host names; '-' reads them from standard input.")
+    var targets: [String]
+
+    func validate() throws {
+        guard (store == nil) != (bundle == nil) else {
+            throw ValidationError("give exactly one of --store FILE or --bundle DIR (a running daemon is asked in a later version)")
+        }
+        guard !targets.isEmpty else { throw ValidationError("name at least one target, or '-' to read them from standard input") }
+    }
+
+    func run() throws {
+        var policy = Policy()
+        if let config {
+            guard let text = try? String(contentsOfFile: config, encoding: .utf8) else {
+                throw fail("cannot read the configuration \(config)", status: ExitStatus.noInput)
+            }
+            do {
+                policy = try Configuration(yaml: text).policy
+            } catch {
+                throw fail("\(config): \(error)", status: ExitStatus.configError)
+            }
+        }
+        var keys: [BundlePublicKey] = []
+        for text in trustedKeys {
+            guard let key = try? BundlePublicKey(text) else {
+                throw fail("--trusted-key \(text.prefix(60)): expected ed25519:BASE64 (32 bytes)", status: ExitStatus.usage)
+            }
+            keys.append(key)
+        }
+        let rules: RuleStore
+        switch Result(catching: { () throws(RuleLoading.Failure) -> RuleStore in
+            if let store { return try RuleLoading.openStore(path: store) }
+            return try RuleLoading.openBundle(directory: bundle!, trustedKeys: keys).0
+        }) {
+        case .success(let opened):
+            rules = opened
+        case .failure(let error):
+            var missing = false
+            if case .store(.cannotOpen(_, let code)) = error { missing = code == ENOENT }
+            throw fail(error.description, status: missing ? ExitStatus.noInput : ExitStatus.dataError)
+        }
+
+        var runner = CheckRunner(engine: VerdictEngine(rules: rules, policy: policy), format: json ? .json : .text)
+        for target in targets {
+            if target == "-" {
+                if case .failure(let error) = Result(catching: { () throws(CheckIOError) in
+                    try runner.run(input: STDIN_FILENO, output: STDOUT_FILENO)
+                }) {
+                    throw fail(error.message, status: ExitStatus.ioError)
+                }
+            } else {
+                var line: [UInt8] = []
+                runner.appendLine(for: Substring(target), to: &line)
+                FileHandle.standardOutput.write(Data(line))
+            }
+        }
+        if runner.invalidTargets > 0 { throw ExitCode(ExitStatus.someTargetsInvalid) }
+    }
+}
+
+// MARK: - config
+
+struct ConfigCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "config",
+        abstract: "Print the example configuration, or check a configuration file.",
+        subcommands: [Example.self, Validate.self]
+    )
+
+    struct Example: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print a commented example hallpass.yaml.")
+        func run() { print(Configuration.example, terminator: "") }
+    }
+
+    struct Validate: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "check", abstract: "Check a hallpass.yaml and report the first problem.")
+
+        @Argument(help: "The configuration file.")
+        var file: String = Configuration.defaultPath
+
+        func run() throws {
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+                throw fail("cannot read \(file)", status: ExitStatus.noInput)
+            }
+            do {
+                _ = try Configuration(yaml: text)
+            } catch {
+                throw fail("\(file): \(error)", status: ExitStatus.configError)
+            }
+            print("\(file): ok")
+        }
+    }
+}
