@@ -1,0 +1,31 @@
+import Testing
+import VerdictCore
+
+@Suite struct RulePatternTests {
+    @Test func writtenForms() throws {
+        #expect(try RulePattern("example.com") == .domain(HostName("example.com"), .subtree))
+        #expect(try RulePattern(".Example.com") == .domain(HostName("example.com"), .subtree))
+        #expect(try RulePattern("=www.example.com") == .domain(HostName("www.example.com"), .exact))
+        #expect(try RulePattern("*.example.com") == .domain(HostName("example.com"), .subdomainsOnly))
+        #expect(try RulePattern("192.0.2.7") == .network(IPNetwork("192.0.2.7")!))
+        #expect(try RulePattern("10.0.0.0/8") == .network(IPNetwork("10.0.0.0/8")!))
+        #expect(try RulePattern("[2001:db8::]/32") == .network(IPNetwork("2001:db8::/32")!))
+        #expect(try RulePattern("example.com/Path/x") == .urlPrefix(HostName("example.com"), path: "/path/x"))
+        #expect(try RulePattern("example.com/") == .domain(HostName("example.com"), .subtree))
+        #expect(try RulePattern("192.0.2.7/mp3") == .urlPrefix(HostName("192.0.2.7"), path: "/mp3"))
+        #expect(try RulePattern("192.0.2.7/42", urlList: true) == .urlPrefix(HostName("192.0.2.7"), path: "/42"))
+        #expect(try RulePattern("shop.example/a/type:b") == .urlPrefix(HostName("shop.example"), path: "/a/type:b"))
+    }
+
+    @Test func descriptionsRoundTrip() throws {
+        for text in ["example.com", "=www.example.com", "*.example.com", "10.0.0.0/8", "2001:db8::/32", "example.com/path"] {
+            #expect(try RulePattern(text).description == text)
+            #expect(try RulePattern(RulePattern(text).description) == RulePattern(text))
+        }
+    }
+
+    @Test(arguments: ["", "   ", "1.2.3.4/33", "bad host", "host:port", "[::1", "a..b"])
+    func refusesMalformed(text: String) {
+        #expect(throws: RulePattern.ParseError.self) { try RulePattern(text) }
+    }
+}
