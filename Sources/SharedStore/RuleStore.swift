@@ -108,8 +108,9 @@ public final class RuleStore: RuleSource, @unchecked Sendable {
         self.sections = sections
 
         if verification == .full {
-            let body = UnsafeRawBufferPointer(rebasing: bytes[StoreFormat.dataStart...])
-            guard StableHash.checksum(body) == storedChecksum else { throw .checksumMismatch(path: path) }
+            let head = UnsafeRawBufferPointer(rebasing: bytes[0..<32])
+            let rest = UnsafeRawBufferPointer(rebasing: bytes[40...])
+            guard StableHash.checksum(head, rest) == storedChecksum else { throw .checksumMismatch(path: path) }
         }
 
         func count(_ section: StoreFormat.Section) -> Int { sections[section.rawValue].count / section.elementSize }

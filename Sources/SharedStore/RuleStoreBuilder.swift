@@ -239,8 +239,6 @@ public struct RuleStoreBuilder: Sendable {
             offset += section.count
         }
         guard offset <= Int(UInt32.max), names.count <= Int(UInt32.max) else { throw .tooLarge }
-        let checksum = body.withUnsafeBytes { StableHash.checksum($0) }
-
         var file: [UInt8] = []
         file.reserveCapacity(offset)
         file.append(contentsOf: StoreFormat.magic)
@@ -248,13 +246,17 @@ public struct RuleStoreBuilder: Sendable {
         file.appendLittleEndian(UInt32(StoreFormat.headerLength))
         file.appendLittleEndian(UInt64(offset))
         file.appendLittleEndian(version)
-        file.appendLittleEndian(checksum)
+        file.appendLittleEndian(UInt64(0))  // the checksum, filled in below
         file.appendLittleEndian(UInt32(sections.count))
         file.appendLittleEndian(UInt32(names.count))
         file.appendLittleEndian(domainTable.homeRange)
         file.appendLittleEndian(urlTable.homeRange)
         file.append(contentsOf: table)
         file.append(contentsOf: body)
+        let checksum = file.withUnsafeBytes { bytes in
+            StableHash.checksum(UnsafeRawBufferPointer(rebasing: bytes[0..<32]), UnsafeRawBufferPointer(rebasing: bytes[40...]))
+        }
+        file.withUnsafeMutableBytes { $0.storeBytes(of: checksum.littleEndian, toByteOffset: 32, as: UInt64.self) }
 
         let summary = Summary(
             distinctNames: names.count,

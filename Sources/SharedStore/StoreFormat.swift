@@ -11,7 +11,7 @@
 ///  12  header length    u32 (64)
 ///  16  file length      u64
 ///  24  rules version    u64
-///  32  checksum         u64  StableHash.checksum of every byte after the section table
+///  32  checksum         u64  StableHash.checksum of bytes 0..<32 and 40..<end (all but itself)
 ///  40  section count    u32 (13)
 ///  44  domain names     u32 (distinct names with domain rules)
 ///  48  domain home range u64 (m: a fingerprint f starts its probe at slot (f * m) >> 64)

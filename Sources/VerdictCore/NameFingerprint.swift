@@ -50,6 +50,11 @@ public enum StableHash {
         return fold(h ^ tail ^ multiplierB, multiplierC ^ UInt64(end - start))
     }
 
+    /// One checksum over two byte ranges, as if they were one (order matters).
+    public static func checksum(_ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer) -> UInt64 {
+        finish(fold(checksum(first) ^ multiplierB, checksum(second) ^ multiplierC))
+    }
+
     /// A 64-bit checksum of a byte range (used for whole-file integrity).
     public static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
         var h = seed ^ UInt64(bytes.count)
