@@ -115,6 +115,16 @@ public enum IPPacketParser {
         }
     }
 
+    /// Convenience for a slice (for example a capture record); offsets in the
+    /// result count from the slice's first byte.
+    public static func parse(_ bytes: ArraySlice<UInt8>) throws(IPPacketError) -> IPPacket {
+        // The buffer pointer lives only for the call; the result holds offsets, not pointers.
+        let result: Result<IPPacket, IPPacketError> = bytes.withUnsafeBytes { buffer in
+            do throws(IPPacketError) { return .success(try parse(buffer)) } catch { return .failure(error) }
+        }
+        return try result.get()
+    }
+
     /// Convenience for an array; see ``parse(_:)-(UnsafeRawBufferPointer)``.
     public static func parse(_ bytes: [UInt8]) throws(IPPacketError) -> IPPacket {
         // The buffer pointer lives only for the call; the result holds offsets, not pointers.
