@@ -351,6 +351,15 @@ public enum LinkLayer {
         switch type {
         case 0x0800: return ipOfVersion(frame[position...], 4)
         case 0x86DD: return ipOfVersion(frame[position...], 6)
+        case 0x8864:
+            // PPPoE session stage (RFC 2516 section 4): 6-byte header, then the PPP protocol field.
+            guard frame.endIndex - position >= 8 else { return .notIP(reason: "PPPoE header truncated") }
+            let pppProtocol = UInt16(frame[position + 6]) << 8 | UInt16(frame[position + 7])
+            switch pppProtocol {
+            case 0x0021: return ipOfVersion(frame[(position + 8)...], 4)
+            case 0x0057: return ipOfVersion(frame[(position + 8)...], 6)
+            default: return .notIP(reason: "PPPoE carrying PPP protocol 0x\(String(pppProtocol, radix: 16))")
+            }
         case 0x0806: return .notIP(reason: "ARP")
         default:
             if type < 0x0600 { return .notIP(reason: "802.3 frame with LLC") }

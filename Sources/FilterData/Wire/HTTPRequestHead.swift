@@ -126,13 +126,19 @@ public enum HTTPRequestHeadParser {
         var lineEnd = 0
         while bytes[lineEnd] != 0x0A { lineEnd += 1 }
         let lineContentEnd = lineEnd > 0 && bytes[lineEnd - 1] == 0x0D ? lineEnd - 1 : lineEnd
-        let targetStart = methodTable.first(where: { $0.0 == method }).map { $0.1.count + 1 } ?? 0
+        // RFC 9112 section 3 allows recipients to accept runs of whitespace between the parts.
+        var targetStart = methodTable.first(where: { $0.0 == method }).map { $0.1.count + 1 } ?? 0
+        while targetStart < lineContentEnd, bytes[targetStart] == 0x20 || bytes[targetStart] == 0x09 { targetStart += 1 }
         var targetEnd = targetStart
-        while targetEnd < lineContentEnd, bytes[targetEnd] != 0x20 { targetEnd += 1 }
+        while targetEnd < lineContentEnd, bytes[targetEnd] != 0x20, bytes[targetEnd] != 0x09 { targetEnd += 1 }
         guard targetEnd > targetStart else { return .malformed(reason: "empty request-target") }
-        guard lineContentEnd - targetEnd == 9,
-              ASCII.equalsIgnoringCase(bytes, (targetEnd + 1)..<(targetEnd + 8), "http/1."),
-              bytes[targetEnd + 8] >= 0x30, bytes[targetEnd + 8] <= 0x39 else {
+        var versionStart = targetEnd
+        while versionStart < lineContentEnd, bytes[versionStart] == 0x20 || bytes[versionStart] == 0x09 { versionStart += 1 }
+        var versionEnd = lineContentEnd
+        while versionEnd > versionStart, bytes[versionEnd - 1] == 0x20 || bytes[versionEnd - 1] == 0x09 { versionEnd -= 1 }
+        guard versionStart > targetEnd, versionEnd - versionStart == 8,
+              ASCII.equalsIgnoringCase(bytes, versionStart..<(versionStart + 7), "http/1."),
+              bytes[versionStart + 7] >= 0x30, bytes[versionStart + 7] <= 0x39 else {
             return .malformed(reason: "request line does not end in HTTP/1.x")
         }
         for position in targetStart..<targetEnd where bytes[position] <= 0x20 || bytes[position] == 0x7F {

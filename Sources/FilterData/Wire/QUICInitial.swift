@@ -43,6 +43,8 @@ public struct QUICInitialPacket: Hashable, Sendable {
     public var version: QUICVersion
     public var destinationConnectionID: [UInt8]
     public var sourceConnectionID: [UInt8]
+    /// The DCID whose Initial keys opened the packet (its own, or the flow's original one).
+    public var keyConnectionID: [UInt8]
     public var tokenLength: Int
     /// The packet number as sent (truncated to its encoded length).
     public var packetNumber: UInt64
@@ -105,8 +107,8 @@ public enum QUICInitialParser {
         case 0x0000_0001: salt = saltV1
         case 0x6b33_43cf:
             return InitialParameters(salt: saltV2, keyLabel: v2Labels.key, ivLabel: v2Labels.iv, hpLabel: v2Labels.hp, isVersion2: true)
-        case 0xff00_001d...0xff00_0022, 0xface_b00e: salt = saltDraft29  // drafts 29-34; mvfst experimental
-        case 0xff00_0017...0xff00_001c, 0xface_b002: salt = saltDraft23  // drafts 23-28; mvfst draft-27
+        case 0xff00_001d...0xff00_0022: salt = saltDraft29  // drafts 29-34
+        case 0xff00_0017...0xff00_001c, 0xface_b002, 0xface_b00e: salt = saltDraft23  // drafts 23-28; mvfst draft-27 and experimental
         case 0xff00_0016, 0xface_b001: salt = saltDraft22                // draft 22; mvfst draft-22
         default: return nil
         }
@@ -155,13 +157,16 @@ public enum QUICInitialParser {
     /// Parses a client UDP datagram: every coalesced long-header packet is
     /// read; Initials are decrypted, 0-RTT and Handshake packets skipped.
     /// Keys come from each packet's own Destination Connection ID, so
-    /// Initials sent after a Retry (new DCID) open as well.
-    public static func parse(datagram bytes: UnsafeRawBufferPointer) -> QUICDatagramOutcome {
+    /// Initials sent after a Retry (new DCID) open as well; when that fails,
+    /// each of `keyConnectionIDs` (the DCIDs whose keys opened earlier
+    /// Initials of the flow) is tried, for clients that switched to the
+    /// server's connection ID without a Retry.
+    public static func parse(datagram bytes: UnsafeRawBufferPointer, keyConnectionIDs: [[UInt8]] = []) -> QUICDatagramOutcome {
         var summary = QUICDatagramSummary(initials: [], skippedPacketCount: 0, problem: nil)
         var offset = 0
         var first = true
         while offset < bytes.count {
-            let outcome = parsePacket(bytes, at: offset)
+            let outcome = parsePacket(bytes, at: offset, keyConnectionIDs: keyConnectionIDs)
             switch outcome {
             case .initial(let packet):
                 summary.initials.append(packet)
@@ -180,9 +185,9 @@ public enum QUICInitialParser {
     }
 
     /// Convenience for an array.
-    public static func parse(datagram bytes: [UInt8]) -> QUICDatagramOutcome {
+    public static func parse(datagram bytes: [UInt8], keyConnectionIDs: [[UInt8]] = []) -> QUICDatagramOutcome {
         // The pointer is used only during this call; results hold copies and offsets.
-        bytes.withUnsafeBytes { parse(datagram: $0) }
+        bytes.withUnsafeBytes { parse(datagram: $0, keyConnectionIDs: keyConnectionIDs) }
     }
 
     private enum PacketOutcome {
@@ -192,7 +197,7 @@ public enum QUICInitialParser {
         case stop(QUICDatagramOutcome?, reason: String?)
     }
 
-    private static func parsePacket(_ bytes: UnsafeRawBufferPointer, at start: Int) -> PacketOutcome {
+    private static func parsePacket(_ bytes: UnsafeRawBufferPointer, at start: Int, keyConnectionIDs: [[UInt8]]) -> PacketOutcome {
         var reader = WireReader(bytes, from: start)
         guard let firstByte = reader.readU8() else { return .stop(.malformed(reason: "empty datagram"), reason: nil) }
         guard firstByte & 0x80 != 0 else {
@@ -229,19 +234,44 @@ public enum QUICInitialParser {
         guard end - packetNumberOffset >= 4 + 16 else {
             return .stop(.malformed(reason: "Initial too short for the header protection sample"), reason: "short Initial")
         }
-        let keys = clientInitialKeys(destinationConnectionID: dcid, parameters: parameters)
+        // Keys come from this packet's DCID (first Initial, or the first after a Retry); a client
+        // that switched to the server's connection ID keeps the keys of its original DCID
+        // (RFC 9001 section 5.2), which the caller passes as `keyConnectionIDs`.
+        var opened: (packetNumber: UInt64, plaintext: [UInt8])? = nil
+        var keyID = dcid
+        for (index, candidate) in ([dcid] + keyConnectionIDs).enumerated() where index == 0 || candidate != dcid {
+            let keys = clientInitialKeys(destinationConnectionID: candidate, parameters: parameters)
+            if let result = open(bytes, packetStart: start, packetNumberOffset: packetNumberOffset, end: end, keys: keys) {
+                opened = result
+                keyID = candidate
+                break
+            }
+        }
+        guard let opened else {
+            return .stop(.malformed(reason: "Initial failed authentication (not a client Initial, or corrupted)"),
+                         reason: "Initial failed authentication")
+        }
+        var packet = QUICInitialPacket(version: QUICVersion(rawValue: version), destinationConnectionID: dcid,
+                                       sourceConnectionID: scid, keyConnectionID: keyID, tokenLength: tokenLength,
+                                       packetNumber: opened.packetNumber, cryptoFrames: [], packetRange: start..<end)
+        // The plaintext is a local array; the pointer is used only inside the closure.
+        opened.plaintext.withUnsafeBytes { packet.cryptoFrames = cryptoFrames(in: $0) }
+        return .initial(packet)
+    }
+
+    /// Removes header protection and decrypts one Initial with `keys`; nil when authentication fails.
+    private static func open(_ bytes: UnsafeRawBufferPointer, packetStart start: Int, packetNumberOffset: Int, end: Int,
+                             keys: ClientInitialKeys) -> (packetNumber: UInt64, plaintext: [UInt8])? {
         var mask = Array(bytes[(packetNumberOffset + 4)..<(packetNumberOffset + 20)])
         do {
             try AES.permute(&mask, key: keys.headerProtectionKey)
         } catch {
-            return .stop(.malformed(reason: "header protection failed"), reason: "header protection failed")
+            return nil
         }
-        let unprotectedFirst = firstByte ^ (mask[0] & 0x0F)
+        let unprotectedFirst = bytes[start] ^ (mask[0] & 0x0F)
         let packetNumberLength = Int(unprotectedFirst & 0x03) + 1
         let payloadStart = packetNumberOffset + packetNumberLength
-        guard end - payloadStart >= 16 else {
-            return .stop(.malformed(reason: "Initial too short for its AEAD tag"), reason: "short Initial")
-        }
+        guard end - payloadStart >= 16 else { return nil }
         var header = Array(bytes[start..<payloadStart])
         header[0] = unprotectedFirst
         var packetNumber: UInt64 = 0
@@ -255,23 +285,15 @@ public enum QUICInitialParser {
         for index in 0..<8 {
             nonce[11 - index] ^= UInt8(truncatingIfNeeded: packetNumber >> (8 * UInt64(index)))
         }
-        let plaintext: [UInt8]
         do {
             let box = try AES.GCM.SealedBox(nonce: AES.GCM.Nonce(data: nonce),
                                             ciphertext: bytes[payloadStart..<(end - 16)],
                                             tag: bytes[(end - 16)..<end])
             let opened = try AES.GCM.open(box, using: keys.key, authenticating: header)
-            plaintext = Array(opened)
+            return (packetNumber, Array(opened))
         } catch {
-            return .stop(.malformed(reason: "Initial failed authentication (not a client Initial, or corrupted)"),
-                         reason: "Initial failed authentication")
+            return nil
         }
-        var packet = QUICInitialPacket(version: QUICVersion(rawValue: version), destinationConnectionID: dcid,
-                                       sourceConnectionID: scid, tokenLength: tokenLength, packetNumber: packetNumber,
-                                       cryptoFrames: [], packetRange: start..<end)
-        // The plaintext is a local array; the pointer is used only inside the closure.
-        plaintext.withUnsafeBytes { packet.cryptoFrames = cryptoFrames(in: $0) }
-        return .initial(packet)
     }
 
     // MARK: Frames (RFC 9000 section 19)
@@ -320,6 +342,8 @@ public struct QUICCryptoAssembler: Sendable {
     /// The version of the Initials seen; a packet of another version (after
     /// version negotiation) starts the stream again.
     public private(set) var version: QUICVersion?
+    /// The DCIDs whose keys opened this flow's Initials (at most 4, newest last).
+    public private(set) var keyConnectionIDs: [[UInt8]] = []
 
     public init(capacity: Int = QUICCryptoAssembler.defaultCapacity) {
         buffer = ReassemblyBuffer(capacity: capacity)
@@ -333,9 +357,29 @@ public struct QUICCryptoAssembler: Sendable {
     public mutating func add(_ packet: QUICInitialPacket) -> Bool {
         if let version, version != packet.version { buffer.reset() }
         version = packet.version
+        if !keyConnectionIDs.contains(packet.keyConnectionID) {
+            if keyConnectionIDs.count == 4 { keyConnectionIDs.removeFirst() }
+            keyConnectionIDs.append(packet.keyConnectionID)
+        }
         var grew = false
         for frame in packet.cryptoFrames where add(frame) { grew = true }
         return grew
+    }
+
+    /// Parses a client datagram of this flow with the flow's known Initial
+    /// keys, and adds the CRYPTO frames of its Initials.
+    public mutating func add(datagram bytes: UnsafeRawBufferPointer) -> QUICDatagramOutcome {
+        let outcome = QUICInitialParser.parse(datagram: bytes, keyConnectionIDs: keyConnectionIDs)
+        if case .packets(let summary) = outcome {
+            for packet in summary.initials { add(packet) }
+        }
+        return outcome
+    }
+
+    /// Convenience for an array.
+    public mutating func add(datagram bytes: [UInt8]) -> QUICDatagramOutcome {
+        // The pointer is used only during this call.
+        bytes.withUnsafeBytes { add(datagram: $0) }
     }
 
     /// Adds one CRYPTO frame. Data beyond the bound is dropped.
