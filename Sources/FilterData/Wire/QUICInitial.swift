@@ -162,6 +162,7 @@ public enum QUICInitialParser {
     /// Initials of the flow) is tried, for clients that switched to the
     /// server's connection ID without a Retry.
     public static func parse(datagram bytes: UnsafeRawBufferPointer, keyConnectionIDs: [[UInt8]] = []) -> QUICDatagramOutcome {
+        guard !bytes.isEmpty else { return .malformed(reason: "empty datagram") }
         var summary = QUICDatagramSummary(initials: [], skippedPacketCount: 0, problem: nil)
         var offset = 0
         var first = true
