@@ -72,8 +72,7 @@ public enum ClientHelloParser {
             }
             if messageLength <= firstLength {
                 guard bytes.count >= 5 + messageLength else { return .needMoreData(totalBytes: 5 + firstLength) }
-                return parse(message: UnsafeRawBufferPointer(rebasing: bytes[5..<(5 + messageLength)]),
-                             originOffset: 5)
+                return parse(message: UnsafeRawBufferPointer(rebasing: bytes[5..<(5 + messageLength)]))
             }
         }
         // General path: gather the handshake fragments from consecutive records.
@@ -83,7 +82,7 @@ public enum ClientHelloParser {
         while true {
             if let needed = neededMessageLength, message.count >= needed {
                 message.removeSubrange(needed...)
-                return message.withUnsafeBytes { parse(message: $0, originOffset: 0) }
+                return message.withUnsafeBytes { parse(message: $0) }
             }
             guard bytes.count - offset >= 5 else {
                 let missing = neededMessageLength.map { $0 - message.count } ?? 1
@@ -135,7 +134,7 @@ public enum ClientHelloParser {
             return .malformed(reason: "ClientHello of \(messageLength) bytes exceeds the \(maximumHandshakeLength)-byte bound")
         }
         guard bytes.count >= messageLength else { return .needMoreData(totalBytes: messageLength) }
-        return parse(message: UnsafeRawBufferPointer(rebasing: bytes[0..<messageLength]), originOffset: 0)
+        return parse(message: UnsafeRawBufferPointer(rebasing: bytes[0..<messageLength]))
     }
 
     /// Convenience for an array; see ``parse(handshakeMessage:)-(UnsafeRawBufferPointer)``.
@@ -147,7 +146,7 @@ public enum ClientHelloParser {
     // MARK: The ClientHello message
 
     /// `bytes` is exactly one complete handshake message, header included.
-    private static func parse(message bytes: UnsafeRawBufferPointer, originOffset: Int) -> ClientHelloOutcome {
+    private static func parse(message bytes: UnsafeRawBufferPointer) -> ClientHelloOutcome {
         var reader = WireReader(bytes)
         guard reader.readU8() == 1, let bodyLength = reader.readU24(), bodyLength == reader.remaining else {
             return .malformed(reason: "handshake header does not match its length")
