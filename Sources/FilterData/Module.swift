@@ -1,1 +1,0 @@
-// FilterData: see DESIGN.md. (Placeholder replaced as the module grows.)

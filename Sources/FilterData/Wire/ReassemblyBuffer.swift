@@ -1,0 +1,93 @@
+// A bounded byte buffer filled at arbitrary offsets, first copy wins, that
+// exposes its contiguous prefix. Shared by the TCP stream peek and the QUIC
+// CRYPTO stream assembler.
+
+/// Bytes at offsets `0..<capacity`, filled in any order; which offsets are
+/// filled is kept in a bitmap, so any pattern of tiny, overlapping or
+/// out-of-order pieces costs the same bounded memory (capacity + capacity/8).
+struct ReassemblyBuffer: Sendable {
+    let capacity: Int
+    /// Grows (never past `capacity`) up to the highest filled offset.
+    private(set) var storage: [UInt8] = []
+    private var filled: [UInt64] = []
+    /// Offsets `0..<contiguousCount` are all filled.
+    private(set) var contiguousCount = 0
+    /// Bytes stored out of order beyond the contiguous prefix.
+    private(set) var bytesBeyondPrefix = 0
+
+    init(capacity: Int) {
+        self.capacity = max(0, capacity)
+    }
+
+    var isFull: Bool { contiguousCount >= capacity }
+
+    private func isFilled(_ offset: Int) -> Bool {
+        filled[offset >> 6] & (1 << UInt64(offset & 63)) != 0
+    }
+
+    /// Stores `piece` at `offset`, keeping bytes already present. Parts outside
+    /// `0..<capacity` are dropped. Returns true when the contiguous prefix grew.
+    @discardableResult
+    mutating func write(_ piece: UnsafeRawBufferPointer, at offset: Int) -> Bool {
+        guard !piece.isEmpty, offset < capacity else { return false }
+        // Clip to the buffer; `offset` may be negative for data before the start.
+        let start = max(offset, 0)
+        let end = offset > capacity - piece.count ? capacity : offset + piece.count
+        guard start < end else { return false }
+        if storage.count < end {
+            let grown = min(capacity, max(end, storage.count * 2, 1024))
+            storage.reserveCapacity(grown)
+            storage.append(contentsOf: repeatElement(0, count: end - storage.count))
+            let words = (storage.count + 63) >> 6
+            if filled.count < words { filled.append(contentsOf: repeatElement(0, count: words - filled.count)) }
+        }
+        var index = start
+        while index < end {
+            // Whole unfilled 64-bit words are copied at once; the rest byte by byte.
+            let word = index >> 6
+            if index & 63 == 0, end - index >= 64, filled[word] == 0 {
+                for byteIndex in 0..<64 { storage[index + byteIndex] = piece[index - offset + byteIndex] }
+                filled[word] = ~0
+                if index >= contiguousCount { bytesBeyondPrefix += 64 }
+                index += 64
+                continue
+            }
+            if !isFilled(index) {
+                storage[index] = piece[index - offset]
+                filled[word] |= 1 << UInt64(index & 63)
+                if index >= contiguousCount { bytesBeyondPrefix += 1 }
+            }
+            index += 1
+        }
+        let before = contiguousCount
+        while contiguousCount < storage.count {
+            let word = contiguousCount >> 6
+            if contiguousCount & 63 == 0, filled[word] == ~0, contiguousCount + 64 <= storage.count {
+                contiguousCount += 64
+                bytesBeyondPrefix -= 64
+            } else if isFilled(contiguousCount) {
+                contiguousCount += 1
+                bytesBeyondPrefix -= 1
+            } else {
+                break
+            }
+        }
+        return contiguousCount > before
+    }
+
+    /// Forgets everything (capacity stays).
+    mutating func reset() {
+        storage = []
+        filled = []
+        contiguousCount = 0
+        bytesBeyondPrefix = 0
+    }
+
+    /// Calls `body` with the contiguous prefix; the pointer must not escape `body`.
+    func withContiguousPrefix<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        // `storage` is not mutated during the call and the pointer does not escape `body`.
+        try storage.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<contiguousCount])) }
+    }
+
+    var contiguousPrefix: ArraySlice<UInt8> { storage[0..<contiguousCount] }
+}

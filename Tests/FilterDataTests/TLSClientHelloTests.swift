@@ -1,0 +1,124 @@
+import Testing
+@testable import FilterData
+
+@Suite struct TLSClientHelloTests {
+    let hello = Build.clientHello(extensions: [
+        Build.sniExtension("WWW.Example.COM"),
+        Build.alpnExtension(["h2", "http/1.1"]),
+        Build.supportedVersions([0x0304, 0x0303]),
+        (0xfe0d, [0, 1, 2, 3]),
+    ])
+
+    @Test func parsesOneRecord() throws {
+        guard case .clientHello(let info) = ClientHelloParser.parse(recordStream: Build.records(hello)) else {
+            Issue.record("expected a ClientHello")
+            return
+        }
+        #expect(info.serverName == Array("www.example.com".utf8))
+        #expect(info.alpnProtocols == [Array("h2".utf8), Array("http/1.1".utf8)])
+        #expect(info.supportedVersions == [0x0304, 0x0303])
+        #expect(info.legacyVersion == 0x0303)
+        #expect(info.hasEncryptedClientHello)
+        #expect(!info.hasLegacyEncryptedSNI)
+        #expect(info.handshakeLength == hello.count)
+    }
+
+    @Test func parsesAcrossManySmallRecords() {
+        let stream = Build.records(hello, recordSize: 7)
+        guard case .clientHello(let info) = ClientHelloParser.parse(recordStream: stream) else {
+            Issue.record("expected a ClientHello")
+            return
+        }
+        #expect(info.serverName == Array("www.example.com".utf8))
+    }
+
+    @Test func everyPrefixNeedsMoreData() {
+        for stream in [Build.records(hello), Build.records(hello, recordSize: 13)] {
+            for length in 0..<stream.count {
+                switch ClientHelloParser.parse(recordStream: Array(stream.prefix(length))) {
+                case .needMoreData(let total):
+                    if let total { #expect(total > length) }
+                default:
+                    Issue.record("prefix \(length) gave \(ClientHelloParser.parse(recordStream: Array(stream.prefix(length))))")
+                }
+            }
+        }
+        for length in 0..<hello.count {
+            if case .needMoreData = ClientHelloParser.parse(handshakeMessage: Array(hello.prefix(length))) { continue }
+            Issue.record("bare prefix \(length) is not needMoreData")
+        }
+    }
+
+    @Test func randomFlipsNeverCrash() {
+        forEachMutation(of: Build.records(hello), rounds: 2000) { _ = ClientHelloParser.parse(recordStream: $0) }
+        forEachMutation(of: Build.records(hello, recordSize: 9), rounds: 500, seed: 7) { _ = ClientHelloParser.parse(recordStream: $0) }
+        forEachMutation(of: hello, rounds: 1000, seed: 3) { _ = ClientHelloParser.parse(handshakeMessage: $0) }
+    }
+
+    @Test func notTLS() {
+        #expect(ClientHelloParser.parse(recordStream: Array("GET / HTTP/1.1\r\n".utf8)) == .notTLS)
+        #expect(ClientHelloParser.parse(recordStream: [22, 9]) == .notTLS)
+        #expect(ClientHelloParser.parse(recordStream: [23, 3, 3, 0, 1, 0]) == .notTLS)
+        #expect(ClientHelloParser.parse(handshakeMessage: [2, 0, 0, 0]) == .notTLS)
+    }
+
+    @Test func malformedCases() {
+        func isMalformed(_ outcome: ClientHelloOutcome) -> Bool {
+            if case .malformed = outcome { return true }
+            return false
+        }
+        // ServerHello as the first handshake message.
+        #expect(isMalformed(ClientHelloParser.parse(recordStream: [22, 3, 3, 0, 4, 2, 0, 0, 0])))
+        // Empty record.
+        #expect(isMalformed(ClientHelloParser.parse(recordStream: [22, 3, 1, 0, 0])))
+        // An alert record between ClientHello fragments.
+        let split = Build.records(Array(hello.prefix(20))) + [21, 3, 3, 0, 2, 1, 0]
+        #expect(isMalformed(ClientHelloParser.parse(recordStream: split)))
+        // Duplicate server_name.
+        let duplicate = Build.clientHello(extensions: [Build.sniExtension("a.example"), Build.sniExtension("b.example")])
+        #expect(isMalformed(ClientHelloParser.parse(recordStream: Build.records(duplicate))))
+        // Extension running past the message.
+        var bad = hello
+        bad[bad.count - 5] = 0xFF
+        #expect(isMalformed(ClientHelloParser.parse(handshakeMessage: bad)))
+        // Over the 64 KiB bound.
+        #expect(isMalformed(ClientHelloParser.parse(recordStream: [22, 3, 1, 0, 4, 1, 0x01, 0x00, 0x01])))
+        #expect(isMalformed(ClientHelloParser.parse(handshakeMessage: [1, 0x01, 0x00, 0x01])))
+    }
+
+    @Test func legacyESNIWithoutName() {
+        let esni = Build.clientHello(extensions: [(0xffce, [1, 2, 3, 4])])
+        guard case .clientHello(let info) = ClientHelloParser.parse(handshakeMessage: esni) else {
+            Issue.record("expected a ClientHello")
+            return
+        }
+        #expect(info.serverName == nil)
+        #expect(info.hasLegacyEncryptedSNI)
+    }
+
+    @Test func hugeClientHelloWithoutSNI() {
+        // Like tls_with_huge_ch: 11 KB of padding (extension 21), no SNI, across records.
+        let huge = Build.clientHello(extensions: [(21, [UInt8](repeating: 0, count: 11_000))])
+        guard case .clientHello(let info) = ClientHelloParser.parse(recordStream: Build.records(huge, recordSize: 4096)) else {
+            Issue.record("expected a ClientHello")
+            return
+        }
+        #expect(info.serverName == nil)
+        #expect(info.handshakeLength > 11_000)
+    }
+
+    @Test func realCaptures() throws {
+        guard TestData.isAvailable else { return }
+        // ECH with outer SNI.
+        let ech = try NameExtractor.run(TestData.bytes("ndpi/pcap/tls_ech.pcapng"))
+        #expect(ech.byKind["tls_client_hello_sni"] == ["performance.radar.cloudflare.com"])
+        // ESNI only: no name.
+        let esni = try NameExtractor.run(TestData.bytes("ndpi/pcap/encrypted_sni.pcap"))
+        #expect(esni.byKind["tls_client_hello_sni"] == nil)
+        // 11 KB ClientHello over 12 segments, no SNI.
+        let huge = try NameExtractor.run(TestData.bytes("ndpi/pcap/tls_with_huge_ch.pcapng"))
+        #expect(huge.byKind["tls_client_hello_sni"] == nil)
+        let both = try NameExtractor.run(TestData.bytes("ndpi/pcap/tls_esni_sni_both.pcap"))
+        #expect(both.byKind["tls_client_hello_sni"]?.count == 2)
+    }
+}
