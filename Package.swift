@@ -118,11 +118,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "HallpassBench",
-            dependencies: [
-                "VerdictCore",
-                "SharedStore",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
+            dependencies: ["VerdictCore", "SharedStore"],
             path: "Benchmarks/HallpassBench",
             swiftSettings: strict
         ),
