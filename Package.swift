@@ -103,19 +103,8 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .executableTarget(
-            name: "FilterControlMain",
-            dependencies: [
-                "FilterControl",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
-            swiftSettings: strict
-        ),
-        .executableTarget(
-            name: "FilterDataMain",
-            dependencies: ["FilterData"],
-            swiftSettings: strict
-        ),
+        .executableTarget(name: "FilterControlMain", dependencies: ["FilterControl"], swiftSettings: strict),
+        .executableTarget(name: "FilterDataMain", dependencies: ["FilterData"], swiftSettings: strict),
         .executableTarget(
             name: "HallpassBench",
             dependencies: ["VerdictCore", "SharedStore"],
@@ -128,6 +117,5 @@ let package = Package(
         .testTarget(name: "SharedStoreTests", dependencies: ["SharedStore", "VerdictCore"]),
         .testTarget(name: "FilterDataTests", dependencies: ["FilterData", "VerdictCore", "SharedStore"]),
         .testTarget(name: "FilterControlTests", dependencies: ["FilterControl", "VerdictCore", "SharedStore"]),
-        .testTarget(name: "BlockPageTests", dependencies: ["BlockPage"]),
     ]
 )

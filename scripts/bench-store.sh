@@ -12,8 +12,8 @@ testdata=${HALLPASS_TESTDATA:-../shared/testdata}
 
 scripts/install-deps.sh
 command -v /usr/bin/time >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null; }
-swift build -c release --product filterctl >/dev/null
-swift build -c release --product hallpass-bench >/dev/null
+swift build -c release --product filterctl 2>&1 | tail -1
+swift build -c release --product hallpass-bench 2>&1 | tail -1
 bin=$(swift build -c release --show-bin-path)
 out=bench-out
 rm -rf "$out" && mkdir -p "$out"

@@ -31,8 +31,19 @@ func nanoseconds() -> UInt64 {
 }
 
 func fail(_ message: String) -> Never {
-    fputs("hallpass-bench: \(message)\n", stderr)
+    let text = Array("hallpass-bench: \(message)\n".utf8)
+    _ = text.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
     exit(64)
+}
+
+/// `value` with three decimals, without Foundation.
+func decimal(_ value: Double, places: Int = 3) -> String {
+    var scale = 1.0
+    for _ in 0..<places { scale *= 10 }
+    let scaled = Int((value * scale).rounded())
+    let whole = scaled / Int(scale)
+    let fraction = String(scaled % Int(scale))
+    return "\(whole)." + String(repeating: "0", count: places - fraction.count) + fraction
 }
 
 func option(_ name: String, in arguments: [String]) -> String? {
@@ -130,7 +141,8 @@ func lookup(_ arguments: [String]) {
             times.append(nanoseconds() - start)
         }
         times.sort()
-        print("\(label): median \(String(format: "%.3f", Double(percentile(times, 0.5)) / 1e6)) ms")
+        let median = Double(percentile(times, 0.5)) / 1e6
+        print("\(label): median \(decimal(median)) ms")
     }
     let store: RuleStore
     do { store = try RuleStore(path: path, verification: .structure) } catch { fail("\(error)") }
@@ -184,7 +196,8 @@ func lookup(_ arguments: [String]) {
     print(
         "engine decision (\(blocked) blocked): median \(percentile(decideTimes, 0.5)) ns, p99 \(percentile(decideTimes, 0.99)) ns"
     )
-    print("store: \(store.byteCount) bytes, \(store.domainNameCount) names, \(String(format: "%.2f", Double(store.byteCount) / Double(max(1, store.domainNameCount)))) bytes per name")
+    let perName = Double(store.byteCount) / Double(max(1, store.domainNameCount))
+    print("store: \(store.byteCount) bytes, \(store.domainNameCount) names, \(decimal(perName, places: 2)) bytes per name")
 }
 
 let arguments = Array(CommandLine.arguments.dropFirst())

@@ -1,1 +1,1 @@
-// BlockPage: see DESIGN.md. (Placeholder replaced as the module grows.)
+// BlockPage: rendering and serving the block page (see DESIGN.md, "Block page"). Empty until that work lands.
