@@ -53,6 +53,7 @@ let package = Package(
             name: "SharedStore",
             dependencies: [
                 "VerdictCore",
+                "CHallpassSys",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ExtrasBase64", package: "swift-extras-base64"),
                 .product(name: "SystemPackage", package: "swift-system"),

@@ -24,9 +24,9 @@ public struct CheckRunner<Rules: RuleSource> {
     }
 
     /// The decision for one target, or why it cannot be checked.
-    public func check(_ target: Substring) -> Result<Decision, CheckTarget.ParseError> {
+    public func check(_ target: ArraySlice<UInt8>) -> Result<Decision, CheckTarget.ParseError> {
         do {
-            let parsed = try CheckTarget(target)
+            let parsed = try CheckTarget(utf8: target)
             return .success(engine.decide(parsed.facts))
         } catch {
             return .failure(error)
@@ -35,15 +35,20 @@ public struct CheckRunner<Rules: RuleSource> {
 
     /// Appends the output line for `target` to `output`.
     public mutating func appendLine(for target: Substring, to output: inout [UInt8]) {
+        appendLine(for: Array(target.utf8)[...], to: &output)
+    }
+
+    /// Appends the output line for `target` (UTF-8 bytes) to `output`.
+    public mutating func appendLine(for target: ArraySlice<UInt8>, to output: inout [UInt8]) {
         switch check(target) {
         case .success(let decision):
             switch format {
             case .text:
                 output.append(contentsOf: decision.verdict.actionWord.utf8)
                 output.append(UInt8(ascii: "\t"))
-                output.append(contentsOf: target.utf8)
+                output.append(contentsOf: target)
                 output.append(UInt8(ascii: "\t"))
-                output.append(contentsOf: decision.reason.description.utf8)
+                decision.reason.appendDescription(to: &output)
             case .json:
                 output.append(contentsOf: #"{"target":"#.utf8)
                 JSONText.appendString(target, to: &output)
@@ -56,7 +61,9 @@ public struct CheckRunner<Rules: RuleSource> {
                 output.append(contentsOf: #","source":""#.utf8)
                 output.append(contentsOf: decision.reason.source.rawValue.utf8)
                 output.append(contentsOf: #"","reason":"#.utf8)
-                JSONText.appendString(decision.reason.description, to: &output)
+                var reason: [UInt8] = []
+                decision.reason.appendDescription(to: &reason)
+                JSONText.appendString(reason, to: &output)
                 output.append(UInt8(ascii: "}"))
             }
         case .failure(let error):
@@ -64,14 +71,14 @@ public struct CheckRunner<Rules: RuleSource> {
             switch format {
             case .text:
                 output.append(contentsOf: "error\t".utf8)
-                output.append(contentsOf: target.utf8)
+                output.append(contentsOf: target)
                 output.append(UInt8(ascii: "\t"))
                 output.append(contentsOf: error.description.utf8)
             case .json:
                 output.append(contentsOf: #"{"target":"#.utf8)
                 JSONText.appendString(target, to: &output)
                 output.append(contentsOf: #","action":"error","category":null,"rule":null,"error":"#.utf8)
-                JSONText.appendString(error.description, to: &output)
+                JSONText.appendString(error.description.utf8, to: &output)
                 output.append(UInt8(ascii: "}"))
             }
         }
@@ -108,11 +115,13 @@ public struct CheckRunner<Rules: RuleSource> {
     }
 
     private mutating func processLine(_ bytes: ArraySlice<UInt8>, into out: inout [UInt8]) {
-        var line = Substring(decoding: bytes, as: UTF8.self)
-        if line.hasSuffix("\r") { line = line.dropLast() }
-        let trimmed = line.drop(while: { $0 == " " || $0 == "\t" })
-        if trimmed.isEmpty || trimmed.hasPrefix("#") { return }
-        appendLine(for: trimmed, to: &out)
+        var line = bytes
+        while let last = line.last, last == UInt8(ascii: "\r") || last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") {
+            line = line.dropLast()
+        }
+        while let first = line.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { line = line.dropFirst() }
+        if line.isEmpty || line.first == UInt8(ascii: "#") { return }
+        appendLine(for: line, to: &out)
     }
 
     private func flush(_ out: inout [UInt8], to descriptor: Int32) throws(CheckIOError) {
@@ -137,8 +146,21 @@ public struct CheckIOError: Error, CustomStringConvertible {
 /// Minimal JSON string encoding for line output (RFC 8259 section 7).
 public enum JSONText {
     public static func appendString(_ text: some StringProtocol, to output: inout [UInt8]) {
+        appendString(text.utf8, to: &output)
+    }
+
+    /// Appends UTF-8 bytes as a JSON string. Invalid UTF-8 is replaced, so the output is always valid JSON.
+    public static func appendString(_ bytes: some Collection<UInt8>, to output: inout [UInt8]) {
+        if bytes.allSatisfy({ $0 < 0x80 }) {
+            appendValidUTF8(bytes, to: &output)
+        } else {
+            appendValidUTF8(Array(String(decoding: Array(bytes), as: UTF8.self).utf8), to: &output)
+        }
+    }
+
+    private static func appendValidUTF8(_ bytes: some Collection<UInt8>, to output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
+        for byte in bytes {
             switch byte {
             case UInt8(ascii: "\""): output.append(contentsOf: #"\""#.utf8)
             case UInt8(ascii: "\\"): output.append(contentsOf: #"\\"#.utf8)

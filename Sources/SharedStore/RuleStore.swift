@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 public import VerdictCore
+import CHallpassSys
 
 /// A compiled rule store, mapped read-only and read in place.
 ///
@@ -207,6 +208,16 @@ public final class RuleStore: RuleSource, @unchecked Sendable {
             let item = load(UInt16.self, section: .matchItems, index: index)
             guard let kind = MatchKind(rawValue: UInt8(item >> 14)) else { continue }
             body(item & 0x3FFF, kind)
+        }
+    }
+
+    public func prefetchDomainRules(fingerprints: UnsafeBufferPointer<UInt64>) {
+        guard domainSlotCount > 0 else { return }
+        let start = sections[StoreFormat.Section.domainSlots.rawValue].lowerBound
+        for fingerprint in fingerprints {
+            let slot = StoreFormat.homeSlot(fingerprint, range: domainHomeRange)
+            // Only a hint: a prefetch of any address never faults, and the slot is inside the table anyway.
+            if slot < domainSlotCount { hp_prefetch_read(base + start + slot * 8) }
         }
     }
 

@@ -27,64 +27,101 @@ public struct CheckTarget: Sendable, Hashable {
         }
     }
 
-    public init(_ rawText: some StringProtocol) throws(ParseError) {
-        let text = rawText.trimmingASCIISpaces()
-        guard !text.isEmpty else { throw .empty }
-        var rest = Substring(text)
-        var scheme: Substring? = nil
-        if let colon = rest.firstIndex(of: ":"), rest[colon...].hasPrefix("://") {
-            scheme = rest[..<colon]
-            rest = rest[rest.index(colon, offsetBy: 3)...]
+    public init(_ text: some StringProtocol) throws(ParseError) {
+        try self.init(utf8: Array(text.utf8)[...])
+    }
+
+    /// Parses UTF-8 bytes directly (the batch path of `filterctl check`).
+    public init(utf8 input: ArraySlice<UInt8>) throws(ParseError) {
+        var start = input.startIndex
+        var end = input.endIndex
+        while start < end, CheckTarget.isSpace(input[start]) { start += 1 }
+        while end > start, CheckTarget.isSpace(input[end - 1]) { end -= 1 }
+        guard start < end else { throw .empty }
+        let text = input[start..<end]
+
+        // scheme "://"
+        var rest = text
+        var scheme: ArraySlice<UInt8>? = nil
+        if let colon = text.firstIndex(of: UInt8(ascii: ":")), colon > text.startIndex, colon + 2 < text.endIndex,
+            text[colon + 1] == UInt8(ascii: "/"), text[colon + 2] == UInt8(ascii: "/"),
+            text[..<colon].allSatisfy(CheckTarget.isSchemeByte)
+        {
+            scheme = text[..<colon]
+            rest = text[(colon + 3)...]
         }
-        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
+        let authorityEnd = rest.firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) ?? rest.endIndex
         var authority = rest[..<authorityEnd]
         var pathPart = rest[authorityEnd...]
-        if let hash = pathPart.firstIndex(of: "#") { pathPart = pathPart[..<hash] }
-        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+        if let hash = pathPart.firstIndex(of: UInt8(ascii: "#")) { pathPart = pathPart[..<hash] }
+        if let at = authority.lastIndex(of: UInt8(ascii: "@")) { authority = authority[(at + 1)...] }
 
-        var hostText = authority
-        var portText: Substring? = nil
-        if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else { throw .badAddress(String(authority)) }
-            hostText = authority[authority.index(after: authority.startIndex)..<close]
-            let after = authority[authority.index(after: close)...]
-            if after.hasPrefix(":") { portText = after.dropFirst() } else if !after.isEmpty { throw .badAddress(String(authority)) }
-            guard let address = IPAddress(hostText) else { throw .badAddress(String(hostText)) }
+        var hostPart = authority
+        var portPart: ArraySlice<UInt8>? = nil
+        if authority.first == UInt8(ascii: "[") {
+            guard let close = authority.firstIndex(of: UInt8(ascii: "]")) else { throw .badAddress(CheckTarget.text(authority)) }
+            hostPart = authority[(authority.startIndex + 1)..<close]
+            let after = authority[(close + 1)...]
+            if after.first == UInt8(ascii: ":") {
+                portPart = after.dropFirst()
+            } else if !after.isEmpty {
+                throw .badAddress(CheckTarget.text(authority))
+            }
+            guard let address = IPAddress.parseIPv6(hostPart) else { throw .badAddress(CheckTarget.text(hostPart)) }
             self.address = address
-        } else if authority.filter({ $0 == ":" }).count > 1 {
+        } else if authority.lazy.filter({ $0 == UInt8(ascii: ":") }).count > 1 {
             // A bare IPv6 address (no brackets, so no port).
-            guard let address = IPAddress(authority) else { throw .badAddress(String(authority)) }
+            guard let address = IPAddress.parseIPv6(authority) else { throw .badAddress(CheckTarget.text(authority)) }
             self.address = address
         } else {
-            if let colon = authority.lastIndex(of: ":") {
-                hostText = authority[..<colon]
-                portText = authority[authority.index(after: colon)...]
+            if let colon = authority.lastIndex(of: UInt8(ascii: ":")) {
+                hostPart = authority[..<colon]
+                portPart = authority[(colon + 1)...]
             }
-            if let address = IPAddress(hostText) {
-                self.address = address
+            if let v4 = IPAddress.parseIPv4(hostPart) {
+                self.address = .v4(v4)
             } else {
                 do {
-                    self.host = try HostName(hostText)
+                    self.host = try HostName(bytes: hostPart)
                 } catch {
-                    throw .badHost(String(hostText), error)
+                    throw .badHost(CheckTarget.text(hostPart), error)
                 }
             }
         }
-        if let portText {
-            guard let port = UInt16(portText), portText.allSatisfy(\.isASCII) else { throw .badPort(String(portText)) }
-            self.port = port
-        } else if let scheme {
-            switch scheme.lowercased() {
+        if let portPart {
+            var value = 0
+            for byte in portPart {
+                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), value <= 65535 else { throw .badPort(CheckTarget.text(portPart)) }
+                value = value * 10 + Int(byte - UInt8(ascii: "0"))
+            }
+            guard !portPart.isEmpty, value <= 65535 else { throw .badPort(CheckTarget.text(portPart)) }
+            self.port = UInt16(value)
+        }
+        let schemeName = scheme.map { String(decoding: $0, as: UTF8.self).lowercased() }
+        if port == nil {
+            switch schemeName {
             case "http": self.port = 80
             case "https": self.port = 443
             default: break
             }
         }
-        let seesPath = scheme == nil || scheme!.lowercased() == "http"
-        if seesPath, !pathPart.isEmpty {
-            self.path = pathPart.hasPrefix("/") ? String(pathPart) : "/" + pathPart
+        if schemeName == nil || schemeName == "http", !pathPart.isEmpty {
+            let path = String(decoding: pathPart, as: UTF8.self)
+            self.path = pathPart.first == UInt8(ascii: "/") ? path : "/" + path
         }
     }
+
+    private static func isSpace(_ byte: UInt8) -> Bool {
+        byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: "\r") || byte == UInt8(ascii: "\n")
+    }
+
+    private static func isSchemeByte(_ byte: UInt8) -> Bool {
+        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+            || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "-")
+            || byte == UInt8(ascii: ".")
+    }
+
+    private static func text(_ bytes: ArraySlice<UInt8>) -> String { String(decoding: bytes, as: UTF8.self) }
 
     /// What a flow to this target shows the filter.
     public var facts: FlowFacts {

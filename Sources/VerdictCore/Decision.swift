@@ -99,13 +99,28 @@ public struct Reason: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String {
+        var bytes: [UInt8] = []
+        appendDescription(to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends the description as UTF-8 (the batch output path builds no Strings).
+    public func appendDescription(to bytes: inout [UInt8]) {
         switch source {
-        case .localAllowList: "local allow list, rule \(rule ?? "?")"
-        case .localDenyList: "local deny list, rule \(rule ?? "?")"
-        case .category: "category \(category ?? "?"), rule \(rule ?? "?")"
-        case .unknownHost: "no rule knows this name (policy.unknown)"
-        case .noName: "the flow shows no name (policy.noName)"
-        case .awaitingName: "waiting for the flow to show its name"
+        case .localAllowList:
+            bytes.append(contentsOf: "local allow list, rule ".utf8)
+            bytes.append(contentsOf: (rule ?? "?").utf8)
+        case .localDenyList:
+            bytes.append(contentsOf: "local deny list, rule ".utf8)
+            bytes.append(contentsOf: (rule ?? "?").utf8)
+        case .category:
+            bytes.append(contentsOf: "category ".utf8)
+            bytes.append(contentsOf: (category ?? "?").utf8)
+            bytes.append(contentsOf: ", rule ".utf8)
+            bytes.append(contentsOf: (rule ?? "?").utf8)
+        case .unknownHost: bytes.append(contentsOf: "no rule knows this name (policy.unknown)".utf8)
+        case .noName: bytes.append(contentsOf: "the flow shows no name (policy.noName)".utf8)
+        case .awaitingName: bytes.append(contentsOf: "waiting for the flow to show its name".utf8)
         }
     }
 }

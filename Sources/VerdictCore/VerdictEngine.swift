@@ -13,6 +13,13 @@ public protocol RuleSource: Sendable {
     func forEachURLRule(hostFingerprint: UInt64, _ body: (UnsafeRawBufferPointer, CategoryID) -> Void)
     /// Calls `body` for each address rule whose network contains `address`.
     func forEachNetworkRule(containing address: IPAddress, _ body: (IPNetwork, CategoryID) -> Void)
+    /// A hint that these fingerprints are about to be looked up: a store in
+    /// memory may start loading them all at once. The default does nothing.
+    func prefetchDomainRules(fingerprints: UnsafeBufferPointer<UInt64>)
+}
+
+extension RuleSource {
+    public func prefetchDomainRules(fingerprints: UnsafeBufferPointer<UInt64>) {}
 }
 
 /// Decides flows against one rule source and one policy. Pure: no I/O, no
@@ -82,37 +89,72 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
     }
 
     private func decide(_ facts: FlowFacts, host: HostName) -> Decision {
-        let suffixes = SuffixFingerprints(host)
-        let path = facts.path.map { $0.lowercased() }
-
-        // 1. Local lists by name: the most specific entry wins, deny on a tie.
-        var localMatch: (depth: Int, entry: LocalEntry)? = nil
-        for depth in 0..<suffixes.count {
-            let fingerprint = suffixes.fingerprints[depth]
-            var candidates: [LocalEntry] = []
-            if let path, let entries = localURLs[fingerprint] {
-                candidates += entries.filter {
-                    if case .urlPrefix(_, let prefix) = $0.pattern { return path.hasPrefix(prefix) }
-                    return false
+        // A name has at most 127 labels; fingerprints live on the stack.
+        host.bytes.withUnsafeBytes { bytes in
+            withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 128) { fingerprints in
+                withUnsafeTemporaryAllocation(of: Int.self, capacity: 128) { starts in
+                    // Index 0 is the whole name (depth 0), the last the top-level label.
+                    var count = 0
+                    SuffixFingerprints.forEachSuffix(bytes) { start, fingerprint in
+                        guard count < 128 else { return }
+                        fingerprints[count] = fingerprint
+                        starts[count] = start
+                        count += 1
+                    }
+                    let suffixes = Suffixes(
+                        host: host, fingerprints: UnsafeBufferPointer(rebasing: fingerprints[0..<count]),
+                        starts: UnsafeBufferPointer(rebasing: starts[0..<count]))
+                    rules.prefetchDomainRules(fingerprints: suffixes.fingerprints)
+                    return decide(facts, suffixes: suffixes)
                 }
-            }
-            if let entries = localNames[fingerprint] {
-                candidates += entries.filter {
-                    if case .domain(_, let kind) = $0.pattern { return kind.applies(atDepth: depth) }
-                    return false
-                }
-            }
-            // Deny entries come first in the table, so the first candidate is deny on a tie.
-            if let first = candidates.first {
-                localMatch = (depth, first)
-                break
             }
         }
-        if let (_, entry) = localMatch {
-            return Decision(
-                entry.allows ? .allow : .drop,
-                Reason(source: entry.allows ? .localAllowList : .localDenyList, rule: entry.pattern.description)
-            )
+    }
+
+    /// The suffixes of a name, most specific first once reversed: `forEachSuffix`
+    /// yields the top-level label first, so depth d is at index `count - 1 - d`.
+    private struct Suffixes {
+        let host: HostName
+        let fingerprints: UnsafeBufferPointer<UInt64>
+        let starts: UnsafeBufferPointer<Int>
+
+        var count: Int { fingerprints.count }
+        func fingerprint(depth: Int) -> UInt64 { fingerprints[count - 1 - depth] }
+        /// The suffix at `depth` as written in a rule.
+        func text(depth: Int) -> String { String(decoding: host.bytes[starts[count - 1 - depth]...], as: UTF8.self) }
+    }
+
+    private func decide(_ facts: FlowFacts, suffixes: Suffixes) -> Decision {
+        var path = facts.path
+        if let raw = path, raw.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) {
+            path = raw.lowercased()
+        }
+
+        // 1. Local lists by name: the most specific entry wins, deny on a tie.
+        if !localNames.isEmpty || !localURLs.isEmpty {
+            for depth in 0..<suffixes.count {
+                let fingerprint = suffixes.fingerprint(depth: depth)
+                var match: LocalEntry? = nil
+                if let path, let entries = localURLs[fingerprint] {
+                    match = entries.first {
+                        if case .urlPrefix(_, let prefix) = $0.pattern { return path.hasPrefix(prefix) }
+                        return false
+                    }
+                }
+                if match == nil, let entries = localNames[fingerprint] {
+                    // Deny entries come first in the table, so the first match is deny on a tie.
+                    match = entries.first {
+                        if case .domain(_, let kind) = $0.pattern { return kind.applies(atDepth: depth) }
+                        return false
+                    }
+                }
+                if let entry = match {
+                    return Decision(
+                        entry.allows ? .allow : .drop,
+                        Reason(source: entry.allows ? .localAllowList : .localDenyList, rule: entry.pattern.description)
+                    )
+                }
+            }
         }
         // 2. Local lists by address.
         if let destination = facts.destination, let decision = localNetworkDecision(destination) {
@@ -124,13 +166,12 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
         if let path {
             for depth in 0..<suffixes.count {
                 var blocked: Reason? = nil
-                rules.forEachURLRule(hostFingerprint: suffixes.fingerprints[depth]) { prefix, category in
+                rules.forEachURLRule(hostFingerprint: suffixes.fingerprint(depth: depth)) { prefix, category in
                     guard blocked == nil, path.utf8.starts(with: prefix) else { return }
                     let reason = Reason(
                         source: .category,
                         category: categoryName(category),
-                        rule: String(decoding: host.bytes[suffixes.starts[depth]...], as: UTF8.self)
-                            + String(decoding: prefix, as: UTF8.self)
+                        rule: suffixes.text(depth: depth) + String(decoding: prefix, as: UTF8.self)
                     )
                     if isBlocked(category) { blocked = reason } else if firstKnown == nil { firstKnown = reason }
                 }
@@ -138,19 +179,20 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
             }
         }
         for depth in 0..<suffixes.count {
-            var blocked: Reason? = nil
-            rules.forEachDomainRule(fingerprint: suffixes.fingerprints[depth]) { category, kind in
+            var blocked: (CategoryID, MatchKind)? = nil
+            var known: (CategoryID, MatchKind)? = nil
+            rules.forEachDomainRule(fingerprint: suffixes.fingerprint(depth: depth)) { category, kind in
                 guard blocked == nil, kind.applies(atDepth: depth) else { return }
-                let blocks = isBlocked(category)
-                guard blocks || firstKnown == nil else { return }
-                let reason = Reason(
-                    source: .category,
-                    category: categoryName(category),
-                    rule: kind.marker + String(decoding: host.bytes[suffixes.starts[depth]...], as: UTF8.self)
-                )
-                if blocks { blocked = reason } else { firstKnown = reason }
+                if isBlocked(category) { blocked = (category, kind) } else if known == nil { known = (category, kind) }
             }
-            if let blocked { return Decision(.drop, blocked) }
+            if let (category, kind) = blocked {
+                return Decision(
+                    .drop,
+                    Reason(source: .category, category: categoryName(category), rule: kind.marker + suffixes.text(depth: depth)))
+            }
+            if firstKnown == nil, let (category, kind) = known {
+                firstKnown = Reason(source: .category, category: categoryName(category), rule: kind.marker + suffixes.text(depth: depth))
+            }
         }
         if let destination = facts.destination, let blocked = blockedNetworkReason(destination) {
             return Decision(.drop, blocked)

@@ -23,4 +23,9 @@ int hp_capbset_drop(int cap);
 /// Clears the ambient capability set (prctl PR_CAP_AMBIENT_CLEAR_ALL).
 int hp_clear_ambient_caps(void);
 
+/// A read prefetch hint: starts loading the cache line at `address` without
+/// waiting for it. The rule store issues one per name suffix before probing,
+/// so the few cache misses of a lookup overlap instead of queueing.
+static inline void hp_prefetch_read(const void *address) { __builtin_prefetch(address, 0, 1); }
+
 #endif
