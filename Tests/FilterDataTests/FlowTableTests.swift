@@ -20,7 +20,8 @@ private func udpKey(_ port: UInt16) -> FlowKey {
         #expect(table.find(tcpKey(1), now: 0) == nil)
         let slot = table.insert(tcpKey(1), "one", stage: .inspecting, now: 0)
         #expect(table.count == 1 && table.inspectingCount == 1)
-        let found = try #require(table.find(tcpKey(1), now: 1))
+        let lookup = table.find(tcpKey(1), now: 1)
+        let found = try #require(lookup)
         #expect(found == slot && table[found] == "one" && table.key(of: found) == tcpKey(1))
         table[found] += "!"
         #expect(table[found] == "one!")
@@ -32,7 +33,7 @@ private func udpKey(_ port: UInt16) -> FlowKey {
     @Test func evictsTheLeastRecentlyUsedWhenFull() throws {
         var table = FlowTable<Int>(settings: FlowTableSettings(capacity: 3))
         for port in 1...3 { table.insert(tcpKey(UInt16(port)), port, stage: .decided, now: UInt64(port)) }
-        _ = try #require(table.find(tcpKey(1), now: 10))  // 1 is now the most recent; 2 the oldest
+        #expect(table.find(tcpKey(1), now: 10) != nil)  // 1 is now the most recent; 2 the oldest
         var departed: [(FlowKey, Int, FlowDeparture)] = []
         table.insert(tcpKey(4), 4, stage: .decided, now: 11) { departed.append(($0, $1, $2)) }
         #expect(departed.count == 1 && departed[0].0 == tcpKey(2) && departed[0].1 == 2 && departed[0].2 == .evicted)
@@ -97,13 +98,14 @@ private func udpKey(_ port: UInt16) -> FlowKey {
         for port in 1...4 { table.insert(tcpKey(UInt16(port)), port, stage: .inspecting, now: UInt64(port)) }
         #expect(table.inspectingCount == 4)
         #expect(table.leastRecentlyUsedInspecting.map { table.key(of: $0) } == tcpKey(1))
-        _ = try #require(table.find(tcpKey(1), now: 10))
+        #expect(table.find(tcpKey(1), now: 10) != nil)
         #expect(table.leastRecentlyUsedInspecting.map { table.key(of: $0) } == tcpKey(2))
         table.setStage(try #require(table.slot(for: tcpKey(2))), .decided)
         #expect(table.inspectingCount == 3)
         #expect(table.leastRecentlyUsedInspecting.map { table.key(of: $0) } == tcpKey(3))
-        table.setStage(try #require(table.slot(for: tcpKey(2))), .inspecting)
-        #expect(table.inspectingCount == 4 && table.stage(of: try #require(table.slot(for: tcpKey(2)))) == .inspecting)
+        let two = try #require(table.slot(for: tcpKey(2)))
+        table.setStage(two, .inspecting)
+        #expect(table.inspectingCount == 4 && table.stage(of: two) == .inspecting)
     }
 
     @Test func slotsAreReusedAndManyFlowsStayBounded() {
@@ -121,7 +123,8 @@ private func udpKey(_ port: UInt16) -> FlowKey {
         var table = FlowTable<Int>()
         table.insert(tcpKey(1), 1, stage: .inspecting, now: 0)
         table.insert(tcpKey(1), 2, stage: .decided, now: 1)
-        let slot = try #require(table.find(tcpKey(1), now: 2))
+        let lookup = table.find(tcpKey(1), now: 2)
+        let slot = try #require(lookup)
         #expect(table.count == 1 && table[slot] == 2 && table.inspectingCount == 0)
     }
 }

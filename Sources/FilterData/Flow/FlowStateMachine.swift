@@ -202,7 +202,7 @@ public struct FlowStateMachine: Sendable {
     public var findings: FlowFindings {
         switch state {
         case .nameless: .nothing
-        case .peekingStream(let progress): FlowFindings(kind: progress.carriesDNS ? .dns : .none)
+        case .peekingStream(let progress): FlowFindings(kind: progress.unfinishedKind)
         case .assemblingQUIC: FlowFindings(kind: .quic)
         case .judgingQueries(let log): log.firstQuestion ?? FlowFindings(kind: .dns)
         case .waitingForRules(let findings): findings
@@ -316,7 +316,7 @@ public struct FlowStateMachine: Sendable {
     /// caller's deadline passed): the flow is judged on what it showed.
     public mutating func stopInspecting() -> FlowStep? {
         switch state {
-        case .peekingStream(let progress): return decideNow(FlowFindings(kind: progress.carriesDNS ? .dns : .none))
+        case .peekingStream(let progress): return decideNow(FlowFindings(kind: progress.unfinishedKind))
         case .assemblingQUIC: return decideNow(FlowFindings(kind: .quic))
         case .nameless: return decideNow(.nothing)
         default: return nil
