@@ -36,13 +36,13 @@ struct Filterctl: ParsableCommand {
         commandName: "filterctl",
         abstract: "Administer hallpass, the on-host content filter.",
         discussion: """
-            Offline commands (no daemon needed): compile, check --store/--bundle, bundle, config.
+            Offline commands (no daemon needed): compile, check --store/--bundle, replay, bundle, config.
 
             Exit status: 0 success; 1 check: some targets could not be read; 64 usage error;
-            65 invalid or refused store, bundle or list; 66 input missing or unreadable;
+            65 invalid or refused store, bundle, list or capture; 66 input missing or unreadable;
             73 cannot write output; 74 I/O error; 78 invalid configuration.
             """,
-        subcommands: [Compile.self, Check.self, BundleCommand.self, ConfigCommand.self]
+        subcommands: [Compile.self, Check.self, Replay.self, BundleCommand.self, ConfigCommand.self]
     )
 }
 

@@ -1,0 +1,415 @@
+// The per-packet logic of the data path, pure: bytes of one queued IP packet
+// in, a verdict with its reason and the flow's facts out. No I/O, no clock
+// (time is passed in), no logging; filter-data's NFQUEUE loop and
+// `filterctl replay` both run packets through this one type.
+//
+// Packet rules, in order:
+// 1. Bytes that do not parse as an IPv4/IPv6 packet, packets of protocols
+//    other than TCP and UDP, and IP fragments are accepted and counted,
+//    never tracked. The kernel rules queue only TCP and UDP; the kernel has
+//    already refused truly broken IP headers, and connection tracking
+//    reassembles fragments before the queue, so such a packet is an anomaly
+//    to count, not a flow to judge.
+// 2. A packet of a known flow (either direction) goes to that flow's state
+//    machine. A decided flow answers with its stored decision: a late packet
+//    never overturns it.
+// 3. A packet of an unknown flow starts one. The client side is the sender
+//    of a TCP SYN without ACK, the receiver of a SYN-ACK, the sender of a DNS
+//    query (the receiver of a DNS response), otherwise the sender of the
+//    first packet seen (a flow picked up mid-stream).
+// 4. TCP: client bytes are reassembled (StreamPeek, bounded) and read as a
+//    TLS ClientHello, else an HTTP request head (port 53: a DNS message).
+//    UDP port 53: each query is judged by its question (per packet, never
+//    cached as the flow's decision). UDP starting with a QUIC long header:
+//    client Initials are decrypted and their CRYPTO frames reassembled until
+//    the ClientHello is complete. Other UDP: judged at once, without a name.
+
+public import VerdictCore
+
+/// Settings of a `FlowInspector`. Every field has a default.
+public struct FlowInspectorSettings: Sendable, Hashable {
+    public var table: FlowTableSettings
+    public var limits: FlowLimits
+    /// Flows in stage `.inspecting` (holding reassembly buffers) at most; when
+    /// a new one would exceed it, the least recently used one is judged on
+    /// what it showed so far (as if it had reached its peek bound).
+    /// 4,096 flows of a full 16 KiB peek are about 72 MiB.
+    public var maximumInspectingFlows: Int
+    /// UDP and TCP ports whose traffic is DNS.
+    public var dnsPort: UInt16
+    /// Expired entries removed, at most, each time a flow is created.
+    public var expirySweepPerNewFlow: Int
+
+    public init(
+        table: FlowTableSettings = FlowTableSettings(),
+        limits: FlowLimits = FlowLimits(),
+        maximumInspectingFlows: Int = 4_096,
+        dnsPort: UInt16 = 53,
+        expirySweepPerNewFlow: Int = 8
+    ) {
+        self.table = table
+        self.limits = limits
+        self.maximumInspectingFlows = maximumInspectingFlows
+        self.dnsPort = dnsPort
+        self.expirySweepPerNewFlow = expirySweepPerNewFlow
+    }
+}
+
+/// Counts of what the inspector saw. Plain numbers, cheap to copy and report.
+public struct InspectorCounters: Sendable, Hashable {
+    /// Every packet given to `inspect`.
+    public var packets: UInt64 = 0
+    /// Packets that are not IPv4/IPv6 with a readable header (accepted).
+    public var parseErrors: UInt64 = 0
+    /// IP packets that are neither TCP nor UDP, or are fragments (accepted, not tracked).
+    public var untrackedPackets: UInt64 = 0
+    /// Flows entered into the table.
+    public var flowsCreated: UInt64 = 0
+    /// Packets by verdict.
+    public var allowed: UInt64 = 0
+    public var dropped: UInt64 = 0
+    public var neededRules: UInt64 = 0
+    public var neededMoreData: UInt64 = 0
+    /// First final decisions of flows (allow or drop).
+    public var flowDecisions: UInt64 = 0
+    /// Packets of decided flows answered with the stored decision.
+    public var repeatedDecisions: UInt64 = 0
+    /// DNS queries judged one by one.
+    public var queryDecisions: UInt64 = 0
+    /// Flows that left the table after their idle timeout.
+    public var expirations: UInt64 = 0
+    /// Flows evicted because the table was full.
+    public var evictions: UInt64 = 0
+    /// Flows judged before showing a name because too many flows held buffers.
+    public var inspectionsCutShort: UInt64 = 0
+
+    public init() {}
+
+    mutating func count(_ verdict: Verdict) {
+        switch verdict {
+        case .allow: allowed += 1
+        case .drop: dropped += 1
+        case .needRules: neededRules += 1
+        case .needMoreData: neededMoreData += 1
+        }
+    }
+}
+
+/// What the inspector concluded about one packet.
+public struct Inspection: Sendable {
+    /// How this packet relates to the flow's decision.
+    public enum Finality: Sendable, Hashable {
+        /// No final decision yet (needMoreData, or needRules: hold the packet).
+        case undecided
+        /// The flow's first final decision: mark the connection.
+        case firstDecision
+        /// A later packet of a decided flow: the stored decision, unchanged.
+        case repeatedDecision
+        /// A decision for this packet only (a DNS query): do not mark the connection.
+        case packetDecision
+        /// The packet belongs to no flow (not TCP/UDP, a fragment, unreadable).
+        case untracked
+    }
+
+    public enum Direction: Sendable, Hashable {
+        case clientToServer, serverToClient
+    }
+
+    /// The flow's 5-tuple in the client's direction; nil for untracked packets.
+    public var flow: FlowKey?
+    public var direction: Direction
+    /// True for the packet that created the flow's table entry.
+    public var createdFlow: Bool
+    public var finality: Finality
+    public var decision: Decision
+    /// The facts the decision was made on (for undecided flows, what is known so far).
+    public var facts: FlowFacts
+    public var findings: FlowFindings
+
+    /// The verdict for this packet.
+    public var verdict: Verdict { decision.verdict }
+    public var kind: FlowKind { findings.kind }
+}
+
+/// Runs packets through flows and decides them against a `VerdictEngine`.
+public struct FlowInspector<Rules: RuleSource>: Sendable {
+    public private(set) var engine: VerdictEngine<Rules>
+    public let settings: FlowInspectorSettings
+    public private(set) var table: FlowTable<FlowStateMachine>
+    private var tally = InspectorCounters()
+
+    /// What the inspector has seen so far.
+    public var counters: InspectorCounters {
+        var result = tally
+        result.expirations = table.expiredCount
+        result.evictions = table.evictedCount
+        return result
+    }
+
+    /// The answer for packets outside any flow (rule 1 above).
+    public static var untrackedDecision: Decision { Decision(.allow, Reason(source: .noName)) }
+
+    public init(engine: VerdictEngine<Rules>, settings: FlowInspectorSettings = FlowInspectorSettings()) {
+        self.engine = engine
+        self.settings = settings
+        self.table = FlowTable(settings: settings.table)
+    }
+
+    // MARK: Packets
+
+    /// Inspects one IP packet (starting at the IP header), as NFQUEUE hands it
+    /// over, with the socket's uid/gid when the kernel reported them and the
+    /// current monotonic time in nanoseconds.
+    public mutating func inspect(_ packet: UnsafeRawBufferPointer, uid: UInt32?, gid: UInt32?, now: UInt64) -> Inspection {
+        tally.packets += 1
+        let parsed: IPPacket
+        do {
+            parsed = try IPPacketParser.parse(packet)
+        } catch {
+            tally.parseErrors += 1
+            return untracked()
+        }
+        guard parsed.fragmentation == .unfragmented, let key = parsed.flowKey,
+              parsed.protocolNumber == 6 || parsed.protocolNumber == 17 else {
+            tally.untrackedPackets += 1
+            return untracked()
+        }
+        let payload = UnsafeRawBufferPointer(rebasing: packet[parsed.payload])
+        let result = parsed.protocolNumber == 6
+            ? inspectTCP(key, parsed.tcp!, payload, uid: uid, gid: gid, now: now)
+            : inspectUDP(key, payload, uid: uid, gid: gid, now: now)
+        tally.count(result.verdict)
+        return result
+    }
+
+    /// Convenience for an array or a capture record's slice.
+    public mutating func inspect(_ packet: ArraySlice<UInt8>, uid: UInt32? = nil, gid: UInt32? = nil, now: UInt64) -> Inspection {
+        // The pointer lives only for this call; the result holds no pointers.
+        packet.withUnsafeBytes { inspect($0, uid: uid, gid: gid, now: now) }
+    }
+
+    /// Convenience for an array.
+    public mutating func inspect(_ packet: [UInt8], uid: UInt32? = nil, gid: UInt32? = nil, now: UInt64) -> Inspection {
+        inspect(packet[...], uid: uid, gid: gid, now: now)
+    }
+
+    // MARK: Rules
+
+    /// Uses new rules (or a new policy) for every decision from now on.
+    /// Decided flows keep their decisions; flows waiting for rules are
+    /// decided again by `resolve(flow:now:)` or `resolveWaitingFlows(now:)`.
+    public mutating func replaceEngine(_ engine: VerdictEngine<Rules>) {
+        self.engine = engine
+    }
+
+    /// Decides a flow that waits for rules (or a DNS flow holding a query)
+    /// again with the current engine. Nil when the flow is unknown or not waiting.
+    public mutating func resolve(flow key: FlowKey, now: UInt64) -> Inspection? {
+        guard let slot = table.find(key, now: now) else { return nil }
+        guard let step = table[slot].rulesChanged(), case .decide(let findings) = step else { return nil }
+        let facts = makeFacts(findings, key: key, uid: nil, gid: nil)
+        return conclude(slot, key, findings, facts: facts, direction: .clientToServer, created: false)
+    }
+
+    /// `resolve(flow:now:)` for every flow waiting for rules.
+    public mutating func resolveWaitingFlows(now: UInt64) -> [Inspection] {
+        let waiting = table.slotsByRecency.filter { table.stage(of: $0) == .waitingForRules }.map { table.key(of: $0) }
+        return waiting.compactMap { resolve(flow: $0, now: now) }
+    }
+
+    /// Forgets flows idle past their timeouts (looking at `limit` entries at most).
+    @discardableResult
+    public mutating func removeExpiredFlows(now: UInt64, limit: Int = .max) -> Int {
+        table.removeExpired(now: now, limit: limit)
+    }
+
+    /// Judges every flow still gathering bytes on what it has shown (the end
+    /// of a capture, or shutdown). Returns their inspections.
+    public mutating func finishInspections(now: UInt64) -> [Inspection] {
+        let inspecting = table.slotsByRecency.filter { table.stage(of: $0) == .inspecting }
+        return inspecting.compactMap { slot in
+            guard case .decide(let findings)? = table[slot].stopInspecting() else { return nil }
+            let key = table.key(of: slot)
+            return conclude(slot, key, findings, facts: makeFacts(findings, key: key, uid: nil, gid: nil),
+                            direction: .clientToServer, created: false)
+        }
+    }
+
+    // MARK: TCP
+
+    private mutating func inspectTCP(_ packetKey: FlowKey, _ header: TCPSegmentHeader, _ payload: UnsafeRawBufferPointer,
+                                     uid: UInt32?, gid: UInt32?, now: UInt64) -> Inspection {
+        if let slot = table.find(packetKey, now: now) {
+            let step = table[slot].clientSegment(header, payload: payload)
+            return finish(step, slot, packetKey, direction: .clientToServer, uid: uid, gid: gid, created: false)
+        }
+        let reversedKey = packetKey.reversed
+        if let slot = table.find(reversedKey, now: now) {
+            let step = table[slot].serverPacket()
+            return finish(step, slot, reversedKey, direction: .serverToClient, uid: uid, gid: gid, created: false)
+        }
+        // A new flow. A SYN-ACK means the client is the receiver.
+        let isSynAck = header.flags.contains(.syn) && header.flags.contains(.ack)
+        let clientKey = isSynAck ? reversedKey : packetKey
+        let carriesDNS = clientKey.destinationPort == settings.dnsPort
+        let slot = create(clientKey, FlowStateMachine.tcp(limits: settings.limits, carriesDNS: carriesDNS), now: now)
+        if isSynAck {
+            let step = table[slot].serverPacket()
+            return finish(step, slot, clientKey, direction: .serverToClient, uid: uid, gid: gid, created: true)
+        }
+        let step = table[slot].clientSegment(header, payload: payload)
+        return finish(step, slot, clientKey, direction: .clientToServer, uid: uid, gid: gid, created: true)
+    }
+
+    // MARK: UDP
+
+    private mutating func inspectUDP(_ packetKey: FlowKey, _ payload: UnsafeRawBufferPointer,
+                                     uid: UInt32?, gid: UInt32?, now: UInt64) -> Inspection {
+        let isDNS = packetKey.sourcePort == settings.dnsPort || packetKey.destinationPort == settings.dnsPort
+        var message: DNSMessage? = nil
+        if isDNS, case .success(let parsed) = DNSMessageParser.parse(payload) { message = parsed }
+
+        if let slot = table.find(packetKey, now: now) {
+            let step = udpStep(slot, fromClient: true, isDNS: isDNS, message: message, payload: payload)
+            return finish(step, slot, packetKey, direction: .clientToServer, uid: uid, gid: gid, created: false)
+        }
+        let reversedKey = packetKey.reversed
+        if let slot = table.find(reversedKey, now: now) {
+            let step = udpStep(slot, fromClient: false, isDNS: isDNS, message: message, payload: payload)
+            return finish(step, slot, reversedKey, direction: .serverToClient, uid: uid, gid: gid, created: false)
+        }
+
+        // A new flow.
+        if isDNS {
+            // The client sends queries; when the message cannot be read, the side that is not port 53.
+            let senderIsClient: Bool
+            if let message {
+                senderIsClient = !message.header.isResponse
+            } else {
+                senderIsClient = packetKey.destinationPort == settings.dnsPort
+            }
+            let clientKey = senderIsClient ? packetKey : reversedKey
+            let slot = create(clientKey, FlowStateMachine.dns(limits: settings.limits), now: now)
+            let step = udpStep(slot, fromClient: senderIsClient, isDNS: true, message: message, payload: payload)
+            return finish(step, slot, clientKey, direction: senderIsClient ? .clientToServer : .serverToClient,
+                          uid: uid, gid: gid, created: true)
+        }
+        let looksLikeQUIC = payload.first.map { $0 & 0x80 != 0 } ?? false
+        let machine = looksLikeQUIC ? FlowStateMachine.quic(limits: settings.limits) : FlowStateMachine.nameless(limits: settings.limits)
+        let slot = create(packetKey, machine, now: now)
+        let step = table[slot].clientDatagram(payload)
+        return finish(step, slot, packetKey, direction: .clientToServer, uid: uid, gid: gid, created: true)
+    }
+
+    private mutating func udpStep(_ slot: FlowSlot, fromClient: Bool, isDNS: Bool, message: DNSMessage?,
+                                  payload: UnsafeRawBufferPointer) -> FlowStep {
+        if case .judgingQueries = table[slot].state {
+            // A query from the client is judged by its question; anything else is a response.
+            if fromClient, message.map({ !$0.header.isResponse }) ?? true {
+                let name = message?.question.flatMap { $0.name.isEmpty ? nil : $0.name }
+                return table[slot].dnsQuery(name)
+            }
+            return table[slot].serverPacket()
+        }
+        return fromClient ? table[slot].clientDatagram(payload) : table[slot].serverPacket()
+    }
+
+    // MARK: Flow bookkeeping
+
+    private mutating func create(_ key: FlowKey, _ machine: FlowStateMachine, now: UInt64) -> FlowSlot {
+        if settings.expirySweepPerNewFlow > 0 {
+            removeExpiredFlows(now: now, limit: settings.expirySweepPerNewFlow)
+        }
+        if machine.stage == .inspecting {
+            while table.inspectingCount >= max(1, settings.maximumInspectingFlows),
+                  let victim = table.leastRecentlyUsedInspecting {
+                cutShort(victim)
+            }
+        }
+        tally.flowsCreated += 1
+        return table.insert(key, machine, stage: machine.stage, now: now)
+    }
+
+    /// Judges an inspecting flow on what it showed, to free its buffers.
+    private mutating func cutShort(_ slot: FlowSlot) {
+        tally.inspectionsCutShort += 1
+        let key = table.key(of: slot)
+        guard case .decide(let findings)? = table[slot].stopInspecting() else {
+            table.setStage(slot, table[slot].stage)
+            return
+        }
+        _ = conclude(slot, key, findings, facts: makeFacts(findings, key: key, uid: nil, gid: nil),
+                     direction: .clientToServer, created: false)
+    }
+
+    private mutating func finish(_ step: FlowStep, _ slot: FlowSlot, _ key: FlowKey, direction: Inspection.Direction,
+                                 uid: UInt32?, gid: UInt32?, created: Bool) -> Inspection {
+        switch step {
+        case .repeatDecision(let judged):
+            let isQuery: Bool
+            if case .judgingQueries = table[slot].state { isQuery = true } else { isQuery = false }
+            if !isQuery { tally.repeatedDecisions += 1 }
+            return Inspection(flow: key, direction: direction, createdFlow: created,
+                              finality: isQuery ? .packetDecision : .repeatedDecision,
+                              decision: judged.decision, facts: judged.facts, findings: judged.findings)
+        case .awaitMoreData:
+            let findings = table[slot].findings
+            var facts = makeFacts(findings, key: key, uid: uid, gid: gid)
+            facts.mayRevealName = true
+            return Inspection(flow: key, direction: direction, createdFlow: created, finality: .undecided,
+                              decision: engine.decide(facts), facts: facts, findings: findings)
+        case .holdForRules(let findings):
+            let facts = makeFacts(findings, key: key, uid: uid, gid: gid)
+            return Inspection(flow: key, direction: direction, createdFlow: created, finality: .undecided,
+                              decision: Decision(.needRules, Reason(source: .unknownHost)), facts: facts, findings: findings)
+        case .decide(let findings):
+            let facts = makeFacts(findings, key: key, uid: uid, gid: gid)
+            return conclude(slot, key, findings, facts: facts, direction: direction, created: created)
+        }
+    }
+
+    /// Asks the engine, records the answer in the flow, and reports it.
+    private mutating func conclude(_ slot: FlowSlot, _ key: FlowKey, _ findings: FlowFindings, facts: FlowFacts,
+                                   direction: Inspection.Direction, created: Bool) -> Inspection {
+        let decision = engine.decide(facts)
+        let wasQueries: Bool
+        if case .judgingQueries = table[slot].state { wasQueries = true } else { wasQueries = false }
+        let stage = table[slot].apply(decision, facts: facts)
+        table.setStage(slot, stage)
+        let finality: Inspection.Finality
+        switch decision.verdict {
+        case .allow, .drop:
+            if wasQueries {
+                tally.queryDecisions += 1
+                finality = .packetDecision
+            } else {
+                tally.flowDecisions += 1
+                finality = .firstDecision
+            }
+        case .needRules, .needMoreData:
+            finality = .undecided
+        }
+        return Inspection(flow: key, direction: direction, createdFlow: created, finality: finality,
+                          decision: decision, facts: facts, findings: findings)
+    }
+
+    private func makeFacts(_ findings: FlowFindings, key: FlowKey, uid: UInt32?, gid: UInt32?) -> FlowFacts {
+        FlowFacts(
+            host: findings.host,
+            nameSource: findings.host == nil ? nil : findings.kind.nameSource,
+            path: findings.path,
+            destination: key.destination,
+            destinationPort: key.destinationPort,
+            transport: key.protocolNumber == 6 ? .tcp : .udp,
+            uid: uid,
+            gid: gid,
+            encryptedClientHello: findings.encryptedClientHello,
+            mayRevealName: false
+        )
+    }
+
+    private func untracked() -> Inspection {
+        Inspection(flow: nil, direction: .clientToServer, createdFlow: false, finality: .untracked,
+                   decision: Self.untrackedDecision, facts: FlowFacts(), findings: .nothing)
+    }
+}

@@ -1,0 +1,443 @@
+// The life of one flow, as a pure value: events in (client bytes, server
+// packets, a decision from the engine, new rules), steps out (wait, decide
+// with these findings, repeat the stored decision, hold for rules). It knows
+// nothing of the rule store or of the flow table; `FlowInspector` drives it.
+
+public import VerdictCore
+
+/// The protocol a flow revealed its name through.
+public enum FlowKind: String, Sendable, Hashable, CaseIterable {
+    case tls, http, quic, dns
+    /// No name-bearing protocol was recognised (or not yet).
+    case none
+
+    /// The `FlowFacts` name source for a name found this way.
+    public var nameSource: FlowFacts.NameSource? {
+        switch self {
+        case .tls: .tlsServerName
+        case .http: .httpHost
+        case .quic: .quicServerName
+        case .dns: .dnsQuestion
+        case .none: nil
+        }
+    }
+}
+
+/// What a flow revealed about where it goes.
+public struct FlowFindings: Sendable, Hashable {
+    public var kind: FlowKind
+    /// The name as it came off the wire (SNI, Host, DNS question; the parsers
+    /// lower-case ASCII letters), also when it is no usable host name.
+    public var wireName: [UInt8]?
+    /// `wireName` in canonical form; nil when absent or not a valid host name
+    /// (an IPv6 literal, stray bytes): the flow is then judged as nameless.
+    public var host: HostName?
+    /// The HTTP request target's path and query.
+    public var path: String?
+    /// The ClientHello offered Encrypted Client Hello (`host` is the outer name).
+    public var encryptedClientHello: Bool
+
+    public init(kind: FlowKind, wireName: [UInt8]? = nil, path: String? = nil, encryptedClientHello: Bool = false) {
+        self.kind = kind
+        self.wireName = wireName
+        self.host = wireName.flatMap { try? HostName(bytes: $0) }
+        self.path = path
+        self.encryptedClientHello = encryptedClientHello
+    }
+
+    /// Nothing found.
+    public static let nothing = FlowFindings(kind: .none)
+
+    /// The wire name as text, for display.
+    public var name: String? { wireName.map { String(decoding: $0, as: UTF8.self) } }
+}
+
+/// Bounds the state machine works within.
+public struct FlowLimits: Sendable, Hashable {
+    /// Client bytes of a TCP stream examined for a name (the peek bound).
+    public var streamPeekBound: Int
+    /// Bytes of a QUIC CRYPTO stream assembled for the ClientHello.
+    public var quicCryptoBound: Int
+    /// Client datagrams of a QUIC flow examined before the flow counts as nameless.
+    public var quicDatagramBound: Int
+
+    public init(
+        streamPeekBound: Int = StreamPeek.defaultCapacity,
+        quicCryptoBound: Int = 16_384,
+        quicDatagramBound: Int = 16
+    ) {
+        self.streamPeekBound = streamPeekBound
+        self.quicCryptoBound = quicCryptoBound
+        self.quicDatagramBound = quicDatagramBound
+    }
+}
+
+/// What the driver should do after an event.
+public enum FlowStep: Sendable, Hashable {
+    /// No name yet and one may still come: let the packet pass (needMoreData).
+    case awaitMoreData
+    /// Ask the engine about these findings; the flow can reveal nothing more.
+    /// Report the engine's answer with `apply(_:)`.
+    case decide(FlowFindings)
+    /// The flow was decided before: this is its decision (a late packet never changes it).
+    case repeatDecision(JudgedFlow)
+    /// The flow waits for rules: hold the packet.
+    case holdForRules(FlowFindings)
+}
+
+/// A decision with what it was made on.
+public struct JudgedFlow: Sendable, Hashable {
+    public var decision: Decision
+    public var findings: FlowFindings
+    public var facts: FlowFacts
+
+    public init(decision: Decision, findings: FlowFindings, facts: FlowFacts) {
+        self.decision = decision
+        self.findings = findings
+        self.facts = facts
+    }
+}
+
+/// The state of one flow. Pure and self-contained: every transition is a
+/// method that returns what to do, and the tests drive it directly.
+public struct FlowStateMachine: Sendable {
+    /// Progress of a TCP client stream towards a name.
+    public struct StreamProgress: Sendable {
+        public var peek: StreamPeek
+        /// Port 53: the stream carries DNS messages with a length prefix.
+        public var carriesDNS: Bool
+        /// Do not parse TLS again before the contiguous prefix has this many bytes.
+        var tlsBytesNeeded = 0
+        /// The prefix bytes already scanned for an HTTP head (it can only
+        /// complete once a line feed arrives beyond them).
+        var httpScannedCount = 0
+        var tlsRuledOut = false
+        var httpRuledOut = false
+        /// Where the client's FIN sits in the stream, once seen.
+        var finOffset: Int?
+
+        /// The protocol an unfinished stream was heading for.
+        var unfinishedKind: FlowKind {
+            if carriesDNS { return .dns }
+            if peek.contiguousCount == 0 { return .none }
+            if !tlsRuledOut { return .tls }
+            if !httpRuledOut { return .http }
+            return .none
+        }
+    }
+
+    /// Progress of a QUIC flow towards the ClientHello.
+    public struct QUICProgress: Sendable {
+        public var assembler: QUICCryptoAssembler
+        public var clientDatagrams = 0
+    }
+
+    /// A DNS flow: each query is judged on its own.
+    public struct QueryLog: Sendable {
+        public var firstQuestion: FlowFindings?
+        public var queries = 0
+        /// The latest query's decision (responses get it too).
+        public var latest: JudgedFlow?
+        /// A query the engine answered needRules for (the caller holds it).
+        public var heldQuery: FlowFindings?
+    }
+
+    public enum State: Sendable {
+        /// Can show no name and is not judged yet.
+        case nameless
+        case peekingStream(StreamProgress)
+        case assemblingQUIC(QUICProgress)
+        case judgingQueries(QueryLog)
+        case waitingForRules(FlowFindings)
+        case decided(JudgedFlow)
+    }
+
+    public private(set) var state: State
+    public let limits: FlowLimits
+    /// The findings waiting for `apply(_:)` after a `.decide` step.
+    private var pending: FlowFindings?
+
+    /// A TCP flow; `carriesDNS` for port 53.
+    public static func tcp(limits: FlowLimits = FlowLimits(), carriesDNS: Bool = false) -> FlowStateMachine {
+        FlowStateMachine(state: .peekingStream(StreamProgress(peek: StreamPeek(capacity: limits.streamPeekBound), carriesDNS: carriesDNS)), limits: limits)
+    }
+
+    /// A UDP flow whose first client datagram looked like a QUIC long header.
+    public static func quic(limits: FlowLimits = FlowLimits()) -> FlowStateMachine {
+        FlowStateMachine(state: .assemblingQUIC(QUICProgress(assembler: QUICCryptoAssembler(capacity: limits.quicCryptoBound))), limits: limits)
+    }
+
+    /// A DNS flow (UDP port 53).
+    public static func dns(limits: FlowLimits = FlowLimits()) -> FlowStateMachine {
+        FlowStateMachine(state: .judgingQueries(QueryLog()), limits: limits)
+    }
+
+    /// A flow that can reveal no name (other UDP): its first step decides.
+    public static func nameless(limits: FlowLimits = FlowLimits()) -> FlowStateMachine {
+        FlowStateMachine(state: .nameless, limits: limits)
+    }
+
+    private init(state: State, limits: FlowLimits) {
+        self.state = state
+        self.limits = limits
+    }
+
+    /// The table stage this state belongs to.
+    public var stage: FlowStage {
+        switch state {
+        case .nameless, .peekingStream, .assemblingQUIC: .inspecting
+        case .waitingForRules: .waitingForRules
+        case .judgingQueries(let log): log.heldQuery == nil ? .decided : .waitingForRules
+        case .decided: .decided
+        }
+    }
+
+    /// The flow's decision, once it has a final one.
+    public var decision: Decision? {
+        if case .decided(let judged) = state { return judged.decision }
+        return nil
+    }
+
+    /// What the flow revealed so far (for DNS, the first question).
+    public var findings: FlowFindings {
+        switch state {
+        case .nameless: .nothing
+        case .peekingStream(let progress): FlowFindings(kind: progress.unfinishedKind)
+        case .assemblingQUIC: FlowFindings(kind: .quic)
+        case .judgingQueries(let log): log.firstQuestion ?? FlowFindings(kind: .dns)
+        case .waitingForRules(let findings): findings
+        case .decided(let judged): judged.findings
+        }
+    }
+
+    // MARK: Events
+
+    /// A client-to-server TCP segment.
+    public mutating func clientSegment(_ header: TCPSegmentHeader, payload: UnsafeRawBufferPointer) -> FlowStep {
+        switch state {
+        case .decided(let judged): return .repeatDecision(judged)
+        case .waitingForRules(let findings): return .holdForRules(findings)
+        case .nameless: return decideNow(.nothing)
+        case .assemblingQUIC, .judgingQueries: return .awaitMoreData
+        case .peekingStream(var progress):
+            // Move the progress out of `state` so the buffer is not copied on write.
+            state = .waitingForRules(.nothing)
+            let step = advance(&progress, header: header, payload: payload)
+            state = .peekingStream(progress)
+            return step
+        }
+    }
+
+    /// A packet from the server side (no name can be in it).
+    public mutating func serverPacket() -> FlowStep {
+        switch state {
+        case .decided(let judged): return .repeatDecision(judged)
+        case .waitingForRules(let findings): return .holdForRules(findings)
+        case .judgingQueries(let log):
+            if let latest = log.latest { return .repeatDecision(latest) }
+            return decideNow(FlowFindings(kind: .dns))
+        case .nameless: return decideNow(.nothing)
+        case .peekingStream, .assemblingQUIC: return .awaitMoreData
+        }
+    }
+
+    /// A client-to-server UDP datagram of a QUIC flow.
+    public mutating func clientDatagram(_ payload: UnsafeRawBufferPointer) -> FlowStep {
+        switch state {
+        case .decided(let judged): return .repeatDecision(judged)
+        case .waitingForRules(let findings): return .holdForRules(findings)
+        case .nameless: return decideNow(.nothing)
+        case .judgingQueries, .peekingStream: return .awaitMoreData
+        case .assemblingQUIC(var progress):
+            state = .waitingForRules(.nothing)
+            let step = advance(&progress, payload: payload)
+            state = .assemblingQUIC(progress)
+            return step
+        }
+    }
+
+    /// A DNS message on a DNS flow: a query's question (nil when the query
+    /// cannot be read: it is judged as nameless).
+    public mutating func dnsQuery(_ question: [UInt8]?) -> FlowStep {
+        guard case .judgingQueries(var log) = state else { return serverPacket() }
+        let findings = question.map { FlowFindings(kind: .dns, wireName: $0) } ?? FlowFindings(kind: .dns)
+        log.queries += 1
+        if log.firstQuestion == nil, question != nil { log.firstQuestion = findings }
+        state = .judgingQueries(log)
+        pending = findings
+        return .decide(findings)
+    }
+
+    /// The engine's answer to the last `.decide` step, with the facts it was
+    /// given. Returns the stage the flow is in now. `needMoreData` (which the
+    /// engine gives only to flows that may still show a name) leaves the flow as it was.
+    @discardableResult
+    public mutating func apply(_ decision: Decision, facts: FlowFacts = FlowFacts()) -> FlowStage {
+        let findings = pending ?? findings
+        pending = nil
+        switch decision.verdict {
+        case .needMoreData:
+            break
+        case .needRules:
+            if case .judgingQueries(var log) = state {
+                log.heldQuery = findings
+                state = .judgingQueries(log)
+            } else {
+                state = .waitingForRules(findings)
+            }
+        case .allow, .drop:
+            let judged = JudgedFlow(decision: decision, findings: findings, facts: facts)
+            if case .judgingQueries(var log) = state {
+                log.latest = judged
+                log.heldQuery = nil
+                state = .judgingQueries(log)
+            } else {
+                state = .decided(judged)
+            }
+        }
+        return stage
+    }
+
+    /// New rules arrived: a flow waiting for rules asks again with what it has.
+    /// Other flows keep their state (a decision is never overturned).
+    public mutating func rulesChanged() -> FlowStep? {
+        switch state {
+        case .waitingForRules(let findings):
+            return decideNow(findings)
+        case .judgingQueries(let log):
+            guard let held = log.heldQuery else { return nil }
+            return decideNow(held)
+        default:
+            return nil
+        }
+    }
+
+    /// Gives up on finding a name (the table needs the buffer back, or the
+    /// caller's deadline passed): the flow is judged on what it showed.
+    public mutating func stopInspecting() -> FlowStep? {
+        switch state {
+        case .peekingStream(let progress): return decideNow(FlowFindings(kind: progress.unfinishedKind))
+        case .assemblingQUIC: return decideNow(FlowFindings(kind: .quic))
+        case .nameless: return decideNow(.nothing)
+        default: return nil
+        }
+    }
+
+    // MARK: TCP
+
+    private mutating func advance(_ progress: inout StreamProgress, header: TCPSegmentHeader, payload: UnsafeRawBufferPointer) -> FlowStep {
+        let grew = progress.peek.add(sequenceNumber: header.sequenceNumber, isSYN: header.flags.contains(.syn), payload: payload)
+        if header.flags.contains(.fin), !header.flags.contains(.syn), let base = progress.peek.initialSequence {
+            // The stream ends at the FIN; it is complete once every byte before it is in.
+            let end = StreamPeek.relativeOffset(of: header.sequenceNumber &+ UInt32(truncatingIfNeeded: payload.count), from: base)
+            progress.finOffset = max(0, end)
+        } else if header.flags.contains(.fin), payload.isEmpty, progress.peek.initialSequence == nil {
+            progress.finOffset = 0  // a bare FIN before any data: nothing will come
+        }
+        var step: FlowStep = .awaitMoreData
+        if grew {
+            step = examine(&progress)
+        }
+        guard case .awaitMoreData = step else { return step }
+        // A client RST aborts the stream (the server discards what it has); a FIN
+        // ends it once the bytes before it are all in. Either way no name comes later.
+        let complete = progress.finOffset.map { progress.peek.contiguousCount >= $0 } ?? false
+        if header.flags.contains(.rst) || complete || progress.peek.isFull {
+            return decideNow(FlowFindings(kind: progress.unfinishedKind))
+        }
+        return step
+    }
+
+    private mutating func examine(_ progress: inout StreamProgress) -> FlowStep {
+        let available = progress.peek.contiguousCount
+        let bound = limits.streamPeekBound
+        if progress.carriesDNS {
+            let outcome = progress.peek.withContiguousPrefix { DNSMessageParser.parse(tcpStream: $0) }
+            switch outcome {
+            case .message(let message, _):
+                let name = message.question.map(\.name).flatMap { $0.isEmpty ? nil : $0 }
+                return decideNow(FlowFindings(kind: .dns, wireName: name))
+            case .needMoreData(let total):
+                return total > bound ? decideNow(FlowFindings(kind: .dns)) : .awaitMoreData
+            case .malformed:
+                return decideNow(FlowFindings(kind: .dns))
+            }
+        }
+        if !progress.tlsRuledOut {
+            guard available >= progress.tlsBytesNeeded else { return .awaitMoreData }
+            let outcome = progress.peek.withContiguousPrefix { ClientHelloParser.parse(recordStream: $0) }
+            switch outcome {
+            case .clientHello(let info):
+                return decideNow(FlowFindings(kind: .tls, wireName: info.serverName, encryptedClientHello: info.hasEncryptedClientHello))
+            case .needMoreData(let total):
+                let needed = total ?? available + 1
+                // A ClientHello that cannot fit in the peek bound never shows its name here.
+                if needed > bound { return decideNow(FlowFindings(kind: .tls)) }
+                progress.tlsBytesNeeded = max(needed, available + 1)
+                return .awaitMoreData
+            case .malformed:
+                return decideNow(FlowFindings(kind: .tls))
+            case .notTLS:
+                progress.tlsRuledOut = true
+            }
+        }
+        if !progress.httpRuledOut {
+            // The head can only complete with a new line feed; skip the parse until one arrives.
+            let scanned = progress.httpScannedCount
+            let sawLineFeed = progress.peek.withContiguousPrefix { prefix in
+                prefix[scanned...].contains(0x0A)
+            }
+            let methodUnknown = scanned < 16  // the method is checked on the first bytes
+            progress.httpScannedCount = available
+            guard sawLineFeed || methodUnknown else { return .awaitMoreData }
+            let outcome = progress.peek.withContiguousPrefix { HTTPRequestHeadParser.parse($0, maximumHeadLength: bound) }
+            switch outcome {
+            case .request(let head):
+                let path = head.path.map { String(decoding: $0, as: UTF8.self) }
+                return decideNow(FlowFindings(kind: .http, wireName: head.host, path: path))
+            case .needMoreData:
+                return .awaitMoreData
+            case .malformed:
+                return decideNow(FlowFindings(kind: .http))
+            case .notHTTP:
+                progress.httpRuledOut = true
+            }
+        }
+        // Neither TLS nor HTTP: no name will come from this stream.
+        return decideNow(.nothing)
+    }
+
+    // MARK: QUIC
+
+    private mutating func advance(_ progress: inout QUICProgress, payload: UnsafeRawBufferPointer) -> FlowStep {
+        guard let first = payload.first, first & 0x80 != 0 else {
+            // A short-header packet: the handshake is over (or this is no QUIC), no Initial will follow.
+            return decideNow(FlowFindings(kind: progress.clientDatagrams > 0 ? .quic : .none))
+        }
+        progress.clientDatagrams += 1
+        let outcome = progress.assembler.add(datagram: payload)
+        if case .packets(let summary) = outcome, !summary.initials.isEmpty {
+            switch progress.assembler.clientHello() {
+            case .clientHello(let info):
+                return decideNow(FlowFindings(kind: .quic, wireName: info.serverName, encryptedClientHello: info.hasEncryptedClientHello))
+            case .needMoreData(let total):
+                if let total, total > limits.quicCryptoBound { return decideNow(FlowFindings(kind: .quic)) }
+            case .notTLS, .malformed:
+                return decideNow(FlowFindings(kind: .quic))
+            }
+        }
+        // Version negotiation, unknown (greased) versions, Retry, undecryptable
+        // packets: the client may still send an Initial we can open, so wait, within a bound.
+        if progress.clientDatagrams >= limits.quicDatagramBound {
+            return decideNow(FlowFindings(kind: .quic))
+        }
+        return .awaitMoreData
+    }
+
+    // MARK: Helpers
+
+    private mutating func decideNow(_ findings: FlowFindings) -> FlowStep {
+        pending = findings
+        return .decide(findings)
+    }
+}
