@@ -164,9 +164,24 @@ func lookup(_ arguments: [String]) {
     for host in hosts {
         let start = nanoseconds()
         var found = false
+        // As the engine does it: every suffix's fingerprint, skip label counts no rule has,
+        // prefetch the rest together, then probe.
         host.bytes.withUnsafeBytes { bytes in
-            SuffixFingerprints.forEachSuffix(bytes) { _, fingerprint in
-                store.forEachDomainRule(fingerprint: fingerprint) { _, _ in found = true }
+            withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 128) { wanted in
+                var count = 0
+                var labels = 0
+                SuffixFingerprints.forEachSuffix(bytes) { _, fingerprint in
+                    labels += 1
+                    if count < 128, store.hasDomainRules(labelCount: labels) {
+                        wanted[count] = fingerprint
+                        count += 1
+                    }
+                }
+                let fingerprints = UnsafeBufferPointer(rebasing: wanted[0..<count])
+                store.prefetchDomainRules(fingerprints: fingerprints)
+                for fingerprint in fingerprints {
+                    store.forEachDomainRule(fingerprint: fingerprint) { _, _ in found = true }
+                }
             }
         }
         let elapsed = nanoseconds() - start

@@ -110,8 +110,8 @@ public struct RuleListParser: Sendable {
         }
 
         // The common case first, with no allocation beyond the name: a bare domain.
-        if let fingerprint = bareDomainFingerprint(bytes, start, end) {
-            builder.addDomain(fingerprint: fingerprint, kind: .subtree, category: category)
+        if let (fingerprint, labelCount) = bareDomainFingerprint(bytes, start, end) {
+            builder.addDomain(fingerprint: fingerprint, labelCount: labelCount, kind: .subtree, category: category)
             report.domainRules += 1
             return
         }
@@ -179,7 +179,7 @@ public struct RuleListParser: Sendable {
 
     /// The fingerprint of a line that is nothing but an ordinary host name
     /// (letters, digits, `-`, `_`, dots, at least one letter), or nil for anything else.
-    private func bareDomainFingerprint(_ bytes: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> UInt64? {
+    private func bareDomainFingerprint(_ bytes: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> (UInt64, Int)? {
         guard end - start <= 253 else { return nil }
         var hasLetter = false
         var labelLength = 0
@@ -206,10 +206,12 @@ public struct RuleListParser: Sendable {
         }
         guard hasLetter, !previousDot else { return nil }
         var fingerprint: UInt64 = 0
+        var labels = 0
         SuffixFingerprints.forEachSuffix(UnsafeRawBufferPointer(rebasing: bytes[start..<end])) { _, value in
             fingerprint = value
+            labels += 1
         }
-        return fingerprint
+        return (fingerprint, labels)
     }
 
     @inline(__always)

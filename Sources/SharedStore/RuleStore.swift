@@ -47,6 +47,7 @@ public final class RuleStore: RuleSource, @unchecked Sendable {
     /// Per prefix length 0...32, the range of IPv4 rules with that length.
     private let ipv4Ranges: [(length: Int, rules: Range<Int>)]
     private let ipv6Ranges: [(length: Int, rules: Range<Int>)]
+    private let domainLabelCounts: (UInt64, UInt64)
 
     /// Maps the store at `path`.
     public convenience init(path: String, verification: Verification = .full) throws(StoreError) {
@@ -193,6 +194,9 @@ public final class RuleStore: RuleSource, @unchecked Sendable {
         self.ipv6Ranges = try runs(.ipv6Rules, lengthOffset: 16, maximum: 128)
 
         self.domainNameCount = Int(bytes.loadLE(UInt32.self, at: 44))
+        let labelCounts = sections[StoreFormat.Section.domainLabelCounts.rawValue]
+        guard labelCounts.count == 16 else { throw .corrupt(path: path, detail: "the label-count section is not 16 bytes") }
+        self.domainLabelCounts = (bytes.loadLE(UInt64.self, at: labelCounts.lowerBound), bytes.loadLE(UInt64.self, at: labelCounts.lowerBound + 8))
     }
 
     // MARK: - RuleSource
@@ -208,6 +212,14 @@ public final class RuleStore: RuleSource, @unchecked Sendable {
             let item = load(UInt16.self, section: .matchItems, index: index)
             guard let kind = MatchKind(rawValue: UInt8(item >> 14)) else { continue }
             body(item & 0x3FFF, kind)
+        }
+    }
+
+    public func hasDomainRules(labelCount: Int) -> Bool {
+        switch labelCount {
+        case 0..<64: domainLabelCounts.0 & (1 << UInt64(labelCount)) != 0
+        case 64..<128: domainLabelCounts.1 & (1 << UInt64(labelCount - 64)) != 0
+        default: false
         }
     }
 

@@ -44,6 +44,8 @@ public struct RuleStoreBuilder: Sendable {
     private var urls: Set<URLEntry> = []
     private var networks: Set<NetworkEntry> = []
     private var metadata: [String: String] = [:]
+    /// Bit n of word n / 64: some domain rule's name has n labels.
+    private var labelCounts: (UInt64, UInt64) = (0, 0)
 
     public init() {}
 
@@ -74,7 +76,7 @@ public struct RuleStoreBuilder: Sendable {
     public mutating func add(_ pattern: RulePattern, category: CategoryID) {
         switch pattern {
         case .domain(let host, let kind):
-            addDomain(fingerprint: SuffixFingerprints.fingerprint(of: host), kind: kind, category: category)
+            addDomain(fingerprint: SuffixFingerprints.fingerprint(of: host), labelCount: host.labelCount, kind: kind, category: category)
         case .urlPrefix(let host, let path):
             urls.insert(URLEntry(hostFingerprint: SuffixFingerprints.fingerprint(of: host), path: Array(path.utf8), category: category))
         case .network(let network):
@@ -83,7 +85,12 @@ public struct RuleStoreBuilder: Sendable {
     }
 
     /// The fast path for list compilers: a name already reduced to its fingerprint.
-    public mutating func addDomain(fingerprint: UInt64, kind: MatchKind, category: CategoryID) {
+    public mutating func addDomain(fingerprint: UInt64, labelCount: Int, kind: MatchKind, category: CategoryID) {
+        if labelCount < 64 {
+            labelCounts.0 |= 1 << UInt64(labelCount)
+        } else if labelCount < 128 {
+            labelCounts.1 |= 1 << UInt64(labelCount - 64)
+        }
         domains.append(DomainEntry(fingerprint: fingerprint, item: StoreFormat.matchItem(category: category, kind: kind.rawValue)))
     }
 
@@ -224,6 +231,10 @@ public struct RuleStoreBuilder: Sendable {
         sections[StoreFormat.Section.ipv4Rules.rawValue] = ipv4Records
         sections[StoreFormat.Section.ipv6Rules.rawValue] = ipv6Records
         sections[StoreFormat.Section.metadata.rawValue] = metadataRecords
+        var labelCountBytes: [UInt8] = []
+        labelCountBytes.appendLittleEndian(labelCounts.0)
+        labelCountBytes.appendLittleEndian(labelCounts.1)
+        sections[StoreFormat.Section.domainLabelCounts.rawValue] = labelCountBytes
 
         // Lay out: header, section table, then each section 8-aligned.
         var table: [UInt8] = []

@@ -12,11 +12,11 @@
 ///  16  file length      u64
 ///  24  rules version    u64
 ///  32  checksum         u64  StableHash.checksum of bytes 0..<32 and 40..<end (all but itself)
-///  40  section count    u32 (13)
+///  40  section count    u32 (14)
 ///  44  domain names     u32 (distinct names with domain rules)
 ///  48  domain home range u64 (m: a fingerprint f starts its probe at slot (f * m) >> 64)
 ///  56  url home range   u64
-/// section table: 13 x (offset u64, length u64), in the order of `Section`
+/// section table: 14 x (offset u64, length u64), in the order of `Section`
 /// sections
 /// ```
 ///
@@ -66,6 +66,9 @@ enum StoreFormat {
         case ipv6Rules
         /// Per entry: key offset u32, key length u32, value offset u32, value length u32.
         case metadata
+        /// Two u64 words: bit n set when some domain rule's name has n labels (1...127).
+        /// Lookups skip suffixes whose label count no rule has (bare top-level labels, usually).
+        case domainLabelCounts
 
         var elementSize: Int {
             switch self {
@@ -78,6 +81,7 @@ enum StoreFormat {
             case .ipv4Rules: 8
             case .ipv6Rules: 24
             case .metadata: 16
+            case .domainLabelCounts: 16
             }
         }
     }

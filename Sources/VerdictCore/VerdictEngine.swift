@@ -16,10 +16,14 @@ public protocol RuleSource: Sendable {
     /// A hint that these fingerprints are about to be looked up: a store in
     /// memory may start loading them all at once. The default does nothing.
     func prefetchDomainRules(fingerprints: UnsafeBufferPointer<UInt64>)
+    /// Whether any domain rule is on a name with this many labels; a source
+    /// that says no is never asked about such names. The default says yes.
+    func hasDomainRules(labelCount: Int) -> Bool
 }
 
 extension RuleSource {
     public func prefetchDomainRules(fingerprints: UnsafeBufferPointer<UInt64>) {}
+    public func hasDomainRules(labelCount: Int) -> Bool { true }
 }
 
 /// Decides flows against one rule source and one policy. Pure: no I/O, no
@@ -104,7 +108,15 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
                     let suffixes = Suffixes(
                         host: host, fingerprints: UnsafeBufferPointer(rebasing: fingerprints[0..<count]),
                         starts: UnsafeBufferPointer(rebasing: starts[0..<count]))
-                    rules.prefetchDomainRules(fingerprints: suffixes.fingerprints)
+                    // Start loading every suffix the store may hold (index i has i + 1 labels).
+                    withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 128) { wanted in
+                        var wantedCount = 0
+                        for index in 0..<count where rules.hasDomainRules(labelCount: index + 1) {
+                            wanted[wantedCount] = fingerprints[index]
+                            wantedCount += 1
+                        }
+                        rules.prefetchDomainRules(fingerprints: UnsafeBufferPointer(rebasing: wanted[0..<wantedCount]))
+                    }
                     return decide(facts, suffixes: suffixes)
                 }
             }
@@ -178,7 +190,7 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
                 if let blocked { return Decision(.drop, blocked) }
             }
         }
-        for depth in 0..<suffixes.count {
+        for depth in 0..<suffixes.count where rules.hasDomainRules(labelCount: suffixes.count - depth) {
             var blocked: (CategoryID, MatchKind)? = nil
             var known: (CategoryID, MatchKind)? = nil
             rules.forEachDomainRule(fingerprint: suffixes.fingerprint(depth: depth)) { category, kind in
