@@ -25,17 +25,7 @@ struct Replay: ParsableCommand {
             """
     )
 
-    @Option(name: .long, help: "A compiled rule store.")
-    var store: String?
-
-    @Option(name: .long, help: "A bundle folder (its hashes are checked; its signature too with --trusted-key).")
-    var bundle: String?
-
-    @Option(name: .customLong("trusted-key"), help: "ed25519:BASE64 key that must have signed --bundle.")
-    var trustedKeys: [String] = []
-
-    @Option(name: .long, help: "A hallpass.yaml whose policy to apply.")
-    var config: String?
+    @OptionGroup var rules: RulesOptions
 
     @Flag(name: .long, help: "Print JSON lines.")
     var json = false
@@ -44,44 +34,11 @@ struct Replay: ParsableCommand {
     var files: [String]
 
     func validate() throws {
-        guard (store == nil) != (bundle == nil) else {
-            throw ValidationError("give exactly one of --store FILE or --bundle DIR")
-        }
         guard !files.isEmpty else { throw ValidationError("name at least one capture file") }
     }
 
     func run() throws {
-        var policy = Policy()
-        if let config {
-            guard let text = try? String(contentsOfFile: config, encoding: .utf8) else {
-                throw fail("cannot read the configuration \(config)", status: ExitStatus.noInput)
-            }
-            do {
-                policy = try Configuration(yaml: text).policy
-            } catch {
-                throw fail("\(config): \(error)", status: ExitStatus.configError)
-            }
-        }
-        var keys: [BundlePublicKey] = []
-        for text in trustedKeys {
-            guard let key = try? BundlePublicKey(text) else {
-                throw fail("--trusted-key \(text.prefix(60)): expected ed25519:BASE64 (32 bytes)", status: ExitStatus.usage)
-            }
-            keys.append(key)
-        }
-        let rules: RuleStore
-        switch Result(catching: { () throws(RuleLoading.Failure) -> RuleStore in
-            if let store { return try RuleLoading.openStore(path: store) }
-            return try RuleLoading.openBundle(directory: bundle!, trustedKeys: keys).0
-        }) {
-        case .success(let opened):
-            rules = opened
-        case .failure(let error):
-            var missing = false
-            if case .store(.cannotOpen(_, let code)) = error { missing = code == ENOENT }
-            throw fail(error.description, status: missing ? ExitStatus.noInput : ExitStatus.dataError)
-        }
-        let engine = VerdictEngine(rules: rules, policy: policy)
+        let engine = try rules.loadEngine()
 
         // Read every file first, so a missing one fails before any output.
         var captures: [(path: String, bytes: [UInt8])] = []
