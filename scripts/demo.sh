@@ -28,7 +28,7 @@ echo "== verifying the bundle as a lab machine would"
 cat > "$work/hallpass.yaml" <<YAML
 policy:
   block: [ gambling, games, dating, doh, vpn, warez, hacking, stalkerware, cryptojacking, demo ]
-  allow: [ "=games.example.edu" ]
+  allow: [ "lichess.org" ]      # the chess club may play, though 'games' is blocked
   deny: [ "distracting.example" ]
   unknown: allow
 YAML
@@ -40,6 +40,7 @@ echo "== verdicts under the demo policy (ACTION, TARGET, REASON)"
     https://dns.google/dns-query \
     https://nordvpn.com/ \
     https://www.wikipedia.org/ \
-    https://games.example.edu/ \
+    https://lichess.org/ \
+    https://www.chess.com/ \
     http://www.distracting.example/ \
-    https://xn--bcher-kva.example/
+    https://bücher.example/
