@@ -104,7 +104,11 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .executableTarget(name: "FilterControlMain", dependencies: ["FilterControl"], swiftSettings: strict),
+        .executableTarget(
+            name: "FilterControlMain",
+            dependencies: ["FilterControl", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: strict
+        ),
         .executableTarget(name: "FilterDataMain", dependencies: ["FilterData"], swiftSettings: strict),
         .executableTarget(
             name: "HallpassBench",
@@ -118,5 +122,7 @@ let package = Package(
         .testTarget(name: "SharedStoreTests", dependencies: ["SharedStore", "VerdictCore"]),
         .testTarget(name: "FilterDataTests", dependencies: ["FilterData", "VerdictCore", "SharedStore"]),
         .testTarget(name: "FilterControlTests", dependencies: ["FilterControl", "VerdictCore", "SharedStore"]),
+        // Root-only: real kernel queue, network namespaces, nginx and curl.
+        .testTarget(name: "IntegrationTests", dependencies: ["FilterControl"]),
     ]
 )

@@ -8,6 +8,8 @@ packages=(
     pkg-config libnetfilter-queue-dev libmnl-dev libseccomp-dev
     # run: kernel rules and network namespaces
     iptables iproute2
+    # integration tests: real servers and clients inside test namespaces
+    nginx-light curl openssl
 )
 
 missing=()
@@ -21,7 +23,14 @@ if [ "${#missing[@]}" -gt 0 ]; then
     fi
     echo "install-deps: installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
+    # Keep packaged services (nginx) from starting on the host: tests start their own.
+    policy=/usr/sbin/policy-rc.d
+    created_policy=0
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && created_policy=1
+    fi
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    [ "$created_policy" = 1 ] && rm -f "$policy"
 fi
 command -v swift >/dev/null || { echo "install-deps: swift is not on PATH (Swift 6.1 or later is needed)" >&2; exit 1; }

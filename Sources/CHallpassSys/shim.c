@@ -2,6 +2,8 @@
 #include "CHallpassSys.h"
 
 #include <linux/capability.h>
+#include <signal.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -40,3 +42,28 @@ int hp_capget(uint64_t *effective, uint64_t *permitted, uint64_t *inheritable) {
 int hp_capbset_drop(int cap) { return prctl(PR_CAPBSET_DROP, cap, 0, 0, 0); }
 
 int hp_clear_ambient_caps(void) { return prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); }
+
+static volatile sig_atomic_t hp_stop_flag = 0;
+
+static void hp_record_stop(int signal_number) {
+    (void)signal_number;
+    hp_stop_flag = 1;
+}
+
+int hp_install_stop_handlers(void) {
+    struct sigaction action;
+    memset(&action, 0, sizeof(action));
+    action.sa_handler = hp_record_stop;
+    sigemptyset(&action.sa_mask);
+    // No SA_RESTART: a blocking poll returns EINTR at once.
+    if (sigaction(SIGTERM, &action, NULL) != 0) return -1;
+    if (sigaction(SIGINT, &action, NULL) != 0) return -1;
+    // A parent may hand down a mask that blocks these (a process spawner often does).
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGINT);
+    return sigprocmask(SIG_UNBLOCK, &stop_signals, NULL);
+}
+
+int hp_stop_requested(void) { return hp_stop_flag != 0; }

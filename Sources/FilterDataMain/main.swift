@@ -1,10 +1,115 @@
 // filter-data: the sandboxed NFQUEUE data process (see DESIGN.md).
-// The queue loop and the sandbox are not in this build yet; say so plainly
-// instead of pretending to filter.
+//
+//   filter-data --store FILE [--policy FILE] [--queue N] [--fail-open | --fail-closed] [--peek-bytes N]
+//
+// filter-control starts it; run by hand it filters the queue until SIGTERM.
+import CHallpassSys
+import FilterData
+import SharedStore
+import VerdictCore
 #if canImport(Glibc)
 import Glibc
 #endif
 
-let message = Array("filter-data: the NFQUEUE data path is not available in this build yet (see README, Status)\n".utf8)
-_ = message.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
-exit(69)  // EX_UNAVAILABLE
+func say(_ message: String) {
+    let bytes = Array(("filter-data: " + message + "\n").utf8)
+    _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+}
+
+func fail(_ message: String, status: Int32) -> Never {
+    say(message)
+    exit(status)
+}
+
+struct Options {
+    var store: String?
+    var policy: String?
+    var queue: UInt16 = 0
+    var failOpen = true
+    var peekBytes = 16 * 1024
+
+    init(_ arguments: [String]) {
+        var index = 0
+        func value() -> String {
+            index += 1
+            guard index < arguments.count else { fail("\(arguments[index - 1]) needs a value", status: 64) }
+            return arguments[index]
+        }
+        while index < arguments.count {
+            switch arguments[index] {
+            case "--store": store = value()
+            case "--policy": policy = value()
+            case "--queue":
+                guard let number = UInt16(value()) else { fail("--queue takes a number from 0 to 65535", status: 64) }
+                queue = number
+            case "--fail-open": failOpen = true
+            case "--fail-closed": failOpen = false
+            case "--peek-bytes":
+                guard let bytes = Int(value()), (512...(1 << 20)).contains(bytes) else { fail("--peek-bytes takes 512 to 1048576", status: 64) }
+                peekBytes = bytes
+            case "--help", "-h":
+                say("usage: filter-data --store FILE [--policy FILE] [--queue N] [--fail-open | --fail-closed] [--peek-bytes N]")
+                exit(0)
+            default:
+                fail("unknown argument '\(arguments[index])' (see --help)", status: 64)
+            }
+            index += 1
+        }
+        guard store != nil else { fail("--store FILE is required", status: 64) }
+    }
+}
+
+func readText(_ path: String) -> String? {
+    guard let file = fopen(path, "rb") else { return nil }
+    defer { fclose(file) }
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let count = buffer.withUnsafeMutableBytes { fread($0.baseAddress, 1, $0.count, file) }
+        if count == 0 { break }
+        bytes.append(contentsOf: buffer[0..<count])
+        if bytes.count > 16 << 20 { return nil }
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
+let options = Options(Array(CommandLine.arguments.dropFirst()))
+
+let store: RuleStore
+do {
+    store = try RuleStore(path: options.store!, verification: .full)
+} catch {
+    fail("\(error) [\(error.code)]", status: 65)
+}
+var policy = Policy()
+if let path = options.policy {
+    guard let text = readText(path) else { fail("cannot read the policy \(path)", status: 66) }
+    do {
+        policy = try PolicyText.parse(text)
+    } catch {
+        fail("\(path): \(error)", status: 78)
+    }
+}
+
+let socket: NetfilterQueueSocket
+do {
+    socket = try NetfilterQueueSocket(queue: options.queue, failOpen: options.failOpen)
+} catch {
+    fail(error.description, status: 71)
+}
+guard hp_install_stop_handlers() == 0 else { fail("cannot install signal handlers", status: 71) }
+
+var settings = FlowInspectorSettings()
+settings.limits.streamPeekBound = options.peekBytes
+let path = DataPath(socket: socket, inspector: FlowInspector(engine: VerdictEngine(rules: store, policy: policy), settings: settings))
+say("filtering queue \(options.queue) (fail \(options.failOpen ? "open" : "closed")) with rules version \(store.version), \(store.domainNameCount) names")
+do {
+    try path.run()
+} catch {
+    fail(error.description, status: 74)
+}
+let counters = path.inspector.counters
+let queueCounters = socket.counters
+say(
+    "stopped: \(counters.packets) packets, \(counters.flowsCreated) flows, \(counters.allowed) allowed, \(counters.dropped) dropped, \(queueCounters.netlinkErrors) netlink errors"
+)

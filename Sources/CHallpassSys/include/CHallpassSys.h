@@ -23,6 +23,12 @@ int hp_capbset_drop(int cap);
 /// Clears the ambient capability set (prctl PR_CAP_AMBIENT_CLEAR_ALL).
 int hp_clear_ambient_caps(void);
 
+/// Installs SIGTERM and SIGINT handlers that only record the request, so the
+/// data path can finish its batch, flush verdicts and exit cleanly.
+int hp_install_stop_handlers(void);
+/// Whether SIGTERM or SIGINT has arrived since the handlers were installed.
+int hp_stop_requested(void);
+
 /// A read prefetch hint: starts loading the cache line at `address` without
 /// waiting for it. The rule store issues one per name suffix before probing,
 /// so the few cache misses of a lookup overlap instead of queueing.

@@ -1,0 +1,164 @@
+public import FilterData
+import Foundation
+
+/// hallpass's own iptables and ip6tables chain on the OUTPUT hook.
+///
+/// Per flow, the kernel does the per-packet work (FIELD-NOTES: this kernel
+/// ignores a conntrack mark sent in a verdict, so the decision travels as a
+/// packet mark on an NF_REPEAT verdict and these rules save it):
+///
+/// ```
+/// -o lo                                   -> RETURN   (the block page and local services)
+/// mark = allow or block                   -> CONNMARK --save-mark (the decision reaches the connection)
+/// udp dport 53                            -> NFQUEUE  (every DNS query is judged on its own)
+/// connmark = allow                        -> RETURN   (the fast path: decided flows skip user space)
+/// connmark = block, tcp                   -> REJECT with a TCP reset (fast failure, no hang)
+/// connmark = block                        -> REJECT (ICMP port unreachable)
+/// tcp carrying payload (BPF match)        -> NFQUEUE  (SYNs and bare ACKs pass: they carry no name)
+/// udp                                     -> NFQUEUE
+/// ```
+///
+/// Only packets that can carry data are queued, so a TCP flow usually
+/// costs one trip to user space: its first payload packet. Tiny segments
+/// still all reach user space until the flow is decided. The chain is
+/// rewritten whole with `iptables-restore --noflush` (atomic per table) and
+/// the OUTPUT jump is inserted once, so installing twice changes nothing
+/// and other firewall rules are left alone.
+public struct KernelRules: Sendable {
+    public static let chain = "HALLPASS_OUT"
+
+    public var queue: UInt16
+    public var failOpen: Bool
+    public var marks: FlowMarks
+
+    public init(queue: UInt16, failOpen: Bool, marks: FlowMarks = FlowMarks()) {
+        self.queue = queue
+        self.failOpen = failOpen
+        self.marks = marks
+    }
+
+    public enum Family: String, Sendable, CaseIterable {
+        case ipv4, ipv6
+
+        var restoreCommand: String { self == .ipv4 ? "iptables-restore" : "ip6tables-restore" }
+        var command: String { self == .ipv4 ? "iptables" : "ip6tables" }
+    }
+
+    /// A classic BPF program (run by the xt `bpf` match on the IP header):
+    /// true when a TCP packet carries payload. IPv6 packets with extension
+    /// headers are always queued.
+    static func payloadProgram(_ family: Family) -> String {
+        let instructions: [(UInt16, UInt8, UInt8, UInt32)]
+        switch family {
+        case .ipv4:
+            instructions = [
+                (0x30, 0, 0, 0),  // ldb [0]          version / IHL
+                (0x54, 0, 0, 15),  // and #15
+                (0x64, 0, 0, 2),  // lsh #2           IP header length
+                (0x07, 0, 0, 0),  // tax
+                (0x50, 0, 0, 12),  // ldb [x + 12]     TCP data offset
+                (0x74, 0, 0, 4),  // rsh #4
+                (0x64, 0, 0, 2),  // lsh #2           TCP header length
+                (0x0C, 0, 0, 0),  // add x            both headers
+                (0x07, 0, 0, 0),  // tax
+                (0x28, 0, 0, 2),  // ldh [2]          total length
+                (0x2D, 0, 1, 0),  // jgt x            more than the headers: payload
+                (0x06, 0, 0, 65535),  // ret match
+                (0x06, 0, 0, 0),  // ret no match
+            ]
+        case .ipv6:
+            instructions = [
+                (0x30, 0, 0, 6),  // ldb [6]          next header
+                (0x15, 0, 6, 6),  // jeq #6           TCP right after the fixed header? else match
+                (0x30, 0, 0, 52),  // ldb [52]         TCP data offset
+                (0x74, 0, 0, 4),  // rsh #4
+                (0x64, 0, 0, 2),  // lsh #2
+                (0x07, 0, 0, 0),  // tax
+                (0x28, 0, 0, 4),  // ldh [4]          payload length
+                (0x2D, 0, 1, 0),  // jgt x
+                (0x06, 0, 0, 65535),  // ret match
+                (0x06, 0, 0, 0),  // ret no match
+            ]
+        }
+        return "\(instructions.count)," + instructions.map { "\($0.0) \($0.1) \($0.2) \($0.3)" }.joined(separator: ",")
+    }
+
+    /// The `iptables-restore --noflush` input that (re)writes the chain.
+    public func restoreInput(_ family: Family) -> String {
+        let mask = hex(marks.mask)
+        let queueTarget = "NFQUEUE --queue-num \(queue)" + (failOpen ? " --queue-bypass" : "")
+        let rejectOther = family == .ipv4 ? "REJECT --reject-with icmp-port-unreachable" : "REJECT --reject-with icmp6-port-unreachable"
+        let chain = KernelRules.chain
+        return """
+            *filter
+            :\(chain) - [0:0]
+            -A \(chain) -o lo -j RETURN
+            -A \(chain) -m mark --mark \(hex(marks.allow))/\(mask) -j CONNMARK --save-mark --nfmask \(mask) --ctmask \(mask)
+            -A \(chain) -m mark --mark \(hex(marks.block))/\(mask) -j CONNMARK --save-mark --nfmask \(mask) --ctmask \(mask)
+            -A \(chain) -p udp --dport 53 -j \(queueTarget)
+            -A \(chain) -m connmark --mark \(hex(marks.allow))/\(mask) -j RETURN
+            -A \(chain) -p tcp -m connmark --mark \(hex(marks.block))/\(mask) -j REJECT --reject-with tcp-reset
+            -A \(chain) -m connmark --mark \(hex(marks.block))/\(mask) -j \(rejectOther)
+            -A \(chain) -p tcp -m bpf --bytecode "\(KernelRules.payloadProgram(family))" -j \(queueTarget)
+            -A \(chain) -p udp -j \(queueTarget)
+            COMMIT
+
+            """
+    }
+
+    private func hex(_ value: UInt32) -> String { "0x" + String(value, radix: 16) }
+
+    public struct CommandError: Error, CustomStringConvertible {
+        public var command: String
+        public var status: Int32
+        public var output: String
+        public var description: String { "\(command) failed (exit \(status)): \(output.trimmingCharacters(in: .whitespacesAndNewlines))" }
+    }
+
+    /// Installs the chain and the OUTPUT jump for both families.
+    public func install() throws {
+        for family in Family.allCases {
+            try KernelRules.run(family.restoreCommand, ["--noflush"], input: restoreInput(family))
+            // Insert the jump once: a second install must not add a second jump.
+            if !KernelRules.isInstalled(family) {
+                try KernelRules.run(family.command, ["-I", "OUTPUT", "1", "-j", KernelRules.chain])
+            }
+        }
+    }
+
+    /// Removes the jump and the chain; safe to call when nothing is installed.
+    public static func remove() {
+        for family in Family.allCases {
+            while (try? run(family.command, ["-D", "OUTPUT", "-j", chain])) != nil {}
+            _ = try? run(family.command, ["-F", chain])
+            _ = try? run(family.command, ["-X", chain])
+        }
+    }
+
+    /// Whether the OUTPUT jump is in place for `family`.
+    public static func isInstalled(_ family: Family) -> Bool {
+        (try? run(family.command, ["-C", "OUTPUT", "-j", chain])) != nil
+    }
+
+    @discardableResult
+    static func run(_ command: String, _ arguments: [String], input: String? = nil) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/sbin/" + command)
+        // -w: wait for the xtables lock instead of failing when another tool holds it.
+        process.arguments = ["-w"] + arguments
+        let output = Pipe()
+        let inputPipe = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        process.standardInput = inputPipe
+        try process.run()
+        if let input { inputPipe.fileHandleForWriting.write(Data(input.utf8)) }
+        try inputPipe.fileHandleForWriting.close()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw CommandError(command: ([command] + arguments).joined(separator: " "), status: process.terminationStatus, output: text)
+        }
+        return text
+    }
+}

@@ -1,0 +1,284 @@
+// The netlink side of NFQUEUE, through libmnl and libnetfilter_queue's mnl API.
+// This and Sandbox.swift are the only files of the data path that import C
+// modules; everything above them sees typed Swift values.
+import CNetfilterQueue
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A verdict as the kernel takes it.
+public enum KernelVerdict: Sendable, Hashable {
+    /// Let the packet go on; the flow stays undecided (its next packet may come back).
+    case accept
+    /// Drop this packet only.
+    case drop
+    /// Send the packet through the hook again with this packet mark, so the
+    /// kernel rules save it to the connection (the fast path) and then accept
+    /// or reject it. See KernelRules.
+    case repeatWithMark(UInt32)
+}
+
+/// One packet the kernel handed over. `payload` points into the receive
+/// buffer and is valid only inside the `receive` callback.
+public struct QueuedPacket {
+    public var id: UInt32
+    public var payload: UnsafeRawBufferPointer
+    public var uid: UInt32?
+    public var gid: UInt32?
+    public var mark: UInt32
+    /// The packet was cut to the copy range (GSO packets can exceed it).
+    public var truncated: Bool
+}
+
+public struct QueueSocketError: Error, CustomStringConvertible, Sendable {
+    public var operation: String
+    public var errno: Int32
+
+    public var description: String {
+        let reason = String(cString: strerror(errno))
+        switch (operation, errno) {
+        case ("bind", EPERM), ("open", EPERM), ("configure", EPERM):
+            return "cannot \(operation) the NFQUEUE socket: \(reason) (filter-data needs CAP_NET_ADMIN)"
+        case ("configure", EBUSY):
+            return "the NFQUEUE queue is already bound by another process (\(reason)); choose another queue.number"
+        default:
+            return "NFQUEUE \(operation) failed: \(reason)"
+        }
+    }
+}
+
+/// Counters of the queue socket itself.
+public struct QueueSocketCounters: Sendable, Hashable {
+    public var packetsReceived: UInt64 = 0
+    public var verdictsSent: UInt64 = 0
+    /// Error replies from the kernel (verdict errors arrive this way, not as send failures).
+    public var netlinkErrors: UInt64 = 0
+    public var lastNetlinkError: Int32 = 0
+    /// Malformed or unexpected netlink messages.
+    public var malformedMessages: UInt64 = 0
+    /// recv reported lost messages (ENOBUFS) despite NETLINK_NO_ENOBUFS.
+    public var receiveOverruns: UInt64 = 0
+    public var truncatedPackets: UInt64 = 0
+}
+
+/// A netlink socket bound to one NFQUEUE queue.
+public final class NetfilterQueueSocket {
+    public let queue: UInt16
+    public private(set) var counters = QueueSocketCounters()
+
+    private let socket: OpaquePointer
+    private let descriptor: Int32
+    private let portID: UInt32
+    /// One datagram at a time; big enough for a 64 KiB GSO packet and its attributes.
+    private let receiveBuffer: UnsafeMutableRawBufferPointer
+    private var verdictBatch: [UInt8] = []
+    private static let copyRange: UInt32 = 0xFFFF
+
+    /// Opens the socket, binds the queue, asks for whole packets, the socket's
+    /// uid/gid and GSO packets unsegmented, and turns on NETLINK_NO_ENOBUFS.
+    /// With `failOpen`, packets the queue has no room for pass uninspected
+    /// (NFQA_CFG_F_FAIL_OPEN); without it they are dropped.
+    public init(queue: UInt16, failOpen: Bool, maximumQueued: UInt32 = 4096) throws(QueueSocketError) {
+        self.queue = queue
+        guard let socket = mnl_socket_open(NETLINK_NETFILTER) else { throw QueueSocketError(operation: "open", errno: errno) }
+        guard mnl_socket_bind(socket, 0, pid_t(MNL_SOCKET_AUTOPID)) >= 0 else {
+            let code = errno
+            mnl_socket_close(socket)
+            throw QueueSocketError(operation: "bind", errno: code)
+        }
+        self.socket = socket
+        self.descriptor = mnl_socket_get_fd(socket)
+        self.portID = mnl_socket_get_portid(socket)
+        self.receiveBuffer = .allocate(byteCount: Int(NetfilterQueueSocket.copyRange) + 8192, alignment: 8)
+
+        var one: Int32 = 1
+        _ = mnl_socket_setsockopt(socket, NETLINK_NO_ENOBUFS, &one, socklen_t(MemoryLayout<Int32>.size))
+        // A larger receive buffer absorbs bursts; SO_RCVBUFFORCE needs CAP_NET_ADMIN, which we have.
+        var bufferSize: Int32 = 8 << 20
+        _ = setsockopt(descriptor, SOL_SOCKET, SO_RCVBUFFORCE, &bufferSize, socklen_t(MemoryLayout<Int32>.size))
+
+        var flags = UInt32(NFQA_CFG_F_GSO | NFQA_CFG_F_UID_GID)
+        if failOpen { flags |= UInt32(NFQA_CFG_F_FAIL_OPEN) }
+        let mask = UInt32(NFQA_CFG_F_GSO | NFQA_CFG_F_UID_GID | NFQA_CFG_F_FAIL_OPEN)
+        do throws(QueueSocketError) {
+            try configure { header in nfq_nlmsg_cfg_put_cmd(header, UInt16(AF_INET), UInt8(NFQNL_CFG_CMD_BIND.rawValue)) }
+            try configure { header in
+                nfq_nlmsg_cfg_put_params(header, UInt8(NFQNL_COPY_PACKET.rawValue), Int32(NetfilterQueueSocket.copyRange))
+                nfq_nlmsg_cfg_put_qmaxlen(header, maximumQueued)
+                // Flags go with their mask, or the kernel ignores them.
+                mnl_attr_put_u32(header, UInt16(NFQA_CFG_FLAGS.rawValue), flags.bigEndian)
+                mnl_attr_put_u32(header, UInt16(NFQA_CFG_MASK.rawValue), mask.bigEndian)
+            }
+        } catch {
+            mnl_socket_close(socket)
+            receiveBuffer.deallocate()
+            throw error
+        }
+    }
+
+    deinit {
+        mnl_socket_close(socket)
+        receiveBuffer.deallocate()
+    }
+
+    /// Sends one config message with an ACK request and waits for the answer,
+    /// so a refused bind (another process holds the queue) is an error here.
+    private func configure(_ fill: (UnsafeMutablePointer<nlmsghdr>) -> Void) throws(QueueSocketError) {
+        var buffer = [UInt8](repeating: 0, count: 512)
+        let sent: Int = buffer.withUnsafeMutableBytes { raw in
+            // Safe: nfq_nlmsg_put and the attribute writers stay within the 512 bytes of this small message.
+            let header = nfq_nlmsg_put(raw.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(NFQNL_MSG_CONFIG.rawValue), UInt32(queue))!
+            header.pointee.nlmsg_flags |= UInt16(NLM_F_ACK)
+            fill(header)
+            return mnl_socket_sendto(socket, header, Int(header.pointee.nlmsg_len))
+        }
+        guard sent >= 0 else { throw QueueSocketError(operation: "configure", errno: errno) }
+        let received = recv(descriptor, receiveBuffer.baseAddress, receiveBuffer.count, 0)
+        guard received >= 0 else { throw QueueSocketError(operation: "configure", errno: errno) }
+        var errorCode: Int32 = 0
+        forEachMessage(count: received) { header, payload in
+            if header.nlmsg_type == UInt16(NLMSG_ERROR), payload.count >= 4 {
+                errorCode = payload.loadUnaligned(as: Int32.self)
+            }
+        }
+        if errorCode < 0 { throw QueueSocketError(operation: "configure", errno: -errorCode) }
+    }
+
+    /// Waits up to `timeoutMilliseconds` for packets, then drains up to
+    /// `limit` queued messages without waiting again, calling `body` for each
+    /// packet. Returns how many packets it handled.
+    public func receive(limit: Int, timeoutMilliseconds: Int32, _ body: (QueuedPacket) -> Void) throws(QueueSocketError) -> Int {
+        var pollDescriptor = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        let ready = poll(&pollDescriptor, 1, timeoutMilliseconds)
+        if ready < 0 {
+            if errno == EINTR { return 0 }
+            throw QueueSocketError(operation: "poll", errno: errno)
+        }
+        if ready == 0 { return 0 }
+        var handled = 0
+        while handled < limit {
+            let received = recv(descriptor, receiveBuffer.baseAddress, receiveBuffer.count, Int32(MSG_DONTWAIT))
+            if received < 0 {
+                switch errno {
+                case EAGAIN, EWOULDBLOCK, EINTR: return handled
+                case ENOBUFS:
+                    counters.receiveOverruns += 1
+                    continue
+                default: throw QueueSocketError(operation: "recv", errno: errno)
+                }
+            }
+            forEachMessage(count: received) { header, _ in
+                if header.nlmsg_type == UInt16(NLMSG_ERROR) {
+                    return
+                }
+                guard header.nlmsg_type == UInt16(NFNL_SUBSYS_QUEUE << 8) | UInt16(NFQNL_MSG_PACKET.rawValue) else {
+                    counters.malformedMessages += 1
+                    return
+                }
+            }
+            handled += parsePackets(count: received, body)
+        }
+        return handled
+    }
+
+    /// Walks the netlink messages in the first `count` bytes of the receive
+    /// buffer; counts error replies. `body` gets each header and its payload.
+    private func forEachMessage(count: Int, _ body: (nlmsghdr, UnsafeRawBufferPointer) -> Void) {
+        var offset = 0
+        let headerSize = MemoryLayout<nlmsghdr>.size
+        while offset + headerSize <= count {
+            // Safe: offset + headerSize <= count <= the buffer's size.
+            let header = receiveBuffer.loadUnaligned(fromByteOffset: offset, as: nlmsghdr.self)
+            let length = Int(header.nlmsg_len)
+            guard length >= headerSize, offset + length <= count else {
+                counters.malformedMessages += 1
+                return
+            }
+            let payload = UnsafeRawBufferPointer(rebasing: receiveBuffer[(offset + headerSize)..<(offset + length)])
+            if header.nlmsg_type == UInt16(NLMSG_ERROR), payload.count >= 4 {
+                let code = payload.loadUnaligned(as: Int32.self)
+                if code < 0 {
+                    counters.netlinkErrors += 1
+                    counters.lastNetlinkError = -code
+                }
+            }
+            body(header, payload)
+            offset += (length + 3) & ~3
+        }
+    }
+
+    private func parsePackets(count: Int, _ body: (QueuedPacket) -> Void) -> Int {
+        var handled = 0
+        var offset = 0
+        let headerSize = MemoryLayout<nlmsghdr>.size
+        let packetType = UInt16(NFNL_SUBSYS_QUEUE << 8) | UInt16(NFQNL_MSG_PACKET.rawValue)
+        // libnetfilter_queue's NFQA_MAX is smaller than the kernel's: leave room.
+        var attributes = [UnsafeMutablePointer<nlattr>?](repeating: nil, count: 64)
+        while offset + headerSize <= count {
+            let raw = receiveBuffer.baseAddress! + offset
+            let header = raw.assumingMemoryBound(to: nlmsghdr.self)
+            let length = Int(header.pointee.nlmsg_len)
+            guard length >= headerSize, offset + length <= count else { return handled }
+            defer { offset += (length + 3) & ~3 }
+            guard header.pointee.nlmsg_type == packetType else { continue }
+            for index in attributes.indices { attributes[index] = nil }
+            // Safe: nfq_nlmsg_parse walks attributes within nlmsg_len, which was checked against the bytes received.
+            guard attributes.withUnsafeMutableBufferPointer({ nfq_nlmsg_parse(header, $0.baseAddress) }) >= 0,
+                let packetHeader = attributes[Int(NFQA_PACKET_HDR.rawValue)],
+                mnl_attr_get_payload_len(packetHeader) >= UInt16(MemoryLayout<nfqnl_msg_packet_hdr>.size),
+                let payloadAttribute = attributes[Int(NFQA_PAYLOAD.rawValue)]
+            else {
+                counters.malformedMessages += 1
+                continue
+            }
+            let hdr = mnl_attr_get_payload(packetHeader)!.loadUnaligned(as: nfqnl_msg_packet_hdr.self)
+            let payloadLength = Int(mnl_attr_get_payload_len(payloadAttribute))
+            let payload = UnsafeRawBufferPointer(start: mnl_attr_get_payload(payloadAttribute), count: payloadLength)
+            var truncated = false
+            if let capture = attributes[Int(NFQA_CAP_LEN.rawValue)], mnl_attr_get_payload_len(capture) >= 4 {
+                truncated = Int(UInt32(bigEndian: mnl_attr_get_u32(capture))) > payloadLength
+            }
+            if truncated { counters.truncatedPackets += 1 }
+            func u32(_ attribute: Int32) -> UInt32? {
+                guard let value = attributes[Int(attribute)], mnl_attr_get_payload_len(value) >= 4 else { return nil }
+                return UInt32(bigEndian: mnl_attr_get_u32(value))
+            }
+            counters.packetsReceived += 1
+            body(
+                QueuedPacket(
+                    id: UInt32(bigEndian: hdr.packet_id), payload: payload, uid: u32(Int32(NFQA_UID.rawValue)), gid: u32(Int32(NFQA_GID.rawValue)),
+                    mark: u32(Int32(NFQA_MARK.rawValue)) ?? 0, truncated: truncated))
+            handled += 1
+        }
+        return handled
+    }
+
+    /// Queues a verdict; `flushVerdicts` sends all queued ones in one `sendto`.
+    public func setVerdict(_ verdict: KernelVerdict, for packetID: UInt32) {
+        var message = [UInt8](repeating: 0, count: 128)
+        let length: Int = message.withUnsafeMutableBytes { raw in
+            // Safe: a verdict message with a mark is under 64 bytes of the 128 here.
+            let header = nfq_nlmsg_put(raw.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(NFQNL_MSG_VERDICT.rawValue), UInt32(queue))!
+            switch verdict {
+            case .accept: nfq_nlmsg_verdict_put(header, Int32(bitPattern: packetID), NF_ACCEPT)
+            case .drop: nfq_nlmsg_verdict_put(header, Int32(bitPattern: packetID), NF_DROP)
+            case .repeatWithMark(let mark):
+                nfq_nlmsg_verdict_put(header, Int32(bitPattern: packetID), NF_REPEAT)
+                nfq_nlmsg_verdict_put_mark(header, mark)
+            }
+            return Int(header.pointee.nlmsg_len)
+        }
+        verdictBatch.append(contentsOf: message[0..<((length + 3) & ~3)])
+        counters.verdictsSent += 1
+        if verdictBatch.count >= 60_000 { try? flushVerdicts() }
+    }
+
+    /// Sends every queued verdict. Errors for individual verdicts come back
+    /// later as netlink error messages and are counted by `receive`.
+    public func flushVerdicts() throws(QueueSocketError) {
+        guard !verdictBatch.isEmpty else { return }
+        defer { verdictBatch.removeAll(keepingCapacity: true) }
+        let sent = verdictBatch.withUnsafeBytes { mnl_socket_sendto(socket, $0.baseAddress, $0.count) }
+        if sent < 0 { throw QueueSocketError(operation: "send verdicts", errno: errno) }
+    }
+}

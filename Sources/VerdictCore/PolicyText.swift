@@ -1,0 +1,72 @@
+/// The policy as filter-data reads it: a small text file that filter-control
+/// writes from hallpass.yaml, so the sandboxed process needs no YAML parser.
+///
+/// ```
+/// # hallpass policy (written by filter-control)
+/// block all                      # or: block gambling adult
+/// allow khanacademy.org          # one entry per line, RulePattern syntax
+/// deny games.example.com
+/// unknown allow                  # allow | block | ask
+/// noName allow                   # allow | block
+/// ```
+public enum PolicyText {
+    public struct ParseError: Error, Hashable, Sendable, CustomStringConvertible {
+        public var line: Int
+        public var reason: String
+        public var description: String { "policy line \(line): \(reason)" }
+    }
+
+    public static func render(_ policy: Policy) -> String {
+        var lines = ["# hallpass policy for filter-data (written by filter-control; edit hallpass.yaml instead)"]
+        switch policy.blockedCategories {
+        case .all: lines.append("block all")
+        case .only(let names): lines.append((["block"] + names.sorted()).joined(separator: " "))
+        }
+        lines += policy.allow.map { "allow \($0)" }
+        lines += policy.deny.map { "deny \($0)" }
+        lines.append("unknown \(policy.unknown.rawValue)")
+        lines.append("noName \(policy.noName.rawValue)")
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    public static func parse(_ text: String) throws(ParseError) -> Policy {
+        var policy = Policy()
+        var sawBlock = false
+        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let number = index + 1
+            var line = Substring(rawLine)
+            if let hash = line.firstIndex(of: "#") { line = line[..<hash] }
+            let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" })
+            guard let key = fields.first else { continue }
+            let values = fields.dropFirst()
+            switch key {
+            case "block":
+                guard !sawBlock else { throw ParseError(line: number, reason: "'block' appears twice") }
+                sawBlock = true
+                policy.blockedCategories = values == ["all"] ? .all : .only(Set(values.map(String.init)))
+            case "allow", "deny":
+                guard values.count == 1 else { throw ParseError(line: number, reason: "expected '\(key) ENTRY'") }
+                let pattern: RulePattern
+                do {
+                    pattern = try RulePattern(values.first!)
+                } catch {
+                    throw ParseError(line: number, reason: error.description)
+                }
+                if key == "allow" { policy.allow.append(pattern) } else { policy.deny.append(pattern) }
+            case "unknown":
+                guard values.count == 1, let action = Policy.UnknownAction(rawValue: String(values.first!)) else {
+                    throw ParseError(line: number, reason: "expected 'unknown allow|block|ask'")
+                }
+                policy.unknown = action
+            case "noName":
+                guard values.count == 1, let action = Policy.NoNameAction(rawValue: String(values.first!)) else {
+                    throw ParseError(line: number, reason: "expected 'noName allow|block'")
+                }
+                policy.noName = action
+            default:
+                throw ParseError(line: number, reason: "unknown key '\(key)'")
+            }
+        }
+        return policy
+    }
+}

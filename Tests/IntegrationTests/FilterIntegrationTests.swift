@@ -1,0 +1,75 @@
+import Foundation
+import Testing
+
+/// hallpass filtering real traffic: filter-control and filter-data on the
+/// kernel's queue in a client namespace, nginx in a server namespace.
+@Suite(.serialized) struct FilterIntegrationTests {
+    /// Compiles a store that blocks blocked.test (category demo) and writes a config.
+    func prepare(_ network: TestNetwork, failMode: String = "open") throws -> (config: String, store: String) {
+        try "blocked.test\n".write(toFile: network.folder + "/demo.txt", atomically: true, encoding: .utf8)
+        let store = network.folder + "/rules.hpstore"
+        let compile = try shell("\(TestNetwork.binaries)/filterctl compile --quiet --out \(store) \(network.folder)/demo.txt")
+        #expect(compile.status == 0, "\(compile.output)")
+        let config = network.folder + "/hallpass.yaml"
+        try """
+            queue:
+              number: 3
+              failMode: \(failMode)
+            policy:
+              block: [ demo ]
+              unknown: allow
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        return (config, store)
+    }
+
+    func startHallpass(_ network: TestNetwork, config: String, store: String) throws -> Process {
+        let process = try network.start(
+            [
+                "ip", "netns", "exec", network.client, TestNetwork.binaries + "/filter-control", "--config", config, "--store", store,
+                "--runtime-dir", network.folder + "/run",
+            ], log: "filter-control")
+        try network.waitFor("filter-data to bind queue 3") {
+            let queues = try network.inClient("cat /proc/net/netfilter/nfnetlink_queue").output
+            return queues.split(separator: "\n").contains { $0.split(separator: " ", omittingEmptySubsequences: true).first == "3" }
+        }
+        return process
+    }
+
+    @Test func blockedNamesFailFastAndAllowedNamesWork() throws {
+        let network = try TestNetwork()
+        defer { network.tearDown() }
+        try network.startNginx()
+        let (config, store) = try prepare(network)
+        _ = try startHallpass(network, config: config, store: store)
+
+        for ipv6 in [false, true] {
+            let family = ipv6 ? "IPv6" : "IPv4"
+            for scheme in ["http", "https"] {
+                let allowed = try network.curl(scheme, "allowed.test", ipv6: ipv6)
+                #expect(allowed.status == 0, "\(scheme) allowed.test over \(family): \(allowed.output)\n\(network.log("filter-control"))")
+                #expect(allowed.output == "ok allowed.test\n")
+                let blocked = try network.curl(scheme, "blocked.test", ipv6: ipv6)
+                // A reset (56, or 35 during the TLS handshake), never a timeout (28).
+                #expect([35, 56].contains(blocked.status), "\(scheme) blocked.test over \(family): exit \(blocked.status) \(blocked.output)")
+                let sub = try network.curl(scheme, "www.blocked.test", ipv6: ipv6)
+                #expect([35, 56].contains(sub.status), "subdomain over \(family): exit \(sub.status)")
+            }
+        }
+    }
+
+    @Test func stoppingRemovesTheKernelRules() throws {
+        let network = try TestNetwork()
+        defer { network.tearDown() }
+        let (config, store) = try prepare(network)
+        let hallpass = try startHallpass(network, config: config, store: store)
+        #expect(try network.inClient("iptables -w -S HALLPASS_OUT").status == 0)
+        #expect(try network.inClient("ip6tables -w -S HALLPASS_OUT").status == 0)
+        hallpass.terminate()
+        hallpass.waitUntilExit()
+        #expect(hallpass.terminationStatus == 0, "\(network.log("filter-control"))")
+        // filter-data finished its batch and reported, rather than being killed.
+        #expect(network.log("filter-control").contains("filter-data: stopped:"), "\(network.log("filter-control"))")
+        #expect(try network.inClient("iptables -w -S HALLPASS_OUT").status != 0)
+        #expect(try network.inClient("ip6tables -w -S OUTPUT").output.contains("HALLPASS") == false)
+    }
+}

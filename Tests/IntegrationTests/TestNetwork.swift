@@ -1,0 +1,184 @@
+import Foundation
+import Testing
+
+/// Runs a command and returns its exit status and output.
+@discardableResult
+func shell(_ command: String, input: String? = nil) throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/bin/sh")
+    process.arguments = ["-c", command]
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = output
+    let inputPipe = Pipe()
+    process.standardInput = inputPipe
+    try process.run()
+    if let input { inputPipe.fileHandleForWriting.write(Data(input.utf8)) }
+    try inputPipe.fileHandleForWriting.close()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+}
+
+/// Two network namespaces joined by a veth pair, made by the test and
+/// removed by `tearDown`, also when the test fails:
+///
+/// - client `hp<id>c`: 10.77.x.1 and fd77:x::1, where hallpass runs;
+/// - server `hp<id>s`: 10.77.x.2 and fd77:x::2, nginx with HTTP and HTTPS
+///   for allowed.test and blocked.test (a self-signed certificate).
+///
+/// No traffic leaves the machine.
+final class TestNetwork {
+    let id: String
+    let client: String
+    let server: String
+    let folder: String
+    let subnet: Int
+    private var processes: [Process] = []
+
+    var serverIPv4: String { "10.77.\(subnet).2" }
+    var serverIPv6: String { "fd77:\(subnet)::2" }
+
+    /// The folder with the built products (filterctl, filter-control, filter-data).
+    static var binaries: String {
+        let executable = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
+        var folder = executable.deletingLastPathComponent()
+        while !FileManager.default.fileExists(atPath: folder.appendingPathComponent("filter-control").path), folder.path != "/" {
+            folder = folder.deletingLastPathComponent()
+        }
+        return folder.path
+    }
+
+    init() throws {
+        guard getuid() == 0 else {
+            throw TestNetworkError("the integration tests need root (network namespaces, iptables, NFQUEUE); run scripts/test.sh as root")
+        }
+        subnet = Int.random(in: 1...250)
+        id = String(ProcessInfo.processInfo.processIdentifier % 100_000) + String(subnet)
+        client = "hp\(id)c"
+        server = "hp\(id)s"
+        folder = FileManager.default.temporaryDirectory.appendingPathComponent("hallpass-it-\(id)").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let setup = """
+            set -e
+            ip netns add \(client)
+            ip netns add \(server)
+            ip link add v\(id)c type veth peer name v\(id)s
+            ip link set v\(id)c netns \(client)
+            ip link set v\(id)s netns \(server)
+            ip -n \(client) link set lo up
+            ip -n \(server) link set lo up
+            ip -n \(client) addr add 10.77.\(subnet).1/24 dev v\(id)c
+            ip -n \(server) addr add 10.77.\(subnet).2/24 dev v\(id)s
+            ip -n \(client) addr add fd77:\(subnet)::1/64 dev v\(id)c nodad
+            ip -n \(server) addr add fd77:\(subnet)::2/64 dev v\(id)s nodad
+            ip -n \(client) link set v\(id)c up
+            ip -n \(server) link set v\(id)s up
+            """
+        let result = try shell(setup)
+        guard result.status == 0 else {
+            tearDown()
+            throw TestNetworkError("cannot build the test network: \(result.output)")
+        }
+    }
+
+    /// Starts nginx in the server namespace; each name answers `ok <name>`.
+    func startNginx() throws {
+        let certificate = try shell(
+            """
+            openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+              -subj /CN=allowed.test -addext "subjectAltName=DNS:allowed.test,DNS:*.allowed.test,DNS:blocked.test,DNS:*.blocked.test" \
+              -keyout \(folder)/key.pem -out \(folder)/cert.pem 2>&1
+            """)
+        guard certificate.status == 0 else { throw TestNetworkError("openssl: \(certificate.output)") }
+        let configuration = """
+            daemon off;
+            master_process off;
+            worker_processes 1;
+            user root;
+            pid \(folder)/nginx.pid;
+            error_log \(folder)/nginx-error.log;
+            events { worker_connections 256; }
+            http {
+              access_log off;
+              client_body_temp_path \(folder)/body;
+              proxy_temp_path \(folder)/proxy;
+              fastcgi_temp_path \(folder)/fastcgi;
+              uwsgi_temp_path \(folder)/uwsgi;
+              scgi_temp_path \(folder)/scgi;
+              server {
+                listen \(serverIPv4):80;
+                listen [\(serverIPv6)]:80;
+                listen \(serverIPv4):443 ssl;
+                listen [\(serverIPv6)]:443 ssl;
+                server_name _;
+                ssl_certificate \(folder)/cert.pem;
+                ssl_certificate_key \(folder)/key.pem;
+                location / { return 200 "ok $host\\n"; }
+                location /big { alias \(folder)/big.bin; }
+              }
+            }
+            """
+        try configuration.write(toFile: folder + "/nginx.conf", atomically: true, encoding: .utf8)
+        try start(["ip", "netns", "exec", server, "nginx", "-c", folder + "/nginx.conf", "-p", folder], log: "nginx")
+        try waitFor("nginx to listen") { try shell("ip netns exec \(server) ss -ltn | grep -q ':443'").status == 0 }
+    }
+
+    /// Starts a process (no shell) and keeps it for `tearDown`; output goes to `<log>.log`.
+    @discardableResult
+    func start(_ arguments: [String], log: String) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = arguments
+        FileManager.default.createFile(atPath: folder + "/\(log).log", contents: nil)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: folder + "/\(log).log"))
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        processes.append(process)
+        return process
+    }
+
+    func log(_ name: String) -> String { (try? String(contentsOfFile: folder + "/\(name).log", encoding: .utf8)) ?? "" }
+
+    /// Runs a command in the client namespace.
+    func inClient(_ command: String) throws -> (status: Int32, output: String) {
+        try shell("ip netns exec \(client) sh -c '\(command.replacingOccurrences(of: "'", with: "'\\''"))'")
+    }
+
+    /// curl from the client to `name` at the server (no DNS: --resolve), returning
+    /// curl's exit status and the body. Connection errors come back fast; a
+    /// timeout (exit 28) would mean a hang.
+    func curl(_ scheme: String, _ name: String, ipv6: Bool = false, path: String = "/") throws -> (status: Int32, output: String) {
+        let address = ipv6 ? "[\(serverIPv6)]" : serverIPv4
+        let port = scheme == "https" ? 443 : 80
+        return try inClient("curl -sS -k -m 5 --resolve \(name):\(port):\(address) \(scheme)://\(name)\(path)")
+    }
+
+    func waitFor(_ what: String, attempts: Int = 100, _ condition: () throws -> Bool) throws {
+        for _ in 0..<attempts {
+            if try condition() { return }
+            usleep(100_000)
+        }
+        throw TestNetworkError("timed out waiting for \(what)")
+    }
+
+    /// Stops what the test started (by pid), removes kernel rules in the
+    /// namespaces and the namespaces themselves.
+    func tearDown() {
+        for process in processes.reversed() where process.isRunning {
+            process.terminate()
+            let deadline = Date().addingTimeInterval(5)
+            while process.isRunning, Date() < deadline { usleep(20_000) }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        }
+        processes.removeAll()
+        _ = try? shell("ip netns del \(client) 2>/dev/null; ip netns del \(server) 2>/dev/null")
+        try? FileManager.default.removeItem(atPath: folder)
+    }
+}
+
+struct TestNetworkError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,19 @@
+import Testing
+import VerdictCore
+
+@Suite struct PolicyTextTests {
+    @Test func roundTrips() throws {
+        let policy = Policy(
+            blockedCategories: .only(["gambling", "adult"]),
+            allow: [try RulePattern("khanacademy.org"), try RulePattern("10.0.0.0/8")],
+            deny: [try RulePattern("=games.example.com")],
+            unknown: .ask, noName: .block)
+        #expect(try PolicyText.parse(PolicyText.render(policy)) == policy)
+        #expect(try PolicyText.parse(PolicyText.render(Policy())) == Policy())
+    }
+
+    @Test(arguments: ["block all\nblock all\n", "allow\n", "allow bad host\n", "unknown maybe\n", "noName ask\n", "surprise 1\n"])
+    func refusesMalformed(text: String) {
+        #expect(throws: PolicyText.ParseError.self) { try PolicyText.parse(text) }
+    }
+}
