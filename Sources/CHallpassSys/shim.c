@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -67,3 +68,5 @@ int hp_install_stop_handlers(void) {
 }
 
 int hp_stop_requested(void) { return hp_stop_flag != 0; }
+
+long hp_ptrace_traceme(void) { return ptrace(PTRACE_TRACEME, 0, NULL, NULL); }

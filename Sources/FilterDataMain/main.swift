@@ -1,8 +1,13 @@
 // filter-data: the sandboxed NFQUEUE data process (see DESIGN.md).
 //
 //   filter-data --store FILE [--policy FILE] [--queue N] [--fail-open | --fail-closed] [--peek-bytes N]
+//   filter-data --sandbox-self-test
 //
 // filter-control starts it; run by hand it filters the queue until SIGTERM.
+// Started as root, it locks itself down (Sandbox) once the queue socket and
+// the rule store are open; if that fails it exits rather than run unconfined.
+// --sandbox-self-test locks down, tries everything the sandbox must refuse,
+// prints one line per attempt and exits 0 only if all were refused.
 import CHallpassSys
 import FilterData
 import SharedStore
@@ -27,6 +32,7 @@ struct Options {
     var queue: UInt16 = 0
     var failOpen = true
     var peekBytes = 16 * 1024
+    var sandboxSelfTest = false
 
     init(_ arguments: [String]) {
         var index = 0
@@ -47,6 +53,7 @@ struct Options {
             case "--peek-bytes":
                 guard let bytes = Int(value()), (512...(1 << 20)).contains(bytes) else { fail("--peek-bytes takes 512 to 1048576", status: 64) }
                 peekBytes = bytes
+            case "--sandbox-self-test": sandboxSelfTest = true
             case "--help", "-h":
                 say("usage: filter-data --store FILE [--policy FILE] [--queue N] [--fail-open | --fail-closed] [--peek-bytes N]")
                 exit(0)
@@ -55,7 +62,7 @@ struct Options {
             }
             index += 1
         }
-        guard store != nil else { fail("--store FILE is required", status: 64) }
+        guard store != nil || sandboxSelfTest else { fail("--store FILE is required", status: 64) }
     }
 }
 
@@ -74,6 +81,28 @@ func readText(_ path: String) -> String? {
 }
 
 let options = Options(Array(CommandLine.arguments.dropFirst()))
+
+func lockDown() {
+    guard getuid() == 0 else {
+        say("not started as root: running without dropping privileges (filter-control starts filter-data as root)")
+        return
+    }
+    do {
+        try Sandbox.lockDown()
+    } catch {
+        fail("\(error); refusing to run unconfined", status: 71)
+    }
+}
+
+if options.sandboxSelfTest {
+    lockDown()
+    var allRefused = true
+    for probe in Sandbox.probeDenials() {
+        print("\(probe.name): \(probe.detail)")
+        if probe.name == "open for reading" { allRefused = allRefused && !probe.refused } else { allRefused = allRefused && probe.refused }
+    }
+    exit(allRefused ? 0 : 1)
+}
 
 let store: RuleStore
 do {
@@ -98,6 +127,7 @@ do {
     fail(error.description, status: 71)
 }
 guard hp_install_stop_handlers() == 0 else { fail("cannot install signal handlers", status: 71) }
+lockDown()
 
 var settings = FlowInspectorSettings()
 settings.limits.streamPeekBound = options.peekBytes

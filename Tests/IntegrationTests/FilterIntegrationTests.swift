@@ -55,6 +55,40 @@ import Testing
                 #expect([35, 56].contains(sub.status), "subdomain over \(family): exit \(sub.status)")
             }
         }
+
+        // The running filter-data is sandboxed: unprivileged, no_new_privs, seccomp, only CAP_NET_ADMIN.
+        let pid = try #require(network.processIDs(runningExecutable: "filter-data").first, "no filter-data process")
+        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        let fields = Dictionary(
+            status.split(separator: "\n").compactMap { line -> (String, String)? in
+                let parts = line.split(separator: ":", maxSplits: 1)
+                return parts.count == 2 ? (String(parts[0]), parts[1].trimmingCharacters(in: .whitespaces)) : nil
+            }, uniquingKeysWith: { first, _ in first })
+        #expect(fields["Uid"]?.split(whereSeparator: \.isWhitespace).allSatisfy { $0 == "65534" } == true, "\(fields["Uid"] ?? "?")")
+        #expect(fields["Gid"]?.split(whereSeparator: \.isWhitespace).allSatisfy { $0 == "65534" } == true)
+        #expect(fields["NoNewPrivs"] == "1")
+        #expect(fields["Seccomp"] == "2")
+        #expect(fields["CapEff"] == "0000000000001000", "only CAP_NET_ADMIN")
+        #expect(fields["CapPrm"] == "0000000000001000")
+
+        // Still filtering under load, sandboxed: many new flows, each with its own name.
+        let load = try network.inClient(
+            "for i in $(seq 1 200); do curl -s -o /dev/null -w '%{http_code}\\n' -m 5 --resolve h$i.allowed.test:80:\(network.serverIPv4) http://h$i.allowed.test/; done | sort | uniq -c")
+        #expect(load.output.trimmingCharacters(in: .whitespacesAndNewlines) == "200 200", "\(load.output)")
+        let blockedAfterLoad = try network.curl("https", "blocked.test")
+        #expect([35, 56].contains(blockedAfterLoad.status))
+    }
+
+    /// Each operation the sandbox must refuse, tried by the real binary after it locked itself down.
+    @Test func theSandboxRefusesNetworkExecPtraceAndWrites() throws {
+        guard getuid() == 0 else { throw TestNetworkError("needs root") }
+        let result = try shell("\(TestNetwork.binaries)/filter-data --sandbox-self-test")
+        #expect(result.status == 0, "\(result.output)")
+        let lines = result.output.split(separator: "\n").map(String.init)
+        for name in ["socket(AF_INET)", "socket(AF_INET6)", "socket(AF_UNIX)", "connect", "bind", "open for writing", "openat for read-write", "execve", "ptrace", "fork"] {
+            #expect(lines.contains { $0.hasPrefix(name + ": refused") }, "\(name): \(result.output)")
+        }
+        #expect(lines.contains("open for reading: allowed (as it must be)"))
     }
 
     @Test func stoppingRemovesTheKernelRules() throws {

@@ -139,6 +139,21 @@ final class TestNetwork {
         return process
     }
 
+    /// Processes whose command line names `executable` and this test's folder.
+    func processIDs(runningExecutable executable: String) -> [Int32] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap { entry -> Int32? in
+            guard let pid = Int32(entry),
+                let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline")
+            else { return nil }
+            let arguments = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+            guard let first = arguments.first, first.hasSuffix("/" + executable),
+                arguments.contains(where: { $0.hasPrefix(folder) })
+            else { return nil }
+            return pid
+        }
+    }
+
     func log(_ name: String) -> String { (try? String(contentsOfFile: folder + "/\(name).log", encoding: .utf8)) ?? "" }
 
     /// Runs a command in the client namespace.

@@ -3,6 +3,7 @@
 
 #include <stdint.h>
 #include <sys/types.h>
+#include <linux/sched.h>  // CLONE_THREAD, for the seccomp clone rule
 
 // Calls Swift cannot import directly: `prctl` is variadic and `setresuid` /
 // `setresgid` are declared only under _GNU_SOURCE. Each returns 0 on success
@@ -22,6 +23,9 @@ int hp_capget(uint64_t *effective, uint64_t *permitted, uint64_t *inheritable);
 int hp_capbset_drop(int cap);
 /// Clears the ambient capability set (prctl PR_CAP_AMBIENT_CLEAR_ALL).
 int hp_clear_ambient_caps(void);
+
+/// ptrace(PTRACE_TRACEME): `ptrace` is variadic. Used only to prove the sandbox refuses it.
+long hp_ptrace_traceme(void);
 
 /// Installs SIGTERM and SIGINT handlers that only record the request, so the
 /// data path can finish its batch, flush verdicts and exit cleanly.

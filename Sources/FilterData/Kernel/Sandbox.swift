@@ -1,0 +1,122 @@
+// filter-data's sandbox. With NetfilterQueueSocket.swift, the only file of the
+// data path that imports C modules.
+import CHallpassSys
+import CSeccomp
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Locks filter-data down once its queue socket and rule store are open
+/// (FIELD-NOTES gives the order: sockets, then signal handlers, then
+/// privileges, then the seccomp filter):
+///
+/// 1. every capability but CAP_NET_ADMIN leaves the bounding set;
+/// 2. the process becomes an unprivileged user (65534, `nobody`) with no
+///    supplementary groups, keeping only CAP_NET_ADMIN, which NFQUEUE
+///    verdicts need (without it the kernel answers each verdict with EPERM);
+/// 3. `no_new_privs`: nothing it could exec may gain privileges;
+/// 4. a seccomp allow-list: every system call not named below fails with
+///    EPERM. There is no `socket`, `connect`, `bind`, `execve`, `ptrace`;
+///    `open`/`openat` only without write, create, truncate or append flags;
+///    `clone` only for threads (`clone3` answers ENOSYS so the C library
+///    falls back to `clone`, whose flags a filter can see); `ioctl` only TCGETS.
+public enum Sandbox {
+    public struct Failure: Error, CustomStringConvertible, Sendable {
+        public var step: String
+        public var errno: Int32
+        public var description: String { "sandbox: \(step) failed: \(String(cString: strerror(errno)))" }
+    }
+
+    public static let unprivilegedID: UInt32 = 65534
+    static let netAdmin: UInt64 = 1 << 12  // CAP_NET_ADMIN
+    static let lastCapability = 40  // CAP_CHECKPOINT_RESTORE in Linux 5.9+
+
+    /// System calls a running filter-data makes: the queue socket, memory,
+    /// time, threads and the Swift runtime (FIELD-NOTES lists what each needs).
+    static let allowed = [
+        "recvfrom", "recvmsg", "sendto", "sendmsg", "poll", "ppoll", "read", "write", "writev", "close",
+        "brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "futex", "futex_waitv", "set_robust_list", "rseq",
+        "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "getrandom",
+        "rt_sigreturn", "rt_sigprocmask", "sigaltstack", "exit", "exit_group", "tgkill", "getpid", "gettid",
+        "fstat", "newfstatat", "statx", "lseek", "pread64", "readlink", "uname", "sched_yield",
+        "sched_getaffinity", "getuid", "geteuid", "getgid", "getegid", "membarrier", "prlimit64", "fcntl",
+    ]
+
+    /// Applies every step; on failure the process must exit (it is half locked down).
+    public static func lockDown() throws(Failure) {
+        // 1. Bounding set: needs CAP_SETPCAP, which root still has here.
+        for capability in 0...lastCapability where capability != 12 {
+            if hp_capbset_drop(Int32(capability)) != 0, errno != EINVAL { throw Failure(step: "drop capability \(capability)", errno: errno) }
+        }
+        // 2. Unprivileged user, CAP_NET_ADMIN kept across the uid change.
+        guard setgroups(0, nil) == 0 else { throw Failure(step: "setgroups", errno: errno) }
+        guard hp_setresgid(unprivilegedID, unprivilegedID, unprivilegedID) == 0 else { throw Failure(step: "setresgid", errno: errno) }
+        guard hp_set_keep_caps(1) == 0 else { throw Failure(step: "keep capabilities", errno: errno) }
+        guard hp_setresuid(unprivilegedID, unprivilegedID, unprivilegedID) == 0 else { throw Failure(step: "setresuid", errno: errno) }
+        guard hp_capset(netAdmin, netAdmin, 0) == 0 else { throw Failure(step: "capset", errno: errno) }
+        guard hp_clear_ambient_caps() == 0 || errno == EINVAL else { throw Failure(step: "clear ambient capabilities", errno: errno) }
+        guard hp_set_keep_caps(0) == 0 else { throw Failure(step: "keep capabilities off", errno: errno) }
+        // 3.
+        guard hp_set_no_new_privs() == 0 else { throw Failure(step: "no_new_privs", errno: errno) }
+        // 4.
+        try loadSeccompFilter()
+    }
+
+    static func loadSeccompFilter() throws(Failure) {
+        guard let filter = seccomp_init(hp_scmp_act_errno(UInt16(EPERM))) else { throw Failure(step: "seccomp_init", errno: ENOMEM) }
+        defer { seccomp_release(filter) }
+        func add(_ name: String, action: UInt32 = SCMP_ACT_ALLOW, _ conditions: [scmp_arg_cmp] = []) throws(Failure) {
+            let number = seccomp_syscall_resolve_name(name)
+            // A name this architecture does not have (e.g. `open` on arm64) is simply not there to allow.
+            guard number != __NR_SCMP_ERROR else { return }
+            let result = conditions.withUnsafeBufferPointer { seccomp_rule_add_array(filter, action, number, UInt32($0.count), $0.baseAddress) }
+            guard result == 0 else { throw Failure(step: "seccomp rule for \(name)", errno: -result) }
+        }
+        for name in allowed { try add(name) }
+        // Opening files only to read them (a new rule store after a rules change).
+        let writeFlags = UInt64(O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND)
+        try add("openat", [scmp_arg_cmp(arg: 2, op: SCMP_CMP_MASKED_EQ, datum_a: writeFlags, datum_b: 0)])
+        try add("open", [scmp_arg_cmp(arg: 1, op: SCMP_CMP_MASKED_EQ, datum_a: writeFlags, datum_b: 0)])
+        // Threads, never new processes.
+        let thread = UInt64(CLONE_THREAD)
+        try add("clone", [scmp_arg_cmp(arg: 0, op: SCMP_CMP_MASKED_EQ, datum_a: thread, datum_b: thread)])
+        try add("clone3", action: hp_scmp_act_errno(UInt16(ENOSYS)))
+        try add("ioctl", [scmp_arg_cmp(arg: 1, op: SCMP_CMP_EQ, datum_a: UInt64(TCGETS), datum_b: 0)])
+        let result = seccomp_load(filter)
+        guard result == 0 else { throw Failure(step: "seccomp_load", errno: -result) }
+    }
+
+    /// Tries what the sandbox must refuse and reports each outcome as
+    /// `name: refused (ERRNO)` or `name: ALLOWED`. Used by the tests on the real binary.
+    public static func probeDenials() -> [(name: String, refused: Bool, detail: String)] {
+        var results: [(String, Bool, String)] = []
+        func record(_ name: String, _ value: Int32) {
+            let code = errno
+            if value >= 0 {
+                results.append((name, false, "ALLOWED"))
+                close(value)
+            } else {
+                results.append((name, true, "refused (\(String(cString: strerror(code))))"))
+            }
+        }
+        record("socket(AF_INET)", socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0))
+        record("socket(AF_INET6)", socket(AF_INET6, Int32(SOCK_DGRAM.rawValue), 0))
+        record("socket(AF_UNIX)", socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0))
+        var address = sockaddr()
+        record("connect", connect(0, &address, socklen_t(MemoryLayout<sockaddr>.size)))
+        record("bind", bind(0, &address, socklen_t(MemoryLayout<sockaddr>.size)))
+        record("open for writing", open("/tmp/hallpass-sandbox-probe", O_WRONLY | O_CREAT, 0o600))
+        record("openat for read-write", openat(AT_FDCWD, "/etc/hostname", O_RDWR))
+        let path = strdup("/bin/true")
+        var argv: [UnsafeMutablePointer<CChar>?] = [path, nil]
+        record("execve", execve("/bin/true", &argv, nil))
+        free(path)
+        record("ptrace", Int32(hp_ptrace_traceme()))
+        record("fork", fork())
+        // What must still work: reading a file.
+        let readable = open("/proc/self/status", O_RDONLY)
+        results.append(("open for reading", readable < 0, readable >= 0 ? "allowed (as it must be)" : "REFUSED"))
+        if readable >= 0 { close(readable) }
+        return results
+    }
+}
