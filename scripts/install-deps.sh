@@ -9,7 +9,7 @@ packages=(
     # run: kernel rules and network namespaces
     iptables iproute2
     # integration tests: real servers and clients inside test namespaces
-    nginx-light curl openssl
+    nginx-light curl openssl dnsmasq-base bind9-dnsutils
 )
 
 missing=()
@@ -32,5 +32,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     [ "$created_policy" = 1 ] && rm -f "$policy"
+fi
+# The QUIC peer of the integration tests: aioquic from PyPI, in a virtualenv under .build.
+venv=.build/test-venv
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import aioquic" 2>/dev/null; then
+    echo "install-deps: preparing $venv with aioquic"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check "aioquic>=1.2,<2"
 fi
 command -v swift >/dev/null || { echo "install-deps: swift is not on PATH (Swift 6.1 or later is needed)" >&2; exit 1; }

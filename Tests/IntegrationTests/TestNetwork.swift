@@ -1,23 +1,66 @@
 import Foundation
 import Testing
 
-/// Runs a command and returns its exit status and output.
+/// A child process started with posix_spawn and reaped with waitpid on its
+/// own pid, so no process-monitoring machinery stands between the test and
+/// its children (Foundation's Process failed to reap a finished shell while a
+/// long-running server was also its child).
+final class Spawned {
+    let pid: pid_t
+    private(set) var exitStatus: Int32?
+
+    /// Runs `arguments` (resolved through PATH) with standard input from
+    /// /dev/null and standard output and error appended to `logPath`.
+    init(_ arguments: [String], logPath: String) throws {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, logPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var child: pid_t = 0
+        let result = posix_spawnp(&child, arguments[0], &actions, nil, &argv, environ)
+        guard result == 0 else { throw TestNetworkError("cannot start \(arguments[0]): \(String(cString: strerror(result)))") }
+        pid = child
+    }
+
+    var isRunning: Bool {
+        guard exitStatus == nil else { return false }
+        var status: Int32 = 0
+        if waitpid(pid, &status, WNOHANG) == pid {
+            exitStatus = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+            return false
+        }
+        return true
+    }
+
+    /// Waits for the process to end and returns its exit status (128 + signal if killed).
+    @discardableResult
+    func wait() -> Int32 {
+        while isRunning { usleep(10_000) }
+        return exitStatus!
+    }
+
+    /// SIGTERM, then SIGKILL after `grace` seconds; returns the exit status.
+    @discardableResult
+    func stop(grace: Double = 5) -> Int32 {
+        if isRunning { kill(pid, SIGTERM) }
+        let deadline = Date().addingTimeInterval(grace)
+        while isRunning, Date() < deadline { usleep(10_000) }
+        if isRunning { kill(pid, SIGKILL) }
+        return wait()
+    }
+}
+
+/// Runs a shell command and returns its exit status and output (through a file).
 @discardableResult
-func shell(_ command: String, input: String? = nil) throws -> (status: Int32, output: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/sh")
-    process.arguments = ["-c", command]
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = output
-    let inputPipe = Pipe()
-    process.standardInput = inputPipe
-    try process.run()
-    if let input { inputPipe.fileHandleForWriting.write(Data(input.utf8)) }
-    try inputPipe.fileHandleForWriting.close()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+func shell(_ command: String) throws -> (status: Int32, output: String) {
+    let outputPath = FileManager.default.temporaryDirectory.appendingPathComponent("hallpass-shell-\(UUID().uuidString)").path
+    defer { try? FileManager.default.removeItem(atPath: outputPath) }
+    let status = try Spawned(["/bin/sh", "-c", command], logPath: outputPath).wait()
+    return (status, (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "")
 }
 
 /// Two network namespaces joined by a veth pair, made by the test and
@@ -34,7 +77,7 @@ final class TestNetwork {
     let server: String
     let folder: String
     let subnet: Int
-    private var processes: [Process] = []
+    private var processes: [Spawned] = []
 
     var serverIPv4: String { "10.77.\(subnet).2" }
     var serverIPv6: String { "fd77:\(subnet)::2" }
@@ -124,17 +167,46 @@ final class TestNetwork {
         try waitFor("nginx to listen") { try shell("ip netns exec \(server) ss -ltn | grep -q ':443'").status == 0 }
     }
 
+    /// The package root (for the helper scripts and the test virtualenv).
+    static var packageRoot: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+    }
+
+    /// The Python with aioquic that scripts/test.sh prepares (or $HALLPASS_TEST_PYTHON).
+    static var python: String {
+        ProcessInfo.processInfo.environment["HALLPASS_TEST_PYTHON"] ?? packageRoot + "/.build/test-venv/bin/python"
+    }
+
+    /// A QUIC server (aioquic) on UDP 443 of both server addresses; answers `ok <name>`.
+    func startQUICServer() throws {
+        let script = TestNetwork.packageRoot + "/Tests/IntegrationTests/Helpers/quic_server.py"
+        try start(
+            ["ip", "netns", "exec", server, TestNetwork.python, script, "--host", "::", "--cert", folder + "/cert.pem", "--key", folder + "/key.pem"],
+            log: "quic-server")
+        try waitFor("the QUIC server to listen") { try shell("ip netns exec \(server) ss -lun | grep -q ':443'").status == 0 }
+    }
+
+    /// QUIC from the client: exit 0 with the answer, 3 refused (ICMP), 2 no answer.
+    func quic(_ name: String, ipv6: Bool = false, version: Int = 1) throws -> (status: Int32, output: String) {
+        let script = TestNetwork.packageRoot + "/Tests/IntegrationTests/Helpers/quic_client.py"
+        return try inClient("\(TestNetwork.python) \(script) --address \(ipv6 ? serverIPv6 : serverIPv4) --name \(name) --version \(version)")
+    }
+
+    /// dnsmasq on the server: every name under allowed.test and blocked.test resolves to the server.
+    func startDNS() throws {
+        try start(
+            [
+                "ip", "netns", "exec", server, "dnsmasq", "--no-daemon", "--no-resolv", "--no-hosts", "--bind-interfaces",
+                "--listen-address=\(serverIPv4)", "--address=/allowed.test/\(serverIPv4)", "--address=/blocked.test/\(serverIPv4)",
+                "--pid-file=\(folder)/dnsmasq.pid", "--user=root",
+            ], log: "dnsmasq")
+        try waitFor("dnsmasq to listen") { try shell("ip netns exec \(server) ss -lun | grep -q '\(serverIPv4):53'").status == 0 }
+    }
+
     /// Starts a process (no shell) and keeps it for `tearDown`; output goes to `<log>.log`.
     @discardableResult
-    func start(_ arguments: [String], log: String) throws -> Process {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        FileManager.default.createFile(atPath: folder + "/\(log).log", contents: nil)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: folder + "/\(log).log"))
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
+    func start(_ arguments: [String], log: String) throws -> Spawned {
+        let process = try Spawned(arguments, logPath: folder + "/\(log).log")
         processes.append(process)
         return process
     }
@@ -181,12 +253,7 @@ final class TestNetwork {
     /// Stops what the test started (by pid), removes kernel rules in the
     /// namespaces and the namespaces themselves.
     func tearDown() {
-        for process in processes.reversed() where process.isRunning {
-            process.terminate()
-            let deadline = Date().addingTimeInterval(5)
-            while process.isRunning, Date() < deadline { usleep(20_000) }
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        }
+        for process in processes.reversed() { process.stop() }
         processes.removeAll()
         _ = try? shell("ip netns del \(client) 2>/dev/null; ip netns del \(server) 2>/dev/null")
         try? FileManager.default.removeItem(atPath: folder)
