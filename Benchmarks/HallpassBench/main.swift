@@ -147,7 +147,6 @@ func lookup(_ arguments: [String]) {
     let store: RuleStore
     do { store = try RuleStore(path: path, verification: .structure) } catch { fail("\(error)") }
     let hosts = readLines(queryPath).compactMap { try? HostName($0) }
-    let suffixes = hosts.map { SuffixFingerprints($0) }
     var timerCost: [UInt64] = []
     for _ in 0..<100_000 {
         let start = nanoseconds()
@@ -192,7 +191,6 @@ func lookup(_ arguments: [String]) {
     print(
         "store lookup (all suffixes of \(hosts.count) names, \(hits) hits): median \(percentile(storeTimes, 0.5)) ns, p99 \(percentile(storeTimes, 0.99)) ns"
     )
-    _ = suffixes
 
     // 2. A whole decision from facts with a canonical name (what filter-data does per new flow).
     let engine = VerdictEngine(rules: store, policy: Policy())

@@ -26,10 +26,7 @@ public struct BundlePublicKey: Sendable, Hashable, CustomStringConvertible {
 
     /// 16 hex digits of the key's SHA-256: short enough to read, long enough to tell keys apart.
     public var keyID: String {
-        SHA256.hash(data: key.rawRepresentation).prefix(8).map { byte in
-            let hex = String(byte, radix: 16)
-            return byte < 16 ? "0" + hex : hex
-        }.joined()
+        lowerHex(SHA256.hash(data: key.rawRepresentation).prefix(8))
     }
 
     public var description: String { "ed25519:" + Base64.encodeToString(bytes: key.rawRepresentation) }
@@ -196,10 +193,7 @@ public struct BundleVerifier: Sendable {
             throw .unreadable(path: path, reason: error.description)
         }
         guard size == file.size else { throw .sizeMismatch(name: file.name, expected: file.size, actual: size) }
-        let digest = hasher.finalize().map { byte in
-            let hex = String(byte, radix: 16)
-            return byte < 16 ? "0" + hex : hex
-        }.joined()
+        let digest = lowerHex(hasher.finalize())
         guard digest == file.sha256 else { throw .hashMismatch(name: file.name) }
     }
 }
@@ -220,14 +214,22 @@ public enum BundleSigner {
                 BundleManifest.File(
                     name: file.name,
                     size: UInt64(file.contents.count),
-                    sha256: SHA256.hash(data: file.contents).map { byte in
-                        let hex = String(byte, radix: 16)
-                        return byte < 16 ? "0" + hex : hex
-                    }.joined()
+                    sha256: lowerHex(SHA256.hash(data: file.contents))
                 )
             }
         )
     }
+}
+
+/// Bytes as lower-case hex, two digits each (the manifest's and key ids' form).
+func lowerHex(_ bytes: some Sequence<UInt8>) -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    var text: [UInt8] = []
+    for byte in bytes {
+        text.append(digits[Int(byte >> 4)])
+        text.append(digits[Int(byte & 0xF)])
+    }
+    return String(decoding: text, as: UTF8.self)
 }
 
 /// Reads regular files without following symbolic links and with a size bound.
