@@ -88,6 +88,7 @@ let package = Package(
                 "SharedStore",
                 "FilterData",
                 "BlockPage",
+                "CHallpassSys",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),

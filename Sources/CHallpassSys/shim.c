@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "CHallpassSys.h"
 
+#include <fcntl.h>
 #include <linux/capability.h>
 #include <signal.h>
 #include <string.h>
@@ -70,3 +71,5 @@ int hp_install_stop_handlers(void) {
 int hp_stop_requested(void) { return hp_stop_flag != 0; }
 
 long hp_ptrace_traceme(void) { return ptrace(PTRACE_TRACEME, 0, NULL, NULL); }
+
+int hp_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }

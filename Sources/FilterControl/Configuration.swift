@@ -139,7 +139,7 @@ extension Configuration {
             if let refresh = fields["refresh"] { self.rules.refresh = try refresh.duration(minimum: 60) }
         }
         if let policy = top["policy"] {
-            let fields = try policy.mapping(allowed: ["block", "allow", "deny", "unknown", "noName"])
+            let fields = try policy.mapping(allowed: ["block", "allow", "deny", "unknown", "noName", "askDefault", "askTimeout"])
             if let block = fields["block"] {
                 if case .scalar = block.node, try block.string() == "all" {
                     self.policy.blockedCategories = .all
@@ -169,6 +169,8 @@ extension Configuration {
             }
             if let unknown = fields["unknown"] { self.policy.unknown = try unknown.choice(Policy.UnknownAction.self) }
             if let noName = fields["noName"] { self.policy.noName = try noName.choice(Policy.NoNameAction.self) }
+            if let askDefault = fields["askDefault"] { self.policy.askDefault = try askDefault.choice(Policy.DefaultAction.self) }
+            if let askTimeout = fields["askTimeout"] { self.policy.askTimeoutMilliseconds = try askTimeout.milliseconds(in: 10...60_000) }
         }
         if let page = top["blockPage"] {
             let fields = try page.mapping(allowed: ["address", "port", "organization", "requestAccess"])
@@ -281,6 +283,23 @@ private struct ConfigNode {
         let text = try string()
         guard text.hasPrefix("/") else { throw error("expected an absolute path, got '\(text)'") }
         return text
+    }
+
+    /// `500ms`, `2s`, or a number of milliseconds.
+    func milliseconds(in range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
+        let text = try string()
+        var value: Int?
+        if text.hasSuffix("ms") {
+            value = Int(text.dropLast(2))
+        } else if text.hasSuffix("s") {
+            value = Int(text.dropLast()).map { $0 * 1000 }
+        } else {
+            value = Int(text)
+        }
+        guard let value, range.contains(value) else {
+            throw error("expected a duration like 500ms or 2s, from \(range.lowerBound)ms to \(range.upperBound / 1000)s")
+        }
+        return value
     }
 
     /// `90s`, `30m`, `6h`, `1d`, or a number of seconds.

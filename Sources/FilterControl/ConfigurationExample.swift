@@ -42,8 +42,13 @@ extension Configuration {
           allow: [ "khanacademy.org" ]
           # The local deny list: wins over categories; the most specific of allow/deny wins. (example)
           deny: [ "games.example.com" ]
-          # Names no rule knows: allow | block | ask (hold the flow and ask filter-control).
+          # Names no rule knows: allow | block | ask (hold the flow and ask filter-control,
+          # which looks the name up at <rules.source>lookup/<name>; see README "needRules").
           unknown: allow
+          # With 'unknown: ask': what a flow gets when no answer comes within askTimeout,
+          # or when the lookup service does not know the name either: allow | block.
+          askDefault: allow
+          askTimeout: 2s
           # Flows that never show a name (or use a bare IP address): allow | block.
           noName: allow
 

@@ -142,23 +142,11 @@ public struct KernelRules: Sendable {
 
     @discardableResult
     static func run(_ command: String, _ arguments: [String], input: String? = nil) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/sbin/" + command)
         // -w: wait for the xtables lock instead of failing when another tool holds it.
-        process.arguments = ["-w"] + arguments
-        let output = Pipe()
-        let inputPipe = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        process.standardInput = inputPipe
-        try process.run()
-        if let input { inputPipe.fileHandleForWriting.write(Data(input.utf8)) }
-        try inputPipe.fileHandleForWriting.close()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw CommandError(command: ([command] + arguments).joined(separator: " "), status: process.terminationStatus, output: text)
+        let result = try ChildProcess.run("/usr/sbin/" + command, ["-w"] + arguments, input: input)
+        guard result.status == 0 else {
+            throw CommandError(command: ([command] + arguments).joined(separator: " "), status: result.status, output: result.output)
         }
-        return text
+        return result.output
     }
 }

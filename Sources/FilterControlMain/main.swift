@@ -54,8 +54,8 @@ struct FilterControlCommand: ParsableCommand {
             .deletingLastPathComponent().appendingPathComponent("filter-data").path
         let failOpen = configuration.queue.failMode == .open
         let arguments = [
-            "--store", store, "--policy", policyPath, "--queue", String(configuration.queue.number),
-            failOpen ? "--fail-open" : "--fail-closed", "--peek-bytes", String(configuration.queue.peekBytes),
+            "--queue", String(configuration.queue.number), failOpen ? "--fail-open" : "--fail-closed",
+            "--peek-bytes", String(configuration.queue.peekBytes),
         ]
 
         let rules = KernelRules(queue: configuration.queue.number, failOpen: failOpen)
@@ -67,13 +67,20 @@ struct FilterControlCommand: ParsableCommand {
         }
         say("kernel rules installed (queue \(configuration.queue.number), fail \(configuration.queue.failMode.rawValue))")
 
-        let supervisor = Supervisor(binary: binary, arguments: arguments)
+        let answerer = NeedRulesAnswerer(lookup: Self.lookup(for: configuration))
+        let supervisor = DataSupervisor(
+            launch: .init(executable: binary, arguments: arguments), store: store, policy: policyPath, answerer: answerer,
+            log: { say($0) })
         let stop = DispatchSemaphore(value: 0)
         var sources: [any DispatchSourceSignal] = []
-        for signalNumber in [SIGTERM, SIGINT] {
+        for signalNumber in [SIGTERM, SIGINT, SIGHUP] {
             signal(signalNumber, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-            source.setEventHandler { stop.signal() }
+            if signalNumber == SIGHUP {
+                source.setEventHandler { reload(supervisor: supervisor) }
+            } else {
+                source.setEventHandler { stop.signal() }
+            }
             source.resume()
             sources.append(source)
         }
@@ -84,6 +91,33 @@ struct FilterControlCommand: ParsableCommand {
         KernelRules.remove()
         say("kernel rules removed")
         _ = sources
+    }
+
+    /// The lookup service next to the bundle (`<rules.source>lookup/`), for `policy.unknown: ask`.
+    static func lookup(for configuration: Configuration) -> any HostLookup {
+        guard let source = configuration.rules.source else { return NoLookup() }
+        if source.hasPrefix("file://") {
+            let folder = String(source.dropFirst("file://".count))
+            return FolderLookup(folder: (folder.hasSuffix("/") ? folder : folder + "/") + "lookup")
+        }
+        // https:// lookups arrive with the rule download (issue 4); until then, no answer.
+        return NoLookup()
+    }
+
+    /// SIGHUP: read the configuration's policy and the store again, and hand them to filter-data.
+    func reload(supervisor: DataSupervisor) {
+        let policyPath = runtimeDirectory + "/policy"
+        do {
+            let text = try String(contentsOfFile: config, encoding: .utf8)
+            let configuration = try Configuration(yaml: text)
+            _ = try RuleStore(path: store, verification: .full)
+            try PolicyText.render(configuration.policy).write(toFile: policyPath, atomically: true, encoding: .utf8)
+        } catch {
+            say("reload refused, the current rules stay in force: \(error)")
+            return
+        }
+        say("reloading: handing \(store) and the policy to filter-data")
+        supervisor.useRules(store: store, policy: policyPath)
     }
 }
 
@@ -96,69 +130,3 @@ func fail(_ message: String, status: Int32) -> ExitCode {
     return ExitCode(status)
 }
 
-/// Runs filter-data and restarts it with growing delays when it dies.
-final class Supervisor: @unchecked Sendable {
-    // @unchecked Sendable: every mutable property is touched only on `queue`.
-    private let binary: String
-    private let arguments: [String]
-    private let queue = DispatchQueue(label: "hallpass.supervisor")
-    private var process: Process?
-    private var stopping = false
-    private var restarts = 0
-
-    init(binary: String, arguments: [String]) {
-        self.binary = binary
-        self.arguments = arguments
-    }
-
-    func start() {
-        queue.async { self.launch() }
-    }
-
-    private func launch() {
-        guard !stopping else { return }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = arguments
-        process.terminationHandler = { [weak self] finished in
-            guard let self else { return }
-            self.queue.async { self.ended(finished) }
-        }
-        do {
-            try process.run()
-            self.process = process
-            say("filter-data started (pid \(process.processIdentifier))")
-        } catch {
-            say("cannot start \(binary): \(error.localizedDescription)")
-            scheduleRestart()
-        }
-    }
-
-    private func ended(_ finished: Process) {
-        guard finished === process else { return }
-        process = nil
-        guard !stopping else { return }
-        say("filter-data exited (status \(finished.terminationStatus)); restarting")
-        scheduleRestart()
-    }
-
-    private func scheduleRestart() {
-        restarts += 1
-        let delay = min(10.0, 0.1 * pow(2.0, Double(min(restarts, 7))))
-        queue.asyncAfter(deadline: .now() + delay) { self.launch() }
-    }
-
-    /// Asks filter-data to finish its batch and exit; kills it after 3 seconds.
-    func stop() {
-        let running: Process? = queue.sync {
-            stopping = true
-            return process
-        }
-        guard let running, running.isRunning else { return }
-        running.terminate()
-        let deadline = Date().addingTimeInterval(3)
-        while running.isRunning, Date() < deadline { usleep(20_000) }
-        if running.isRunning { kill(running.processIdentifier, SIGKILL) }
-        running.waitUntilExit()
-    }
-}

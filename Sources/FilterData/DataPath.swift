@@ -16,19 +16,49 @@ public struct FlowMarks: Sendable, Hashable {
     public init() {}
 }
 
-/// filter-data's packet path, top to bottom: receive a batch, inspect each
-/// packet (parse, flow table, facts, decide), queue its verdict, send the
-/// batch of verdicts in one write.
+/// What filter-data counts besides the inspector and the socket.
+public struct DataPathCounters: Sendable, Hashable {
+    /// needRules questions sent to filter-control.
+    public var questions: UInt64 = 0
+    public var answers: UInt64 = 0
+    /// Held flows that got `policy.askDefault` because no answer came in time.
+    public var askTimeouts: UInt64 = 0
+    /// Packets not held because `capacity` packets already waited.
+    public var holdOverflows: UInt64 = 0
+    public var ruleSwaps: UInt64 = 0
+    public var ruleSwapsRefused: UInt64 = 0
+    public var invalidControlMessages: UInt64 = 0
+
+    public init() {}
+}
+
+/// filter-data's packet path, top to bottom: wait for the queue socket or
+/// the control channel; receive a batch, inspect each packet (parse, flow
+/// table, facts, decide), queue its verdict, send the batch of verdicts in
+/// one write; hold the packets of flows that need rules until
+/// filter-control answers or their time runs out; apply control messages
+/// (new rules, answers, health checks) between batches, so no packet is
+/// judged against half-loaded rules.
 public final class DataPath {
     public let socket: NetfilterQueueSocket
     public private(set) var inspector: FlowInspector<RuleStore>
     public let marks: FlowMarks
+    /// The channel to filter-control; nil when run by hand (needRules then gets `policy.askDefault` at once).
+    public let control: ControlChannel?
+    public private(set) var held: HeldPackets
+    public private(set) var counters = DataPathCounters()
+    private var roundTrips = RoundTripLog(capacity: 1024)
     private var lastSweep: UInt64 = 0
 
-    public init(socket: NetfilterQueueSocket, inspector: FlowInspector<RuleStore>, marks: FlowMarks = FlowMarks()) {
+    public init(
+        socket: NetfilterQueueSocket, inspector: FlowInspector<RuleStore>, control: ControlChannel? = nil,
+        marks: FlowMarks = FlowMarks(), heldPacketCapacity: Int = 1024
+    ) {
         self.socket = socket
         self.inspector = inspector
+        self.control = control
         self.marks = marks
+        self.held = HeldPackets(capacity: heldPacketCapacity)
     }
 
     /// What the kernel is told for one inspected packet.
@@ -43,36 +73,289 @@ public final class DataPath {
         case .packetDecision:
             return inspection.verdict == .drop ? .drop : .accept
         case .undecided:
-            // needMoreData: let this packet go, look at the next one. needRules
-            // has no control channel to ask yet and is let through unmarked,
-            // so the flow is asked about again with its next packet.
+            // needMoreData: let this packet go, look at the next one. (needRules
+            // packets are held by `run`, never given a verdict here.)
             return .accept
         case .untracked:
             return .accept
         }
     }
 
-    /// Runs until SIGTERM or SIGINT, then sends the verdicts of the batch in hand and returns.
-    public func run() throws(QueueSocketError) {
+    public enum Stop: Sendable, Hashable {
+        /// SIGTERM or SIGINT.
+        case signal
+        /// filter-control closed the channel (it exited): a new filter-data will be started.
+        case controlClosed
+    }
+
+    /// Runs until SIGTERM or SIGINT (or the end of filter-control), then
+    /// gives every held packet the default, sends the verdicts in hand and returns.
+    public func run() throws(QueueSocketError) -> Stop {
+        var stop = Stop.signal
+        var descriptors = [pollfd(fd: socket.descriptor, events: Int16(POLLIN), revents: 0)]
+        if let control { descriptors.append(pollfd(fd: control.descriptor, events: Int16(POLLIN), revents: 0)) }
         while hp_stop_requested() == 0 {
-            _ = try socket.receive(limit: 64, timeoutMilliseconds: 250) { packet in
+            var timeout: Int32 = 250
+            if let deadline = held.nextDeadline {
                 let now = DataPath.monotonicNanoseconds()
-                let inspection = inspector.inspect(packet.payload, uid: packet.uid, gid: packet.gid, now: now)
-                socket.setVerdict(DataPath.kernelVerdict(for: inspection, marks: marks), for: packet.id)
+                timeout = deadline <= now ? 0 : Int32(min(250, (deadline - now) / 1_000_000 + 1))
             }
-            try socket.flushVerdicts()
+            for index in descriptors.indices { descriptors[index].revents = 0 }
+            let ready = poll(&descriptors, nfds_t(descriptors.count), timeout)
+            if ready < 0, errno != EINTR { throw QueueSocketError(operation: "poll", errno: errno) }
+            if ready > 0, descriptors[0].revents != 0 {
+                _ = try socket.receiveReady(limit: 64) { packet in
+                    handle(packet, now: DataPath.monotonicNanoseconds())
+                }
+            }
+            if ready > 0, descriptors.count > 1, descriptors[1].revents != 0 {
+                if !serveControl() {
+                    stop = .controlClosed
+                    break
+                }
+            }
             let now = DataPath.monotonicNanoseconds()
+            if !held.isEmpty { settleExpired(now: now) }
+            try socket.flushVerdicts()
             if now &- lastSweep > 1_000_000_000 {
                 _ = inspector.removeExpiredFlows(now: now, limit: 4096)
+                inspector.removeExpiredAnswers(now: now)
                 lastSweep = now
             }
         }
+        // Nothing stays held when filter-data stops: the default for every waiting flow.
+        settleExpired(now: .max)
         try socket.flushVerdicts()
+        return stop
+    }
+
+    // MARK: Packets
+
+    private func handle(_ packet: QueuedPacket, now: UInt64) {
+        let inspection = inspector.inspect(packet.payload, uid: packet.uid, gid: packet.gid, now: now)
+        guard inspection.verdict == .needRules, inspection.finality == .undecided, let key = inspection.flow,
+            let host = inspection.facts.host
+        else {
+            socket.setVerdict(DataPath.kernelVerdict(for: inspection, marks: marks), for: packet.id)
+            return
+        }
+        guard let control else {
+            // Nobody to ask: the default, at once.
+            settle(key, packets: [packet.id], with: inspector.engine.askDefault(Reason(source: .askTimeout)), now: now)
+            return
+        }
+        let deadline = now &+ UInt64(inspector.engine.policy.askTimeoutMilliseconds) &* 1_000_000
+        switch held.hold(packet: packet.id, flow: key, host: host, now: now, deadline: deadline) {
+        case .full:
+            counters.holdOverflows += 1
+            settle(key, packets: [packet.id] + held.release(key), with: inspector.engine.askDefault(Reason(source: .askTimeout)), now: now)
+        case .held(newQuestion: false):
+            break
+        case .held(newQuestion: true):
+            let question = NeedRulesQuestion(
+                host: host, kind: inspection.kind.rawValue, destination: key.destination.description,
+                port: key.destinationPort, uid: inspection.facts.uid)
+            do {
+                try control.send(.ask(question))
+                counters.questions += 1
+            } catch {
+                // filter-control cannot take the question now: do not keep the flow waiting for nothing.
+                settleWaiting(for: host, with: inspector.engine.askDefault(Reason(source: .askTimeout)), now: now)
+            }
+        }
+    }
+
+    /// Decides a held flow with `decision` (or, when nil, with the engine,
+    /// which now knows more) and gives its packets their verdicts.
+    private func settle(_ key: FlowKey, packets: [UInt32], with decision: Decision?, now: UInt64) {
+        let inspection: Inspection?
+        if let decision {
+            inspection = inspector.settle(flow: key, with: decision, now: now)
+        } else {
+            inspection = inspector.resolve(flow: key, now: now)
+        }
+        let verdict: KernelVerdict
+        if let inspection {
+            if inspection.verdict == .needRules {
+                // Still unknown (the answer was for another name); the flow keeps waiting.
+                for id in packets {
+                    _ = held.hold(packet: id, flow: key, host: inspection.facts.host!, now: now, deadline: now)
+                }
+                return
+            }
+            verdict = DataPath.kernelVerdict(for: inspection, marks: marks)
+        } else {
+            // The flow left the table while it waited (idle or evicted): the default, packet by packet.
+            verdict = inspector.engine.policy.askDefault == .allow ? .accept : .drop
+        }
+        for id in packets { socket.setVerdict(verdict, for: id) }
+    }
+
+    private func settleWaiting(for host: HostName, with decision: Decision?, now: UInt64) {
+        guard let waiting = held.waiting(for: host) else { return }
+        for key in waiting.flows { settle(key, packets: held.release(key), with: decision, now: now) }
+    }
+
+    private func settleExpired(now: UInt64) {
+        for key in held.expired(now: now) {
+            counters.askTimeouts += 1
+            settle(key, packets: held.release(key), with: inspector.engine.askDefault(Reason(source: .askTimeout)), now: now)
+        }
+    }
+
+    // MARK: Control messages
+
+    /// Applies every waiting control message. False when filter-control is gone.
+    private func serveControl() -> Bool {
+        guard let control else { return true }
+        while true {
+            let message: ControlMessage?
+            do {
+                message = try control.receive { _ in self.counters.invalidControlMessages += 1 }
+            } catch {
+                return false
+            }
+            guard let message else { return true }
+            apply(message, now: DataPath.monotonicNanoseconds())
+        }
+    }
+
+    private func apply(_ message: ControlMessage, now: UInt64) {
+        switch message {
+        case .answer(let host, let categories, let timeToLive):
+            counters.answers += 1
+            inspector.recordAnswer(
+                LookupAnswers.Answer(categories: categories, expires: now &+ UInt64(timeToLive) &* 1_000_000_000), for: host)
+            if let waiting = held.waiting(for: host) { roundTrips.record(now &- waiting.asked) }
+            settleWaiting(for: host, with: nil, now: now)
+        case .noAnswer(let host):
+            counters.answers += 1
+            if let waiting = held.waiting(for: host) { roundTrips.record(now &- waiting.asked) }
+            settleWaiting(for: host, with: inspector.engine.askDefault(Reason(source: .askTimeout)), now: now)
+        case .useRules(let storePath, let policyPath):
+            swapRules(store: storePath, policy: policyPath, now: now)
+        case .ping(let number):
+            try? control?.send(.pong(number, counters: report()))
+        case .hello, .ask, .rulesLoaded, .rulesRefused, .pong:
+            counters.invalidControlMessages += 1
+        }
+    }
+
+    /// Maps and checks the new store and reads the policy first; only then
+    /// swaps (between two batches), so every packet is judged by the old
+    /// rules or by the new ones, whole. The old store is unmapped when the
+    /// last reference to it goes, right after the swap.
+    private func swapRules(store storePath: String, policy policyPath: String, now: UInt64) {
+        let engine: VerdictEngine<RuleStore>
+        do {
+            engine = try DataPath.loadEngine(store: storePath, policy: policyPath, answers: inspector.engine.answers)
+        } catch {
+            counters.ruleSwapsRefused += 1
+            try? control?.send(.rulesRefused(code: error.code, message: error.description))
+            return
+        }
+        inspector.replaceEngine(engine)
+        counters.ruleSwaps += 1
+        try? control?.send(.rulesLoaded(version: engine.rules.version))
+        // Flows waiting for rules may be decided now.
+        for key in held.allFlows { settle(key, packets: held.release(key), with: nil, now: now) }
+    }
+
+    /// Why new rules were not taken.
+    public struct LoadFailure: Error, CustomStringConvertible {
+        public var code: String
+        public var description: String
+    }
+
+    /// Opens a store (checked in full) and a policy file into an engine.
+    public static func loadEngine(
+        store storePath: String, policy policyPath: String?, answers: LookupAnswers = LookupAnswers()
+    ) throws(LoadFailure) -> VerdictEngine<RuleStore> {
+        let store: RuleStore
+        do {
+            store = try RuleStore(path: storePath, verification: .full)
+        } catch {
+            throw LoadFailure(code: error.code, description: "\(storePath): \(error)")
+        }
+        var policy = Policy()
+        if let policyPath {
+            let bytes: [UInt8]
+            do {
+                bytes = try BoundedFile.read(policyPath, limit: 4 << 20)
+            } catch {
+                throw LoadFailure(code: "policy.unreadable", description: "\(policyPath): \(error)")
+            }
+            do {
+                policy = try PolicyText.parse(String(decoding: bytes, as: UTF8.self))
+            } catch {
+                throw LoadFailure(code: "policy.invalid", description: "\(policyPath): \(error)")
+            }
+        }
+        var engine = VerdictEngine(rules: store, policy: policy)
+        engine.answers = answers
+        return engine
+    }
+
+    /// The counters filter-control asks for (`pong`), by name.
+    public func report() -> [ControlMessage.Counter] {
+        let inspection = inspector.counters
+        let queue = socket.counters
+        let percentiles = roundTrips.percentiles()
+        return [
+            .init("rulesVersion", inspector.engine.rules.version),
+            .init("packets", inspection.packets),
+            .init("flows", inspection.flowsCreated),
+            .init("allowed", inspection.allowed),
+            .init("dropped", inspection.dropped),
+            .init("neededRules", inspection.neededRules),
+            .init("neededMoreData", inspection.neededMoreData),
+            .init("parseErrors", inspection.parseErrors),
+            .init("heldPackets", UInt64(held.packetCount)),
+            .init("heldFlows", UInt64(held.flowCount)),
+            .init("questions", counters.questions),
+            .init("answers", counters.answers),
+            .init("askTimeouts", counters.askTimeouts),
+            .init("holdOverflows", counters.holdOverflows),
+            .init("ruleSwaps", counters.ruleSwaps),
+            .init("ruleSwapsRefused", counters.ruleSwapsRefused),
+            .init("invalidControlMessages", counters.invalidControlMessages),
+            .init("verdictsSent", queue.verdictsSent),
+            .init("netlinkErrors", queue.netlinkErrors),
+            .init("receiveOverruns", queue.receiveOverruns),
+            .init("roundTrips", UInt64(percentiles.count)),
+            .init("roundTripP50Micros", percentiles.p50 / 1000),
+            .init("roundTripP99Micros", percentiles.p99 / 1000),
+        ]
     }
 
     public static func monotonicNanoseconds() -> UInt64 {
         var time = timespec()
         clock_gettime(CLOCK_MONOTONIC, &time)
         return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
+    }
+}
+
+/// The latest needRules round trips (question sent to answer applied), for percentiles.
+struct RoundTripLog {
+    private var samples: [UInt64] = []
+    private var next = 0
+    let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    mutating func record(_ nanoseconds: UInt64) {
+        if samples.count < capacity {
+            samples.append(nanoseconds)
+        } else {
+            samples[next] = nanoseconds
+            next = (next + 1) % capacity
+        }
+    }
+
+    func percentiles() -> (count: Int, p50: UInt64, p99: UInt64) {
+        guard !samples.isEmpty else { return (0, 0, 0) }
+        let sorted = samples.sorted()
+        func at(_ fraction: Double) -> UInt64 { sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))] }
+        return (sorted.count, at(0.5), at(0.99))
     }
 }

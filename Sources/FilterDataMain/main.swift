@@ -1,9 +1,14 @@
 // filter-data: the sandboxed NFQUEUE data process (see DESIGN.md).
 //
 //   filter-data --store FILE [--policy FILE] [--queue N] [--fail-open | --fail-closed] [--peek-bytes N]
+//               [--control-fd N]
 //   filter-data --sandbox-self-test
 //
-// filter-control starts it; run by hand it filters the queue until SIGTERM.
+// filter-control starts it with --control-fd, the inherited end of their
+// socket pair (ControlMessage: new rules, needRules answers, health checks);
+// it exits when filter-control's end closes. Run by hand (no --control-fd)
+// it filters the queue until SIGTERM, and names that need rules get
+// policy.askDefault at once.
 // Started as root, it locks itself down (Sandbox) once the queue socket and
 // the rule store are open; if that fails it exits rather than run unconfined.
 // --sandbox-self-test locks down, tries everything the sandbox must refuse,
@@ -33,6 +38,7 @@ struct Options {
     var failOpen = true
     var peekBytes = 16 * 1024
     var sandboxSelfTest = false
+    var controlDescriptor: Int32?
 
     init(_ arguments: [String]) {
         var index = 0
@@ -53,9 +59,12 @@ struct Options {
             case "--peek-bytes":
                 guard let bytes = Int(value()), (512...(1 << 20)).contains(bytes) else { fail("--peek-bytes takes 512 to 1048576", status: 64) }
                 peekBytes = bytes
+            case "--control-fd":
+                guard let descriptor = Int32(value()), descriptor > 2 else { fail("--control-fd takes an inherited descriptor above 2", status: 64) }
+                controlDescriptor = descriptor
             case "--sandbox-self-test": sandboxSelfTest = true
             case "--help", "-h":
-                say("usage: filter-data --store FILE [--policy FILE] [--queue N] [--fail-open | --fail-closed] [--peek-bytes N]")
+                say("usage: filter-data --store FILE [--policy FILE] [--queue N] [--fail-open | --fail-closed] [--peek-bytes N] [--control-fd N]")
                 exit(0)
             default:
                 fail("unknown argument '\(arguments[index])' (see --help)", status: 64)
@@ -64,20 +73,6 @@ struct Options {
         }
         guard store != nil || sandboxSelfTest else { fail("--store FILE is required", status: 64) }
     }
-}
-
-func readText(_ path: String) -> String? {
-    guard let file = fopen(path, "rb") else { return nil }
-    defer { fclose(file) }
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let count = buffer.withUnsafeMutableBytes { fread($0.baseAddress, 1, $0.count, file) }
-        if count == 0 { break }
-        bytes.append(contentsOf: buffer[0..<count])
-        if bytes.count > 16 << 20 { return nil }
-    }
-    return String(decoding: bytes, as: UTF8.self)
 }
 
 let options = Options(Array(CommandLine.arguments.dropFirst()))
@@ -104,20 +99,17 @@ if options.sandboxSelfTest {
     exit(allRefused ? 0 : 1)
 }
 
-let store: RuleStore
+let engine: VerdictEngine<RuleStore>
 do {
-    store = try RuleStore(path: options.store!, verification: .full)
+    engine = try DataPath.loadEngine(store: options.store!, policy: options.policy)
 } catch {
-    fail("\(error) [\(error.code)]", status: 65)
+    fail("\(error.description) [\(error.code)]", status: error.code.hasPrefix("policy.") ? 78 : 65)
 }
-var policy = Policy()
-if let path = options.policy {
-    guard let text = readText(path) else { fail("cannot read the policy \(path)", status: 66) }
-    do {
-        policy = try PolicyText.parse(text)
-    } catch {
-        fail("\(path): \(error)", status: 78)
-    }
+var control: ControlChannel? = nil
+if let descriptor = options.controlDescriptor {
+    guard fcntl(descriptor, F_GETFD) >= 0 else { fail("--control-fd \(descriptor) is not an open descriptor", status: 64) }
+    _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+    control = ControlChannel(descriptor: descriptor)
 }
 
 let socket: NetfilterQueueSocket
@@ -131,13 +123,18 @@ lockDown()
 
 var settings = FlowInspectorSettings()
 settings.limits.streamPeekBound = options.peekBytes
-let path = DataPath(socket: socket, inspector: FlowInspector(engine: VerdictEngine(rules: store, policy: policy), settings: settings))
-say("filtering queue \(options.queue) (fail \(options.failOpen ? "open" : "closed")) with rules version \(store.version), \(store.domainNameCount) names")
+let path = DataPath(socket: socket, inspector: FlowInspector(engine: engine, settings: settings), control: control)
+say(
+    "filtering queue \(options.queue) (fail \(options.failOpen ? "open" : "closed")) with rules version \(engine.rules.version), \(engine.rules.domainNameCount) names"
+)
+try? control?.send(.hello(pid: getpid(), rulesVersion: engine.rules.version))
+let stop: DataPath.Stop
 do {
-    try path.run()
+    stop = try path.run()
 } catch {
     fail(error.description, status: 74)
 }
+if stop == .controlClosed { say("filter-control closed the control channel") }
 let counters = path.inspector.counters
 let queueCounters = socket.counters
 say(

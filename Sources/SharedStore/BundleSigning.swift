@@ -233,14 +233,15 @@ func lowerHex(_ bytes: some Sequence<UInt8>) -> String {
 }
 
 /// Reads regular files without following symbolic links and with a size bound.
-enum BoundedFile {
-    enum Failure: Error, CustomStringConvertible {
+/// Reads regular files (never through a symbolic link) with a size limit.
+public enum BoundedFile {
+    public enum Failure: Error, CustomStringConvertible {
         case missing
         case tooLarge
         case notRegular
         case system(Int32)
 
-        var description: String {
+        public var description: String {
             switch self {
             case .missing: "no such file"
             case .tooLarge: "the file is too large"
@@ -250,14 +251,14 @@ enum BoundedFile {
         }
     }
 
-    static func read(_ path: String, limit: UInt64) throws(Failure) -> [UInt8] {
+    public static func read(_ path: String, limit: UInt64) throws(Failure) -> [UInt8] {
         var contents: [UInt8] = []
         _ = try stream(path, limit: limit) { chunk in contents.append(contentsOf: chunk) }
         return contents
     }
 
     /// Feeds the file to `body` in chunks and returns its size.
-    static func stream(_ path: String, limit: UInt64, _ body: (UnsafeRawBufferPointer) -> Void) throws(Failure) -> UInt64 {
+    public static func stream(_ path: String, limit: UInt64, _ body: (UnsafeRawBufferPointer) -> Void) throws(Failure) -> UInt64 {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard descriptor >= 0 else {
             let code = errno

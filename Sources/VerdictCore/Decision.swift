@@ -84,6 +84,12 @@ public struct Reason: Sendable, Hashable, CustomStringConvertible {
         case unknownHost = "unknown"
         case noName = "no-name"
         case awaitingName = "awaiting-name"
+        /// filter-control's lookup answered with the categories of the name.
+        case lookup
+        /// With `unknown: ask`, the lookup did not know the name (`policy.askDefault`).
+        case lookupUnknown = "lookup-unknown"
+        /// With `unknown: ask`, no answer came in time or too many flows waited (`policy.askDefault`).
+        case askTimeout = "ask-timeout"
     }
 
     public var source: Source
@@ -121,6 +127,11 @@ public struct Reason: Sendable, Hashable, CustomStringConvertible {
         case .unknownHost: bytes.append(contentsOf: "no rule knows this name (policy.unknown)".utf8)
         case .noName: bytes.append(contentsOf: "the flow shows no name (policy.noName)".utf8)
         case .awaitingName: bytes.append(contentsOf: "waiting for the flow to show its name".utf8)
+        case .lookup:
+            bytes.append(contentsOf: "lookup: category ".utf8)
+            bytes.append(contentsOf: (category ?? "?").utf8)
+        case .lookupUnknown: bytes.append(contentsOf: "the lookup service does not know this name (policy.askDefault)".utf8)
+        case .askTimeout: bytes.append(contentsOf: "no answer from filter-control in time (policy.askDefault)".utf8)
         }
     }
 }

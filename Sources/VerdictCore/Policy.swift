@@ -8,7 +8,11 @@
 /// 3. category rules: a URL-prefix rule, a domain rule, or an address rule
 ///    in a blocked category blocks;
 /// 4. a name found only in categories that are not blocked is allowed;
-/// 5. a name found nowhere gets `unknown`;
+/// 5. a name found nowhere gets `unknown`; with `unknown: ask`, filter-control
+///    is asked, and its answer (the categories a lookup service knows for
+///    the name, see `LookupAnswers`) is judged like a category rule; a name
+///    the lookup does not know, or no answer within `askTimeoutMilliseconds`,
+///    gets `askDefault`;
 /// 6. a flow that has not shown a name yet, and may still, needs more data;
 ///    one that never shows a name (or names only an IP literal) gets `noName`.
 public struct Policy: Sendable, Hashable {
@@ -38,23 +42,36 @@ public struct Policy: Sendable, Hashable {
         case allow, block
     }
 
+    /// A plain allow-or-block default (for `askDefault`).
+    public typealias DefaultAction = NoNameAction
+
     public var blockedCategories: CategorySelection
     public var allow: [RulePattern]
     public var deny: [RulePattern]
     public var unknown: UnknownAction
     public var noName: NoNameAction
+    /// With `unknown: ask`: the action when the answer does not come in time,
+    /// when too many flows are already waiting, or when the lookup service
+    /// does not know the name either.
+    public var askDefault: DefaultAction
+    /// With `unknown: ask`: how long a flow waits for filter-control's answer.
+    public var askTimeoutMilliseconds: Int
 
     public init(
         blockedCategories: CategorySelection = .all,
         allow: [RulePattern] = [],
         deny: [RulePattern] = [],
         unknown: UnknownAction = .allow,
-        noName: NoNameAction = .allow
+        noName: NoNameAction = .allow,
+        askDefault: DefaultAction = .allow,
+        askTimeoutMilliseconds: Int = 2000
     ) {
         self.blockedCategories = blockedCategories
         self.allow = allow
         self.deny = deny
         self.unknown = unknown
         self.noName = noName
+        self.askDefault = askDefault
+        self.askTimeoutMilliseconds = askTimeoutMilliseconds
     }
 }

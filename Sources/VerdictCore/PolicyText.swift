@@ -8,6 +8,8 @@
 /// deny games.example.com
 /// unknown allow                  # allow | block | ask
 /// noName allow                   # allow | block
+/// askDefault allow               # allow | block (unknown ask: no answer in time)
+/// askTimeout 2000                # milliseconds
 /// ```
 public enum PolicyText {
     public struct ParseError: Error, Hashable, Sendable, CustomStringConvertible {
@@ -26,6 +28,8 @@ public enum PolicyText {
         lines += policy.deny.map { "deny \($0)" }
         lines.append("unknown \(policy.unknown.rawValue)")
         lines.append("noName \(policy.noName.rawValue)")
+        lines.append("askDefault \(policy.askDefault.rawValue)")
+        lines.append("askTimeout \(policy.askTimeoutMilliseconds)")
         return lines.joined(separator: "\n") + "\n"
     }
 
@@ -63,6 +67,16 @@ public enum PolicyText {
                     throw ParseError(line: number, reason: "expected 'noName allow|block'")
                 }
                 policy.noName = action
+            case "askDefault":
+                guard values.count == 1, let action = Policy.DefaultAction(rawValue: String(values.first!)) else {
+                    throw ParseError(line: number, reason: "expected 'askDefault allow|block'")
+                }
+                policy.askDefault = action
+            case "askTimeout":
+                guard values.count == 1, let milliseconds = Int(values.first!), (10...60_000).contains(milliseconds) else {
+                    throw ParseError(line: number, reason: "expected 'askTimeout MILLISECONDS' (10 to 60000)")
+                }
+                policy.askTimeoutMilliseconds = milliseconds
             default:
                 throw ParseError(line: number, reason: "unknown key '\(key)'")
             }

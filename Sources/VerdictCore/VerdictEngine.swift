@@ -33,6 +33,9 @@ extension RuleSource {
 public struct VerdictEngine<Rules: RuleSource>: Sendable {
     public let rules: Rules
     public let policy: Policy
+    /// filter-control's answers to needRules questions, consulted for names
+    /// no rule knows when the policy says `unknown: ask`.
+    public var answers = LookupAnswers()
     /// `categoryBlocked[id]` for every category of `rules`.
     private let categoryBlocked: [Bool]
     private let localNames: [UInt64: [LocalEntry]]
@@ -218,8 +221,28 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
         switch policy.unknown {
         case .allow: return Decision(.allow, reason)
         case .block: return Decision(.drop, reason)
-        case .ask: return Decision(.needRules, reason)
+        case .ask:
+            guard let answer = answers[fingerprint: suffixes.fingerprint(depth: 0)] else {
+                return Decision(.needRules, reason)
+            }
+            return decide(answer)
         }
+    }
+
+    /// Judges filter-control's answer for a name like a category rule.
+    private func decide(_ answer: LookupAnswers.Answer) -> Decision {
+        if let blocked = answer.categories.first(where: { policy.blockedCategories.blocks($0) }) {
+            return Decision(.drop, Reason(source: .lookup, category: blocked))
+        }
+        if let known = answer.categories.first {
+            return Decision(.allow, Reason(source: .lookup, category: known))
+        }
+        return askDefault(Reason(source: .lookupUnknown))
+    }
+
+    /// `policy.askDefault` with the given reason (no answer in time, or the lookup does not know the name).
+    public func askDefault(_ reason: Reason) -> Decision {
+        Decision(policy.askDefault == .allow ? .allow : .drop, reason)
     }
 
     private func decideNameless(_ facts: FlowFacts, literal: IPAddress?) -> Decision {

@@ -14,6 +14,7 @@ import VerdictCore
         #expect(configuration.policy.blockedCategories == .only(["adult", "gambling"]))
         #expect(configuration.policy.allow == [try RulePattern("khanacademy.org")])
         #expect(configuration.policy.unknown == .allow)
+        #expect(configuration.policy.askDefault == .allow && configuration.policy.askTimeoutMilliseconds == 2000)
         #expect(configuration.blockPage.organization == "Example School")
         #expect(configuration.blockPage.requestAccess?.url == "https://help.example.org/unblock?url={url}")
         #expect(configuration.admin.socket == "/run/hallpass/control.sock")
@@ -39,6 +40,9 @@ import VerdictCore
         ("blockPage:\n  requestAccess:\n    text: x\n", "blockPage.requestAccess"),
         ("blockPage:\n  address: not-an-ip\n", "blockPage.address"),
         ("surprise: 1\n", "surprise"),
+        ("policy:\n  askDefault: ask\n", "policy.askDefault"),
+        ("policy:\n  askTimeout: 2h\n", "policy.askTimeout"),
+        ("policy:\n  askTimeout: 5ms\n", "policy.askTimeout"),
     ])
     func errorsNameTheKey(yaml: String, key: String) {
         do {
@@ -69,5 +73,20 @@ import VerdictCore
 
     @Test func invalidYAMLIsAnError() {
         #expect(throws: ConfigurationError.self) { try Configuration(yaml: "policy: [unclosed\n") }
+    }
+}
+
+extension ConfigurationTests {
+    @Test func askDurations() throws {
+        #expect(try Configuration(yaml: "policy:\n  askTimeout: 750ms\n").policy.askTimeoutMilliseconds == 750)
+        #expect(try Configuration(yaml: "policy:\n  askTimeout: 3s\n").policy.askTimeoutMilliseconds == 3000)
+        #expect(try Configuration(yaml: "policy:\n  askTimeout: 1500\n  askDefault: block\n").policy.askDefault == .block)
+    }
+
+    @Test func lookupFilesAreParsedStrictly() {
+        #expect(LookupResult.parse("# comment\ngambling\n\nGames\nttl 60\n") == .categories(["gambling", "games"], timeToLive: 60))
+        #expect(LookupResult.parse("") == .categories([], timeToLive: LookupResult.defaultTimeToLive))
+        if case .unavailable = LookupResult.parse("<html>not found</html>") {} else { Issue.record("HTML taken for a category") }
+        if case .unavailable = LookupResult.parse("ttl forever\n") {} else { Issue.record("a bad ttl taken") }
     }
 }

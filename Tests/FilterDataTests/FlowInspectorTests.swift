@@ -460,3 +460,43 @@ private let second: UInt64 = 1_000_000_000
         #expect(inspector.counters.packets > 1_000)
     }
 }
+
+extension FlowInspectorTests {
+    @Test func answersFromTheLookupDecideWaitingFlows() throws {
+        let policy = Policy(blockedCategories: .only(["gambling"]), unknown: .ask, askDefault: .block)
+        var inspector = inspector(policy: policy)
+        var flows: [String: FlowKey] = [:]
+        for (index, name) in ["casino.example", "school.example", "nobody.example", "late.example"].enumerated() {
+            let client = TCPClient(clientPort: 42_000 + index)
+            _ = inspector.inspect(client.syn, now: 0)
+            let asked = inspector.inspect(client.data(at: 0, clientHelloRecords(name)), now: 1)
+            #expect(asked.verdict == .needRules, "\(name)")
+            flows[name] = try #require(asked.flow)
+        }
+        inspector.recordAnswer(.init(categories: ["gambling", "games"], expires: 100), for: try HostName("casino.example"))
+        inspector.recordAnswer(.init(categories: ["education"], expires: 100), for: try HostName("school.example"))
+        inspector.recordAnswer(.init(categories: [], expires: 100), for: try HostName("nobody.example"))
+
+        let casinoResult = inspector.resolve(flow: flows["casino.example"]!, now: 2)
+        let casino = try #require(casinoResult)
+        #expect(casino.verdict == .drop && casino.decision.reason == Reason(source: .lookup, category: "gambling"))
+        let schoolResult = inspector.resolve(flow: flows["school.example"]!, now: 2)
+        let school = try #require(schoolResult)
+        #expect(school.verdict == .allow && school.decision.reason.source == .lookup)
+        // Known to the lookup but in no category: policy.askDefault.
+        let nobodyResult = inspector.resolve(flow: flows["nobody.example"]!, now: 2)
+        let nobody = try #require(nobodyResult)
+        #expect(nobody.verdict == .drop && nobody.decision.reason.source == .lookupUnknown)
+        // No answer: still waiting, until the caller settles it with the default.
+        #expect(inspector.resolve(flow: flows["late.example"]!, now: 2)?.verdict == .needRules)
+        let settledResult = inspector.settle(flow: flows["late.example"]!, with: inspector.engine.askDefault(Reason(source: .askTimeout)), now: 3)
+        let settled = try #require(settledResult)
+        #expect(settled.verdict == .drop && settled.finality == .firstDecision && settled.decision.reason.source == .askTimeout)
+        // A settled flow is decided: settling again or resolving does nothing.
+        #expect(inspector.settle(flow: flows["late.example"]!, with: Decision(.allow, Reason(source: .askTimeout)), now: 4) == nil)
+
+        // Answers are kept for their time to live only.
+        #expect(inspector.removeExpiredAnswers(now: 99) == 0)
+        #expect(inspector.removeExpiredAnswers(now: 100) == 3)
+    }
+}

@@ -7,12 +7,12 @@ import VerdictCore
             blockedCategories: .only(["gambling", "adult"]),
             allow: [try RulePattern("khanacademy.org"), try RulePattern("10.0.0.0/8")],
             deny: [try RulePattern("=games.example.com")],
-            unknown: .ask, noName: .block)
+            unknown: .ask, noName: .block, askDefault: .block, askTimeoutMilliseconds: 750)
         #expect(try PolicyText.parse(PolicyText.render(policy)) == policy)
         #expect(try PolicyText.parse(PolicyText.render(Policy())) == Policy())
     }
 
-    @Test(arguments: ["block all\nblock all\n", "allow\n", "allow bad host\n", "unknown maybe\n", "noName ask\n", "surprise 1\n"])
+    @Test(arguments: ["block all\nblock all\n", "allow\n", "allow bad host\n", "unknown maybe\n", "noName ask\n", "surprise 1\n", "askDefault ask\n", "askTimeout 5\n", "askTimeout soon\n"])
     func refusesMalformed(text: String) {
         #expect(throws: PolicyText.ParseError.self) { try PolicyText.parse(text) }
     }

@@ -128,3 +128,38 @@ import VerdictCore
         #expect(decision.reason.category == "category-7")
     }
 }
+
+extension VerdictEngineTests {
+    @Test func askConsultsTheLookupAnswersOnlyForUnknownNames() throws {
+        var engine = VerdictEngine(
+            rules: try Self.rules(),
+            policy: Policy(blockedCategories: .only(["gambling"]), allow: [try RulePattern("allowed.example")], unknown: .ask, askDefault: .block))
+        #expect(engine.decide(try facts("new.example")).verdict == .needRules)
+        engine.answers.record(.init(categories: ["gambling"], expires: 10), for: try HostName("new.example"))
+        engine.answers.record(.init(categories: ["education"], expires: 10), for: try HostName("allowed.example"))
+        engine.answers.record(.init(categories: ["gambling"], expires: 10), for: try HostName("edu.example"))
+        #expect(engine.decide(try facts("new.example")) == Decision(.drop, Reason(source: .lookup, category: "gambling")))
+        // Answers are for the exact name.
+        #expect(engine.decide(try facts("www.new.example")).verdict == .needRules)
+        // The local lists and the store come first.
+        #expect(engine.decide(try facts("allowed.example")).reason.source == .localAllowList)
+        #expect(engine.decide(try facts("edu.example")).reason == Reason(source: .category, category: "education", rule: "edu.example"))
+        // With unknown: allow, answers are not consulted.
+        var allowing = VerdictEngine(rules: try Self.rules(), policy: Policy(unknown: .allow))
+        allowing.answers = engine.answers
+        #expect(allowing.decide(try facts("new.example")).reason.source == .unknownHost)
+    }
+
+    @Test func theOverlayIsBounded() throws {
+        var answers = LookupAnswers(capacity: 16)
+        for index in 0..<100 {
+            answers.record(.init(categories: [], expires: UInt64(index)), for: try HostName("n\(index).example"))
+            #expect(answers.count <= 16)
+        }
+        #expect(answers[try HostName("n99.example")] != nil)
+        let before = answers.count
+        #expect(answers.removeExpired(now: 98) == before - 1)
+        let survivor = try HostName("n99.example")
+        #expect(answers.count == 1 && answers[survivor] != nil)
+    }
+}

@@ -36,6 +36,10 @@ int hp_stop_requested(void);
 /// A read prefetch hint: starts loading the cache line at `address` without
 /// waiting for it. The rule store issues one per name suffix before probing,
 /// so the few cache misses of a lookup overlap instead of queueing.
+/// pipe2(fds, O_CLOEXEC): both ends close-on-exec from the start (no window
+/// in which a child spawned by another thread inherits them).
+int hp_pipe_cloexec(int fds[2]);
+
 static inline void hp_prefetch_read(const void *address) { __builtin_prefetch(address, 0, 1); }
 
 #endif

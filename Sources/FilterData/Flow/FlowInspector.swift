@@ -202,6 +202,28 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
         self.engine = engine
     }
 
+    /// Records filter-control's answer to a needRules question. Waiting
+    /// flows are not decided here: call `resolve(flow:now:)` for them.
+    public mutating func recordAnswer(_ answer: LookupAnswers.Answer, for host: HostName) {
+        engine.answers.record(answer, for: host)
+    }
+
+    /// Forgets answers whose time to live has passed.
+    @discardableResult
+    public mutating func removeExpiredAnswers(now: UInt64) -> Int {
+        engine.answers.removeExpired(now: now)
+    }
+
+    /// Gives a flow that waits for rules this decision, without asking the
+    /// engine (no answer in time: `policy.askDefault`). Nil when the flow is
+    /// unknown or not waiting.
+    public mutating func settle(flow key: FlowKey, with decision: Decision, now: UInt64) -> Inspection? {
+        guard let slot = table.find(key, now: now) else { return nil }
+        guard let step = table[slot].rulesChanged(), case .decide(let findings) = step else { return nil }
+        let facts = makeFacts(findings, key: key, uid: nil, gid: nil)
+        return conclude(slot, key, findings, facts: facts, direction: .clientToServer, created: false, decision: decision)
+    }
+
     /// Decides a flow that waits for rules (or a DNS flow holding a query)
     /// again with the current engine. Nil when the flow is unknown or not waiting.
     public mutating func resolve(flow key: FlowKey, now: UInt64) -> Inspection? {
@@ -370,8 +392,8 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
 
     /// Asks the engine, records the answer in the flow, and reports it.
     private mutating func conclude(_ slot: FlowSlot, _ key: FlowKey, _ findings: FlowFindings, facts: FlowFacts,
-                                   direction: Inspection.Direction, created: Bool) -> Inspection {
-        let decision = engine.decide(facts)
+                                   direction: Inspection.Direction, created: Bool, decision given: Decision? = nil) -> Inspection {
+        let decision = given ?? engine.decide(facts)
         let wasQueries: Bool
         if case .judgingQueries = table[slot].state { wasQueries = true } else { wasQueries = false }
         let stage = table[slot].apply(decision, facts: facts)

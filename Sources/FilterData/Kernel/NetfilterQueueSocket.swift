@@ -67,7 +67,8 @@ public final class NetfilterQueueSocket {
     public private(set) var counters = QueueSocketCounters()
 
     private let socket: OpaquePointer
-    private let descriptor: Int32
+    /// The netlink socket, for a caller that polls it with other descriptors.
+    public let descriptor: Int32
     private let portID: UInt32
     /// One datagram at a time; big enough for a 64 KiB GSO packet and its attributes.
     private let receiveBuffer: UnsafeMutableRawBufferPointer
@@ -155,6 +156,12 @@ public final class NetfilterQueueSocket {
             throw QueueSocketError(operation: "poll", errno: errno)
         }
         if ready == 0 { return 0 }
+        return try receiveReady(limit: limit, body)
+    }
+
+    /// `receive` for a caller that already knows the socket is readable:
+    /// reads up to `limit` packets without waiting.
+    public func receiveReady(limit: Int, _ body: (QueuedPacket) -> Void) throws(QueueSocketError) -> Int {
         var handled = 0
         while handled < limit {
             let received = recv(descriptor, receiveBuffer.baseAddress, receiveBuffer.count, Int32(MSG_DONTWAIT))

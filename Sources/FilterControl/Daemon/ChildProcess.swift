@@ -1,0 +1,154 @@
+import CHallpassSys
+public import Foundation
+
+/// A child process started with posix_spawn and reaped by its pid.
+///
+/// filter-control runs filter-data for as long as it lives and short
+/// commands (iptables-restore) next to it; each is waited for by its own
+/// pid, so no reaping of one can steal another's exit status (Foundation's
+/// Process reaps through a shared SIGCHLD handler and has been seen to miss
+/// an exit while another child was running).
+public final class ChildProcess: @unchecked Sendable {
+    // @unchecked Sendable: `exitStatus` is guarded by `lock`.
+    public let pid: Int32
+    private let lock = NSLock()
+    private var status: Int32?
+
+    public struct LaunchError: Error, CustomStringConvertible {
+        public var executable: String
+        public var errno: Int32
+        public var description: String { "cannot start \(executable): \(String(cString: strerror(errno)))" }
+    }
+
+    /// Starts `executable` with `arguments`. `descriptors` maps a descriptor
+    /// of this process to the number the child sees it under (dup2, which
+    /// clears close-on-exec on the copy); standard input is /dev/null unless
+    /// mapped, standard output and error are inherited unless mapped.
+    public init(executable: String, arguments: [String], descriptors: [(from: Int32, to: Int32)] = []) throws(LaunchError) {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        if !descriptors.contains(where: { $0.to == 0 }) {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
+        for mapping in descriptors {
+            posix_spawn_file_actions_adddup2(&actions, mapping.from, mapping.to)
+        }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        // The child starts with default signal handling and nothing blocked
+        // (filter-control ignores SIGTERM and SIGINT in favour of dispatch sources).
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        sigaddset(&defaults, SIGTERM)
+        sigaddset(&defaults, SIGINT)
+        sigaddset(&defaults, SIGHUP)
+        sigaddset(&defaults, SIGPIPE)
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        var argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var child: pid_t = 0
+        let result = posix_spawn(&child, executable, &actions, &attributes, &argv, environ)
+        guard result == 0 else { throw LaunchError(executable: executable, errno: result) }
+        pid = child
+    }
+
+    /// The exit status once reaped: the code, or 128 + the signal that ended it.
+    public var exitStatus: Int32? {
+        lock.withLock { status }
+    }
+
+    /// Reaps the child if it has ended; true while it runs.
+    public var isRunning: Bool {
+        reap(blocking: false) == nil
+    }
+
+    /// Waits for the child to end; returns its exit status.
+    @discardableResult
+    public func wait() -> Int32 {
+        reap(blocking: true)!
+    }
+
+    private func reap(blocking: Bool) -> Int32? {
+        lock.withLock {
+            if let status { return status }
+            var raw: Int32 = 0
+            while true {
+                let result = waitpid(pid, &raw, blocking ? 0 : WNOHANG)
+                if result == pid {
+                    status = (raw & 0x7F) == 0 ? (raw >> 8) & 0xFF : 128 + (raw & 0x7F)
+                    return status
+                }
+                if result < 0, errno == EINTR { continue }
+                if result < 0 {
+                    // ECHILD: somebody else reaped it; it is gone either way.
+                    status = 255
+                    return status
+                }
+                return nil
+            }
+        }
+    }
+
+    /// SIGTERM, then SIGKILL after `grace` seconds; returns the exit status.
+    @discardableResult
+    public func stop(grace: Double) -> Int32 {
+        if isRunning { kill(pid, SIGTERM) }
+        let deadline = Date().addingTimeInterval(grace)
+        while isRunning, Date() < deadline { usleep(10_000) }
+        if isRunning { kill(pid, SIGKILL) }
+        return wait()
+    }
+
+    /// Runs a short command to its end: `input` on its standard input, its
+    /// standard output and error together as the result.
+    public static func run(_ executable: String, _ arguments: [String], input: String? = nil) throws -> (status: Int32, output: String) {
+        var inputPipe: [Int32] = [-1, -1]
+        var outputPipe: [Int32] = [-1, -1]
+        guard hp_pipe_cloexec(&inputPipe) == 0 else { throw LaunchError(executable: executable, errno: errno) }
+        guard hp_pipe_cloexec(&outputPipe) == 0 else {
+            close(inputPipe[0])
+            close(inputPipe[1])
+            throw LaunchError(executable: executable, errno: errno)
+        }
+        let child: ChildProcess
+        do {
+            child = try ChildProcess(
+                executable: executable, arguments: arguments, descriptors: [(inputPipe[0], 0), (outputPipe[1], 1), (outputPipe[1], 2)])
+        } catch {
+            for descriptor in inputPipe + outputPipe { close(descriptor) }
+            throw error
+        }
+        close(inputPipe[0])
+        close(outputPipe[1])
+        // The commands run here read all their input before they write much,
+        // so writing first and reading after cannot deadlock on these sizes.
+        if let input {
+            var bytes = Array(input.utf8)[...]
+            while !bytes.isEmpty {
+                let written = bytes.withUnsafeBytes { write(inputPipe[1], $0.baseAddress, $0.count) }
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    break
+                }
+                bytes = bytes.dropFirst(written)
+            }
+        }
+        close(inputPipe[1])
+        var output: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(outputPipe[0], $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            if count <= 0 { break }
+            if output.count < 1 << 20 { output.append(contentsOf: buffer[0..<count]) }
+        }
+        close(outputPipe[0])
+        return (child.wait(), String(decoding: output, as: UTF8.self))
+    }
+}

@@ -1,0 +1,249 @@
+public import FilterData
+public import Foundation
+
+/// Runs filter-data and keeps it running: spawns it with the child end of a
+/// control socket pair on descriptor 3, answers its needRules questions,
+/// checks its health once a second (ping, with its counters in the pong)
+/// and restarts it with growing delays when it dies or stops answering.
+/// New rules go to the running process (`useRules`) and are the ones the
+/// next start uses.
+///
+/// One thread runs the loop; the public methods may be called from any thread.
+public final class DataSupervisor: @unchecked Sendable {
+    // @unchecked Sendable: the mutable state is guarded by `lock`; the loop
+    // thread alone touches `child` and `channel`.
+
+    public struct Launch: Sendable {
+        public var executable: String
+        /// Arguments besides --store, --policy and --control-fd.
+        public var arguments: [String]
+
+        public init(executable: String, arguments: [String]) {
+            self.executable = executable
+            self.arguments = arguments
+        }
+    }
+
+    /// What `filterctl status` shows about filter-data.
+    public struct Status: Sendable {
+        public var pid: Int32?
+        public var startedAt: Date?
+        public var restarts = 0
+        public var lastExit: String?
+        public var rulesVersion: UInt64?
+        public var lastRulesRefusal: String?
+        /// The counters of the latest pong, by name.
+        public var counters: [String: UInt64] = [:]
+        public var countersAt: Date?
+    }
+
+    public static let controlDescriptor: Int32 = 3
+    /// No pong for this long: filter-data is killed and started again.
+    public var unresponsiveAfter: TimeInterval = 5
+    /// A run this long resets the restart delay to its first step.
+    public var stableAfter: TimeInterval = 30
+
+    private let launch: Launch
+    private let answerer: NeedRulesAnswerer
+    private let log: @Sendable (String) -> Void
+    private let lock = NSLock()
+    private var state = Status()
+    private var rules: (store: String, policy: String)
+    private var stopping = false
+    private var pendingRules = false
+    private var thread: Thread?
+    private let finished = DispatchSemaphore(value: 0)
+
+    // Loop thread only.
+    private var child: ChildProcess?
+    private var channel: ControlChannel?
+    private var nextLaunch = Date.distantPast
+    private var failuresInARow = 0
+    private var pingNumber: UInt64 = 0
+    private var lastPing = Date.distantPast
+    private var lastHeard = Date()
+
+    public init(launch: Launch, store: String, policy: String, answerer: NeedRulesAnswerer, log: @escaping @Sendable (String) -> Void) {
+        self.launch = launch
+        self.rules = (store, policy)
+        self.answerer = answerer
+        self.log = log
+    }
+
+    public var status: Status { lock.withLock { state } }
+
+    public func start() {
+        let thread = Thread { [self] in
+            loop()
+            finished.signal()
+        }
+        thread.name = "hallpass.supervisor"
+        self.thread = thread
+        thread.start()
+    }
+
+    /// Asks filter-data to give its held packets their verdicts and exit
+    /// (SIGTERM; SIGKILL after 3 seconds) and returns once it has.
+    public func stop() {
+        lock.withLock { stopping = true }
+        finished.wait()
+    }
+
+    /// Makes these the rules: sent to the running filter-data now, used by every later start.
+    public func useRules(store: String, policy: String) {
+        lock.withLock {
+            rules = (store, policy)
+            pendingRules = true
+        }
+    }
+
+    // MARK: The loop
+
+    private func loop() {
+        while !lock.withLock({ stopping }) {
+            if child == nil, Date() >= nextLaunch { start(rules: lock.withLock { rules }) }
+            guard let channel else {
+                usleep(20_000)
+                continue
+            }
+            let sendRules: (store: String, policy: String)? = lock.withLock {
+                defer { pendingRules = false }
+                return pendingRules ? rules : nil
+            }
+            if let sendRules { send(.useRules(store: sendRules.store, policy: sendRules.policy)) }
+            _ = channel.wait(timeoutMilliseconds: 200)
+            readMessages(channel)
+            checkHealth()
+        }
+        if let child {
+            let status = child.stop(grace: 3)
+            log("filter-data stopped (status \(status))")
+        }
+        channel = nil
+        child = nil
+    }
+
+    private func start(rules: (store: String, policy: String)) {
+        let pair: (ControlChannel, ControlChannel)
+        do {
+            pair = try ControlChannel.makePair()
+        } catch {
+            log("cannot make the control channel: \(error)")
+            scheduleRestart()
+            return
+        }
+        let arguments = launch.arguments + ["--store", rules.store, "--policy", rules.policy, "--control-fd", String(Self.controlDescriptor)]
+        do {
+            let process = try ChildProcess(
+                executable: launch.executable, arguments: arguments, descriptors: [(pair.1.descriptor, Self.controlDescriptor)])
+            child = process
+            channel = pair.0
+            lastHeard = Date()
+            lastPing = .distantPast
+            lock.withLock {
+                state.pid = process.pid
+                state.startedAt = Date()
+                pendingRules = false
+            }
+            log("filter-data started (pid \(process.pid))")
+        } catch {
+            log("\(error)")
+            scheduleRestart()
+        }
+        // pair.1, the child's end, closes here: filter-data holds the only copy,
+        // so its exit is seen as the end of the channel.
+    }
+
+    private func readMessages(_ channel: ControlChannel) {
+        while true {
+            let message: ControlMessage?
+            do {
+                message = try channel.receive { [log] error in log("filter-data sent a bad message: \(error)") }
+            } catch {
+                ended()
+                return
+            }
+            guard let message else { return }
+            lastHeard = Date()
+            switch message {
+            case .hello(let pid, let version):
+                lock.withLock { state.rulesVersion = version }
+                log("filter-data \(pid) is filtering with rules version \(version)")
+            case .ask(let question):
+                answerer.answer(question) { reply in
+                    // A send from the lookup's thread is safe: one datagram, no shared buffer.
+                    try? channel.send(reply)
+                }
+            case .rulesLoaded(let version):
+                lock.withLock {
+                    state.rulesVersion = version
+                    state.lastRulesRefusal = nil
+                }
+                log("filter-data now uses rules version \(version)")
+            case .rulesRefused(let code, let reason):
+                lock.withLock { state.lastRulesRefusal = "\(reason) [\(code)]" }
+                log("filter-data refused the new rules: \(reason) [\(code)]; the old rules stay in force")
+            case .pong(_, let counters):
+                lock.withLock {
+                    state.counters = Dictionary(counters.map { ($0.name, $0.value) }, uniquingKeysWith: { $1 })
+                    state.countersAt = Date()
+                    if let version = state.counters["rulesVersion"] { state.rulesVersion = version }
+                }
+            case .useRules, .answer, .noAnswer, .ping:
+                log("filter-data sent a message meant for filter-control")
+            }
+        }
+    }
+
+    private func checkHealth() {
+        guard let child else { return }
+        let now = Date()
+        if now.timeIntervalSince(lastPing) >= 1 {
+            pingNumber += 1
+            send(.ping(pingNumber))
+            lastPing = now
+        }
+        if now.timeIntervalSince(lastHeard) > unresponsiveAfter {
+            log("filter-data \(child.pid) has not answered for \(Int(unresponsiveAfter)) seconds; killing it")
+            kill(child.pid, SIGKILL)
+            lastHeard = now
+        }
+        if !child.isRunning { ended() }
+    }
+
+    private func send(_ message: ControlMessage) {
+        do {
+            try channel?.send(message)
+        } catch ControlChannel.Failure.closed {
+            ended()
+        } catch {
+            log("cannot send to filter-data: \(error)")
+        }
+    }
+
+    /// filter-data is gone: reap it, and start it again after a delay.
+    private func ended() {
+        guard let child else { return }
+        let status = child.wait()
+        let ranFor = Date().timeIntervalSince(lock.withLock { state.startedAt } ?? Date())
+        self.child = nil
+        channel = nil
+        let stopping = lock.withLock { () -> Bool in
+            state.pid = nil
+            state.lastExit = status > 128 ? "killed by signal \(status - 128)" : "exit status \(status)"
+            return self.stopping
+        }
+        guard !stopping else { return }
+        if ranFor >= stableAfter { failuresInARow = 0 }
+        log("filter-data exited (\(lock.withLock { state.lastExit ?? "" })); restarting")
+        scheduleRestart()
+    }
+
+    private func scheduleRestart() {
+        lock.withLock { state.restarts += 1 }
+        // 0.05 s, 0.1 s, 0.2 s ... 10 s: back at once after a crash, no busy loop when it cannot start.
+        let delay = min(10.0, 0.05 * pow(2.0, Double(min(failuresInARow, 8))))
+        failuresInARow += 1
+        nextLaunch = Date().addingTimeInterval(delay)
+    }
+}

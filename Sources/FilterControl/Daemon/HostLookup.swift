@@ -1,0 +1,137 @@
+public import FilterData
+import Foundation
+import SharedStore
+public import VerdictCore
+
+/// What a lookup service says about one name.
+public enum LookupResult: Sendable, Hashable {
+    /// The categories the service lists the name in (empty: it knows the
+    /// name and lists it nowhere), to be kept for `timeToLive` seconds.
+    case categories([String], timeToLive: UInt32)
+    /// No answer (the service is unreachable or answered nonsense): the
+    /// waiting flows get `policy.askDefault` now, and nothing is kept.
+    case unavailable(reason: String)
+}
+
+/// Where filter-control looks up the categories of a name that no rule
+/// knows (`policy.unknown: ask`).
+///
+/// The protocol is tiny, the same over `https://` and `file://`: the lookup
+/// folder sits next to the bundle (`<rules.source>lookup/`) and holds one
+/// text file per name, `lookup/<name>` (the canonical, lower-case ASCII
+/// form). Each non-empty line not starting with `#` is a category name; a
+/// line `ttl SECONDS` sets how long the answer is kept (default one hour).
+/// No file (HTTP 404) means the service does not know the name either: the
+/// flow gets `policy.askDefault`, and that answer is kept for the default
+/// time too. Anything else (unreachable, other statuses) is no answer.
+public protocol HostLookup: Sendable {
+    func lookUp(_ host: HostName) async -> LookupResult
+}
+
+extension LookupResult {
+    public static let defaultTimeToLive: UInt32 = 3600
+
+    /// Reads a lookup file's text.
+    public static func parse(_ text: String) -> LookupResult {
+        var categories: [String] = []
+        var timeToLive = defaultTimeToLive
+        for rawLine in text.split(whereSeparator: \.isNewline).prefix(256) {
+            let line = rawLine.trimmingCharacters(in: .whitespaces)
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            if line.hasPrefix("ttl ") {
+                guard let seconds = UInt32(line.dropFirst(4).trimmingCharacters(in: .whitespaces)), seconds <= 7 * 86_400 else {
+                    return .unavailable(reason: "a ttl line that is not a number of seconds up to a week")
+                }
+                timeToLive = seconds
+                continue
+            }
+            let name = line.lowercased()
+            guard name.count <= 64, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else {
+                return .unavailable(reason: "'\(line.prefix(64))' is not a category name")
+            }
+            if !categories.contains(name) { categories.append(name) }
+        }
+        return .categories(categories, timeToLive: timeToLive)
+    }
+}
+
+/// A lookup folder on this machine (`file:///.../lookup/`).
+public struct FolderLookup: HostLookup {
+    public let folder: String
+
+    public init(folder: String) {
+        self.folder = folder.hasSuffix("/") ? String(folder.dropLast()) : folder
+    }
+
+    public func lookUp(_ host: HostName) async -> LookupResult {
+        let path = folder + "/" + host.description
+        do {
+            let bytes = try BoundedFile.read(path, limit: 64 * 1024)
+            return LookupResult.parse(String(decoding: bytes, as: UTF8.self))
+        } catch .missing {
+            return .categories([], timeToLive: LookupResult.defaultTimeToLive)
+        } catch {
+            return .unavailable(reason: "\(path): \(error)")
+        }
+    }
+}
+
+/// No lookup service is configured: every question gets no answer.
+public struct NoLookup: HostLookup {
+    public init() {}
+    public func lookUp(_ host: HostName) async -> LookupResult { .unavailable(reason: "no lookup service (rules.source is not set)") }
+}
+
+/// Answers filter-data's needRules questions from a lookup service, with a
+/// cache of the answers for their time to live. A cached answer is given
+/// on the spot, on the caller's thread.
+public final class NeedRulesAnswerer: @unchecked Sendable {
+    // @unchecked Sendable: `cache` and the counters are guarded by `lock`.
+    private let lookup: any HostLookup
+    private let lock = NSLock()
+    private var cache: [HostName: (result: LookupResult, expires: Date)] = [:]
+    private let capacity: Int
+    public private(set) var cacheHits: UInt64 = 0
+    public private(set) var lookups: UInt64 = 0
+
+    public init(lookup: any HostLookup, capacity: Int = 16_384) {
+        self.lookup = lookup
+        self.capacity = capacity
+    }
+
+    /// The message that answers `host`: `answer` with categories, or `noanswer`.
+    public static func message(for host: HostName, _ result: LookupResult) -> ControlMessage {
+        switch result {
+        case .categories(let categories, let timeToLive): .answer(host: host, categories: categories, timeToLive: timeToLive)
+        case .unavailable: .noAnswer(host: host)
+        }
+    }
+
+    /// Calls `reply` with the answer: at once when cached, else when the lookup returns.
+    public func answer(_ question: NeedRulesQuestion, reply: @escaping @Sendable (ControlMessage) -> Void) {
+        let host = question.host
+        let cached: LookupResult? = lock.withLock {
+            let now = Date()
+            guard let entry = cache[host], entry.expires > now else { return nil }
+            cacheHits += 1
+            // What is left of the time to live, so filter-data forgets it when this cache does.
+            guard case .categories(let categories, _) = entry.result else { return entry.result }
+            return .categories(categories, timeToLive: UInt32(max(1, entry.expires.timeIntervalSince(now).rounded(.up))))
+        }
+        if let cached {
+            reply(NeedRulesAnswerer.message(for: host, cached))
+            return
+        }
+        Task {
+            let result = await lookup.lookUp(host)
+            if case .categories(_, let timeToLive) = result, timeToLive > 0 {
+                lock.withLock {
+                    lookups += 1
+                    if cache.count >= capacity { cache.removeAll(keepingCapacity: true) }
+                    cache[host] = (result, Date().addingTimeInterval(Double(timeToLive)))
+                }
+            }
+            reply(NeedRulesAnswerer.message(for: host, result))
+        }
+    }
+}

@@ -1,0 +1,94 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One end of the socket pair between filter-control and filter-data
+/// (AF_UNIX, SOCK_SEQPACKET). Non-blocking on both sides: a process never
+/// waits on the other, it polls `descriptor` with its other work.
+///
+/// `send` may be called from any thread (one datagram, no shared state);
+/// `receive` from one thread at a time.
+public final class ControlChannel: @unchecked Sendable {
+    public enum Failure: Error, Hashable, Sendable, CustomStringConvertible {
+        /// The other process closed its end (exited).
+        case closed
+        case system(operation: String, errno: Int32)
+        /// The other side's buffer is full; the message was not sent.
+        case wouldBlock
+
+        public var description: String {
+            switch self {
+            case .closed: "the other process closed the control channel"
+            case .system(let operation, let code): "control channel: \(operation) failed: \(String(cString: strerror(code)))"
+            case .wouldBlock: "control channel: the other process is not reading"
+            }
+        }
+    }
+
+    public let descriptor: Int32
+    private let ownsDescriptor: Bool
+    private var buffer = [UInt8](repeating: 0, count: ControlMessage.maximumSize + 1)
+
+    /// Wraps an open descriptor (filter-data: the one it inherited). With
+    /// `owning`, `close()` and deinit close it.
+    public init(descriptor: Int32, owning: Bool = true) {
+        self.descriptor = descriptor
+        self.ownsDescriptor = owning
+    }
+
+    deinit {
+        if ownsDescriptor { Glibc.close(descriptor) }
+    }
+
+    /// A connected pair, both ends close-on-exec (the child's end is dup2'ed
+    /// into place, which clears the flag on the copy).
+    public static func makePair() throws(Failure) -> (ControlChannel, ControlChannel) {
+        var descriptors: [Int32] = [-1, -1]
+        let kind = Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+        guard socketpair(AF_UNIX, kind, 0, &descriptors) == 0 else {
+            throw .system(operation: "socketpair", errno: errno)
+        }
+        return (ControlChannel(descriptor: descriptors[0]), ControlChannel(descriptor: descriptors[1]))
+    }
+
+    /// Sends one message without waiting.
+    public func send(_ message: ControlMessage) throws(Failure) {
+        let bytes = message.encoded
+        let sent = bytes.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
+        if sent < 0 {
+            switch errno {
+            case EAGAIN, EWOULDBLOCK: throw .wouldBlock
+            case EPIPE, ECONNRESET: throw .closed
+            default: throw .system(operation: "send", errno: errno)
+            }
+        }
+    }
+
+    /// The next message, nil when none is waiting. A message that does not
+    /// decode is reported through `invalid` and skipped.
+    public func receive(invalid: (ControlMessage.DecodingError) -> Void = { _ in }) throws(Failure) -> ControlMessage? {
+        while true {
+            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if count < 0 {
+                switch errno {
+                case EINTR: continue
+                case EAGAIN, EWOULDBLOCK: return nil
+                case ECONNRESET: throw .closed
+                default: throw .system(operation: "recv", errno: errno)
+                }
+            }
+            if count == 0 { throw .closed }
+            let decoded = buffer.withUnsafeBytes { ControlMessage.decode(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+            switch decoded {
+            case .success(let message): return message
+            case .failure(let error): invalid(error)
+            }
+        }
+    }
+
+    /// Waits up to `timeoutMilliseconds` (-1: no limit) for a message.
+    public func wait(timeoutMilliseconds: Int32) -> Bool {
+        var descriptor = pollfd(fd: self.descriptor, events: Int16(POLLIN), revents: 0)
+        return poll(&descriptor, 1, timeoutMilliseconds) > 0
+    }
+}

@@ -1,0 +1,173 @@
+// The messages between filter-control and filter-data on their inherited
+// socket pair (AF_UNIX, SOCK_SEQPACKET: one message per datagram, in order,
+// and the end of the other process is seen as end of file).
+//
+// A message is UTF-8 text: its fields separated by line feeds, the first
+// field the message's name. No field may contain a line feed; paths and
+// reasons may contain spaces. A datagram is at most `maximumSize` bytes.
+//
+//   filter-control -> filter-data
+//     rules STORE POLICY          map this store and policy, swap, unmap the old (rulesChanged)
+//     answer HOST TTL CATEGORY... the lookup's categories of HOST (none: known, but in no category)
+//     noanswer HOST               no answer for HOST: its waiting flows get policy.askDefault now
+//     ping N                      health check; filter-data answers pong N with its counters
+//
+//   filter-data -> filter-control
+//     hello PID VERSION           running, sandboxed, with this rules version
+//     ask HOST KIND DEST PORT UID needRules: a flow to HOST waits (UID '-' when unknown)
+//     loaded VERSION              a `rules` message was applied
+//     refused CODE MESSAGE        a `rules` message was refused; the old rules stay
+//     pong N KEY=VALUE...         the answer to ping N, with counters
+public import VerdictCore
+
+public enum ControlMessage: Sendable, Hashable {
+    case useRules(store: String, policy: String)
+    case answer(host: HostName, categories: [String], timeToLive: UInt32)
+    case noAnswer(host: HostName)
+    case ping(UInt64)
+
+    case hello(pid: Int32, rulesVersion: UInt64)
+    case ask(NeedRulesQuestion)
+    case rulesLoaded(version: UInt64)
+    case rulesRefused(code: String, message: String)
+    case pong(UInt64, counters: [Counter])
+
+    /// The largest datagram either side sends or accepts.
+    public static let maximumSize = 8192
+
+    public struct Counter: Sendable, Hashable {
+        public var name: String
+        public var value: UInt64
+
+        public init(_ name: String, _ value: UInt64) {
+            self.name = name
+            self.value = value
+        }
+    }
+
+    public struct DecodingError: Error, Hashable, Sendable, CustomStringConvertible {
+        public var reason: String
+        public var description: String { "control message: \(reason)" }
+    }
+
+    public var encoded: [UInt8] {
+        var fields: [String]
+        switch self {
+        case .useRules(let store, let policy): fields = ["rules", store, policy]
+        case .answer(let host, let categories, let timeToLive): fields = ["answer", host.description, String(timeToLive)] + categories
+        case .noAnswer(let host): fields = ["noanswer", host.description]
+        case .ping(let number): fields = ["ping", String(number)]
+        case .hello(let pid, let version): fields = ["hello", String(pid), String(version)]
+        case .ask(let question):
+            fields = [
+                "ask", question.host.description, question.kind, question.destination, String(question.port),
+                question.uid.map { String($0) } ?? "-",
+            ]
+        case .rulesLoaded(let version): fields = ["loaded", String(version)]
+        case .rulesRefused(let code, let message): fields = ["refused", code, message]
+        case .pong(let number, let counters): fields = ["pong", String(number)] + counters.map { "\($0.name)=\($0.value)" }
+        }
+        // A line feed inside a field would split it; no field the encoder is given has one
+        // (names are canonical, paths come from the config), but keep the framing safe.
+        return Array(fields.map { $0.replacing("\n", with: " ") }.joined(separator: "\n").utf8)
+    }
+
+    public init(decoding bytes: UnsafeRawBufferPointer) throws(DecodingError) {
+        guard !bytes.isEmpty, bytes.count <= ControlMessage.maximumSize else {
+            throw DecodingError(reason: "a message of \(bytes.count) bytes (1 to \(ControlMessage.maximumSize) expected)")
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else { throw DecodingError(reason: "not UTF-8") }
+        let fields = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let arguments = fields.dropFirst()
+        func count(_ expected: Int) throws(DecodingError) {
+            guard arguments.count == expected else {
+                throw DecodingError(reason: "'\(fields[0])' takes \(expected) fields, got \(arguments.count)")
+            }
+        }
+        func host(_ text: String) throws(DecodingError) -> HostName {
+            do {
+                return try HostName(text)
+            } catch {
+                throw DecodingError(reason: "'\(text)' is not a host name")
+            }
+        }
+        func number<N: FixedWidthInteger>(_ text: String, as type: N.Type = N.self) throws(DecodingError) -> N {
+            guard let value = N(text) else { throw DecodingError(reason: "'\(text)' is not a number") }
+            return value
+        }
+        let values = Array(arguments)
+        switch fields[0] {
+        case "rules":
+            try count(2)
+            guard values.allSatisfy({ $0.hasPrefix("/") }) else { throw DecodingError(reason: "rules paths must be absolute") }
+            self = .useRules(store: values[0], policy: values[1])
+        case "answer":
+            guard values.count >= 2, values.count <= 66 else { throw DecodingError(reason: "'answer' takes a host, a TTL and up to 64 categories") }
+            let categories = values.dropFirst(2).map { $0.lowercased() }
+            guard categories.allSatisfy({ !$0.isEmpty && $0.count <= 64 }) else { throw DecodingError(reason: "an empty or overlong category") }
+            self = .answer(host: try host(values[0]), categories: categories, timeToLive: try number(values[1]))
+        case "noanswer":
+            try count(1)
+            self = .noAnswer(host: try host(values[0]))
+        case "ping":
+            try count(1)
+            self = .ping(try number(values[0]))
+        case "hello":
+            try count(2)
+            self = .hello(pid: try number(values[0]), rulesVersion: try number(values[1]))
+        case "ask":
+            try count(5)
+            let uid: UInt32? = values[4] == "-" ? nil : try number(values[4])
+            self = .ask(
+                NeedRulesQuestion(host: try host(values[0]), kind: values[1], destination: values[2], port: try number(values[3]), uid: uid))
+        case "loaded":
+            try count(1)
+            self = .rulesLoaded(version: try number(values[0]))
+        case "refused":
+            try count(2)
+            self = .rulesRefused(code: values[0], message: values[1])
+        case "pong":
+            guard values.count >= 1 else { throw DecodingError(reason: "'pong' needs its number") }
+            var counters: [Counter] = []
+            for field in values.dropFirst() {
+                guard let equals = field.firstIndex(of: "="), let value = UInt64(field[field.index(after: equals)...]) else {
+                    throw DecodingError(reason: "'\(field)' is not NAME=NUMBER")
+                }
+                counters.append(Counter(String(field[..<equals]), value))
+            }
+            self = .pong(try number(values[0]), counters: counters)
+        default:
+            throw DecodingError(reason: "unknown message '\(fields[0].prefix(32))'")
+        }
+    }
+
+    public init(decoding bytes: [UInt8]) throws(DecodingError) {
+        self = try bytes.withUnsafeBytes { ControlMessage.decode($0) }.get()
+    }
+
+    static func decode(_ bytes: UnsafeRawBufferPointer) -> Result<ControlMessage, DecodingError> {
+        do throws(DecodingError) {
+            return .success(try ControlMessage(decoding: bytes))
+        } catch {
+            return .failure(error)
+        }
+    }
+}
+
+/// What filter-data tells filter-control about a flow that waits for rules.
+public struct NeedRulesQuestion: Sendable, Hashable {
+    public var host: HostName
+    /// `tls`, `http`, `quic`, `dns` or `none`.
+    public var kind: String
+    public var destination: String
+    public var port: UInt16
+    public var uid: UInt32?
+
+    public init(host: HostName, kind: String, destination: String, port: UInt16, uid: UInt32?) {
+        self.host = host
+        self.kind = kind
+        self.destination = destination
+        self.port = port
+        self.uid = uid
+    }
+}

@@ -1,0 +1,85 @@
+public import VerdictCore
+
+/// The packets filter-data holds back (no verdict yet) while their flows
+/// wait for filter-control's answer (needRules), grouped by flow and by the
+/// name asked about. Bounded: the kernel counts held packets against the
+/// queue's length, so at `capacity` a new packet is refused and its flow
+/// gets the default at once. Pure: time is passed in.
+public struct HeldPackets: Sendable {
+    public struct Flow: Sendable, Hashable {
+        public var host: HostName
+        public var packets: [UInt32]
+        /// When the flow stops waiting and gets `policy.askDefault`.
+        public var deadline: UInt64
+    }
+
+    public enum HoldResult: Sendable, Hashable {
+        /// Held; `newQuestion` when no flow was waiting for this name yet (ask filter-control).
+        case held(newQuestion: Bool)
+        /// Not held: `capacity` packets are already waiting.
+        case full
+    }
+
+    public let capacity: Int
+    public private(set) var packetCount = 0
+    private var flows: [FlowKey: Flow] = [:]
+    /// The flows waiting for each name, and when the question was asked.
+    private var questions: [HostName: (asked: UInt64, flows: Set<FlowKey>)] = [:]
+
+    public init(capacity: Int = 1024) {
+        precondition(capacity > 0)
+        self.capacity = capacity
+    }
+
+    public var flowCount: Int { flows.count }
+    public var isEmpty: Bool { flows.isEmpty }
+
+    /// Holds `packet` of `flow`, which waits for an answer about `host`.
+    /// The deadline is set by the flow's first held packet.
+    public mutating func hold(packet: UInt32, flow key: FlowKey, host: HostName, now: UInt64, deadline: UInt64) -> HoldResult {
+        guard packetCount < capacity else { return .full }
+        packetCount += 1
+        if flows[key] != nil {
+            flows[key]!.packets.append(packet)
+            return .held(newQuestion: false)
+        }
+        flows[key] = Flow(host: host, packets: [packet], deadline: deadline)
+        if questions[host] != nil {
+            questions[host]!.flows.insert(key)
+            return .held(newQuestion: false)
+        }
+        questions[host] = (now, [key])
+        return .held(newQuestion: true)
+    }
+
+    /// Whether packets of this flow are held.
+    public func contains(_ key: FlowKey) -> Bool { flows[key] != nil }
+
+    /// Stops holding the flow; returns its packets (in arrival order).
+    public mutating func release(_ key: FlowKey) -> [UInt32] {
+        guard let flow = flows.removeValue(forKey: key) else { return [] }
+        packetCount -= flow.packets.count
+        if var question = questions[flow.host] {
+            question.flows.remove(key)
+            questions[flow.host] = question.flows.isEmpty ? nil : question
+        }
+        return flow.packets
+    }
+
+    /// The flows waiting for `host`, and when it was asked about (nil: nobody waits).
+    public func waiting(for host: HostName) -> (asked: UInt64, flows: [FlowKey])? {
+        guard let question = questions[host] else { return nil }
+        return (question.asked, Array(question.flows))
+    }
+
+    /// Every flow held, for a rules change (each may now be decided).
+    public var allFlows: [FlowKey] { Array(flows.keys) }
+
+    /// Flows whose deadline is at or before `now`.
+    public func expired(now: UInt64) -> [FlowKey] {
+        flows.compactMap { $0.value.deadline <= now ? $0.key : nil }
+    }
+
+    /// The earliest deadline, nil when nothing is held.
+    public var nextDeadline: UInt64? { flows.values.lazy.map(\.deadline).min() }
+}

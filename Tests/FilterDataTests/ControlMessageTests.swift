@@ -1,0 +1,92 @@
+@testable import FilterData
+import Testing
+import VerdictCore
+
+@Suite struct ControlMessageTests {
+    @Test func everyMessageSurvivesTheRoundTrip() throws {
+        let messages: [ControlMessage] = [
+            .useRules(store: "/var/lib/hallpass/versions/7/rules.hpstore", policy: "/run/hallpass/policy with space"),
+            .answer(host: try HostName("casino.example"), categories: ["gambling", "games"], timeToLive: 3600),
+            .answer(host: try HostName("nobody.example"), categories: [], timeToLive: 60),
+            .noAnswer(host: try HostName("xn--bcher-kva.example")),
+            .ping(42),
+            .hello(pid: 1234, rulesVersion: 7),
+            .ask(NeedRulesQuestion(host: try HostName("new.example"), kind: "tls", destination: "2001:db8::1", port: 443, uid: 1000)),
+            .ask(NeedRulesQuestion(host: try HostName("dns.example"), kind: "dns", destination: "10.0.0.2", port: 53, uid: nil)),
+            .rulesLoaded(version: 8),
+            .rulesRefused(code: "store.checksum", message: "the store's checksum does not match"),
+            .pong(42, counters: [.init("packets", 10), .init("heldFlows", 0)]),
+            .pong(43, counters: []),
+        ]
+        for message in messages {
+            #expect(try ControlMessage(decoding: message.encoded) == message)
+        }
+    }
+
+    @Test func malformedMessagesAreRefusedWithAReason() {
+        let bad: [String] = [
+            "", "hello", "hello\n1", "hello\nx\n1", "rules\nrelative\n/abs", "rules\n/a", "answer\nnot a name\n60",
+            "answer\nok.example\n-1", "answer\nok.example", "ping\n", "ask\nnew.example\ntls\n1.2.3.4\n99999\n-",
+            "pong\n1\nnovalue", "pong\n1\nx=-3", "whatever\n1", "noanswer\n", "refused\nonly-code",
+        ]
+        for text in bad {
+            #expect(throws: ControlMessage.DecodingError.self, "\(text.debugDescription)") { try ControlMessage(decoding: Array(text.utf8)) }
+        }
+        #expect(throws: ControlMessage.DecodingError.self) { try ControlMessage(decoding: [0xFF, 0xFE]) }
+        #expect(throws: ControlMessage.DecodingError.self) {
+            try ControlMessage(decoding: Array(("ping\n" + String(repeating: "1", count: ControlMessage.maximumSize)).utf8))
+        }
+        forEachMutation(of: ControlMessage.answer(host: try! HostName("a.example"), categories: ["x"], timeToLive: 5).encoded) { bytes in
+            _ = try? ControlMessage(decoding: bytes)
+        }
+    }
+
+    @Test func theChannelCarriesMessagesAndSeesTheEnd() throws {
+        var (left, right): (ControlChannel?, ControlChannel?) = try ControlChannel.makePair()
+        #expect(try right!.receive() == nil)
+        try left!.send(.ping(1))
+        try left!.send(.ping(2))
+        #expect(right!.wait(timeoutMilliseconds: 1000))
+        #expect(try right!.receive() == .ping(1))
+        #expect(try right!.receive() == .ping(2))
+        #expect(try right!.receive() == nil)
+        left = nil  // closes its end
+        #expect(throws: ControlChannel.Failure.closed) { try right!.receive() }
+        right = nil
+    }
+}
+
+@Suite struct HeldPacketsTests {
+    let flowA = FlowKey(protocolNumber: 6, source: IPAddress("10.0.0.1")!, sourcePort: 40000, destination: IPAddress("10.0.0.2")!, destinationPort: 443)
+    let flowB = FlowKey(protocolNumber: 6, source: IPAddress("10.0.0.1")!, sourcePort: 40001, destination: IPAddress("10.0.0.2")!, destinationPort: 443)
+    let flowC = FlowKey(protocolNumber: 17, source: IPAddress("10.0.0.1")!, sourcePort: 40002, destination: IPAddress("10.0.0.2")!, destinationPort: 443)
+
+    @Test func oneQuestionPerNameAndPacketsPerFlow() throws {
+        var held = HeldPackets(capacity: 8)
+        let name = try HostName("new.example")
+        #expect(held.hold(packet: 1, flow: flowA, host: name, now: 10, deadline: 100) == .held(newQuestion: true))
+        #expect(held.hold(packet: 2, flow: flowA, host: name, now: 11, deadline: 200) == .held(newQuestion: false))
+        #expect(held.hold(packet: 3, flow: flowB, host: name, now: 12, deadline: 150) == .held(newQuestion: false))
+        #expect(held.hold(packet: 4, flow: flowC, host: try HostName("other.example"), now: 13, deadline: 50) == .held(newQuestion: true))
+        #expect(held.packetCount == 4 && held.flowCount == 3)
+        let waiting = try #require(held.waiting(for: name))
+        #expect(waiting.asked == 10 && Set(waiting.flows) == [flowA, flowB])
+        #expect(held.nextDeadline == 50)
+        #expect(held.expired(now: 99) == [flowC])
+        #expect(held.release(flowA) == [1, 2])
+        #expect(held.release(flowA) == [])
+        #expect(held.waiting(for: name)?.flows == [flowB])
+        #expect(held.release(flowB) == [3])
+        #expect(held.waiting(for: name) == nil)
+        #expect(held.packetCount == 1)
+    }
+
+    @Test func theBoundRefusesMorePackets() throws {
+        var held = HeldPackets(capacity: 2)
+        let name = try HostName("new.example")
+        #expect(held.hold(packet: 1, flow: flowA, host: name, now: 0, deadline: 9) == .held(newQuestion: true))
+        #expect(held.hold(packet: 2, flow: flowA, host: name, now: 0, deadline: 9) == .held(newQuestion: false))
+        #expect(held.hold(packet: 3, flow: flowB, host: name, now: 0, deadline: 9) == .full)
+        #expect(held.packetCount == 2 && !held.contains(flowB))
+    }
+}
