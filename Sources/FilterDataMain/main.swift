@@ -135,8 +135,5 @@ do {
     fail(error.description, status: 74)
 }
 if stop == .controlClosed { say("filter-control closed the control channel") }
-let counters = path.inspector.counters
-let queueCounters = socket.counters
-say(
-    "stopped: \(counters.packets) packets, \(counters.flowsCreated) flows, \(counters.allowed) allowed, \(counters.dropped) dropped, \(queueCounters.netlinkErrors) netlink errors"
-)
+// The same counters as the health-check reply, on one line.
+say("stopped: " + path.report().map { "\($0.name)=\($0.value)" }.joined(separator: " "))
