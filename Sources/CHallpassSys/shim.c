@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -73,3 +74,5 @@ int hp_stop_requested(void) { return hp_stop_flag != 0; }
 long hp_ptrace_traceme(void) { return ptrace(PTRACE_TRACEME, 0, NULL, NULL); }
 
 int hp_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
+
+int hp_accept_cloexec(int listener) { return accept4(listener, NULL, NULL, SOCK_CLOEXEC); }

@@ -140,6 +140,20 @@ public struct KernelRules: Sendable {
         (try? run(family.command, ["-C", "OUTPUT", "-j", chain])) != nil
     }
 
+    /// The kernel's counters for `queue` (from /proc/net/netfilter/nfnetlink_queue):
+    /// packets waiting now, dropped because the queue was full, and dropped
+    /// because filter-data's socket could not take them. Empty when nobody has the queue.
+    public static func queueStatistics(queue: UInt16) -> [String: UInt64] {
+        guard let text = try? String(contentsOfFile: "/proc/net/netfilter/nfnetlink_queue", encoding: .utf8) else { return [:] }
+        for line in text.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true).compactMap { UInt64($0) }
+            // queue, portid, waiting, copy mode, copy range, queue dropped, user dropped, id sequence, 1
+            guard fields.count >= 7, fields[0] == UInt64(queue) else { continue }
+            return ["queueWaiting": fields[2], "queueDropped": fields[5], "queueUserDropped": fields[6]]
+        }
+        return [:]
+    }
+
     @discardableResult
     static func run(_ command: String, _ arguments: [String], input: String? = nil) throws -> String {
         // -w: wait for the xtables lock instead of failing when another tool holds it.

@@ -20,6 +20,10 @@ enum ExitStatus {
     static let cannotCreate: Int32 = 73
     /// Reading or writing failed midway.
     static let ioError: Int32 = 74
+    /// filter-control is not running or does not answer.
+    static let unavailable: Int32 = 69
+    /// Not allowed to use the admin socket.
+    static let noPermission: Int32 = 77
     /// The configuration file is invalid.
     static let configError: Int32 = 78
 }
@@ -37,12 +41,14 @@ struct Filterctl: ParsableCommand {
         abstract: "Administer hallpass, the on-host content filter.",
         discussion: """
             Offline commands (no daemon needed): compile, check --store/--bundle, replay, bundle, config.
+            Commands for the running filter-control (its admin socket): status, reload, check without --store.
 
             Exit status: 0 success; 1 check: some targets could not be read; 64 usage error;
             65 invalid or refused store, bundle, list or capture; 66 input missing or unreadable;
-            73 cannot write output; 74 I/O error; 78 invalid configuration.
+            69 filter-control is not running or cannot be reached; 73 cannot write output;
+            74 I/O error; 77 not allowed to use the admin socket; 78 invalid configuration.
             """,
-        subcommands: [Compile.self, Check.self, Replay.self, BundleCommand.self, ConfigCommand.self]
+        subcommands: [Compile.self, Check.self, Replay.self, Status.self, Reload.self, BundleCommand.self, ConfigCommand.self]
     )
 }
 
@@ -125,6 +131,8 @@ struct Check: ParsableCommand {
             TARGET '-' reads targets from standard input, one per line.
             Without --config every category in the rules is blocked and unknown names are allowed.
             For https:// targets only the name counts, as the filter never sees an HTTPS path.
+            Without --store or --bundle, the running filter-control answers with the rules and
+            policy in force (--socket, or admin.socket of --config, or /run/hallpass/control.sock).
             """
     )
 
@@ -140,7 +148,25 @@ struct Check: ParsableCommand {
         guard !targets.isEmpty else { throw ValidationError("name at least one target, or '-' to read them from standard input") }
     }
 
+    @Option(name: .long, help: "The admin socket of the running filter-control.")
+    var socket: String?
+
     func run() throws {
+        guard rules.isOffline else {
+            var list: [String] = []
+            for target in targets {
+                if target == "-" {
+                    while list.count < 100_000, let line = readLine() { list.append(line) }
+                } else {
+                    list.append(target)
+                }
+            }
+            let reply = try AdminCommand.reply(
+                AdminRequest(command: .check, targets: list, json: json), socket: AdminCommand.socketPath(socket, config: rules.config))
+            FileHandle.standardOutput.write(Data(reply.output.utf8))
+            if reply.exitCode != 0 { throw ExitCode(ExitStatus.someTargetsInvalid) }
+            return
+        }
         var runner = CheckRunner(engine: try rules.loadEngine(), format: json ? .json : .text)
         for target in targets {
             if target == "-" {

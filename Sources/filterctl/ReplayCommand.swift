@@ -35,6 +35,7 @@ struct Replay: ParsableCommand {
 
     func validate() throws {
         guard !files.isEmpty else { throw ValidationError("name at least one capture file") }
+        try rules.requireOffline()
     }
 
     func run() throws {

@@ -20,9 +20,16 @@ struct RulesOptions: ParsableArguments {
     var config: String?
 
     func validate() throws {
-        guard (store == nil) != (bundle == nil) else {
-            throw ValidationError("give exactly one of --store FILE or --bundle DIR")
+        guard store == nil || bundle == nil else {
+            throw ValidationError("give one of --store FILE or --bundle DIR, not both")
         }
+    }
+
+    /// Neither --store nor --bundle: `check` asks the running filter-control.
+    var isOffline: Bool { store != nil || bundle != nil }
+
+    func requireOffline() throws {
+        guard isOffline else { throw ValidationError("give --store FILE or --bundle DIR") }
     }
 
     /// The engine for these rules and this policy, or an exit with the matching status.

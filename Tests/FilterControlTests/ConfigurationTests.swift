@@ -1,4 +1,5 @@
 import FilterControl
+import Foundation
 import SharedStore
 import Testing
 import VerdictCore
@@ -88,5 +89,44 @@ extension ConfigurationTests {
         #expect(LookupResult.parse("") == .categories([], timeToLive: LookupResult.defaultTimeToLive))
         if case .unavailable = LookupResult.parse("<html>not found</html>") {} else { Issue.record("HTML taken for a category") }
         if case .unavailable = LookupResult.parse("ttl forever\n") {} else { Issue.record("a bad ttl taken") }
+    }
+}
+
+@Suite struct AdminSocketTests {
+    @Test func aRequestAndItsAnswerCrossTheSocket() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("hallpass-admin-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let path = folder + "/control.sock"
+        let server = try AdminServer(path: path, group: nil) { request in
+            let reply = AdminReply(exitCode: 0, output: "\(request.command.rawValue) \(request.targets ?? [])\n")
+            return try! AdminCoding.encoder.encode(reply)
+        }
+        server.start()
+        defer { server.stop() }
+        var status = stat()
+        #expect(stat(path, &status) == 0 && status.st_mode & 0o777 == 0o600, "only the owner may connect without an admin group")
+        let data = try AdminClient.send(AdminRequest(command: .check, targets: ["a.example"]), to: path)
+        let reply = try AdminCoding.decoder.decode(AdminReply.self, from: data)
+        #expect(reply.output == "check [\"a.example\"]\n")
+        // Nonsense gets an answer saying so, not a hang or a crash.
+        let client = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(client) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8) + [0]) }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        #expect(connected == 0)
+        _ = "not json\n".withCString { write(client, $0, 9) }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = read(client, &buffer, buffer.count)
+        #expect(count > 0 && String(decoding: buffer[0..<max(0, count)], as: UTF8.self).contains("admin.bad-request"))
+    }
+
+    @Test func noDaemonIsAClearError() {
+        #expect(throws: AdminSocketError.self) {
+            try AdminClient.send(AdminRequest(command: .status), to: "/tmp/hallpass-no-such-\(UUID().uuidString).sock")
+        }
     }
 }

@@ -39,6 +39,8 @@ extension FilterIntegrationTests {
               unknown: ask
               askDefault: block
               askTimeout: 2s
+            admin:
+              socket: \(network.folder)/control.sock
             """.write(toFile: config, atomically: true, encoding: .utf8)
         _ = try startHallpass(network, config: config, store: store)
 
@@ -54,6 +56,18 @@ extension FilterIntegrationTests {
         // A second flow to an answered name is decided from filter-data's overlay (no new question).
         let again = try network.curl("https", "school.test")
         #expect(again.status == 0, "\(again.output)")
+
+        // filterctl status shows the questions, their answers and the round trip.
+        let status = try shell("\(TestNetwork.binaries)/filterctl status --json --socket \(network.folder)/control.sock")
+        #expect(status.status == 0, "\(status.output)")
+        try network.waitFor("the counters of the next health check") {
+            let text = try shell("\(TestNetwork.binaries)/filterctl status --json --socket \(network.folder)/control.sock").output
+            guard let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
+                let counters = object["counters"] as? [String: Any]
+            else { return false }
+            return (counters["questions"] as? Int ?? 0) >= 3 && (counters["answers"] as? Int ?? 0) >= 3
+                && (counters["roundTrips"] as? Int ?? 0) >= 3
+        }
     }
 
     @Test func newRulesTakeEffectWithoutARestartAndBadOnesAreRefused() throws {
@@ -76,7 +90,8 @@ extension FilterIntegrationTests {
             ], log: "swap-load")
         try compile(network, ["allowed.test"], version: 2, to: store + ".new")
         #expect(rename(store + ".new", store) == 0)
-        kill(hallpass.pid, SIGHUP)
+        let reload = try shell("\(TestNetwork.binaries)/filterctl reload --socket \(network.folder)/control.sock")
+        #expect(reload.status == 0 && reload.output.contains("rules version 2 (was 1)"), "\(reload.output)")
         try network.waitFor("version 2") { network.log("filter-control").contains("now uses rules version 2") }
         #expect(load.wait() == 0)
         let codes = network.log("swap-load").split(separator: "\n")
@@ -93,11 +108,22 @@ extension FilterIntegrationTests {
         damaged[damaged.count / 2] ^= 0xFF
         try damaged.write(to: URL(fileURLWithPath: store + ".bad"))
         #expect(rename(store + ".bad", store) == 0)
+        let refused = try shell("\(TestNetwork.binaries)/filterctl reload --socket \(network.folder)/control.sock")
+        #expect(refused.status == 65 && refused.output.contains("reload refused"), "\(refused.output)")
+        // SIGHUP does the same as filterctl reload.
         kill(hallpass.pid, SIGHUP)
-        try network.waitFor("the refusal") { network.log("filter-control").contains("reload refused") }
+        try network.waitFor("the refusal") { network.log("filter-control").components(separatedBy: "reload refused").count == 3 }
         #expect([35, 56].contains(try network.curl("https", "allowed.test").status))
         #expect(try network.curl("https", "blocked.test").status == 0)
         #expect(try filterData(network) == pid)
+
+        // The daemon answers check with the rules in force, and status shows them.
+        let check = try shell("\(TestNetwork.binaries)/filterctl check --socket \(network.folder)/control.sock allowed.test blocked.test")
+        #expect(check.status == 0)
+        #expect(check.output.hasPrefix("block\tallowed.test\tcategory demo") && check.output.contains("allow\tblocked.test"), "\(check.output)")
+        let status = try shell("\(TestNetwork.binaries)/filterctl status --socket \(network.folder)/control.sock")
+        #expect(status.status == 0 && status.output.contains("version 2") && status.output.contains("pid \(pid)"), "\(status.output)")
+        #expect(status.output.contains("reload refused"))
     }
 
     @Test func aKilledFilterDataComesBackAndClosedModeLetsNothingThrough() throws {

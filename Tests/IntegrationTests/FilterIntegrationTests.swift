@@ -18,6 +18,8 @@ import Testing
             policy:
               block: [ demo ]
               unknown: allow
+            admin:
+              socket: \(network.folder)/control.sock
             """.write(toFile: config, atomically: true, encoding: .utf8)
         return (config, store)
     }

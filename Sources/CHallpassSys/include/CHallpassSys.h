@@ -40,6 +40,9 @@ int hp_stop_requested(void);
 /// in which a child spawned by another thread inherits them).
 int hp_pipe_cloexec(int fds[2]);
 
+/// accept4(listener, NULL, NULL, SOCK_CLOEXEC).
+int hp_accept_cloexec(int listener);
+
 static inline void hp_prefetch_read(const void *address) { __builtin_prefetch(address, 0, 1); }
 
 #endif

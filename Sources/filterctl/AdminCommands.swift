@@ -1,0 +1,123 @@
+import ArgumentParser
+import FilterControl
+import Foundation
+
+/// Talking to the running filter-control over its admin socket.
+enum AdminCommand {
+    /// --socket, else admin.socket of --config (or of the default configuration file when readable), else the default.
+    static func socketPath(_ socket: String?, config: String?) -> String {
+        if let socket { return socket }
+        let path = config ?? Configuration.defaultPath
+        if let text = try? String(contentsOfFile: path, encoding: .utf8), let configuration = try? Configuration(yaml: text) {
+            return configuration.admin.socket
+        }
+        return Configuration().admin.socket
+    }
+
+    static func exchange(_ request: AdminRequest, socket: String) throws -> Data {
+        do {
+            return try AdminClient.send(request, to: socket)
+        } catch {
+            let status = error.errno == EACCES || error.errno == EPERM ? ExitStatus.noPermission : ExitStatus.unavailable
+            throw fail(error.message, status: status)
+        }
+    }
+
+    static func reply(_ request: AdminRequest, socket: String) throws -> AdminReply {
+        let data = try exchange(request, socket: socket)
+        guard let reply = try? AdminCoding.decoder.decode(AdminReply.self, from: data) else {
+            throw fail("filter-control sent an answer filterctl does not understand", status: ExitStatus.ioError)
+        }
+        return reply
+    }
+}
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show what the running filter-control is doing.",
+        discussion: """
+            Rules version and age, where rules come from and the last reload's result, filter-data's
+            pid, uptime and restarts, the fail mode, and the counters: packets seen, verdicts by
+            action, held flows, queue drops, netlink errors.
+            """)
+
+    @Flag(name: .long, help: "Print the status as one JSON object.")
+    var json = false
+
+    @Option(name: .long, help: "The admin socket (default: admin.socket of --config, or /run/hallpass/control.sock).")
+    var socket: String?
+
+    @Option(name: .long, help: "A hallpass.yaml naming the admin socket.")
+    var config: String?
+
+    func run() throws {
+        let data = try AdminCommand.exchange(AdminRequest(command: .status), socket: AdminCommand.socketPath(socket, config: config))
+        guard let status = try? AdminCoding.decoder.decode(AdminStatus.self, from: data) else {
+            throw fail("filter-control sent a status filterctl does not understand", status: ExitStatus.ioError)
+        }
+        if json {
+            FileHandle.standardOutput.write(data + Data("\n".utf8))
+            return
+        }
+        print(Status.render(status), terminator: "")
+    }
+
+    static func render(_ status: AdminStatus) -> String {
+        func age(_ date: Date?) -> String {
+            guard let date else { return "never" }
+            let seconds = max(0, Int(status.now.timeIntervalSince(date)))
+            let text = seconds < 120 ? "\(seconds) s" : seconds < 7200 ? "\(seconds / 60) min" : seconds < 172_800 ? "\(seconds / 3600) h" : "\(seconds / 86_400) days"
+            return "\(ISO8601DateFormatter().string(from: date)) (\(text) ago)"
+        }
+        let counters = status.counters
+        func count(_ name: String) -> String { counters[name].map(String.init) ?? "-" }
+        var lines: [String] = []
+        let running = status.dataProcess.pid != nil
+        lines.append("hallpass:    \(running ? "filtering" : "filter-data is not running") (queue \(status.queue), fail \(status.failMode))")
+        lines.append("rules:       version \(status.rules.version.map(String.init) ?? "?"), loaded \(age(status.rules.installedAt))")
+        lines.append("             store \(status.rules.store)")
+        lines.append("             source \(status.rules.source ?? "none (rules on disk)")")
+        if let result = status.rules.lastFetchResult {
+            lines.append("last reload: \(age(status.rules.lastFetchAt)): \(result)")
+        }
+        var data = "filter-data: "
+        if let pid = status.dataProcess.pid {
+            data += "pid \(pid), up since \(age(status.dataProcess.startedAt)), "
+        }
+        data += "\(status.dataProcess.restarts) restart\(status.dataProcess.restarts == 1 ? "" : "s")"
+        if let exit = status.dataProcess.lastExit { data += ", last exit: \(exit)" }
+        lines.append(data)
+        if let refusal = status.dataProcess.lastRulesRefusal { lines.append("             refused new rules: \(refusal)") }
+        lines.append(
+            "packets:     \(count("packets")) seen, \(count("flows")) flows; verdicts: \(count("allowed")) allow, \(count("dropped")) block, \(count("neededRules")) ask, \(count("neededMoreData")) wait"
+        )
+        lines.append(
+            "needRules:   \(count("heldFlows")) flows held (\(count("heldPackets")) packets), \(count("questions")) asked, \(count("answers")) answered, \(count("askTimeouts")) timed out; round trip p50 \(count("roundTripP50Micros")) µs, p99 \(count("roundTripP99Micros")) µs"
+        )
+        lines.append(
+            "kernel:      queue drops \(count("queueDropped")) (full) + \(count("queueUserDropped")) (socket), netlink errors \(count("netlinkErrors")), \(count("queueWaiting")) waiting"
+        )
+        return lines.joined(separator: "\n") + "\n"
+    }
+}
+
+struct Reload: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Load the rules and the policy again now, and say what happened.",
+        discussion: """
+            Exit status: 0 new rules in force or already current; 65 the new rules were refused
+            (the rules in force stay); 78 the configuration is invalid; 69 filter-control is not running.
+            """)
+
+    @Option(name: .long, help: "The admin socket (default: admin.socket of --config, or /run/hallpass/control.sock).")
+    var socket: String?
+
+    @Option(name: .long, help: "A hallpass.yaml naming the admin socket.")
+    var config: String?
+
+    func run() throws {
+        let reply = try AdminCommand.reply(AdminRequest(command: .reload), socket: AdminCommand.socketPath(socket, config: config))
+        FileHandle.standardOutput.write(Data(reply.output.utf8))
+        if reply.exitCode != 0 { throw ExitCode(reply.exitCode) }
+    }
+}
