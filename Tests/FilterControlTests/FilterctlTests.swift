@@ -164,7 +164,13 @@ struct Filterctl {
     }
 
     @Test func usageAndMissingInputs() throws {
-        #expect(try Filterctl.run(["check", "example.com"]).status == 64)
+        #expect(try Filterctl.run(["check", "--store", "a", "--bundle", "b", "example.com"]).status == 64)
+        #expect(try Filterctl.run(["replay", "capture.pcap"]).status == 64)
+        // Without --store or --bundle, check asks the running filter-control; none runs here.
+        let noDaemon = try Filterctl.run(["check", "--socket", lists + "/no-daemon.sock", "example.com"])
+        #expect(noDaemon.status == 69 && noDaemon.stderr.contains("filter-control is not running"), "\(noDaemon.stderr)")
+        #expect(try Filterctl.run(["status", "--socket", lists + "/no-daemon.sock"]).status == 69)
+        #expect(try Filterctl.run(["reload", "--socket", lists + "/no-daemon.sock"]).status == 69)
         #expect(try Filterctl.run(["check", "--store", "/nonexistent.hpstore", "example.com"]).status == 66)
         #expect(try Filterctl.run(["compile", "--out", lists + "/x.hpstore", "/nonexistent/list"]).status == 66)
         let example = try Filterctl.run(["config", "example"])
