@@ -147,7 +147,6 @@ struct HTTPSClient: Sendable {
         let serverName = isAddress ? nil : host
         return try await ClientBootstrap(group: group)
             .connectTimeout(.nanoseconds(connectTimeout.nanoseconds))
-            .channelOption(.socketOption(.so_reuseaddr), value: 1)
             .connect(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let tls = try NIOSSLClientHandler(
@@ -210,7 +209,9 @@ struct HTTPSClient: Sendable {
                 return .tls(server: server, reason: "\(error)")
             }
         }
-        if error is HTTPParserError {
+        if let error = error as? HTTPParserError {
+            // The decoder reports a connection closed in the middle of a body as a parse error.
+            if error == .invalidEOFState { return .truncated(file: file) }
             return .badResponse(file: file, reason: "\(error)")
         }
         if let error = error as? IOError {
