@@ -38,11 +38,15 @@ import Testing
         #expect(!names.contains { $0.hasPrefix("incoming-") })
     }
 
+    @Test func aFileURLWorksForAFirstInstall() async throws {
+        let outcome = await updater().install(fromDirectory: "file://" + (try bundle(5)) + "/")
+        #expect(outcome == .installed(version: 5, previous: nil))
+        #expect(await updater().install(fromDirectory: "file://relative").code == "config.invalid")
+    }
+
     @Test func filesAreReadableByEveryone() async throws {
         _ = await updater().install(fromDirectory: try bundle(5))
-        func mode(_ path: String) throws -> Int {
-            (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue ?? -1
-        }
+        #expect(try mode(rules) == 0o755)
         #expect(try mode(rules + "/versions") == 0o755)
         #expect(try mode(rules + "/versions/5") == 0o755)
         for name in ["manifest", "manifest.sig", "rules.hpstore"] {
@@ -264,6 +268,10 @@ import Testing
         #expect(outcomes[1] == .installed(version: 4, previous: nil) || outcomes[1] == .alreadyCurrent(version: 4))
         #expect(RuleFolderSnapshot(rules).versions == ["4"])
     }
+}
+
+func mode(_ path: String) throws -> Int {
+    (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue ?? -1
 }
 
 enum FileSystemProbe {

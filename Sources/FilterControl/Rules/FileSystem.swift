@@ -23,12 +23,18 @@ enum FileSystem {
         }
     }
 
-    /// Creates `path` and its missing parents with mode 0755; an existing folder is fine.
+    /// Creates `path` and its missing parents with mode 0755 (whatever the
+    /// umask: the unprivileged filter-data must get through them); an existing
+    /// folder is left as it is.
     static func makeDirectories(_ path: String) throws(RuleUpdateError) {
         var prefix = ""
         for component in path.split(separator: "/") {
             prefix += "/" + component
-            if mkdir(prefix, 0o755) != 0 && errno != EEXIST { throw failure(prefix, "cannot create the folder") }
+            if mkdir(prefix, 0o755) == 0 {
+                try setMode(prefix, 0o755)
+            } else if errno != EEXIST {
+                throw failure(prefix, "cannot create the folder")
+            }
         }
         guard isDirectory(path) else { throw .io(path: path, reason: "exists and is not a folder") }
     }

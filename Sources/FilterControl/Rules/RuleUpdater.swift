@@ -115,10 +115,19 @@ public actor RuleUpdater {
 
     /// Installs the bundle in a local folder (a first install, or an offline
     /// one), with every check of ``update(now:)``: signature, expiry, hashes,
-    /// sizes, and a version newer than the installed one.
+    /// sizes, and a version newer than the installed one. `directory` is a
+    /// path or a `file:///` URL.
     public func install(fromDirectory directory: String, now: Int64 = BundleVerifier.currentTime()) async -> UpdateOutcome {
         while let running { _ = await running.value }
         var path = directory
+        if directory.lowercased().hasPrefix("file:") {
+            guard case .directory(let parsed)? = try? BundleSource(parsing: directory) else {
+                return record(
+                    .init(.invalidSetting(key: "bundle folder", reason: "'\(directory.prefix(80))' is not a file:///absolute/path/ URL")),
+                    source: directory, now: now)
+            }
+            path = parsed
+        }
         while path.count > 1, path.hasSuffix("/") { path.removeLast() }
         let transport = DirectoryTransport(directory: path)
         return await serialized { await self.perform(transport, now: now) }
