@@ -75,7 +75,8 @@ struct HTTPSClient: Sendable {
         defer { deadline.cancel() }
 
         var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: path)
-        head.headers.add(name: "Host", value: host.contains(":") ? "[\(host)]" + (port == 443 ? "" : ":\(port)") : host + (port == 443 ? "" : ":\(port)"))
+        let shownHost = host.contains(":") ? "[\(host)]" : host
+        head.headers.add(name: "Host", value: port == 443 ? shownHost : "\(shownHost):\(port)")
         head.headers.add(name: "User-Agent", value: "hallpass-filter-control")
         head.headers.add(name: "Accept", value: "*/*")
         head.headers.add(name: "Accept-Encoding", value: "identity")
@@ -105,7 +106,9 @@ struct HTTPSClient: Sendable {
                             }
                             response = Response(status: status, etag: answer.headers.first(name: "ETag"), byteCount: 0)
                         case .body(let buffer):
-                            guard var current = response else { throw RuleUpdateError.badResponse(file: file, reason: "a body before the status line") }
+                            guard var current = response else {
+                                throw RuleUpdateError.badResponse(file: file, reason: "a body before the status line")
+                            }
                             current.byteCount += UInt64(buffer.readableBytes)
                             guard current.byteCount <= limit else { throw RuleUpdateError.tooLarge(file: file, limit: limit) }
                             try body(buffer)
@@ -182,7 +185,11 @@ struct HTTPSClient: Sendable {
             if let dns = error.dnsAError ?? error.dnsAAAAError, error.connectionErrors.isEmpty {
                 return .unreachable(server: server, reason: "the name does not resolve (\(dns))")
             }
-            if error.connectionErrors.contains(where: { ($0.error as? ChannelError).map { if case .connectTimeout = $0 { true } else { false } } ?? false }) {
+            let timedOut = error.connectionErrors.contains { failure in
+                if let channelError = failure.error as? ChannelError, case .connectTimeout = channelError { return true }
+                return false
+            }
+            if timedOut {
                 return .timedOut(server: server, seconds: Int(timeout.components.seconds))
             }
             let reasons = error.connectionErrors.map { failure in
@@ -204,7 +211,8 @@ struct HTTPSClient: Sendable {
             case .handshakeFailed(let inner):
                 return .tls(server: server, reason: "handshake failed (\(inner))")
             case .uncleanShutdown:
-                return handshakeDone ? .truncated(file: file) : .tls(server: server, reason: "the server closed the connection during the handshake")
+                return handshakeDone
+                    ? .truncated(file: file) : .tls(server: server, reason: "the server closed the connection during the handshake")
             default:
                 return .tls(server: server, reason: "\(error)")
             }
@@ -218,7 +226,8 @@ struct HTTPSClient: Sendable {
             return handshakeDone ? .truncated(file: file) : .unreachable(server: server, reason: systemReason(error))
         }
         if error is ChannelError {
-            return handshakeDone ? .truncated(file: file) : .unreachable(server: server, reason: "the connection closed during the TLS handshake")
+            return handshakeDone
+                ? .truncated(file: file) : .unreachable(server: server, reason: "the connection closed during the TLS handshake")
         }
         return .badResponse(file: file, reason: "\(error)")
     }
