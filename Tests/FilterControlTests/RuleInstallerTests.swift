@@ -252,6 +252,19 @@ import Testing
         #expect(RuleUpdater.installed(directory: rules) == nil)
     }
 
+    @Test func anUnreadableCAFileIsRefusedBeforeAnyConnection() async throws {
+        var settings = RuleUpdater.Settings(
+            directory: rules, source: "https://127.0.0.1:1/rules/", trustedKeys: [factory.key.publicKey],
+            caFile: folder.sub("no-such-ca.pem"))
+        var outcome = await RuleUpdater(settings: settings).update()
+        #expect(outcome.code == "fetch.ca-file")
+        try Data("not a certificate\n".utf8).write(to: URL(fileURLWithPath: folder.sub("junk.pem")))
+        settings.caFile = folder.sub("junk.pem")
+        outcome = await RuleUpdater(settings: settings).update()
+        #expect(outcome.code == "fetch.ca-file")
+        #expect(outcome.message.contains("junk.pem"))
+    }
+
     @Test func noTrustedKeysRefusesEverything() async throws {
         let updater = RuleUpdater(settings: .init(directory: rules, source: nil, trustedKeys: []))
         #expect(await updater.install(fromDirectory: try bundle(3)).code == "bundle.no-trusted-keys")
