@@ -16,9 +16,19 @@ import Testing
         let local: TemporaryFolder
         var rules: String { local.sub("rules") }
 
+        /// How many times a bundle was published: each manifest gets a later
+        /// modification time, so nginx's ETag (time and size) always changes.
+        private var publications = 0
+
         init() throws {
             server = try RuleServer()
             local = try TemporaryFolder("fetch")
+        }
+
+        /// Moves the manifest's modification time past every earlier one.
+        func freshenManifest() {
+            publications += 1
+            try? server.touch(BundleManifest.fileName, secondsAhead: 1000 * publications)
         }
 
         deinit { server.stop() }
@@ -46,7 +56,7 @@ import Testing
         ) throws {
             try factory.write(
                 version: version, to: server.bundleFolder, issued: issued, expires: expires, signer: signer, padding: padding)
-            try server.touch(BundleManifest.fileName, secondsAhead: Int(version))
+            freshenManifest()
         }
 
         /// Publishes and installs version 1; returns the folder as it is then.
@@ -68,6 +78,7 @@ import Testing
         defer { fixture.server.stop() }
         let before = try await fixture.installFirst(factory)
         try spoil(fixture)
+        fixture.freshenManifest()
         let outcome = await fixture.updater(factory, source: source?(fixture.server), pins: pins, caFile: caFile).update()
         #expect(outcome.code == code, "\(outcome)")
         if let messageContains { #expect(outcome.message.contains(messageContains), "\(outcome.message)") }
