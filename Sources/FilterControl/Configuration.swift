@@ -1,5 +1,6 @@
 public import SharedStore
 public import VerdictCore
+import ExtrasBase64
 import Yams
 
 /// hallpass's one configuration file (default `/etc/hallpass/hallpass.yaml`),
@@ -33,6 +34,8 @@ public struct Configuration: Sendable, Hashable {
         public var pins: [String] = []
         /// Seconds between fetches.
         public var refresh: Int = 30 * 60
+        /// The most bytes one bundle may hold (manifest, signature and files together).
+        public var maxBundleBytes: Int = 256 << 20
     }
 
     public struct RequestAccess: Sendable, Hashable {
@@ -102,16 +105,16 @@ extension Configuration {
             if let peek = fields["peekBytes"] { self.queue.peekBytes = try peek.integer(in: 512...(1 << 20)) }
         }
         if let rules = top["rules"] {
-            let fields = try rules.mapping(allowed: ["directory", "source", "trustedKeys", "caFile", "pins", "refresh"])
+            let fields = try rules.mapping(allowed: [
+                "directory", "source", "trustedKeys", "caFile", "pins", "refresh", "maxBundleBytes",
+            ])
             if let directory = fields["directory"] { self.rules.directory = try directory.absolutePath() }
             if let source = fields["source"] {
                 let text = try source.string()
-                let lower = text.lowercased()
-                if lower.hasPrefix("http://") {
-                    throw source.error("plain http:// is refused: rules must come over https:// (or file:// for offline installs)")
-                }
-                guard lower.hasPrefix("https://") || lower.hasPrefix("file:///") else {
-                    throw source.error("expected an https:// or file:/// URL, got '\(text)'")
+                do {
+                    _ = try BundleSource(parsing: text)
+                } catch {
+                    throw source.error(error.description)
                 }
                 self.rules.source = text
             }
@@ -130,13 +133,18 @@ extension Configuration {
             if let pins = fields["pins"] {
                 self.rules.pins = try pins.list().map { node throws(ConfigurationError) in
                     let pin = try node.string()
-                    guard pin.hasPrefix("sha256/"), pin.count == 51 else {
+                    guard pin.hasPrefix("sha256/"), pin.count == 51,
+                        (try? Base64.decode(string: String(pin.dropFirst(7))))?.count == 32
+                    else {
                         throw node.error("a pin is 'sha256/' and the base64 SHA-256 of a SubjectPublicKeyInfo (44 characters)")
                     }
                     return pin
                 }
             }
             if let refresh = fields["refresh"] { self.rules.refresh = try refresh.duration(minimum: 60) }
+            if let limit = fields["maxBundleBytes"] {
+                self.rules.maxBundleBytes = try limit.integer(in: (1 << 20)...(1 << 34))
+            }
         }
         if let policy = top["policy"] {
             let fields = try policy.mapping(allowed: ["block", "allow", "deny", "unknown", "noName", "askDefault", "askTimeout"])

@@ -30,8 +30,11 @@ extension Configuration {
           # caFile: /etc/hallpass/rules-ca.pem
           # SPKI pins of the rule server: 'sha256/' + base64 SHA-256 of its public key. (example)
           # pins: [ "sha256/47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=" ]
-          # How often to look for new rules (s, m, h, d); each machine adds jitter.
+          # How often to look for new rules (s, m, h, d); each machine adds up to 10% either way.
           refresh: 30m
+          # The largest bundle accepted, in bytes (manifest, signature and files together).
+          # A manifest asking for more is refused before anything is downloaded.
+          maxBundleBytes: 268435456
 
         policy:
           # Categories to block: a list of category names from the rules, or 'all'. (example)

@@ -34,6 +34,8 @@ public struct BundleManifest: Sendable, Hashable {
     /// The store inside a bundle.
     public static let storeFileName = "rules.hpstore"
     public static let maximumManifestBytes = 64 * 1024
+    /// `manifest.sig` is one short line; anything longer is not a signature file.
+    public static let maximumSignatureBytes = 4096
     public static let maximumFileBytes: UInt64 = 1 << 30
     public static let maximumFiles = 256
 

@@ -135,19 +135,43 @@ public struct BundleVerifier: Sendable {
             throw .unreadable(path: manifestPath, reason: error.description)
         }
 
-        var signer: String? = nil
+        var signatureBytes: [UInt8]? = nil
         if case .trusted(let keys) = signatures {
             guard !keys.isEmpty else { throw .noTrustedKeys }
             let signaturePath = directory + "/" + BundleManifest.signatureFileName
-            let signatureBytes: [UInt8]
             do {
-                signatureBytes = try BoundedFile.read(signaturePath, limit: 4096)
+                signatureBytes = try BoundedFile.read(signaturePath, limit: UInt64(BundleManifest.maximumSignatureBytes))
             } catch .missing {
                 throw .missingSignature(path: signaturePath)
             } catch {
                 throw .malformedSignature(reason: error.description)
             }
-            signer = try verifySignature(signatureBytes, manifest: manifestBytes, keys: keys)
+        }
+        let (manifest, signer) = try verifyManifest(manifestBytes, signature: signatureBytes)
+        for file in manifest.files {
+            try verifyFile(file, in: directory)
+        }
+        return VerifiedBundle(directory: directory, manifest: manifest, signerKeyID: signer)
+    }
+
+    /// Steps 2 to 5 of ``verify(directory:)`` on bytes in memory: the signature
+    /// (when the policy is `.trusted`), the manifest's shape and its validity
+    /// period. A downloader calls this before fetching the files, so it learns
+    /// their sizes only from a manifest the school signed.
+    ///
+    /// Returns the manifest and the id of the key that signed it.
+    public func verifyManifest(_ manifestBytes: [UInt8], signature: [UInt8]?) throws(BundleError) -> (BundleManifest, signerKeyID: String?) {
+        guard manifestBytes.count <= BundleManifest.maximumManifestBytes else {
+            throw .malformedManifest(line: 0, reason: "the manifest is larger than \(BundleManifest.maximumManifestBytes) bytes")
+        }
+        var signer: String? = nil
+        if case .trusted(let keys) = signatures {
+            guard !keys.isEmpty else { throw .noTrustedKeys }
+            guard let signature else { throw .missingSignature(path: BundleManifest.signatureFileName) }
+            guard signature.count <= BundleManifest.maximumSignatureBytes else {
+                throw .malformedSignature(reason: "the file is larger than \(BundleManifest.maximumSignatureBytes) bytes")
+            }
+            signer = try verifySignature(signature, manifest: manifestBytes, keys: keys)
         }
 
         let manifest = try BundleManifest(parsing: manifestBytes)
@@ -155,10 +179,7 @@ public struct BundleVerifier: Sendable {
             guard manifest.expiresAt > now else { throw .expired(at: manifest.expiresAt) }
             guard manifest.issuedAt <= now + allowedClockSkew else { throw .notYetValid(issuedAt: manifest.issuedAt) }
         }
-        for file in manifest.files {
-            try verifyFile(file, in: directory)
-        }
-        return VerifiedBundle(directory: directory, manifest: manifest, signerKeyID: signer)
+        return (manifest, signer)
     }
 
     private func verifySignature(_ bytes: [UInt8], manifest: [UInt8], keys: [BundlePublicKey]) throws(BundleError) -> String {

@@ -12,6 +12,7 @@ import VerdictCore
         #expect(configuration.rules.source == "https://rules.example.org/hallpass/")
         #expect(configuration.rules.trustedKeys.count == 1)
         #expect(configuration.rules.refresh == 1800)
+        #expect(configuration.rules.maxBundleBytes == 256 << 20)
         #expect(configuration.policy.blockedCategories == .only(["adult", "gambling"]))
         #expect(configuration.policy.allow == [try RulePattern("khanacademy.org")])
         #expect(configuration.policy.unknown == .allow)
@@ -33,6 +34,10 @@ import VerdictCore
         ("queue:\n  failMode: sideways\n", "queue.failMode"),
         ("queue:\n  number: 70000\n", "queue.number"),
         ("rules:\n  source: http://rules.example.org/\n", "rules.source"),
+        ("rules:\n  source: https://rules.example.org/x?y=1\n", "rules.source"),
+        ("rules:\n  source: https://user@rules.example.org/\n", "rules.source"),
+        ("rules:\n  maxBundleBytes: 1000\n", "rules.maxBundleBytes"),
+        ("rules:\n  pins: [ \"sha256/!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\" ]\n", "rules.pins[0]"),
         ("rules:\n  trustedKeys: [ \"ed25519:short\" ]\n", "rules.trustedKeys[0]"),
         ("rules:\n  refresh: 5s\n", "rules.refresh"),
         ("rules:\n  directory: relative/path\n", "rules.directory"),

@@ -1,0 +1,195 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import NIOCore
+import SharedStore
+
+/// How often and how patiently a request is tried again after a transient
+/// failure (``RuleUpdateError/isTransient``: the server unreachable or slow,
+/// a 5xx answer, a connection cut short). A bundle that fails verification
+/// is never tried again.
+public struct RetryPolicy: Sendable, Hashable {
+    /// Tries in all, the first included.
+    public var attempts: Int
+    /// The wait before the second try; it doubles for each further try.
+    public var firstDelay: Duration
+    /// The longest wait between two tries.
+    public var maximumDelay: Duration
+
+    public init(attempts: Int = 4, firstDelay: Duration = .seconds(2), maximumDelay: Duration = .seconds(30)) {
+        self.attempts = max(1, attempts)
+        self.firstDelay = firstDelay
+        self.maximumDelay = maximumDelay
+    }
+
+    /// The wait before try `attempt + 1` (attempt counts from 1): the doubled
+    /// delay, capped, then scaled by a random factor in 0.5...1 so that a
+    /// fleet of machines does not retry in step.
+    public func delay(after attempt: Int, random: Double) -> Duration {
+        var delay = firstDelay
+        for _ in 1..<max(1, attempt) where delay < maximumDelay { delay *= 2 }
+        delay = min(delay, maximumDelay)
+        return delay * (0.5 + 0.5 * min(max(random, 0), 1))
+    }
+}
+
+/// Where the bytes of a bundle come from: the school's HTTPS server or a local folder.
+protocol BundleTransport: Sendable {
+    /// Copies the bundle file `name` into `file`, refusing more than `limit`
+    /// bytes. With `ifNoneMatch`, a server may answer "not modified" (nil).
+    /// Returns the entity tag the server sent, if any.
+    func fetch(_ name: String, into file: FileSystem.NewFile, limit: UInt64, ifNoneMatch: String?) async throws(RuleUpdateError)
+        -> FetchedFile?
+
+    /// Describes the place for the state file and messages.
+    var source: String { get }
+}
+
+struct FetchedFile: Sendable, Hashable {
+    var etag: String?
+    var byteCount: UInt64
+}
+
+/// Files from `https://host:port/path/NAME`, each request tried again after
+/// transient failures with jittered exponential backoff.
+struct HTTPSTransport: BundleTransport {
+    let client: HTTPSClient
+    let host: String
+    let port: Int
+    let path: String
+    let retry: RetryPolicy
+    let source: String
+
+    func fetch(_ name: String, into file: FileSystem.NewFile, limit: UInt64, ifNoneMatch: String?) async throws(RuleUpdateError)
+        -> FetchedFile?
+    {
+        var attempt = 1
+        while true {
+            do {
+                let response = try await client.get(
+                    host: host, port: port, path: path + name, file: name, ifNoneMatch: ifNoneMatch, limit: limit
+                ) { (buffer: ByteBuffer) throws(RuleUpdateError) in
+                    var failure: RuleUpdateError?
+                    buffer.withUnsafeReadableBytes { raw in
+                        do throws(RuleUpdateError) { try file.write(raw) } catch { failure = error }
+                    }
+                    if let failure { throw failure }
+                }
+                return response.status == 304 ? nil : FetchedFile(etag: response.etag, byteCount: response.byteCount)
+            } catch {
+                guard error.isTransient, attempt < retry.attempts else { throw error }
+                try file.reset()
+                let delay = retry.delay(after: attempt, random: Double.random(in: 0...1))
+                do {
+                    try await Task.sleep(for: delay)
+                } catch {
+                    throw .cancelled
+                }
+                attempt += 1
+            }
+        }
+    }
+}
+
+/// Files from a local bundle folder (`file:///...` or a first install from a
+/// folder): regular files only, links not followed, the same size limits.
+struct DirectoryTransport: BundleTransport {
+    let directory: String
+
+    var source: String { BundleSource.directory(path: directory).description }
+
+    func fetch(_ name: String, into file: FileSystem.NewFile, limit: UInt64, ifNoneMatch: String?) async throws(RuleUpdateError)
+        -> FetchedFile?
+    {
+        let path = directory + "/" + name
+        let descriptor = FileSystem.retrying { open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
+        guard descriptor >= 0 else {
+            let code = errno
+            if code == ENOENT {
+                switch name {
+                case BundleManifest.fileName: throw .bundle(.missingManifest(path: path))
+                case BundleManifest.signatureFileName: throw .bundle(.missingSignature(path: path))
+                default: throw .bundle(.missingFile(name: name))
+                }
+            }
+            if code == ELOOP { throw .bundle(.unreadable(path: path, reason: "a symbolic link (not followed)")) }
+            throw .bundle(.unreadable(path: path, reason: String(cString: strerror(code))))
+        }
+        defer { close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG else {
+            throw .bundle(.unreadable(path: path, reason: "not a regular file"))
+        }
+        guard UInt64(status.st_size) <= limit else { throw .tooLarge(file: name, limit: limit) }
+        var total: UInt64 = 0
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { raw in FileSystem.retrying { read(descriptor, raw.baseAddress, raw.count) } }
+            guard count >= 0 else { throw .bundle(.unreadable(path: path, reason: String(cString: strerror(errno)))) }
+            if count == 0 { break }
+            total += UInt64(count)
+            guard total <= limit else { throw .tooLarge(file: name, limit: limit) }
+            try file.write(Array(buffer[0..<count]))
+        }
+        return FetchedFile(etag: nil, byteCount: total)
+    }
+}
+
+/// Brings one bundle into a staging folder, checking as it goes: the
+/// manifest (at most 64 KiB) and its signature first, then, only if the
+/// signed manifest is acceptable, each file it names with its signed size as
+/// the limit and `maxBundleBytes` for the whole.
+struct BundleFetcher {
+    let transport: any BundleTransport
+    let verifier: BundleVerifier
+    let maxBundleBytes: UInt64
+
+    enum ManifestResult {
+        /// The server said 304 to `If-None-Match`.
+        case notModified
+        /// A manifest whose signature, shape and validity period checked out.
+        case verified(BundleManifest, etag: String?)
+    }
+
+    /// Fetches `manifest` and `manifest.sig` into `staging` and checks them.
+    func fetchManifest(into staging: String, etag: String?) async throws(RuleUpdateError) -> ManifestResult {
+        let manifestFile = try FileSystem.NewFile(staging + "/" + BundleManifest.fileName)
+        guard
+            let fetched = try await transport.fetch(
+                BundleManifest.fileName, into: manifestFile, limit: UInt64(BundleManifest.maximumManifestBytes), ifNoneMatch: etag)
+        else { return .notModified }
+        try manifestFile.finish()
+        let signatureFile = try FileSystem.NewFile(staging + "/" + BundleManifest.signatureFileName)
+        _ = try await transport.fetch(
+            BundleManifest.signatureFileName, into: signatureFile, limit: UInt64(BundleManifest.maximumSignatureBytes), ifNoneMatch: nil)
+        try signatureFile.finish()
+
+        let manifestBytes = try FileSystem.read(staging + "/" + BundleManifest.fileName, limit: BundleManifest.maximumManifestBytes) ?? []
+        let signatureBytes = try FileSystem.read(
+            staging + "/" + BundleManifest.signatureFileName, limit: BundleManifest.maximumSignatureBytes)
+        do {
+            let (manifest, _) = try verifier.verifyManifest(manifestBytes, signature: signatureBytes)
+            return .verified(manifest, etag: fetched.etag)
+        } catch {
+            throw .bundle(error)
+        }
+    }
+
+    /// Fetches every file the verified manifest names into `staging`.
+    func fetchFiles(of manifest: BundleManifest, into staging: String) async throws(RuleUpdateError) {
+        guard manifest.files.contains(where: { $0.name == BundleManifest.storeFileName }) else {
+            throw .bundle(.missingFile(name: BundleManifest.storeFileName))
+        }
+        let total = manifest.files.reduce(UInt64(0)) { $0 + $1.size }
+        guard total <= maxBundleBytes else { throw .bundleTooLarge(total: total, limit: maxBundleBytes) }
+        for entry in manifest.files {
+            // The parser already refused names that could leave the folder; check again where it matters.
+            guard BundleManifest.isSafeFileName(entry.name) else { throw .bundle(.unsafeFileName(entry.name)) }
+            let file = try FileSystem.NewFile(staging + "/" + entry.name)
+            _ = try await transport.fetch(entry.name, into: file, limit: entry.size, ifNoneMatch: nil)
+            try file.finish()
+        }
+    }
+}

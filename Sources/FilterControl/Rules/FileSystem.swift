@@ -1,0 +1,224 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The file-system calls of the rule installer, in one place: each retries
+/// on EINTR and reports failures as ``RuleUpdateError/io(path:reason:)``
+/// naming the path. Paths are plain strings; nothing here follows a symbolic
+/// link it did not make itself.
+enum FileSystem {
+    static func failure(_ path: String, _ what: String, _ code: Int32 = errno) -> RuleUpdateError {
+        .io(path: path, reason: "\(what): \(String(cString: strerror(code)))")
+    }
+
+    /// Runs a call until it does not fail with EINTR.
+    @discardableResult
+    static func retrying<T: SignedInteger>(_ call: () -> T) -> T {
+        while true {
+            let result = call()
+            if result == -1 && errno == EINTR { continue }
+            return result
+        }
+    }
+
+    /// Creates `path` and its missing parents with mode 0755 (whatever the
+    /// umask: the unprivileged filter-data must get through them); an existing
+    /// folder is left as it is.
+    static func makeDirectories(_ path: String) throws(RuleUpdateError) {
+        var prefix = ""
+        for component in path.split(separator: "/") {
+            prefix += "/" + component
+            if mkdir(prefix, 0o755) == 0 {
+                try setMode(prefix, 0o755)
+            } else if errno != EEXIST {
+                throw failure(prefix, "cannot create the folder")
+            }
+        }
+        guard isDirectory(path) else { throw .io(path: path, reason: "exists and is not a folder") }
+    }
+
+    static func isDirectory(_ path: String) -> Bool {
+        var status = stat()
+        return lstat(path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    static func exists(_ path: String) -> Bool {
+        var status = stat()
+        return lstat(path, &status) == 0
+    }
+
+    /// Creates a new folder (mode 0700 until ``setMode(_:_:)``); fails if it exists.
+    static func makeDirectory(_ path: String, mode: mode_t = 0o700) throws(RuleUpdateError) {
+        guard mkdir(path, mode) == 0 else { throw failure(path, "cannot create the folder") }
+    }
+
+    static func setMode(_ path: String, _ mode: mode_t) throws(RuleUpdateError) {
+        guard chmod(path, mode) == 0 else { throw failure(path, "cannot set permissions") }
+    }
+
+    /// Flushes a file or folder to disk (for a folder: the names in it).
+    static func sync(_ path: String, directory: Bool) throws(RuleUpdateError) {
+        let descriptor = retrying { open(path, (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW) }
+        guard descriptor >= 0 else { throw failure(path, "cannot open to flush") }
+        defer { close(descriptor) }
+        guard retrying({ fsync(descriptor) }) == 0 else { throw failure(path, "cannot flush to disk") }
+    }
+
+    static func rename(_ from: String, _ to: String) throws(RuleUpdateError) {
+        guard Glibc.rename(from, to) == 0 else { throw failure(to, "cannot rename \(from) to it") }
+    }
+
+    static func symlink(target: String, at path: String) throws(RuleUpdateError) {
+        guard Glibc.symlink(target, path) == 0 else { throw failure(path, "cannot create the link") }
+    }
+
+    /// The target of a symbolic link, or nil when `path` is not one.
+    static func linkTarget(_ path: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let count = readlink(path, &buffer, buffer.count - 1)
+        guard count > 0 else { return nil }
+        return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// The names in a folder, without `.` and `..`; empty when it cannot be read.
+    static func names(in path: String) -> [String] {
+        guard let directory = opendir(path) else { return [] }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                // Safe: d_name is a NUL-terminated array inside the dirent readdir returned.
+                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// Removes a file, a link, or a folder with everything in it (links are removed, not followed).
+    static func removeTree(_ path: String) {
+        var status = stat()
+        guard lstat(path, &status) == 0 else { return }
+        if (status.st_mode & S_IFMT) == S_IFDIR {
+            for name in names(in: path) { removeTree(path + "/" + name) }
+            rmdir(path)
+        } else {
+            unlink(path)
+        }
+    }
+
+    /// A new file opened for writing (mode 0644, never an existing file or a link).
+    final class NewFile {
+        let path: String
+        private var descriptor: Int32
+
+        init(_ path: String) throws(RuleUpdateError) {
+            self.path = path
+            descriptor = FileSystem.retrying { open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644) }
+            guard descriptor >= 0 else { throw FileSystem.failure(path, "cannot create the file") }
+            // The umask may have taken bits away; the unprivileged filter-data must read the file.
+            guard fchmod(descriptor, 0o644) == 0 else { throw FileSystem.failure(path, "cannot set permissions") }
+        }
+
+        deinit { if descriptor >= 0 { close(descriptor) } }
+
+        func write(_ bytes: UnsafeRawBufferPointer) throws(RuleUpdateError) {
+            var offset = 0
+            while offset < bytes.count {
+                let written = FileSystem.retrying { Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset) }
+                guard written > 0 else { throw FileSystem.failure(path, "cannot write") }
+                offset += written
+            }
+        }
+
+        func write(_ bytes: [UInt8]) throws(RuleUpdateError) {
+            var failure: RuleUpdateError?
+            bytes.withUnsafeBytes { raw in
+                do throws(RuleUpdateError) { try write(raw) } catch { failure = error }
+            }
+            if let failure { throw failure }
+        }
+
+        /// Empties the file for another attempt.
+        func reset() throws(RuleUpdateError) {
+            guard ftruncate(descriptor, 0) == 0, lseek(descriptor, 0, SEEK_SET) == 0 else {
+                throw FileSystem.failure(path, "cannot empty the file")
+            }
+        }
+
+        /// Flushes and closes the file.
+        func finish() throws(RuleUpdateError) {
+            guard descriptor >= 0 else { return }
+            let result = FileSystem.retrying { fsync(descriptor) }
+            let code = errno
+            close(descriptor)
+            descriptor = -1
+            guard result == 0 else { throw FileSystem.failure(path, "cannot flush to disk", code) }
+        }
+    }
+
+    /// An exclusive `flock` on a file, held until ``release()`` or deinit.
+    final class Lock {
+        private var descriptor: Int32
+
+        /// Takes the lock without waiting; nil when another process holds it.
+        init?(_ path: String) throws(RuleUpdateError) {
+            descriptor = FileSystem.retrying { open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600) }
+            guard descriptor >= 0 else { throw FileSystem.failure(path, "cannot open the lock file") }
+            guard FileSystem.retrying({ flock(descriptor, LOCK_EX | LOCK_NB) }) == 0 else {
+                let code = errno
+                close(descriptor)
+                if code == EWOULDBLOCK { return nil }
+                throw FileSystem.failure(path, "cannot lock", code)
+            }
+        }
+
+        deinit { release() }
+
+        func release() {
+            if descriptor >= 0 {
+                close(descriptor)
+                descriptor = -1
+            }
+        }
+    }
+
+    /// Reads a regular file of at most `limit` bytes without following links;
+    /// nil when it does not exist.
+    static func read(_ path: String, limit: Int) throws(RuleUpdateError) -> [UInt8]? {
+        let descriptor = retrying { open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
+        guard descriptor >= 0 else {
+            if errno == ENOENT { return nil }
+            throw failure(path, "cannot open")
+        }
+        defer { close(descriptor) }
+        var contents: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { raw in retrying { Glibc.read(descriptor, raw.baseAddress, raw.count) } }
+            guard count >= 0 else { throw failure(path, "cannot read") }
+            if count == 0 { return contents }
+            contents.append(contentsOf: buffer[0..<count])
+            guard contents.count <= limit else { throw .io(path: path, reason: "larger than \(limit) bytes") }
+        }
+    }
+
+    /// Writes a small file atomically: a temporary file beside it, flushed,
+    /// renamed over `path`, and the folder flushed.
+    static func writeAtomically(_ bytes: [UInt8], to path: String, folder: String) throws(RuleUpdateError) {
+        let temporary = path + ".new"
+        unlink(temporary)
+        let file = try NewFile(temporary)
+        do {
+            try file.write(bytes)
+            try file.finish()
+            try rename(temporary, path)
+        } catch {
+            unlink(temporary)
+            throw error
+        }
+        try sync(folder, directory: true)
+    }
+}

@@ -1,0 +1,248 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+
+/// A deliberately small HTTP/1.1 client for rule downloads: one `GET` per
+/// connection over TLS 1.2 or later, `If-None-Match`, `Content-Length` or
+/// chunked bodies streamed to the caller with a byte limit, a connect timeout
+/// and a deadline for the whole request. No redirects, no proxies, no
+/// cookies, no compression: a bundle folder is static files.
+///
+/// The certificate check is ``ServerTrust``'s (system roots plus
+/// `rules.caFile`, the host name, and the pins against the verified chain),
+/// run from NIOSSL's custom verification callback; NIOSSL checks the host
+/// name once more after the handshake.
+struct HTTPSClient: Sendable {
+    struct Response: Sendable {
+        /// 200 or 304; any other status is thrown as ``RuleUpdateError/httpStatus(file:status:)``.
+        var status: Int
+        var etag: String?
+        /// Body bytes handed to the caller.
+        var byteCount: UInt64
+    }
+
+    let trust: ServerTrust
+    let connectTimeout: Duration
+    let requestTimeout: Duration
+    private let group: any EventLoopGroup
+    private let context: NIOSSLContext
+
+    init(trust: ServerTrust, connectTimeout: Duration, requestTimeout: Duration, group: any EventLoopGroup) throws(RuleUpdateError) {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        configuration.minimumTLSVersion = .tlsv12
+        configuration.certificateVerification = .fullVerification
+        configuration.trustRoots = .default
+        do {
+            context = try NIOSSLContext(configuration: configuration)
+        } catch {
+            throw .tls(server: "-", reason: "cannot set up TLS: \(error)")
+        }
+        self.trust = trust
+        self.connectTimeout = connectTimeout
+        self.requestTimeout = requestTimeout
+        self.group = group
+    }
+
+    /// GETs `path` from `host:port`. The body of a 200 answer goes to `body` in
+    /// pieces; more than `limit` bytes (announced or received) is refused.
+    /// `file` names the request in errors.
+    func get(
+        host: String, port: Int, path: String, file: String, ifNoneMatch: String?, limit: UInt64,
+        body: @escaping (ByteBuffer) throws(RuleUpdateError) -> Void
+    ) async throws(RuleUpdateError) -> Response {
+        let server = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        let verdict = NIOLockedValueBox<ServerTrust.Verdict?>(nil)
+        let timedOut = NIOLockedValueBox(false)
+
+        let channel: NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>
+        do {
+            channel = try await connect(host: host, port: port, verdict: verdict)
+        } catch {
+            throw HTTPSClient.connectFailure(error, server: server, timeout: connectTimeout)
+        }
+
+        let deadline = channel.channel.eventLoop.scheduleTask(in: .nanoseconds(requestTimeout.nanoseconds)) {
+            timedOut.withLockedValue { $0 = true }
+            channel.channel.close(promise: nil)
+        }
+        defer { deadline.cancel() }
+
+        var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: path)
+        let shownHost = host.contains(":") ? "[\(host)]" : host
+        head.headers.add(name: "Host", value: port == 443 ? shownHost : "\(shownHost):\(port)")
+        head.headers.add(name: "User-Agent", value: "hallpass-filter-control")
+        head.headers.add(name: "Accept", value: "*/*")
+        head.headers.add(name: "Accept-Encoding", value: "identity")
+        head.headers.add(name: "Connection", value: "close")
+        if let ifNoneMatch { head.headers.add(name: "If-None-Match", value: ifNoneMatch) }
+        let request = head
+
+        do {
+            return try await withTaskCancellationHandler {
+                try await channel.executeThenClose { inbound, outbound in
+                    try await outbound.write(.head(request))
+                    try await outbound.write(.end(nil))
+                    var response: Response?
+                    for try await part in inbound {
+                        switch part {
+                        case .head(let answer):
+                            let status = Int(answer.status.code)
+                            if (100..<200).contains(status) { continue }
+                            guard status == 200 || (status == 304 && ifNoneMatch != nil) else {
+                                throw RuleUpdateError.httpStatus(file: file, status: status)
+                            }
+                            if status == 304 {
+                                return Response(status: 304, etag: answer.headers.first(name: "ETag"), byteCount: 0)
+                            }
+                            if let announced = answer.headers.first(name: "Content-Length").flatMap(UInt64.init), announced > limit {
+                                throw RuleUpdateError.tooLarge(file: file, limit: limit)
+                            }
+                            response = Response(status: status, etag: answer.headers.first(name: "ETag"), byteCount: 0)
+                        case .body(let buffer):
+                            guard var current = response else {
+                                throw RuleUpdateError.badResponse(file: file, reason: "a body before the status line")
+                            }
+                            current.byteCount += UInt64(buffer.readableBytes)
+                            guard current.byteCount <= limit else { throw RuleUpdateError.tooLarge(file: file, limit: limit) }
+                            try body(buffer)
+                            response = current
+                        case .end:
+                            guard let response else { throw RuleUpdateError.badResponse(file: file, reason: "no status line") }
+                            return response
+                        }
+                    }
+                    throw RuleUpdateError.truncated(file: file)
+                }
+            } onCancel: {
+                channel.channel.close(promise: nil)
+            }
+        } catch {
+            if Task.isCancelled { throw .cancelled }
+            if let verdict = verdict.withLockedValue({ $0 }) {
+                switch verdict {
+                case .trusted: break
+                case .untrusted(let reason): throw .untrustedCertificate(server: server, reason: reason)
+                case .wrongName: throw .certificateName(server: server)
+                case .pinMismatch(let seen): throw .pinMismatch(server: server, seen: seen)
+                }
+            }
+            if timedOut.withLockedValue({ $0 }) {
+                throw .timedOut(server: server, seconds: Int(requestTimeout.components.seconds))
+            }
+            throw HTTPSClient.requestFailure(error, server: server, file: file, handshakeDone: verdict.withLockedValue { $0 } != nil)
+        }
+    }
+
+    private func connect(
+        host: String, port: Int, verdict: NIOLockedValueBox<ServerTrust.Verdict?>
+    ) async throws -> NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart> {
+        let context = self.context
+        let trust = self.trust
+        // SNI takes names only; for an address NIOSSL checks the certificate against the peer address.
+        let isAddress = host.contains(":") || host.allSatisfy { $0.isNumber || $0 == "." }
+        let serverName = isAddress ? nil : host
+        return try await ClientBootstrap(group: group)
+            .connectTimeout(.nanoseconds(connectTimeout.nanoseconds))
+            .connect(host: host, port: port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let tls = try NIOSSLClientHandler(
+                        context: context, serverHostname: serverName,
+                        customVerificationCallbackWithMetadata: { certificates, promise in
+                            let presented: [[UInt8]]
+                            do {
+                                presented = try certificates.map { try $0.toDERBytes() }
+                            } catch {
+                                verdict.withLockedValue { $0 = .untrusted(reason: "unreadable certificate: \(error)") }
+                                promise.succeed(.failed)
+                                return
+                            }
+                            Task {
+                                let result = await trust.evaluate(presented: presented, host: host)
+                                verdict.withLockedValue { $0 = result }
+                                promise.succeed(result == .trusted ? .certificateVerified(VerificationMetadata(nil)) : .failed)
+                            }
+                        })
+                    try channel.pipeline.syncOperations.addHandler(tls)
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(wrappingChannelSynchronously: channel)
+                }
+            }
+    }
+
+    /// A failure to open the connection, in words an admin can act on.
+    private static func connectFailure(_ error: any Error, server: String, timeout: Duration) -> RuleUpdateError {
+        if let error = error as? ChannelError, case .connectTimeout = error {
+            return .timedOut(server: server, seconds: Int(timeout.components.seconds))
+        }
+        if let error = error as? NIOConnectionError {
+            if let dns = error.dnsAError ?? error.dnsAAAAError, error.connectionErrors.isEmpty {
+                return .unreachable(server: server, reason: "the name does not resolve (\(dns))")
+            }
+            let timedOut = error.connectionErrors.contains { failure in
+                if let channelError = failure.error as? ChannelError, case .connectTimeout = channelError { return true }
+                return false
+            }
+            if timedOut {
+                return .timedOut(server: server, seconds: Int(timeout.components.seconds))
+            }
+            let reasons = error.connectionErrors.map { failure in
+                "\(failure.target): \(systemReason(failure.error))"
+            }
+            return .unreachable(server: server, reason: reasons.isEmpty ? "no address to connect to" : reasons.joined(separator: "; "))
+        }
+        return .unreachable(server: server, reason: systemReason(error))
+    }
+
+    /// A failure after the connection was open: TLS, HTTP framing, or the peer going away.
+    private static func requestFailure(_ error: any Error, server: String, file: String, handshakeDone: Bool) -> RuleUpdateError {
+        if let error = error as? RuleUpdateError { return error }
+        if let error = error as? NIOSSLExtraError, error == .failedToValidateHostname {
+            return .certificateName(server: server)
+        }
+        if let error = error as? NIOSSLError {
+            switch error {
+            case .handshakeFailed(let inner):
+                return .tls(server: server, reason: "handshake failed (\(inner))")
+            case .uncleanShutdown:
+                return handshakeDone
+                    ? .truncated(file: file) : .tls(server: server, reason: "the server closed the connection during the handshake")
+            default:
+                return .tls(server: server, reason: "\(error)")
+            }
+        }
+        if let error = error as? HTTPParserError {
+            // The decoder reports a connection closed in the middle of a body as a parse error.
+            if error == .invalidEOFState { return .truncated(file: file) }
+            return .badResponse(file: file, reason: "\(error)")
+        }
+        if let error = error as? IOError {
+            return handshakeDone ? .truncated(file: file) : .unreachable(server: server, reason: systemReason(error))
+        }
+        if error is ChannelError {
+            return handshakeDone
+                ? .truncated(file: file) : .unreachable(server: server, reason: "the connection closed during the TLS handshake")
+        }
+        return .badResponse(file: file, reason: "\(error)")
+    }
+
+    private static func systemReason(_ error: any Error) -> String {
+        if let error = error as? IOError { return String(cString: strerror(error.errnoCode)).lowercased() }
+        return "\(error)"
+    }
+}
+
+extension Duration {
+    /// The duration in whole nanoseconds (saturating), for NIO's `TimeAmount`.
+    fileprivate var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        return overflow ? .max : scaled + attoseconds / 1_000_000_000
+    }
+}
