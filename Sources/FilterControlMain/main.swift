@@ -18,8 +18,8 @@ struct FilterControlCommand: ParsableCommand {
     @Option(name: .long, help: "The configuration file.")
     var config: String = Configuration.defaultPath
 
-    @Option(name: .long, help: "The rule store filter-data maps.")
-    var store: String
+    @Option(name: .long, help: "A rule store to use instead of the installed rules (then nothing is downloaded).")
+    var store: String?
 
     @Option(name: .customLong("runtime-dir"), help: "Where the policy file for filter-data is written.")
     var runtimeDirectory: String = "/run/hallpass"

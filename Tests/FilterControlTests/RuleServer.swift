@@ -229,16 +229,22 @@ final class RuleServer {
     /// cut short. Returns the process (stop it) and the port.
     func startCuttingServer(response: [UInt8]) throws -> (ChildProcess, Int) {
         try Data(response).write(to: URL(fileURLWithPath: folder + "/cut-response"))
-        let port = try RuleServer.freePorts(1)[0]
-        let script = "exec openssl s_server -accept 127.0.0.1:\(port) -cert \(folder)/localhost.pem -key \(folder)/localhost.key -naccept 1 -quiet < \(folder)/cut-response"
-        let process = try ChildProcess(["/bin/sh", "-c", script], logPath: folder + "/s_server.log")
-        for _ in 0..<400 {
-            if RuleServer.hasListener(port) { return (process, port) }
-            if !process.isRunning { break }
-            usleep(10_000)
+        // Another test may take the port between the probe and the bind, and a
+        // loaded machine may be slow to start openssl: try a few ports, wait long.
+        var log = ""
+        for _ in 0..<3 {
+            let port = try RuleServer.freePorts(1)[0]
+            let script = "exec openssl s_server -accept 127.0.0.1:\(port) -cert \(folder)/localhost.pem -key \(folder)/localhost.key -naccept 1 -quiet < \(folder)/cut-response"
+            let process = try ChildProcess(["/bin/sh", "-c", script], logPath: folder + "/s_server.log")
+            for _ in 0..<1500 {
+                if RuleServer.hasListener(port) { return (process, port) }
+                if !process.isRunning { break }
+                usleep(10_000)
+            }
+            process.stop()
+            log += (try? String(contentsOfFile: folder + "/s_server.log", encoding: .utf8)) ?? ""
         }
-        process.stop()
-        throw RuleServerError("openssl s_server did not start: " + ((try? String(contentsOfFile: folder + "/s_server.log", encoding: .utf8)) ?? ""))
+        throw RuleServerError("openssl s_server did not start: " + log)
     }
 
     /// Whether something accepts TCP connections on 127.0.0.1:`port`.

@@ -91,7 +91,7 @@ extension FilterIntegrationTests {
         try compile(network, ["allowed.test"], version: 2, to: store + ".new")
         #expect(rename(store + ".new", store) == 0)
         let reload = try shell("\(TestNetwork.binaries)/filterctl reload --socket \(network.folder)/control.sock")
-        #expect(reload.status == 0 && reload.output.contains("rules version 2 (was 1)"), "\(reload.output)")
+        #expect(reload.status == 0 && reload.output.contains("rules version 2 now in force (was 1)"), "\(reload.output)")
         try network.waitFor("version 2") { network.log("filter-control").contains("now uses rules version 2") }
         #expect(load.wait() == 0)
         let codes = network.log("swap-load").split(separator: "\n")

@@ -1,4 +1,5 @@
 public import Foundation
+import NIOConcurrencyHelpers
 import SharedStore
 import VerdictCore
 
@@ -10,11 +11,12 @@ public final class Daemon: @unchecked Sendable {
 
     public struct Options: Sendable {
         public var configPath: String
-        public var store: String
+        /// A store to use instead of the installed rules (no downloads then).
+        public var store: String?
         public var runtimeDirectory: String
         public var dataBinary: String
 
-        public init(configPath: String, store: String, runtimeDirectory: String, dataBinary: String) {
+        public init(configPath: String, store: String?, runtimeDirectory: String, dataBinary: String) {
             self.configPath = configPath
             self.store = store
             self.runtimeDirectory = runtimeDirectory
@@ -34,10 +36,19 @@ public final class Daemon: @unchecked Sendable {
     private let lock = NSLock()
     private var configuration: Configuration
     private var engine: VerdictEngine<RuleStore>
+    /// The store in force: `--store`, or the installed version's own path
+    /// (`versions/N/rules.hpstore`, so a later switch of `current` cannot
+    /// change what filter-data maps behind filter-control's back).
+    private var storePath: String
     private var storeOpenedAt = Date()
     private var lastReload: (at: Date, result: String, code: String)?
     private var supervisor: DataSupervisor?
     private var admin: AdminServer?
+    /// Downloads and installs bundles; nil with `--store`.
+    private var updater: RuleUpdater?
+    private var refresh: Task<Void, Never>?
+    /// One reload at a time (filterctl, SIGHUP and the refresh timer may meet).
+    private let reloading = NSLock()
 
     public var policyPath: String { options.runtimeDirectory + "/policy" }
 
@@ -46,11 +57,47 @@ public final class Daemon: @unchecked Sendable {
         self.options = options
         self.log = log
         configuration = try Daemon.readConfiguration(options.configPath)
-        do {
-            engine = VerdictEngine(rules: try RuleStore(path: options.store, verification: .full), policy: configuration.policy)
-        } catch {
-            throw StartError(message: "\(error) [\(error.code)]", status: 65)
+        if let store = options.store {
+            storePath = store
+        } else {
+            let updater = RuleUpdater(settings: .init(configuration))
+            self.updater = updater
+            if updater.installed() == nil {
+                guard let source = configuration.rules.source else {
+                    throw StartError(
+                        message: "no rules are installed in \(configuration.rules.directory) and rules.source is not set: set it, or give --store FILE",
+                        status: 66)
+                }
+                log("no rules installed yet; fetching them from \(source)")
+                let outcome = Daemon.wait { await updater.update() }
+                if case .refused(let code, let message) = outcome {
+                    throw StartError(message: "no rules installed yet, and the first download was refused: \(message) [\(code)]", status: 75)
+                }
+                log("rules \(outcome)")
+            }
+            guard let installed = updater.installed() else {
+                throw StartError(message: "no rules installed in \(configuration.rules.directory)", status: 66)
+            }
+            storePath = installed.versionStorePath
         }
+        do {
+            engine = VerdictEngine(rules: try RuleStore(path: storePath, verification: .full), policy: configuration.policy)
+        } catch {
+            throw StartError(message: "\(storePath): \(error) [\(error.code)]", status: 65)
+        }
+    }
+
+    /// Runs async work to its end from a thread that may block (start-up, admin requests, signals).
+    static func wait<T: Sendable>(_ work: @escaping @Sendable () async -> T) -> T {
+        let done = DispatchSemaphore(value: 0)
+        let result = NIOLockedValueBox<T?>(nil)
+        Task {
+            let value = await work()
+            result.withLockedValue { $0 = value }
+            done.signal()
+        }
+        done.wait()
+        return result.withLockedValue { $0 }!
     }
 
     static func readConfiguration(_ path: String) throws(StartError) -> Configuration {
@@ -96,8 +143,8 @@ public final class Daemon: @unchecked Sendable {
             "--peek-bytes", String(configuration.queue.peekBytes),
         ]
         let supervisor = DataSupervisor(
-            launch: .init(executable: options.dataBinary, arguments: arguments), store: options.store, policy: policyPath,
-            answerer: NeedRulesAnswerer(lookup: Daemon.lookup(for: configuration)), log: log)
+            launch: .init(executable: options.dataBinary, arguments: arguments), store: storePath, policy: policyPath,
+            answerer: NeedRulesAnswerer(lookup: Daemon.lookup(for: configuration, log: log)), log: log)
         lock.withLock {
             self.supervisor = supervisor
             self.admin = admin
@@ -105,11 +152,26 @@ public final class Daemon: @unchecked Sendable {
         supervisor.start()
         admin.start()
         log("admin socket \(configuration.admin.socket)")
+        if let updater, configuration.rules.source != nil {
+            // The first check comes one interval (with jitter) after start; filterctl reload checks now.
+            let scheduler = RuleRefreshScheduler(interval: .seconds(configuration.rules.refresh))
+            refresh = Task { [self] in
+                await scheduler.run(updater: updater, checkFirst: false) { outcome in
+                    // reload() blocks while it fetches: keep it off the cooperative threads.
+                    if case .installed = outcome {
+                        DispatchQueue.global().async { self.reload() }
+                    } else {
+                        self.log("rule refresh: \(outcome)")
+                    }
+                }
+            }
+        }
     }
 
     /// Stops filter-data (held packets get their default), closes the admin socket, removes the kernel rules.
     public func stop() {
         let (supervisor, admin) = lock.withLock { (self.supervisor, self.admin) }
+        refresh?.cancel()
         admin?.stop()
         supervisor?.stop()
         KernelRules.remove()
@@ -117,30 +179,58 @@ public final class Daemon: @unchecked Sendable {
     }
 
     /// The lookup service next to the bundle (`<rules.source>lookup/`), for `policy.unknown: ask`.
-    public static func lookup(for configuration: Configuration) -> any HostLookup {
-        guard let source = configuration.rules.source else { return NoLookup() }
-        if source.hasPrefix("file://") {
-            let folder = String(source.dropFirst("file://".count))
-            return FolderLookup(folder: (folder.hasSuffix("/") ? folder : folder + "/") + "lookup")
+    public static func lookup(for configuration: Configuration, log: (String) -> Void = { _ in }) -> any HostLookup {
+        guard let text = configuration.rules.source, let source = try? BundleSource(parsing: text) else { return NoLookup() }
+        switch source {
+        case .directory(let path):
+            return FolderLookup(folder: (path.hasSuffix("/") ? path : path + "/") + "lookup")
+        case .https(let host, let port, let path):
+            do {
+                return try HTTPSLookup(host: host, port: port, path: path, caFile: configuration.rules.caFile, pins: configuration.rules.pins)
+            } catch {
+                log("no lookups: \(error)")
+                return NoLookup()
+            }
         }
-        // https:// lookups come with the rule download.
-        return NoLookup()
     }
 
     // MARK: Reload
 
-    /// Reads the configuration's policy and the store again, checks them and
-    /// hands them to filter-data. Returns what `filterctl reload` prints.
+    /// Fetches new rules now (with a `rules.source`; with `--store`, opens
+    /// that file again), reads the configuration's policy again, checks both
+    /// and hands them to filter-data. Returns what `filterctl reload` prints.
     @discardableResult
     public func reload() -> AdminReply {
+        reloading.lock()
+        defer { reloading.unlock() }
         let reply: AdminReply
         do throws(StartError) {
             let configuration = try Daemon.readConfiguration(options.configPath)
+            var outcome: UpdateOutcome? = nil
+            var path = lock.withLock { storePath }
+            if options.store == nil {
+                var updater = lock.withLock { self.updater }!
+                if lock.withLock({ self.configuration.rules }) != configuration.rules {
+                    // rules.* changed in the file: fetch with the new settings.
+                    updater = RuleUpdater(settings: .init(configuration))
+                    lock.withLock { self.updater = updater }
+                }
+                if configuration.rules.source != nil {
+                    let current = updater
+                    let fetched = Daemon.wait { await current.update() }
+                    outcome = fetched
+                    if case .refused(let code, let message) = fetched {
+                        let version = lock.withLock { engine.rules.version }
+                        throw StartError(message: "\(message) [\(code)]; rules version \(version) stays in force", status: 65)
+                    }
+                }
+                if let installed = updater.installed() { path = installed.versionStorePath }
+            }
             let store: RuleStore
             do {
-                store = try RuleStore(path: options.store, verification: .full)
+                store = try RuleStore(path: path, verification: .full)
             } catch {
-                throw StartError(message: "\(options.store): \(error) [\(error.code)]", status: 65)
+                throw StartError(message: "\(path): \(error) [\(error.code)]", status: 65)
             }
             do {
                 try PolicyText.render(configuration.policy).write(toFile: policyPath, atomically: true, encoding: .utf8)
@@ -151,11 +241,17 @@ public final class Daemon: @unchecked Sendable {
                 let previous = engine.rules.version
                 self.configuration = configuration
                 engine = VerdictEngine(rules: store, policy: configuration.policy)
+                storePath = path
                 storeOpenedAt = Date()
                 return previous
             }
-            lock.withLock { supervisor }?.useRules(store: options.store, policy: policyPath)
-            let text = store.version == previous ? "rules version \(store.version) (already in force) and the policy handed to filter-data" : "rules version \(store.version) (was \(previous)) and the policy handed to filter-data"
+            lock.withLock { supervisor }?.useRules(store: path, policy: policyPath)
+            let text: String
+            if store.version == previous {
+                text = "rules version \(store.version) is current" + (outcome == nil ? "" : " (\(outcome!))") + "; policy read again"
+            } else {
+                text = "rules version \(store.version) now in force (was \(previous)); policy read again"
+            }
             reply = AdminReply(exitCode: 0, output: text + "\n", code: store.version == previous ? "reload.current" : "reload.installed")
         } catch {
             reply = AdminReply(exitCode: error.status, output: "reload refused, the current rules stay in force: \(error.message)\n", code: "reload.refused")
@@ -187,16 +283,23 @@ public final class Daemon: @unchecked Sendable {
     }
 
     public func status() -> AdminStatus {
-        let (configuration, version, openedAt, lastReload, supervisor) = lock.withLock {
-            (self.configuration, engine.rules.version, storeOpenedAt, self.lastReload, self.supervisor)
+        let (configuration, version, openedAt, lastReload, supervisor, updater, storePath) = lock.withLock {
+            (self.configuration, engine.rules.version, storeOpenedAt, self.lastReload, self.supervisor, self.updater, self.storePath)
         }
+        let state = updater?.state()
+        func date(_ seconds: Int64?) -> Date? { seconds.map { Date(timeIntervalSince1970: TimeInterval($0)) } }
         let data = supervisor?.status ?? DataSupervisor.Status()
         var counters = data.counters
         for (name, value) in KernelRules.queueStatistics(queue: configuration.queue.number) { counters[name] = value }
         return AdminStatus(
             rules: .init(
-                version: data.rulesVersion ?? version, store: options.store, installedAt: openedAt, source: configuration.rules.source,
-                lastFetchAt: lastReload?.at, lastFetchResult: lastReload?.result, lastFetchCode: lastReload?.code),
+                version: data.rulesVersion ?? version, store: storePath, installedAt: date(state?.installedAt) ?? openedAt,
+                source: configuration.rules.source,
+                lastFetchAt: date(state?.lastAttemptAt) ?? lastReload?.at,
+                lastFetchResult: state?.lastResult.map { result in
+                    result.rawValue + (state?.lastMessage.map { ": " + $0 } ?? "")
+                } ?? lastReload?.result,
+                lastFetchCode: state?.lastCode ?? lastReload?.code),
             dataProcess: .init(
                 pid: data.pid, startedAt: data.startedAt, restarts: data.restarts, lastExit: data.lastExit,
                 lastRulesRefusal: data.lastRulesRefusal, countersAt: data.countersAt),

@@ -1,5 +1,8 @@
 public import FilterData
 import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
 import SharedStore
 public import VerdictCore
 
@@ -133,5 +136,42 @@ public final class NeedRulesAnswerer: @unchecked Sendable {
             }
             reply(NeedRulesAnswerer.message(for: host, result))
         }
+    }
+}
+
+/// The lookup folder on the rule server (`https://.../lookup/`), fetched with
+/// the same TLS settings as bundles (system store plus `rules.caFile`, pins).
+/// Short timeouts: a flow is waiting.
+public struct HTTPSLookup: HostLookup {
+    private let client: HTTPSClient
+    private let host: String
+    private let port: Int
+    private let folder: String
+
+    /// `path` is the bundle folder's path (starting and ending with `/`).
+    public init(host: String, port: Int, path: String, caFile: String?, pins: [String]) throws(RuleUpdateError) {
+        let trust = try ServerTrust(caFile: caFile, pins: pins)
+        client = try HTTPSClient(
+            trust: trust, connectTimeout: .seconds(2), requestTimeout: .seconds(3), group: MultiThreadedEventLoopGroup.singleton)
+        self.host = host
+        self.port = port
+        folder = path + "lookup/"
+    }
+
+    public func lookUp(_ host: HostName) async -> LookupResult {
+        let body = NIOLockedValueBox<[UInt8]>([])
+        do {
+            _ = try await client.get(
+                host: self.host, port: port, path: folder + host.description, file: "lookup/" + host.description, ifNoneMatch: nil,
+                limit: 64 * 1024
+            ) { buffer throws(RuleUpdateError) in
+                body.withLockedValue { $0.append(contentsOf: buffer.readableBytesView) }
+            }
+        } catch .httpStatus(_, 404) {
+            return .categories([], timeToLive: LookupResult.defaultTimeToLive)
+        } catch {
+            return .unavailable(reason: error.description)
+        }
+        return LookupResult.parse(String(decoding: body.withLockedValue { $0 }, as: UTF8.self))
     }
 }
