@@ -165,35 +165,41 @@ public final class DataPath {
         }
     }
 
-    /// Decides a held flow with `decision` (or, when nil, with the engine,
-    /// which now knows more) and gives its packets their verdicts.
-    private func settle(_ key: FlowKey, packets: [UInt32], with decision: Decision?, now: UInt64) {
-        let inspection: Inspection?
-        if let decision {
-            inspection = inspector.settle(flow: key, with: decision, now: now)
-        } else {
-            inspection = inspector.resolve(flow: key, now: now)
-        }
+    /// Decides a held flow with `decision` and gives its packets their verdicts.
+    private func settle(_ key: FlowKey, packets: [UInt32], with decision: Decision, now: UInt64) {
         let verdict: KernelVerdict
-        if let inspection {
-            if inspection.verdict == .needRules {
-                // Still unknown (the answer was for another name); the flow keeps waiting.
-                for id in packets {
-                    _ = held.hold(packet: id, flow: key, host: inspection.facts.host!, now: now, deadline: now)
-                }
-                return
-            }
+        if let inspection = inspector.settle(flow: key, with: decision, now: now) {
             verdict = DataPath.kernelVerdict(for: inspection, marks: marks)
         } else {
             // The flow left the table while it waited (idle or evicted): the default, packet by packet.
-            verdict = inspector.engine.policy.askDefault == .allow ? .accept : .drop
+            verdict = decision.verdict == .allow ? .accept : .drop
         }
         for id in packets { socket.setVerdict(verdict, for: id) }
     }
 
+    /// Asks the engine again about a held flow (it knows more now: an answer
+    /// or new rules). A flow still unknown keeps waiting, with its packets
+    /// and its deadline.
+    private func retry(_ key: FlowKey, now: UInt64) {
+        guard let inspection = inspector.resolve(flow: key, now: now) else {
+            let fallback = inspector.engine.policy.askDefault == .allow ? KernelVerdict.accept : .drop
+            for id in held.release(key) { socket.setVerdict(fallback, for: id) }
+            return
+        }
+        guard inspection.verdict != .needRules else { return }
+        let verdict = DataPath.kernelVerdict(for: inspection, marks: marks)
+        for id in held.release(key) { socket.setVerdict(verdict, for: id) }
+    }
+
     private func settleWaiting(for host: HostName, with decision: Decision?, now: UInt64) {
         guard let waiting = held.waiting(for: host) else { return }
-        for key in waiting.flows { settle(key, packets: held.release(key), with: decision, now: now) }
+        for key in waiting.flows {
+            if let decision {
+                settle(key, packets: held.release(key), with: decision, now: now)
+            } else {
+                retry(key, now: now)
+            }
+        }
     }
 
     private func settleExpired(now: UInt64) {
@@ -257,8 +263,8 @@ public final class DataPath {
         inspector.replaceEngine(engine)
         counters.ruleSwaps += 1
         try? control?.send(.rulesLoaded(version: engine.rules.version))
-        // Flows waiting for rules may be decided now.
-        for key in held.allFlows { settle(key, packets: held.release(key), with: nil, now: now) }
+        // Flows waiting for rules may be decided now; the others keep waiting.
+        for key in held.allFlows { retry(key, now: now) }
     }
 
     /// Why new rules were not taken.
