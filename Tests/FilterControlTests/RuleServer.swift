@@ -1,68 +1,6 @@
+import FilterControl
 import Foundation
 import Testing
-
-/// A child process started with posix_spawn and reaped with waitpid on its
-/// own pid (the house way: Foundation's Process is not used for servers).
-final class ChildProcess {
-    let pid: pid_t
-    private(set) var exitStatus: Int32?
-
-    /// Runs `arguments` (resolved through PATH); standard input from
-    /// /dev/null, standard output and error appended to `logPath`.
-    init(_ arguments: [String], logPath: String) throws {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, logPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        // The test runner's threads block most signals, and a spawned child
-        // inherits that mask: nginx in single-process mode would never see
-        // SIGTERM. Start the child with nothing blocked and default handlers.
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var noSignals = sigset_t()
-        sigemptyset(&noSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in [SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGTERM, SIGUSR1, SIGUSR2, SIGCHLD] { sigaddset(&defaults, signal) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        var child: pid_t = 0
-        let result = posix_spawnp(&child, arguments[0], &actions, &attributes, &argv, environ)
-        guard result == 0 else { throw RuleServerError("cannot start \(arguments[0]): \(String(cString: strerror(result)))") }
-        pid = child
-    }
-
-    var isRunning: Bool {
-        guard exitStatus == nil else { return false }
-        var status: Int32 = 0
-        if waitpid(pid, &status, WNOHANG) == pid {
-            exitStatus = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
-            return false
-        }
-        return true
-    }
-
-    @discardableResult
-    func wait() -> Int32 {
-        while isRunning { usleep(5_000) }
-        return exitStatus!
-    }
-
-    /// SIGTERM, then SIGKILL after `grace` seconds.
-    func stop(grace: Double = 5) {
-        if isRunning { kill(pid, SIGTERM) }
-        let deadline = Date().addingTimeInterval(grace)
-        while isRunning, Date() < deadline { usleep(5_000) }
-        if isRunning { kill(pid, SIGKILL) }
-        wait()
-    }
-}
 
 struct RuleServerError: Error, CustomStringConvertible {
     var description: String

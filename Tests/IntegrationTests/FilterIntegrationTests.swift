@@ -1,3 +1,4 @@
+import FilterControl
 import Foundation
 import Testing
 
@@ -24,7 +25,7 @@ import Testing
         return (config, store)
     }
 
-    func startHallpass(_ network: TestNetwork, config: String, store: String) throws -> Spawned {
+    func startHallpass(_ network: TestNetwork, config: String, store: String) throws -> ChildProcess {
         let process = try network.start(
             [
                 "ip", "netns", "exec", network.client, TestNetwork.binaries + "/filter-control", "--config", config, "--store", store,

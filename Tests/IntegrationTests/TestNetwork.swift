@@ -1,65 +1,13 @@
+import FilterControl
 import Foundation
 import Testing
-
-/// A child process started with posix_spawn and reaped with waitpid on its
-/// own pid, so no process-monitoring machinery stands between the test and
-/// its children (Foundation's Process failed to reap a finished shell while a
-/// long-running server was also its child).
-final class Spawned {
-    let pid: pid_t
-    private(set) var exitStatus: Int32?
-
-    /// Runs `arguments` (resolved through PATH) with standard input from
-    /// /dev/null and standard output and error appended to `logPath`.
-    init(_ arguments: [String], logPath: String) throws {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, logPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var child: pid_t = 0
-        let result = posix_spawnp(&child, arguments[0], &actions, nil, &argv, environ)
-        guard result == 0 else { throw TestNetworkError("cannot start \(arguments[0]): \(String(cString: strerror(result)))") }
-        pid = child
-    }
-
-    var isRunning: Bool {
-        guard exitStatus == nil else { return false }
-        var status: Int32 = 0
-        if waitpid(pid, &status, WNOHANG) == pid {
-            exitStatus = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
-            return false
-        }
-        return true
-    }
-
-    /// Waits for the process to end and returns its exit status (128 + signal if killed).
-    @discardableResult
-    func wait() -> Int32 {
-        while isRunning { usleep(10_000) }
-        return exitStatus!
-    }
-
-    /// SIGTERM, then SIGKILL after `grace` seconds; returns the exit status.
-    @discardableResult
-    func stop(grace: Double = 5) -> Int32 {
-        if isRunning { kill(pid, SIGTERM) }
-        let deadline = Date().addingTimeInterval(grace)
-        while isRunning, Date() < deadline { usleep(10_000) }
-        if isRunning { kill(pid, SIGKILL) }
-        return wait()
-    }
-}
 
 /// Runs a shell command and returns its exit status and output (through a file).
 @discardableResult
 func shell(_ command: String) throws -> (status: Int32, output: String) {
     let outputPath = FileManager.default.temporaryDirectory.appendingPathComponent("hallpass-shell-\(UUID().uuidString)").path
     defer { try? FileManager.default.removeItem(atPath: outputPath) }
-    let status = try Spawned(["/bin/sh", "-c", command], logPath: outputPath).wait()
+    let status = try ChildProcess(["/bin/sh", "-c", command], logPath: outputPath).wait()
     return (status, (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "")
 }
 
@@ -77,7 +25,7 @@ final class TestNetwork {
     let server: String
     let folder: String
     let subnet: Int
-    private var processes: [Spawned] = []
+    private var processes: [ChildProcess] = []
 
     var serverIPv4: String { "10.77.\(subnet).2" }
     var serverIPv6: String { "fd77:\(subnet)::2" }
@@ -205,8 +153,8 @@ final class TestNetwork {
 
     /// Starts a process (no shell) and keeps it for `tearDown`; output goes to `<log>.log`.
     @discardableResult
-    func start(_ arguments: [String], log: String) throws -> Spawned {
-        let process = try Spawned(arguments, logPath: folder + "/\(log).log")
+    func start(_ arguments: [String], log: String) throws -> ChildProcess {
+        let process = try ChildProcess(arguments, logPath: folder + "/\(log).log")
         processes.append(process)
         return process
     }

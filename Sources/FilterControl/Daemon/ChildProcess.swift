@@ -20,16 +20,24 @@ public final class ChildProcess: @unchecked Sendable {
         public var description: String { "cannot start \(executable): \(String(cString: strerror(errno)))" }
     }
 
-    /// Starts `executable` with `arguments`. `descriptors` maps a descriptor
-    /// of this process to the number the child sees it under (dup2, which
-    /// clears close-on-exec on the copy); standard input is /dev/null unless
-    /// mapped, standard output and error are inherited unless mapped.
-    public init(executable: String, arguments: [String], descriptors: [(from: Int32, to: Int32)] = []) throws(LaunchError) {
+    /// Starts `executable` (looked up in PATH when it names no folder) with
+    /// `arguments`. `descriptors` maps a descriptor of this process to the
+    /// number the child sees it under (dup2, which clears close-on-exec on
+    /// the copy); standard input is /dev/null unless mapped. Standard output
+    /// and error are appended to `outputPath` when given, else inherited
+    /// unless mapped.
+    public init(
+        executable: String, arguments: [String], descriptors: [(from: Int32, to: Int32)] = [], outputPath: String? = nil
+    ) throws(LaunchError) {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         if !descriptors.contains(where: { $0.to == 0 }) {
             posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
+        if let outputPath {
+            posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+            posix_spawn_file_actions_adddup2(&actions, 1, 2)
         }
         for mapping in descriptors {
             posix_spawn_file_actions_adddup2(&actions, mapping.from, mapping.to)
@@ -37,14 +45,12 @@ public final class ChildProcess: @unchecked Sendable {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        // The child starts with default signal handling and nothing blocked
-        // (filter-control ignores SIGTERM and SIGINT in favour of dispatch sources).
+        // The child starts with default signal handling and nothing blocked:
+        // filter-control ignores SIGTERM and SIGINT in favour of dispatch
+        // sources, and a test runner's threads block most signals.
         var defaults = sigset_t()
         sigemptyset(&defaults)
-        sigaddset(&defaults, SIGTERM)
-        sigaddset(&defaults, SIGINT)
-        sigaddset(&defaults, SIGHUP)
-        sigaddset(&defaults, SIGPIPE)
+        for signal in [SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGTERM, SIGUSR1, SIGUSR2, SIGCHLD] { sigaddset(&defaults, signal) }
         var empty = sigset_t()
         sigemptyset(&empty)
         posix_spawnattr_setsigdefault(&attributes, &defaults)
@@ -53,7 +59,10 @@ public final class ChildProcess: @unchecked Sendable {
         var argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var child: pid_t = 0
-        let result = posix_spawn(&child, executable, &actions, &attributes, &argv, environ)
+        let result =
+            executable.contains("/")
+            ? posix_spawn(&child, executable, &actions, &attributes, &argv, environ)
+            : posix_spawnp(&child, executable, &actions, &attributes, &argv, environ)
         guard result == 0 else { throw LaunchError(executable: executable, errno: result) }
         pid = child
     }
@@ -97,12 +106,17 @@ public final class ChildProcess: @unchecked Sendable {
 
     /// SIGTERM, then SIGKILL after `grace` seconds; returns the exit status.
     @discardableResult
-    public func stop(grace: Double) -> Int32 {
+    public func stop(grace: Double = 5) -> Int32 {
         if isRunning { kill(pid, SIGTERM) }
         let deadline = Date().addingTimeInterval(grace)
         while isRunning, Date() < deadline { usleep(10_000) }
         if isRunning { kill(pid, SIGKILL) }
         return wait()
+    }
+
+    /// `arguments[0]` with the rest, output appended to `logPath` (test servers, shells).
+    public convenience init(_ arguments: [String], logPath: String) throws(LaunchError) {
+        try self.init(executable: arguments[0], arguments: Array(arguments.dropFirst()), outputPath: logPath)
     }
 
     /// Runs a short command to its end: `input` on its standard input, its

@@ -89,13 +89,11 @@ public struct NoLookup: HostLookup {
 /// cache of the answers for their time to live. A cached answer is given
 /// on the spot, on the caller's thread.
 public final class NeedRulesAnswerer: @unchecked Sendable {
-    // @unchecked Sendable: `cache` and the counters are guarded by `lock`.
+    // @unchecked Sendable: `cache` is guarded by `lock`.
     private let lookup: any HostLookup
     private let lock = NSLock()
     private var cache: [HostName: (result: LookupResult, expires: Date)] = [:]
     private let capacity: Int
-    public private(set) var cacheHits: UInt64 = 0
-    public private(set) var lookups: UInt64 = 0
 
     public init(lookup: any HostLookup, capacity: Int = 16_384) {
         self.lookup = lookup
@@ -116,7 +114,6 @@ public final class NeedRulesAnswerer: @unchecked Sendable {
         let cached: LookupResult? = lock.withLock {
             let now = Date()
             guard let entry = cache[host], entry.expires > now else { return nil }
-            cacheHits += 1
             // What is left of the time to live, so filter-data forgets it when this cache does.
             guard case .categories(let categories, _) = entry.result else { return entry.result }
             return .categories(categories, timeToLive: UInt32(max(1, entry.expires.timeIntervalSince(now).rounded(.up))))
@@ -129,7 +126,6 @@ public final class NeedRulesAnswerer: @unchecked Sendable {
             let result = await lookup.lookUp(host)
             if case .categories(_, let timeToLive) = result, timeToLive > 0 {
                 lock.withLock {
-                    lookups += 1
                     if cache.count >= capacity { cache.removeAll(keepingCapacity: true) }
                     cache[host] = (result, Date().addingTimeInterval(Double(timeToLive)))
                 }
