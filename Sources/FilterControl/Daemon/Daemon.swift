@@ -2,6 +2,7 @@ public import Foundation
 import NIOConcurrencyHelpers
 import SharedStore
 import VerdictCore
+import FilterData
 
 /// filter-control as a whole: configuration, kernel rules, the supervised
 /// filter-data, needRules answers and the admin socket. `main` builds one,
@@ -60,7 +61,7 @@ public final class Daemon: @unchecked Sendable {
         if let store = options.store {
             storePath = store
         } else {
-            let updater = RuleUpdater(settings: .init(configuration))
+            let updater = RuleUpdater(settings: Daemon.updaterSettings(configuration))
             self.updater = updater
             if updater.installed() == nil {
                 guard let source = configuration.rules.source else {
@@ -178,6 +179,16 @@ public final class Daemon: @unchecked Sendable {
         log("kernel rules removed")
     }
 
+    /// The download settings of the `rules` section. filter-control's own
+    /// connections carry the allow mark, so the kernel rules let them pass
+    /// without queueing them (DESIGN.md: the control process's traffic is
+    /// exempt); its name lookups still go through the filter like anyone's.
+    static func updaterSettings(_ configuration: Configuration) -> RuleUpdater.Settings {
+        var settings = RuleUpdater.Settings(configuration)
+        settings.socketMark = FlowMarks().allow
+        return settings
+    }
+
     /// The lookup service next to the bundle (`<rules.source>lookup/`), for `policy.unknown: ask`.
     public static func lookup(for configuration: Configuration, log: (String) -> Void = { _ in }) -> any HostLookup {
         guard let text = configuration.rules.source, let source = try? BundleSource(parsing: text) else { return NoLookup() }
@@ -186,7 +197,9 @@ public final class Daemon: @unchecked Sendable {
             return FolderLookup(folder: (path.hasSuffix("/") ? path : path + "/") + "lookup")
         case .https(let host, let port, let path):
             do {
-                return try HTTPSLookup(host: host, port: port, path: path, caFile: configuration.rules.caFile, pins: configuration.rules.pins)
+                return try HTTPSLookup(
+                    host: host, port: port, path: path, caFile: configuration.rules.caFile, pins: configuration.rules.pins,
+                    socketMark: FlowMarks().allow)
             } catch {
                 log("no lookups: \(error)")
                 return NoLookup()
@@ -212,7 +225,7 @@ public final class Daemon: @unchecked Sendable {
                 var updater = lock.withLock { self.updater }!
                 if lock.withLock({ self.configuration.rules }) != configuration.rules {
                     // rules.* changed in the file: fetch with the new settings.
-                    updater = RuleUpdater(settings: .init(configuration))
+                    updater = RuleUpdater(settings: Daemon.updaterSettings(configuration))
                     lock.withLock { self.updater = updater }
                 }
                 if configuration.rules.source != nil {

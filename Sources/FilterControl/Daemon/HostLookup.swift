@@ -145,10 +145,11 @@ public struct HTTPSLookup: HostLookup {
     private let folder: String
 
     /// `path` is the bundle folder's path (starting and ending with `/`).
-    public init(host: String, port: Int, path: String, caFile: String?, pins: [String]) throws(RuleUpdateError) {
+    public init(host: String, port: Int, path: String, caFile: String?, pins: [String], socketMark: UInt32? = nil) throws(RuleUpdateError) {
         let trust = try ServerTrust(caFile: caFile, pins: pins)
         client = try HTTPSClient(
-            trust: trust, connectTimeout: .seconds(2), requestTimeout: .seconds(3), group: MultiThreadedEventLoopGroup.singleton)
+            trust: trust, connectTimeout: .seconds(2), requestTimeout: .seconds(3), socketMark: socketMark,
+            group: MultiThreadedEventLoopGroup.singleton)
         self.host = host
         self.port = port
         folder = path + "lookup/"

@@ -31,10 +31,17 @@ struct HTTPSClient: Sendable {
     let trust: ServerTrust
     let connectTimeout: Duration
     let requestTimeout: Duration
+    /// `SO_MARK` for this client's sockets: filter-control marks its own
+    /// connections with the allow mark so the kernel rules let them pass
+    /// unqueued (rule downloads keep working while filter-data is down in
+    /// closed mode). Needs CAP_NET_ADMIN; nil leaves sockets unmarked.
+    let socketMark: UInt32?
     private let group: any EventLoopGroup
     private let context: NIOSSLContext
 
-    init(trust: ServerTrust, connectTimeout: Duration, requestTimeout: Duration, group: any EventLoopGroup) throws(RuleUpdateError) {
+    init(
+        trust: ServerTrust, connectTimeout: Duration, requestTimeout: Duration, socketMark: UInt32? = nil, group: any EventLoopGroup
+    ) throws(RuleUpdateError) {
         var configuration = TLSConfiguration.makeClientConfiguration()
         configuration.minimumTLSVersion = .tlsv12
         configuration.certificateVerification = .fullVerification
@@ -47,6 +54,7 @@ struct HTTPSClient: Sendable {
         self.trust = trust
         self.connectTimeout = connectTimeout
         self.requestTimeout = requestTimeout
+        self.socketMark = socketMark
         self.group = group
     }
 
@@ -148,8 +156,11 @@ struct HTTPSClient: Sendable {
         // SNI takes names only; for an address NIOSSL checks the certificate against the peer address.
         let isAddress = host.contains(":") || host.allSatisfy { $0.isNumber || $0 == "." }
         let serverName = isAddress ? nil : host
-        return try await ClientBootstrap(group: group)
-            .connectTimeout(.nanoseconds(connectTimeout.nanoseconds))
+        var bootstrap = ClientBootstrap(group: group).connectTimeout(.nanoseconds(connectTimeout.nanoseconds))
+        if let socketMark {
+            bootstrap = bootstrap.channelOption(.socketOption(.init(rawValue: SO_MARK)), value: SocketOptionValue(socketMark))
+        }
+        return try await bootstrap
             .connect(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let tls = try NIOSSLClientHandler(

@@ -66,6 +66,8 @@ public actor RuleUpdater {
         public var retry = RetryPolicy()
         /// Whether the system trust store counts (always, but for tests that must not depend on it).
         public var useSystemTrustRoots = true
+        /// `SO_MARK` for download sockets (see ``HTTPSClient/socketMark``); the daemon sets its allow mark.
+        public var socketMark: UInt32?
 
         public init(
             directory: String, source: String?, trustedKeys: [BundlePublicKey], caFile: String? = nil, pins: [String] = [],
@@ -179,7 +181,7 @@ public actor RuleUpdater {
             let trust = try ServerTrust(caFile: settings.caFile, pins: settings.pins, useSystemRoots: settings.useSystemTrustRoots)
             let client = try HTTPSClient(
                 trust: trust, connectTimeout: settings.connectTimeout, requestTimeout: settings.requestTimeout,
-                group: MultiThreadedEventLoopGroup.singleton)
+                socketMark: settings.socketMark, group: MultiThreadedEventLoopGroup.singleton)
             return HTTPSTransport(client: client, host: host, port: port, path: path, retry: settings.retry, source: source.description)
         }
     }
