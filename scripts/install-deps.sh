@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages hallpass needs to build and test.
 # Idempotent: installs only what is missing. Needs root.
+#   scripts/install-deps.sh           build, run and test (what CI needs)
+#   scripts/install-deps.sh --build   build and run only (what `make install` needs)
 set -euo pipefail
 
 packages=(
     # build: the C libraries filter-data talks to the kernel with
     pkg-config libnetfilter-queue-dev libmnl-dev libseccomp-dev
-    # run: kernel rules and network namespaces
+    # run: kernel rules
     iptables iproute2
-    # integration tests: real servers and clients inside test namespaces
-    nginx-light curl openssl dnsmasq-base bind9-dnsutils
 )
+tests=1
+case "${1:-}" in
+    --build) tests=0 ;;
+    "") ;;
+    *) echo "install-deps: unknown option '$1' (use --build, or nothing)" >&2; exit 64 ;;
+esac
+if [ "$tests" = 1 ]; then
+    # integration tests: real servers and clients inside test namespaces
+    packages+=(nginx-light curl openssl dnsmasq-base bind9-dnsutils)
+fi
 
 missing=()
 for package in "${packages[@]}"; do
@@ -33,6 +43,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     [ "$created_policy" = 1 ] && rm -f "$policy"
 fi
+command -v swift >/dev/null || { echo "install-deps: swift is not on PATH (Swift 6.1 or later is needed)" >&2; exit 1; }
+[ "$tests" = 1 ] || exit 0
 # The QUIC peer of the integration tests: aioquic from PyPI, in a virtualenv under .build.
 venv=.build/test-venv
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import aioquic" 2>/dev/null; then
@@ -40,4 +52,3 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import aioquic" 2>/de
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q --disable-pip-version-check "aioquic>=1.2,<2"
 fi
-command -v swift >/dev/null || { echo "install-deps: swift is not on PATH (Swift 6.1 or later is needed)" >&2; exit 1; }
