@@ -15,64 +15,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 size_mib=${1:-2048}
 rounds=${2:-4}
-[ "$(id -u)" = 0 ] || { echo "bench-download.sh: needs root (network namespaces, iptables, NFQUEUE)" >&2; exit 77; }
-
-scripts/install-deps.sh
-swift build -c release 2>&1 | tail -1
-bin=$(swift build -c release --show-bin-path)
-work=$(mktemp -d /tmp/hallpass-bench-download.XXXXXX)
-client=hpbdc$$
-server=hpbds$$
-control_pid=""
-nginx_pid=""
-
-cleanup() {
-    [ -n "$control_pid" ] && kill "$control_pid" 2>/dev/null && wait "$control_pid" 2>/dev/null || true
-    [ -n "$nginx_pid" ] && kill "$nginx_pid" 2>/dev/null && wait "$nginx_pid" 2>/dev/null || true
-    ip netns del "$client" 2>/dev/null || true
-    ip netns del "$server" 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-ip netns add "$client"
-ip netns add "$server"
-ip link add "v$$c" type veth peer name "v$$s"
-ip link set "v$$c" netns "$client"
-ip link set "v$$s" netns "$server"
-ip -n "$client" link set lo up
-ip -n "$server" link set lo up
-ip -n "$client" addr add 10.78.0.1/24 dev "v$$c"
-ip -n "$server" addr add 10.78.0.2/24 dev "v$$s"
-ip -n "$client" link set "v$$c" up
-ip -n "$server" link set "v$$s" up
-
+bench_name=bench-download
+bench_net=78
+bench_queue=5
+source scripts/lib/bench-network.sh
+bench_setup
 truncate -s "${size_mib}M" "$work/big.bin"
-cat >"$work/nginx.conf" <<EOF
-daemon off;
-master_process off;
-worker_processes 1;
-user root;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log;
-events { worker_connections 64; }
-http {
-  access_log off;
-  sendfile on;
-  client_body_temp_path $work/body;
-  proxy_temp_path $work/proxy;
-  fastcgi_temp_path $work/fastcgi;
-  uwsgi_temp_path $work/uwsgi;
-  scgi_temp_path $work/scgi;
-  server {
-    listen 10.78.0.2:80;
-    location /big { alias $work/big.bin; }
-    location / { return 200 "ok \$host\n"; }
-  }
-}
-EOF
-ip netns exec "$server" nginx -c "$work/nginx.conf" -p "$work" &
-nginx_pid=$!
+bench_nginx
 
 echo "blocked.test" >"$work/demo.txt"
 "$bin/filterctl" compile --quiet --out "$work/rules.hpstore" "demo=$work/demo.txt"
@@ -83,17 +32,11 @@ queue:
 policy:
   block: [ demo ]
 EOF
-ip netns exec "$client" "$bin/filter-control" --config "$work/hallpass.yaml" --store "$work/rules.hpstore" \
-    --runtime-dir "$work/run" 2>"$work/filter-control.log" &
-control_pid=$!
-for _ in $(seq 1 100); do
-    ip netns exec "$client" awk '$1 == 5 { found = 1 } END { exit !found }' /proc/net/netfilter/nfnetlink_queue 2>/dev/null && break
-    sleep 0.1
-done
+bench_hallpass
 
 fetch() {  # prints bytes per second
     ip netns exec "$client" curl -s -o /dev/null -m 120 -w '%{speed_download}' \
-        --resolve allowed.test:80:10.78.0.2 http://allowed.test/big
+        --resolve allowed.test:80:$server_ip http://allowed.test/big
 }
 bypass() {  # on | off
     if [ "$1" = on ]; then
@@ -104,7 +47,7 @@ bypass() {  # on | off
 }
 
 # Both paths work before measuring: the filter judges (blocked.test fails) and allowed.test answers.
-if ip netns exec "$client" curl -s -m 3 --resolve blocked.test:80:10.78.0.2 http://blocked.test/ >/dev/null; then
+if ip netns exec "$client" curl -s -m 3 --resolve blocked.test:80:$server_ip http://blocked.test/ >/dev/null; then
     echo "bench-download.sh: blocked.test was not blocked; is hallpass running?" >&2
     cat "$work/filter-control.log" >&2
     exit 1
@@ -130,7 +73,7 @@ off_median=$(median "${off[@]}")
 echo "median filter on:  $on_median Mbit/s (${#on[@]} downloads)"
 echo "median filter off: $off_median Mbit/s (${#off[@]} downloads)"
 awk -v a="$on_median" -v b="$off_median" 'BEGIN { printf "on/off: %.1f %%\n", 100 * a / b }'
-data_pid=$(pgrep -f "$bin/filter-data" | head -1 || true)
+data_pid=$(bench_data_pid || true)
 if [ -n "$data_pid" ]; then
     grep -E "VmHWM|VmRSS" "/proc/$data_pid/status" | sed 's/^/filter-data /'
 fi

@@ -6,8 +6,8 @@
 set -euo pipefail
 
 packages=(
-    # build: the C libraries filter-data talks to the kernel with
-    pkg-config libnetfilter-queue-dev libmnl-dev libseccomp-dev
+    # build: the C libraries filter-data talks to the kernel with, and make for `make install`
+    pkg-config libnetfilter-queue-dev libmnl-dev libseccomp-dev make
     # run: kernel rules
     iptables iproute2
 )
@@ -20,6 +20,8 @@ esac
 if [ "$tests" = 1 ]; then
     # integration tests: real servers and clients inside test namespaces
     packages+=(nginx-light curl openssl dnsmasq-base bind9-dnsutils)
+    # scripts/check-install.sh: systemd-analyze checks the unit
+    packages+=(systemd)
 fi
 
 missing=()

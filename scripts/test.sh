@@ -8,3 +8,5 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 swift build --build-tests
 swift test --skip-build
+# make install / uninstall into a staging folder, with the debug build above.
+scripts/check-install.sh
