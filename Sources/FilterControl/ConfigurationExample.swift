@@ -4,7 +4,8 @@ extension Configuration {
     public static let example = """
         # hallpass configuration (/etc/hallpass/hallpass.yaml).
         # Every key is optional; the value shown is the default unless marked "example".
-        # filter-control reads this file once at start; 'systemctl restart hallpass' applies changes.
+        # filter-control reads this file at start; 'filterctl reload' (or SIGHUP) reads rules.* and policy.*
+        # again, 'systemctl restart hallpass' applies the rest.
 
         queue:
           # The NFQUEUE number the kernel rules send undecided flows to.
