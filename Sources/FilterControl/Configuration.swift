@@ -43,12 +43,29 @@ public struct Configuration: Sendable, Hashable {
         public var url: String
     }
 
+    /// What filter-data does with a DNS query for a blocked name (`policy.blockedDNS`).
+    public enum BlockedDNS: String, Sendable, Hashable, CaseIterable {
+        /// Let it go and point the answer's A/AAAA records at the block page.
+        case rewrite
+        /// Drop the query: the name does not resolve.
+        case drop
+    }
+
     public struct BlockPage: Sendable, Hashable {
+        /// The IPv4 address the block page listens on (and blocked names resolve to).
         public var address: String = "127.0.0.1"
+        /// The IPv6 address the block page listens on (and blocked names resolve to).
+        public var address6: String = "::1"
+        /// The port of the page at http://address:port/ (for a direct look).
         public var port: UInt16 = 8080
+        /// Where browsers sent to the block page by a rewritten DNS answer arrive.
+        public var httpPort: UInt16 = 80
+        public var httpsPort: UInt16 = 443
         public var organization: String = "Your school"
         /// nil: the page offers no link.
         public var requestAccess: RequestAccess?
+        /// A folder with custom templates and strings (docs/block-page.md); nil: the built-in page.
+        public var templates: String?
     }
 
     public struct Admin: Sendable, Hashable {
@@ -62,8 +79,9 @@ public struct Configuration: Sendable, Hashable {
     public var policy = Policy()
     public var blockPage = BlockPage()
     public var admin = Admin()
+    public var blockedDNS = BlockedDNS.rewrite
 
-    public init() {}
+    public init() { applyBlockedDNS() }
 }
 
 /// A configuration problem, naming the key (`policy.unknown`) and, where
@@ -147,7 +165,9 @@ extension Configuration {
             }
         }
         if let policy = top["policy"] {
-            let fields = try policy.mapping(allowed: ["block", "allow", "deny", "unknown", "noName", "askDefault", "askTimeout"])
+            let fields = try policy.mapping(allowed: [
+                "block", "allow", "deny", "unknown", "noName", "askDefault", "askTimeout", "blockedDNS",
+            ])
             if let block = fields["block"] {
                 if case .scalar = block.node, try block.string() == "all" {
                     self.policy.blockedCategories = .all
@@ -179,15 +199,26 @@ extension Configuration {
             if let noName = fields["noName"] { self.policy.noName = try noName.choice(Policy.NoNameAction.self) }
             if let askDefault = fields["askDefault"] { self.policy.askDefault = try askDefault.choice(Policy.DefaultAction.self) }
             if let askTimeout = fields["askTimeout"] { self.policy.askTimeoutMilliseconds = try askTimeout.milliseconds(in: 10...60_000) }
+            if let blockedDNS = fields["blockedDNS"] { self.blockedDNS = try blockedDNS.choice(BlockedDNS.self) }
         }
         if let page = top["blockPage"] {
-            let fields = try page.mapping(allowed: ["address", "port", "organization", "requestAccess"])
+            let fields = try page.mapping(allowed: [
+                "address", "address6", "port", "httpPort", "httpsPort", "organization", "requestAccess", "templates",
+            ])
             if let address = fields["address"] {
                 let text = try address.string()
-                guard IPAddress(text) != nil else { throw address.error("'\(text)' is not an IP address") }
+                guard let parsed = IPAddress(text), parsed.isIPv4 else { throw address.error("'\(text)' is not an IPv4 address") }
                 self.blockPage.address = text
             }
+            if let address = fields["address6"] {
+                let text = try address.string()
+                guard let parsed = IPAddress(text), !parsed.isIPv4 else { throw address.error("'\(text)' is not an IPv6 address") }
+                self.blockPage.address6 = text
+            }
             if let port = fields["port"] { self.blockPage.port = try port.integer(in: 1...65535).narrowed() }
+            if let port = fields["httpPort"] { self.blockPage.httpPort = try port.integer(in: 1...65535).narrowed() }
+            if let port = fields["httpsPort"] { self.blockPage.httpsPort = try port.integer(in: 1...65535).narrowed() }
+            if let templates = fields["templates"] { self.blockPage.templates = try templates.absolutePath() }
             if let organization = fields["organization"] {
                 let text = try organization.string()
                 guard !text.isEmpty, text.count <= 200 else { throw organization.error("1 to 200 characters") }
@@ -215,6 +246,19 @@ extension Configuration {
             let fields = try admin.mapping(allowed: ["socket", "group"])
             if let socket = fields["socket"] { self.admin.socket = try socket.absolutePath() }
             if let group = fields["group"] { self.admin.group = try group.string() }
+        }
+        applyBlockedDNS()
+    }
+
+    /// Puts `policy.blockedDNS` and the block page's addresses into the
+    /// policy filter-data reads.
+    mutating func applyBlockedDNS() {
+        switch blockedDNS {
+        case .drop:
+            policy.dnsRewrite = nil
+        case .rewrite:
+            // Both were checked as addresses of their family when read.
+            policy.dnsRewrite = Policy.DNSRewrite(ipv4: IPAddress(blockPage.address)!, ipv6: IPAddress(blockPage.address6)!)
         }
     }
 }

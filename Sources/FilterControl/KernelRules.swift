@@ -24,17 +24,26 @@ import Foundation
 /// rewritten whole with `iptables-restore --noflush` (atomic per table) and
 /// the OUTPUT jump is inserted once, so installing twice changes nothing
 /// and other firewall rules are left alone.
+///
+/// A second chain on the INPUT hook, `HALLPASS_IN`, queues DNS answers
+/// (UDP from port 53, not from loopback) when blocked names resolve to the
+/// block page (`policy.blockedDNS: rewrite`): filter-data points the answers
+/// for blocked names at the block page and lets every other answer pass.
 public struct KernelRules: Sendable {
     public static let chain = "HALLPASS_OUT"
+    public static let inputChain = "HALLPASS_IN"
 
     public var queue: UInt16
     public var failOpen: Bool
     public var marks: FlowMarks
+    /// Queue DNS answers for filter-data to rewrite.
+    public var rewriteDNS: Bool
 
-    public init(queue: UInt16, failOpen: Bool, marks: FlowMarks = FlowMarks()) {
+    public init(queue: UInt16, failOpen: Bool, marks: FlowMarks = FlowMarks(), rewriteDNS: Bool = false) {
         self.queue = queue
         self.failOpen = failOpen
         self.marks = marks
+        self.rewriteDNS = rewriteDNS
     }
 
     public enum Family: String, Sendable, CaseIterable {
@@ -101,6 +110,8 @@ public struct KernelRules: Sendable {
             -A \(chain) -m connmark --mark \(hex(marks.block))/\(mask) -j \(rejectOther)
             -A \(chain) -p tcp -m bpf --bytecode "\(KernelRules.payloadProgram(family))" -j \(queueTarget)
             -A \(chain) -p udp -j \(queueTarget)
+            :\(KernelRules.inputChain) - [0:0]
+            \(rewriteDNS ? "-A \(KernelRules.inputChain) -i lo -j RETURN\n-A \(KernelRules.inputChain) -p udp --sport 53 -j \(queueTarget)" : "")
             COMMIT
 
             """
@@ -115,23 +126,28 @@ public struct KernelRules: Sendable {
         public var description: String { "\(command) failed (exit \(status)): \(output.trimmingCharacters(in: .whitespacesAndNewlines))" }
     }
 
-    /// Installs the chain and the OUTPUT jump for both families.
+    /// Installs the chains and the OUTPUT and INPUT jumps for both families.
     public func install() throws {
         for family in Family.allCases {
             try KernelRules.run(family.restoreCommand, ["--noflush"], input: restoreInput(family))
-            // Insert the jump once: a second install must not add a second jump.
+            // Insert each jump once: a second install must not add a second jump.
             if !KernelRules.isInstalled(family) {
                 try KernelRules.run(family.command, ["-I", "OUTPUT", "1", "-j", KernelRules.chain])
+            }
+            if (try? KernelRules.run(family.command, ["-C", "INPUT", "-j", KernelRules.inputChain])) == nil {
+                try KernelRules.run(family.command, ["-I", "INPUT", "1", "-j", KernelRules.inputChain])
             }
         }
     }
 
-    /// Removes the jump and the chain; safe to call when nothing is installed.
+    /// Removes the jumps and the chains; safe to call when nothing is installed.
     public static func remove() {
         for family in Family.allCases {
-            while (try? run(family.command, ["-D", "OUTPUT", "-j", chain])) != nil {}
-            _ = try? run(family.command, ["-F", chain])
-            _ = try? run(family.command, ["-X", chain])
+            for (hook, chain) in [("OUTPUT", chain), ("INPUT", inputChain)] {
+                while (try? run(family.command, ["-D", hook, "-j", chain])) != nil {}
+                _ = try? run(family.command, ["-F", chain])
+                _ = try? run(family.command, ["-X", chain])
+            }
         }
     }
 

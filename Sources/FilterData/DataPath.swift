@@ -28,6 +28,10 @@ public struct DataPathCounters: Sendable, Hashable {
     public var ruleSwaps: UInt64 = 0
     public var ruleSwapsRefused: UInt64 = 0
     public var invalidControlMessages: UInt64 = 0
+    /// DNS answers for blocked names pointed at the block page.
+    public var dnsRewrites: UInt64 = 0
+    /// DNS answers for blocked names that held no A/AAAA record to rewrite (passed as they were).
+    public var dnsRewritesEmpty: UInt64 = 0
 
     public init() {}
 }
@@ -132,10 +136,21 @@ public final class DataPath {
     // MARK: Packets
 
     private func handle(_ packet: QueuedPacket, now: UInt64) {
+        let rewrite = inspector.engine.policy.dnsRewrite
+        if let rewrite, let response = DNSResponsePacket(packet.payload, port: inspector.settings.dnsPort) {
+            socket.setVerdict(answer(response, packet: packet.payload, rewrite: rewrite), for: packet.id)
+            return
+        }
         let inspection = inspector.inspect(packet.payload, uid: packet.uid, gid: packet.gid, now: now)
         guard inspection.verdict == .needRules, inspection.finality == .undecided, let key = inspection.flow,
             let host = inspection.facts.host
         else {
+            if rewrite != nil, inspection.finality == .packetDecision, inspection.kind == .dns, inspection.verdict == .drop {
+                // The query for a blocked name goes on: its answer comes back
+                // through here and is pointed at the block page.
+                socket.setVerdict(.accept, for: packet.id)
+                return
+            }
             socket.setVerdict(DataPath.kernelVerdict(for: inspection, marks: marks), for: packet.id)
             return
         }
@@ -163,6 +178,21 @@ public final class DataPath {
                 settleWaiting(for: host, with: inspector.engine.askDefault(Reason(source: .askTimeout)), now: now)
             }
         }
+    }
+
+    /// The verdict for a DNS response: the question is judged like a query;
+    /// for a blocked name the addresses in the answer become the block page's.
+    private func answer(_ response: DNSResponsePacket, packet: UnsafeRawBufferPointer, rewrite: Policy.DNSRewrite) -> KernelVerdict {
+        guard let host = response.question else { return .accept }
+        let facts = FlowFacts(
+            host: host, nameSource: .dnsQuestion, destination: response.ip.source, destinationPort: response.ip.sourcePort, transport: .udp)
+        guard inspector.engine.decide(facts).verdict == .drop else { return .accept }
+        guard let rewritten = DNSAnswerRewrite.rewrite(packet, response: response, to: rewrite) else {
+            counters.dnsRewritesEmpty += 1
+            return .accept
+        }
+        counters.dnsRewrites += 1
+        return .acceptRewritten(rewritten)
     }
 
     /// Decides a held flow with `decision` and gives its packets their verdicts.
@@ -325,6 +355,8 @@ public final class DataPath {
             .init("ruleSwaps", counters.ruleSwaps),
             .init("ruleSwapsRefused", counters.ruleSwapsRefused),
             .init("invalidControlMessages", counters.invalidControlMessages),
+            .init("dnsRewrites", counters.dnsRewrites),
+            .init("dnsRewritesEmpty", counters.dnsRewritesEmpty),
             .init("verdictsSent", queue.verdictsSent),
             .init("netlinkErrors", queue.netlinkErrors),
             .init("receiveOverruns", queue.receiveOverruns),

@@ -45,6 +45,22 @@ public struct Policy: Sendable, Hashable {
     /// A plain allow-or-block default (for `askDefault`).
     public typealias DefaultAction = NoNameAction
 
+    /// Where DNS answers for blocked names point, so a browser that asks for
+    /// a blocked name reaches the block page: filter-data lets the query go
+    /// and rewrites the A and AAAA records of its answer to these addresses.
+    public struct DNSRewrite: Sendable, Hashable {
+        public var ipv4: IPAddress
+        public var ipv6: IPAddress
+        /// The time to live of a rewritten record, so an approved name resolves normally soon.
+        public var timeToLive: UInt32
+
+        public init(ipv4: IPAddress, ipv6: IPAddress, timeToLive: UInt32 = 10) {
+            self.ipv4 = ipv4
+            self.ipv6 = ipv6
+            self.timeToLive = timeToLive
+        }
+    }
+
     public var blockedCategories: CategorySelection
     public var allow: [RulePattern]
     public var deny: [RulePattern]
@@ -56,6 +72,8 @@ public struct Policy: Sendable, Hashable {
     public var askDefault: DefaultAction
     /// With `unknown: ask`: how long a flow waits for filter-control's answer.
     public var askTimeoutMilliseconds: Int
+    /// nil: DNS queries for blocked names are dropped (the name does not resolve).
+    public var dnsRewrite: DNSRewrite?
 
     public init(
         blockedCategories: CategorySelection = .all,
@@ -64,7 +82,8 @@ public struct Policy: Sendable, Hashable {
         unknown: UnknownAction = .allow,
         noName: NoNameAction = .allow,
         askDefault: DefaultAction = .allow,
-        askTimeoutMilliseconds: Int = 2000
+        askTimeoutMilliseconds: Int = 2000,
+        dnsRewrite: DNSRewrite? = nil
     ) {
         self.blockedCategories = blockedCategories
         self.allow = allow
@@ -73,5 +92,6 @@ public struct Policy: Sendable, Hashable {
         self.noName = noName
         self.askDefault = askDefault
         self.askTimeoutMilliseconds = askTimeoutMilliseconds
+        self.dnsRewrite = dnsRewrite
     }
 }

@@ -10,6 +10,7 @@
 /// noName allow                   # allow | block
 /// askDefault allow               # allow | block (unknown ask: no answer in time)
 /// askTimeout 2000                # milliseconds
+/// dnsRewrite 127.0.0.1 ::1 10    # blocked names resolve to these (TTL 10 s); absent: dropped
 /// ```
 public enum PolicyText {
     public struct ParseError: Error, Hashable, Sendable, CustomStringConvertible {
@@ -30,6 +31,9 @@ public enum PolicyText {
         lines.append("noName \(policy.noName.rawValue)")
         lines.append("askDefault \(policy.askDefault.rawValue)")
         lines.append("askTimeout \(policy.askTimeoutMilliseconds)")
+        if let rewrite = policy.dnsRewrite {
+            lines.append("dnsRewrite \(rewrite.ipv4) \(rewrite.ipv6) \(rewrite.timeToLive)")
+        }
         return lines.joined(separator: "\n") + "\n"
     }
 
@@ -77,6 +81,13 @@ public enum PolicyText {
                     throw ParseError(line: number, reason: "expected 'askTimeout MILLISECONDS' (10 to 60000)")
                 }
                 policy.askTimeoutMilliseconds = milliseconds
+            case "dnsRewrite":
+                let usage = "expected 'dnsRewrite IPV4 IPV6 TTL' (TTL 0 to 86400 seconds)"
+                guard values.count == 3, let ipv4 = IPAddress(String(values[values.startIndex])), ipv4.isIPv4,
+                    let ipv6 = IPAddress(String(values[values.startIndex + 1])), !ipv6.isIPv4,
+                    let ttl = UInt32(values[values.startIndex + 2]), ttl <= 86_400
+                else { throw ParseError(line: number, reason: usage) }
+                policy.dnsRewrite = Policy.DNSRewrite(ipv4: ipv4, ipv6: ipv6, timeToLive: ttl)
             default:
                 throw ParseError(line: number, reason: "unknown key '\(key)'")
             }

@@ -49,6 +49,11 @@ import VerdictCore
         ("policy:\n  askDefault: ask\n", "policy.askDefault"),
         ("policy:\n  askTimeout: 2h\n", "policy.askTimeout"),
         ("policy:\n  askTimeout: 5ms\n", "policy.askTimeout"),
+        ("policy:\n  blockedDNS: redirect\n", "policy.blockedDNS"),
+        ("blockPage:\n  address: \"::1\"\n", "blockPage.address"),
+        ("blockPage:\n  address6: 127.0.0.1\n", "blockPage.address6"),
+        ("blockPage:\n  httpsPort: 0\n", "blockPage.httpsPort"),
+        ("blockPage:\n  templates: relative/folder\n", "blockPage.templates"),
     ])
     func errorsNameTheKey(yaml: String, key: String) {
         do {
@@ -83,6 +88,14 @@ import VerdictCore
 }
 
 extension ConfigurationTests {
+    @Test func blockedNamesResolveToTheBlockPageUnlessTold() throws {
+        let defaults = try Configuration(yaml: "")
+        #expect(defaults.policy.dnsRewrite == Policy.DNSRewrite(ipv4: IPAddress("127.0.0.1")!, ipv6: IPAddress("::1")!))
+        let moved = try Configuration(yaml: "blockPage:\n  address: 127.0.0.9\n  address6: \"fd00::9\"\n")
+        #expect(moved.policy.dnsRewrite?.ipv4 == IPAddress("127.0.0.9") && moved.policy.dnsRewrite?.ipv6 == IPAddress("fd00::9"))
+        #expect(try Configuration(yaml: "policy:\n  blockedDNS: drop\n").policy.dnsRewrite == nil)
+    }
+
     @Test func askDurations() throws {
         #expect(try Configuration(yaml: "policy:\n  askTimeout: 750ms\n").policy.askTimeoutMilliseconds == 750)
         #expect(try Configuration(yaml: "policy:\n  askTimeout: 3s\n").policy.askTimeoutMilliseconds == 3000)

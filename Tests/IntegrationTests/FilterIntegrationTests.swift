@@ -106,14 +106,36 @@ import Testing
         try network.startDNS()
         let (config, store) = try prepare(network)
         _ = try startHallpass(network, config: config, store: store)
-        let allowed = try network.inClient("dig +short +time=2 +tries=1 @\(network.serverIPv4) www.allowed.test A")
-        #expect(allowed.status == 0 && allowed.output.trimmingCharacters(in: .whitespacesAndNewlines) == network.serverIPv4, "\(allowed.output)")
-        // A blocked name's query is dropped (issue 5 answers it with the block page instead).
-        let blocked = try network.inClient("dig +short +time=1 +tries=1 @\(network.serverIPv4) www.blocked.test A")
-        #expect(blocked.status == 9, "dig exit \(blocked.status): \(blocked.output)")
+        func dig(_ name: String, _ type: String = "A") throws -> (status: Int32, output: String) {
+            let result = try network.inClient("dig +short +time=2 +tries=1 @\(network.serverIPv4) \(name) \(type)")
+            return (result.status, result.output.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        let allowed = try dig("www.allowed.test")
+        #expect(allowed.status == 0 && allowed.output == network.serverIPv4, "\(allowed.output)")
+        #expect(try dig("www.allowed.test", "AAAA").output == network.serverIPv6)
+        // A blocked name resolves to the block page (policy.blockedDNS: rewrite, the default).
+        let blocked = try dig("www.blocked.test")
+        #expect(blocked.status == 0 && blocked.output == "127.0.0.1", "dig exit \(blocked.status): \(blocked.output)")
+        #expect(try dig("www.blocked.test", "AAAA").output == "::1")
+        // The rewritten answer lives 10 s at most (dnsmasq gives 300 s); others keep theirs.
+        func ttl(_ name: String) throws -> String? {
+            let answer = try network.inClient("dig +noall +answer +time=2 +tries=1 @\(network.serverIPv4) \(name) A")
+            return answer.output.split(whereSeparator: \.isWhitespace).dropFirst().first.map(String.init)
+        }
+        #expect(try ttl("blocked.test") == "10")
+        #expect(try ttl("allowed.test") == "300")
         // The same client socket flow may ask an allowed name next: judged again, not by the flow's past.
-        let again = try network.inClient("dig +short +time=2 +tries=1 @\(network.serverIPv4) allowed.test A")
-        #expect(again.output.trimmingCharacters(in: .whitespacesAndNewlines) == network.serverIPv4)
+        #expect(try dig("allowed.test").output == network.serverIPv4)
+
+        // With policy.blockedDNS: drop, the query for a blocked name goes nowhere.
+        try (String(contentsOfFile: config, encoding: .utf8).replacingOccurrences(of: "policy:\n", with: "policy:\n  blockedDNS: drop\n"))
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        let reload = try shell("\(TestNetwork.binaries)/filterctl reload --socket \(network.folder)/control.sock")
+        #expect(reload.status == 0, "\(reload.output)")
+        try network.waitFor("the new policy in filter-data") { network.log("filter-control").contains("now uses rules version") }
+        let dropped = try network.inClient("dig +short +time=1 +tries=1 @\(network.serverIPv4) www.blocked.test A")
+        #expect(dropped.status == 9, "dig exit \(dropped.status): \(dropped.output)")
+        #expect(try dig("allowed.test").output == network.serverIPv4)
     }
 
     /// Each operation the sandbox must refuse, tried by the real binary after it locked itself down.

@@ -146,7 +146,8 @@ final class TestNetwork {
             [
                 "ip", "netns", "exec", server, "dnsmasq", "--no-daemon", "--no-resolv", "--no-hosts", "--bind-interfaces",
                 "--listen-address=\(serverIPv4)", "--address=/allowed.test/\(serverIPv4)", "--address=/blocked.test/\(serverIPv4)",
-                "--pid-file=\(folder)/dnsmasq.pid", "--user=root",
+                "--address=/allowed.test/\(serverIPv6)", "--address=/blocked.test/\(serverIPv6)",
+                "--pid-file=\(folder)/dnsmasq.pid", "--user=root", "--local-ttl=300",
             ], log: "dnsmasq")
         try waitFor("dnsmasq to listen") { try shell("ip netns exec \(server) ss -lun | grep -q '\(serverIPv4):53'").status == 0 }
     }

@@ -17,3 +17,19 @@ import VerdictCore
         #expect(throws: PolicyText.ParseError.self) { try PolicyText.parse(text) }
     }
 }
+
+@Suite struct PolicyTextDNSRewriteTests {
+    @Test func dnsRewriteRoundTripsAndIsOptional() throws {
+        var policy = Policy()
+        #expect(try PolicyText.parse(PolicyText.render(policy)).dnsRewrite == nil)
+        policy.dnsRewrite = Policy.DNSRewrite(ipv4: IPAddress("127.0.0.1")!, ipv6: IPAddress("::1")!, timeToLive: 10)
+        let text = PolicyText.render(policy)
+        #expect(text.contains("dnsRewrite 127.0.0.1 ::1 10"))
+        #expect(try PolicyText.parse(text) == policy)
+    }
+
+    @Test(arguments: ["dnsRewrite", "dnsRewrite 127.0.0.1", "dnsRewrite ::1 127.0.0.1 10", "dnsRewrite 127.0.0.1 ::1 99999", "dnsRewrite 127.0.0.1 ::1 ten"])
+    func malformedRewritesAreRefused(_ line: String) {
+        #expect(throws: PolicyText.ParseError.self) { try PolicyText.parse(line + "\n") }
+    }
+}

@@ -16,6 +16,9 @@ public enum KernelVerdict: Sendable, Hashable {
     /// kernel rules save it to the connection (the fast path) and then accept
     /// or reject it. See KernelRules.
     case repeatWithMark(UInt32)
+    /// Let the packet go on with these bytes instead of its own (the whole IP
+    /// packet; a rewritten DNS answer).
+    case acceptRewritten([UInt8])
 }
 
 /// One packet the kernel handed over. `payload` points into the receive
@@ -262,9 +265,13 @@ public final class NetfilterQueueSocket {
 
     /// Queues a verdict; `flushVerdicts` sends all queued ones in one `sendto`.
     public func setVerdict(_ verdict: KernelVerdict, for packetID: UInt32) {
-        var message = [UInt8](repeating: 0, count: 128)
+        var replacement = 0
+        if case .acceptRewritten(let bytes) = verdict { replacement = bytes.count }
+        var message = [UInt8](repeating: 0, count: 128 + replacement)
         let length: Int = message.withUnsafeMutableBytes { raw in
-            // Safe: a verdict message with a mark is under 64 bytes of the 128 here.
+            // Safe: a verdict message with a mark is under 64 bytes of the 128
+            // here; a replacement payload (with its 4-byte attribute header,
+            // padded to 4) gets its own length on top.
             let header = nfq_nlmsg_put(raw.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(NFQNL_MSG_VERDICT.rawValue), UInt32(queue))!
             switch verdict {
             case .accept: nfq_nlmsg_verdict_put(header, Int32(bitPattern: packetID), NF_ACCEPT)
@@ -272,6 +279,9 @@ public final class NetfilterQueueSocket {
             case .repeatWithMark(let mark):
                 nfq_nlmsg_verdict_put(header, Int32(bitPattern: packetID), NF_REPEAT)
                 nfq_nlmsg_verdict_put_mark(header, mark)
+            case .acceptRewritten(let bytes):
+                nfq_nlmsg_verdict_put(header, Int32(bitPattern: packetID), NF_ACCEPT)
+                bytes.withUnsafeBytes { nfq_nlmsg_verdict_put_pkt(header, $0.baseAddress, UInt32($0.count)) }
             }
             return Int(header.pointee.nlmsg_len)
         }

@@ -1,0 +1,89 @@
+// Pointing the answer to a blocked name at the block page: the A and AAAA
+// records of a DNS response are overwritten in place (same lengths, so no
+// offset moves), their TTLs shortened, and the UDP checksum computed again
+// (RFC 768; RFC 8200 section 8.1 for IPv6, where it is mandatory).
+
+public import VerdictCore
+
+/// A DNS response carried in one UDP packet from port 53.
+public struct DNSResponsePacket: Sendable {
+    public var ip: IPPacket
+    public var header: DNSHeader
+    /// The question's name, when it is a usable host name.
+    public var question: HostName?
+
+    /// Recognizes a DNS response (QR set, one question) from `port` in a
+    /// whole IP packet; nil for anything else, including malformed messages.
+    public init?(_ packet: UnsafeRawBufferPointer, port: UInt16 = 53) {
+        guard let ip = try? IPPacketParser.parse(packet), ip.protocolNumber == 17, ip.sourcePort == port,
+            !ip.fragmentation.isFragment
+        else { return nil }
+        let payload = UnsafeRawBufferPointer(rebasing: packet[ip.payload])
+        guard case .success(let message) = DNSMessageParser.parse(payload), message.header.isResponse,
+            message.header.opcode == 0, let question = message.question
+        else { return nil }
+        self.ip = ip
+        self.header = message.header
+        self.question = try? HostName(bytes: question.name)
+    }
+}
+
+public enum DNSAnswerRewrite {
+    /// The packet with every A record of the answer section set to
+    /// `rewrite.ipv4`, every AAAA record to `rewrite.ipv6`, their TTLs cut to
+    /// `rewrite.timeToLive`, and the UDP checksum made right; nil when the
+    /// answer holds no A or AAAA record (nothing to point anywhere) or cannot
+    /// be read.
+    public static func rewrite(_ packet: UnsafeRawBufferPointer, response: DNSResponsePacket, to rewrite: Policy.DNSRewrite) -> [UInt8]? {
+        let payload = UnsafeRawBufferPointer(rebasing: packet[response.ip.payload])
+        guard case .success(let records) = DNSMessageParser.addressRecords(in: payload), !records.isEmpty else { return nil }
+        var bytes = [UInt8](packet)
+        let base = response.ip.payload.lowerBound
+        for record in records {
+            let address = record.type == 1 ? rewrite.ipv4.networkBytes : rewrite.ipv6.networkBytes
+            guard address.count == record.addressLength else { return nil }
+            bytes.replaceSubrange((base + record.addressOffset)..<(base + record.addressOffset + record.addressLength), with: address)
+            let ttl = min(record.timeToLive, rewrite.timeToLive)
+            let ttlAt = base + record.timeToLiveOffset
+            bytes[ttlAt] = UInt8(truncatingIfNeeded: ttl >> 24)
+            bytes[ttlAt + 1] = UInt8(truncatingIfNeeded: ttl >> 16)
+            bytes[ttlAt + 2] = UInt8(truncatingIfNeeded: ttl >> 8)
+            bytes[ttlAt + 3] = UInt8(truncatingIfNeeded: ttl)
+        }
+        guard setUDPChecksum(&bytes, ip: response.ip) else { return nil }
+        return bytes
+    }
+
+    /// Computes the UDP checksum of `bytes` (a whole IP packet) again. An
+    /// IPv4 sender may leave it zero (no checksum); it stays zero then.
+    static func setUDPChecksum(_ bytes: inout [UInt8], ip: IPPacket) -> Bool {
+        let udp = ip.transportOffset
+        guard udp + 8 <= bytes.count else { return false }
+        let udpLength = Int(bytes[udp + 4]) << 8 | Int(bytes[udp + 5])
+        guard udpLength >= 8, udp + udpLength <= bytes.count else { return false }
+        let isIPv4 = ip.version == 4
+        if isIPv4, bytes[udp + 6] == 0, bytes[udp + 7] == 0 { return true }
+        bytes[udp + 6] = 0
+        bytes[udp + 7] = 0
+        var sum: UInt32 = 0
+        func add(_ data: some Collection<UInt8>) {
+            var high = true
+            for byte in data {
+                sum &+= high ? UInt32(byte) << 8 : UInt32(byte)
+                high.toggle()
+            }
+        }
+        // The pseudo-header: addresses, protocol and UDP length.
+        add(ip.source.networkBytes)
+        add(ip.destination.networkBytes)
+        sum &+= 17
+        sum &+= UInt32(udpLength)
+        add(bytes[udp..<(udp + udpLength)])
+        while sum > 0xFFFF { sum = (sum & 0xFFFF) + (sum >> 16) }
+        var checksum = ~UInt16(truncatingIfNeeded: sum)
+        if checksum == 0 { checksum = 0xFFFF }
+        bytes[udp + 6] = UInt8(truncatingIfNeeded: checksum >> 8)
+        bytes[udp + 7] = UInt8(truncatingIfNeeded: checksum)
+        return true
+    }
+}
