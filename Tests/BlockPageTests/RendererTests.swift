@@ -1,8 +1,13 @@
 @testable import BlockPage
+import Foundation
 import Testing
 
 @Suite struct RendererTests {
-    let renderer = try! BlockPageRenderer(settings: BlockPageSettings(organization: "Example School"))
+    let renderer: BlockPageRenderer
+
+    init() throws {
+        renderer = try BlockPageRenderer(settings: BlockPageSettings(organization: "Example School"))
+    }
 
     @Test func englishBlockPageShowsWhatWasBlocked() {
         let response = renderer.blockPage(for: casinoRequest, acceptLanguage: "en-US,en;q=0.9")
