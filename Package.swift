@@ -33,6 +33,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-system.git", from: "1.4.0"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.0.0"),
         .package(url: "https://github.com/swift-extras/swift-extras-base64.git", from: "1.0.0"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
     ],
     targets: [
         // MARK: C libraries (only the kernel-facing files of FilterData import these)
@@ -82,7 +83,12 @@ let package = Package(
         ),
 
         // MARK: Block page
-        .target(name: "BlockPage", dependencies: ["VerdictCore"], swiftSettings: strict),
+        // Pure rendering so far: Mustache templates, localized strings, the request-access form.
+        .target(
+            name: "BlockPage",
+            dependencies: [.product(name: "Mustache", package: "swift-mustache")],
+            swiftSettings: strict
+        ),
 
         // MARK: Control daemon and admin tooling
         .target(
@@ -136,6 +142,7 @@ let package = Package(
         .testTarget(name: "VerdictCoreTests", dependencies: ["VerdictCore"]),
         .testTarget(name: "SharedStoreTests", dependencies: ["SharedStore", "VerdictCore"]),
         .testTarget(name: "FilterDataTests", dependencies: ["FilterData", "VerdictCore", "SharedStore"]),
+        .testTarget(name: "BlockPageTests", dependencies: ["BlockPage"]),
         .testTarget(name: "FilterControlTests", dependencies: ["FilterControl", "VerdictCore", "SharedStore"]),
         // Root-only: real kernel queue, network namespaces, nginx and curl.
         .testTarget(name: "IntegrationTests", dependencies: ["FilterControl"]),
