@@ -39,9 +39,10 @@ build:
 
 install: build
 	install -d -m 0755 $(BINDIR) $(SBINDIR) $(DOCDIR) $(DESTDIR)$(UNITDIR)
-	install -m 0755 $(BUILT)/filterctl $(BINDIR)/filterctl
+	# -s: without their debug symbols the programs are a fraction of the size.
+	install -s -m 0755 $(BUILT)/filterctl $(BINDIR)/filterctl
 	# filter-control starts the filter-data next to it.
-	install -m 0755 $(BUILT)/filter-control $(BUILT)/filter-data $(SBINDIR)/
+	install -s -m 0755 $(BUILT)/filter-control $(BUILT)/filter-data $(SBINDIR)/
 	sed -e 's|/usr/local/|$(PREFIX)/|g' -e 's|/etc/hallpass/|$(SYSCONFDIR)/hallpass/|g' \
 	    -e 's|/var/lib/hallpass|$(STATEDIR)|g' packaging/hallpass.service > $(DESTDIR)$(UNITDIR)/hallpass.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/hallpass.service

@@ -86,7 +86,18 @@ let package = Package(
         // Pure rendering so far: Mustache templates, localized strings, the request-access form.
         .target(
             name: "BlockPage",
-            dependencies: [.product(name: "Mustache", package: "swift-mustache")],
+            dependencies: [
+                .product(name: "Mustache", package: "swift-mustache"),
+                // Serving: HTTP and HTTPS with certificates from the school's local CA.
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: strict
         ),
 

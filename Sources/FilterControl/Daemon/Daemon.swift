@@ -269,12 +269,20 @@ public final class Daemon: @unchecked Sendable {
                 storeOpenedAt = Date()
                 return previous
             }
-            lock.withLock { supervisor }?.useRules(store: path, policy: policyPath)
-            let text: String
+            var text: String
             if store.version == previous {
                 text = "rules version \(store.version) is current" + (outcome == nil ? "" : " (\(outcome!))") + "; policy read again"
             } else {
                 text = "rules version \(store.version) now in force (was \(previous)); policy read again"
+            }
+            switch lock.withLock({ supervisor })?.useRules(store: path, policy: policyPath, waitingAtMost: 3) {
+            case .refused(let reason)?:
+                // filter-data checked the files itself and kept its rules.
+                throw StartError(message: "filter-data refused them: \(reason)", status: 65)
+            case .pending?:
+                text += "; filter-data is restarting and starts with them"
+            case .loaded?, nil:
+                break
             }
             reply = AdminReply(exitCode: 0, output: text + "\n", code: store.version == previous ? "reload.current" : "reload.installed")
         } catch {

@@ -32,6 +32,8 @@ public final class DataSupervisor: @unchecked Sendable {
         public var lastExit: String?
         public var rulesVersion: UInt64?
         public var lastRulesRefusal: String?
+        /// How many `rules` messages filter-data answered (loaded or refused), to wait for the answer to one.
+        public var rulesAnswers = 0
         /// The counters of the latest pong, by name.
         public var counters: [String: UInt64] = [:]
         public var countersAt: Date?
@@ -95,6 +97,32 @@ public final class DataSupervisor: @unchecked Sendable {
             rules = (store, policy)
             pendingRules = true
         }
+    }
+
+    /// What the running filter-data made of the rules of the last `useRules`.
+    public enum RulesAnswer: Sendable, Hashable {
+        case loaded(version: UInt64)
+        case refused(String)
+        /// No answer in time (filter-data restarting); it will use them when it starts.
+        case pending
+    }
+
+    /// Hands over new rules and waits (at most `timeout`) for filter-data to
+    /// say it uses them, so `filterctl reload` reports what is in force.
+    public func useRules(store: String, policy: String, waitingAtMost timeout: TimeInterval) -> RulesAnswer {
+        let before = lock.withLock { state.rulesAnswers }
+        useRules(store: store, policy: policy)
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            let answer: RulesAnswer? = lock.withLock {
+                guard state.rulesAnswers > before else { return nil }
+                if let refusal = state.lastRulesRefusal { return .refused(refusal) }
+                return .loaded(version: state.rulesVersion ?? 0)
+            }
+            if let answer { return answer }
+            usleep(5_000)
+        }
+        return .pending
     }
 
     // MARK: The loop
@@ -178,10 +206,14 @@ public final class DataSupervisor: @unchecked Sendable {
                 lock.withLock {
                     state.rulesVersion = version
                     state.lastRulesRefusal = nil
+                    state.rulesAnswers += 1
                 }
                 log("filter-data now uses rules version \(version)")
             case .rulesRefused(let code, let reason):
-                lock.withLock { state.lastRulesRefusal = "\(reason) [\(code)]" }
+                lock.withLock {
+                    state.lastRulesRefusal = "\(reason) [\(code)]"
+                    state.rulesAnswers += 1
+                }
                 log("filter-data refused the new rules: \(reason) [\(code)]; the old rules stay in force")
             case .pong(_, let counters):
                 lock.withLock {

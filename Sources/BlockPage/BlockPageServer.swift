@@ -1,0 +1,234 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import NIOConcurrencyHelpers
+public import NIOCore
+import NIOHTTP1
+public import NIOPosix
+import NIOSSL
+
+/// Serves the block page over HTTP and, with the school's local CA, HTTPS,
+/// on the addresses blocked names resolve to and on the page's own port.
+/// One request per connection (the answer closes it), bodies bounded by
+/// the form's limit, an idle connection closed after 10 s.
+public final class BlockPageServer: Sendable {
+    public struct Listener: Sendable, Hashable, CustomStringConvertible {
+        public var address: String
+        public var port: Int
+        public var tls: Bool
+
+        public init(address: String, port: Int, tls: Bool) {
+            self.address = address
+            self.port = port
+            self.tls = tls
+        }
+
+        public var description: String { (tls ? "https://" : "http://") + (address.contains(":") ? "[\(address)]" : address) + ":\(port)" }
+    }
+
+    private let responder: NIOLockedValueBox<BlockPageResponder>
+    private let channels = NIOLockedValueBox<[any Channel]>([])
+    private let group: any EventLoopGroup
+
+    public init(responder: BlockPageResponder, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
+        self.responder = NIOLockedValueBox(responder)
+        self.group = group
+    }
+
+    /// New pages (templates, strings, organization) for the next requests.
+    public func use(_ responder: BlockPageResponder) {
+        self.responder.withLockedValue { $0 = responder }
+    }
+
+    /// Binds every listener; HTTPS ones need `authority`. A listener that
+    /// cannot bind is an error naming it (the others are closed again).
+    public func start(_ listeners: [Listener], authority: LocalCertificateAuthority?) throws(BlockPageError) {
+        var tls: NIOSSLContext? = nil
+        if listeners.contains(where: \.tls) {
+            guard let authority else { throw BlockPageError(code: "ca.missing", message: "HTTPS needs the local CA ('filterctl ca init')") }
+            do {
+                tls = try Self.tlsContext(authority: authority, defaultName: listeners.first(where: \.tls)!.address)
+            } catch {
+                throw BlockPageError(code: "tls.setup", message: "cannot set up HTTPS for the block page: \(error)")
+            }
+        }
+        for listener in listeners {
+            do {
+                try bind(listener, tls: listener.tls ? tls : nil)
+            } catch {
+                stop()
+                throw BlockPageError(code: "listen", message: "the block page cannot listen on \(listener): \(error)")
+            }
+        }
+    }
+
+    /// Closes every listener (open connections finish their answer).
+    public func stop() {
+        let open = channels.withLockedValue { channels in
+            defer { channels.removeAll() }
+            return channels
+        }
+        for channel in open { try? channel.close().wait() }
+    }
+
+    /// The ports actually bound (port 0 in a listener picks a free one), in listener order.
+    public var boundPorts: [Int] {
+        channels.withLockedValue { $0.compactMap { $0.localAddress?.port } }
+    }
+
+    private func bind(_ listener: Listener, tls: NIOSSLContext?) throws {
+        let responder = self.responder
+        let scheme = listener.tls ? "https" : "http"
+        let channel = try ServerBootstrap(group: group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelOption(.backlog, value: 256)
+            .childChannelOption(.allowRemoteHalfClosure, value: false)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let pipeline = channel.pipeline.syncOperations
+                    if let tls { try pipeline.addHandler(NIOSSLServerHandler(context: tls)) }
+                    try pipeline.addHandler(IdleStateHandler(readTimeout: .seconds(10)))
+                    try pipeline.configureHTTPServerPipeline(withErrorHandling: true)
+                    try pipeline.addHandler(BlockPageHTTPHandler(responder: responder, scheme: scheme, serverPort: listener.port))
+                }
+            }
+            .bind(host: listener.address, port: listener.port).wait()
+        channels.withLockedValue { $0.append(channel) }
+    }
+
+    static func tlsContext(authority: LocalCertificateAuthority, defaultName: String) throws -> NIOSSLContext {
+        let certificates = try BlockPageCertificates(authority: authority)
+        let fallback = try certificates.override(for: defaultName)
+        var configuration = TLSConfiguration.makeServerConfiguration(
+            certificateChain: fallback.certificateChain ?? [], privateKey: fallback.privateKey!)
+        configuration.minimumTLSVersion = .tlsv12
+        configuration.applicationProtocols = ["http/1.1"]
+        configuration.sslContextCallback = { values, promise in
+            // A certificate for the name the browser asked for (SNI); none: the block page's own address.
+            guard let name = values.serverHostname, !name.isEmpty else {
+                promise.succeed(.noChanges)
+                return
+            }
+            do {
+                promise.succeed(try certificates.override(for: name))
+            } catch {
+                promise.fail(error)
+            }
+        }
+        return try NIOSSLContext(configuration: configuration)
+    }
+}
+
+/// Reads one request (head and a bounded body), answers it, closes.
+final class BlockPageHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let responder: NIOLockedValueBox<BlockPageResponder>
+    private let scheme: String
+    private let serverPort: Int
+    private var head: HTTPRequestHead?
+    private var body: [UInt8] = []
+    private var tooLarge = false
+
+    init(responder: NIOLockedValueBox<BlockPageResponder>, scheme: String, serverPort: Int) {
+        self.responder = responder
+        self.scheme = scheme
+        self.serverPort = serverPort
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+        case .body(let buffer):
+            if body.count + buffer.readableBytes > AccessRequestForm.maximumBodyBytes {
+                tooLarge = true
+            } else {
+                body.append(contentsOf: buffer.readableBytesView)
+            }
+        case .end:
+            guard let head else { return context.close(promise: nil) }
+            let responder = responder.withLockedValue { $0 }
+            var response: BlockPageResponse
+            if tooLarge {
+                response = responder.renderer.errorPage(status: 413, acceptLanguage: head.headers.first(name: "accept-language"))
+            } else {
+                let hostHeader = head.headers.first(name: "host").map(Self.hostWithoutPort)
+                let user = context.channel.remoteAddress?.port.flatMap { LocalPeer.userName(clientPort: $0, serverPort: serverPort) }
+                let request = BlockPageRequest(
+                    method: head.method.rawValue, target: head.uri, host: hostHeader,
+                    acceptLanguage: head.headers.first(name: "accept-language"), body: body, scheme: scheme, user: user)
+                response = responder.respond(to: request)
+            }
+            write(response, head: head, context: context)
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent {
+            context.close(promise: nil)
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+
+    private func write(_ response: BlockPageResponse, head: HTTPRequestHead, context: ChannelHandlerContext) {
+        var headers = HTTPHeaders(response.headers.map { ($0.name, $0.value) })
+        headers.replaceOrAdd(name: "Content-Length", value: String(response.body.count))
+        headers.replaceOrAdd(name: "Connection", value: "close")
+        let status = HTTPResponseStatus(statusCode: response.status)
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
+        if head.method != .HEAD {
+            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body)))), promise: nil)
+        }
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { [context] _ in context.close(promise: nil) }
+    }
+
+    /// `example.org:8080` → `example.org`, `[::1]:80` → `::1`.
+    static func hostWithoutPort(_ value: String) -> String {
+        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        if trimmed.hasPrefix("["), let end = trimmed.firstIndex(of: "]") {
+            return String(trimmed[trimmed.index(after: trimmed.startIndex)..<end])
+        }
+        if trimmed.filter({ $0 == ":" }).count == 1, let colon = trimmed.firstIndex(of: ":") {
+            return String(trimmed[..<colon])
+        }
+        return trimmed
+    }
+}
+
+/// Who is on the other end of a local connection: the owner of the client
+/// socket, found in /proc/net/tcp and tcp6 by its port and the server's.
+enum LocalPeer {
+    static func userName(clientPort: Int, serverPort: Int) -> String? {
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n").dropFirst() {
+                let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+                guard fields.count > 7, port(fields[1]) == clientPort, port(fields[2]) == serverPort, let uid = uid_t(fields[7]) else { continue }
+                return name(of: uid)
+            }
+        }
+        return nil
+    }
+
+    private static func port(_ endpoint: Substring) -> Int? {
+        endpoint.split(separator: ":").last.flatMap { Int($0, radix: 16) }
+    }
+
+    private static func name(of uid: uid_t) -> String? {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>? = nil
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name else {
+            return String(uid)
+        }
+        return String(cString: name)
+    }
+}

@@ -1,0 +1,215 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+public import Crypto
+public import Foundation
+import NIOConcurrencyHelpers
+import NIOSSL
+import SwiftASN1
+public import X509
+
+/// The school's local certificate authority for the block page: a P-256 key
+/// and a self-signed CA certificate in one folder (`ca-key.pem`, mode 0600,
+/// and `ca.pem`), made by `filterctl ca init` and read by filter-control
+/// only. With it, the block page answers HTTPS for a blocked name with a
+/// certificate for that name, which browsers accept once the school has
+/// installed `ca.pem` (docs/block-page.md). The CA certificate may sign end
+/// certificates only (path length 0).
+public struct LocalCertificateAuthority: Sendable {
+    public static let keyFile = "ca-key.pem"
+    public static let certificateFile = "ca.pem"
+
+    public let certificate: Certificate
+    let key: P256.Signing.PrivateKey
+
+    /// `folder`'s key and certificate; a clear error when either is missing or does not match.
+    public init(folder: String) throws(BlockPageError) {
+        let keyPath = folder + "/" + Self.keyFile
+        let certificatePath = folder + "/" + Self.certificateFile
+        let keyText: String
+        let certificateText: String
+        do {
+            keyText = try String(contentsOfFile: keyPath, encoding: .utf8)
+            certificateText = try String(contentsOfFile: certificatePath, encoding: .utf8)
+        } catch {
+            throw BlockPageError(code: "ca.missing", message: "no local CA in \(folder): run 'filterctl ca init' (\(error.localizedDescription))")
+        }
+        do {
+            key = try P256.Signing.PrivateKey(pemRepresentation: keyText)
+            certificate = try Certificate(pemEncoded: certificateText)
+        } catch {
+            throw BlockPageError(code: "ca.unreadable", message: "the local CA in \(folder) cannot be read: \(error)")
+        }
+        guard certificate.publicKey == Certificate.PublicKey(key.publicKey) else {
+            throw BlockPageError(code: "ca.mismatch", message: "\(keyPath) is not the key of \(certificatePath): run 'filterctl ca init --force'")
+        }
+    }
+
+    /// Makes a new CA in `folder` (created 0700 if needed). Refuses to replace
+    /// an existing one unless `replace`: browsers that trust the old
+    /// certificate would stop trusting the block page.
+    @discardableResult
+    public static func create(folder: String, organization: String, replace: Bool = false, now: Date = Date()) throws(BlockPageError)
+        -> LocalCertificateAuthority
+    {
+        let keyPath = folder + "/" + keyFile
+        let certificatePath = folder + "/" + certificateFile
+        if !replace, FileManager.default.fileExists(atPath: keyPath) || FileManager.default.fileExists(atPath: certificatePath) {
+            throw BlockPageError(
+                code: "ca.exists",
+                message: "\(folder) already holds a local CA; browsers trust it already. 'filterctl ca init --force' replaces it (and every machine must trust the new one)")
+        }
+        let key = P256.Signing.PrivateKey()
+        let name: DistinguishedName
+        let certificate: Certificate
+        do {
+            name = try DistinguishedName {
+                OrganizationName(organization)
+                CommonName("\(organization) block page CA (hallpass)")
+            }
+            certificate = try Certificate(
+                version: .v3, serialNumber: Certificate.SerialNumber(),
+                publicKey: .init(key.publicKey),
+                notValidBefore: now.addingTimeInterval(-3600), notValidAfter: now.addingTimeInterval(10 * 365 * 86_400),
+                issuer: name, subject: name, signatureAlgorithm: .ecdsaWithSHA256,
+                extensions: try Certificate.Extensions {
+                    Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+                    Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+                    SubjectKeyIdentifier(hash: .init(key.publicKey))
+                },
+                issuerPrivateKey: .init(key))
+        } catch {
+            throw BlockPageError(code: "ca.create", message: "cannot make the CA certificate: \(error)")
+        }
+        do {
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try write(key.pemRepresentation + "\n", to: keyPath, mode: 0o600)
+            try write(try certificate.serializeAsPEM().pemString + "\n", to: certificatePath, mode: 0o644)
+        } catch {
+            throw BlockPageError(code: "ca.write", message: "cannot write the CA into \(folder): \(error)")
+        }
+        return try LocalCertificateAuthority(folder: folder)
+    }
+
+    /// Writes through a temporary file created with `mode`, then renames: no
+    /// moment where the key exists with wider permissions.
+    private static func write(_ text: String, to path: String, mode: mode_t) throws {
+        let temporary = path + ".new"
+        unlink(temporary)
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+        guard descriptor >= 0 else { throw BlockPageError(code: "ca.write", message: "\(temporary): \(String(cString: strerror(errno)))") }
+        let bytes = Array(text.utf8)
+        let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+        let synced = fsync(descriptor)
+        close(descriptor)
+        guard written == bytes.count, synced == 0, rename(temporary, path) == 0 else {
+            unlink(temporary)
+            throw BlockPageError(code: "ca.write", message: "\(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// The CA certificate in PEM, for installation into browsers and system stores.
+    public var pem: String {
+        ((try? certificate.serializeAsPEM().pemString) ?? "") + "\n"
+    }
+
+    /// SHA-256 of the CA certificate (DER), as browsers show it.
+    public var fingerprint: String {
+        var serializer = DER.Serializer()
+        guard (try? serializer.serialize(certificate)) != nil else { return "?" }
+        return SHA256.hash(data: serializer.serializedBytes).map { String(format: "%02X", $0) }.joined(separator: ":")
+    }
+
+    /// An end certificate for `host` (a DNS name or an IP address) signed by
+    /// this CA with `key`, valid from an hour ago for 30 days (within what
+    /// browsers accept).
+    func issue(for host: String, key: P256.Signing.PrivateKey, now: Date = Date()) throws -> Certificate {
+        let subject = try DistinguishedName { CommonName(String(host.prefix(64))) }
+        let alternativeName: GeneralName
+        if let address = IPv4Address(host) {
+            alternativeName = .ipAddress(ASN1OctetString(contentBytes: ArraySlice(address.rawValue)))
+        } else if let address = IPv6Address(host) {
+            alternativeName = .ipAddress(ASN1OctetString(contentBytes: ArraySlice(address.rawValue)))
+        } else {
+            alternativeName = .dnsName(host)
+        }
+        return try Certificate(
+            version: .v3, serialNumber: Certificate.SerialNumber(),
+            publicKey: .init(key.publicKey),
+            notValidBefore: now.addingTimeInterval(-3600), notValidAfter: now.addingTimeInterval(30 * 86_400),
+            issuer: certificate.subject, subject: subject, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(KeyUsage(digitalSignature: true))
+                try ExtendedKeyUsage([.serverAuth])
+                SubjectAlternativeNames([alternativeName])
+                AuthorityKeyIdentifier(keyIdentifier: try? certificate.extensions.subjectKeyIdentifier?.keyIdentifier)
+            },
+            issuerPrivateKey: .init(self.key))
+    }
+}
+
+/// End certificates for the names browsers ask the block page for, made on
+/// first use and kept (at most `capacity` names, the oldest dropped first).
+/// One key for all of them: it never leaves filter-control's memory.
+final class BlockPageCertificates: Sendable {
+    let authority: LocalCertificateAuthority
+    private let key = P256.Signing.PrivateKey()
+    private let privateKey: NIOSSLPrivateKey
+    private let cache = NIOLockedValueBox<(order: [String], chains: [String: [NIOSSLCertificate]])>(([], [:]))
+    private let capacity = 1024
+
+    init(authority: LocalCertificateAuthority) throws {
+        self.authority = authority
+        privateKey = try NIOSSLPrivateKey(bytes: Array(key.pemRepresentation.utf8), format: .pem)
+    }
+
+    /// The NIOSSL override for a handshake that asked for `host`.
+    func override(for host: String) throws -> NIOSSLContextConfigurationOverride {
+        var result = NIOSSLContextConfigurationOverride()
+        result.certificateChain = try chain(for: host).map { .certificate($0) }
+        result.privateKey = .privateKey(privateKey)
+        return result
+    }
+
+    func chain(for host: String) throws -> [NIOSSLCertificate] {
+        let name = host.lowercased()
+        if let chain = cache.withLockedValue({ $0.chains[name] }) { return chain }
+        let leaf = try authority.issue(for: name, key: key)
+        var serializer = DER.Serializer()
+        try serializer.serialize(leaf)
+        var caSerializer = DER.Serializer()
+        try caSerializer.serialize(authority.certificate)
+        let chain = [
+            try NIOSSLCertificate(bytes: serializer.serializedBytes, format: .der),
+            try NIOSSLCertificate(bytes: caSerializer.serializedBytes, format: .der),
+        ]
+        cache.withLockedValue { cache in
+            if cache.chains[name] == nil {
+                cache.order.append(name)
+                if cache.order.count > capacity { cache.chains[cache.order.removeFirst()] = nil }
+            }
+            cache.chains[name] = chain
+        }
+        return chain
+    }
+}
+
+/// Parsed IP literals for subjectAltName (no Foundation networking on Linux).
+private struct IPv4Address {
+    let rawValue: [UInt8]
+    init?(_ text: String) {
+        var bytes = [UInt8](repeating: 0, count: 4)
+        guard inet_pton(AF_INET, text, &bytes) == 1 else { return nil }
+        rawValue = bytes
+    }
+}
+
+private struct IPv6Address {
+    let rawValue: [UInt8]
+    init?(_ text: String) {
+        var bytes = [UInt8](repeating: 0, count: 16)
+        guard inet_pton(AF_INET6, text, &bytes) == 1 else { return nil }
+        rawValue = bytes
+    }
+}
