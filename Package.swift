@@ -132,6 +132,7 @@ let package = Package(
             name: "filterctl",
             dependencies: [
                 "FilterControl",
+                "BlockPage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict

@@ -22,6 +22,8 @@ if [ "$tests" = 1 ]; then
     packages+=(nginx-light curl openssl dnsmasq-base bind9-dnsutils)
     # scripts/check-install.sh: systemd-analyze checks the unit
     packages+=(systemd)
+    # the block page in a real browser: Chromium, certutil for its NSS database, CJK fonts for the Korean screenshots
+    packages+=(chromium libnss3-tools fonts-noto-cjk)
 fi
 
 missing=()

@@ -66,6 +66,8 @@ public struct Configuration: Sendable, Hashable {
         public var requestAccess: RequestAccess?
         /// A folder with custom templates and strings (docs/block-page.md); nil: the built-in page.
         public var templates: String?
+        /// The local CA for HTTPS block pages (`filterctl ca init` makes it; only filter-control reads it).
+        public var ca: String = "/etc/hallpass/ca"
     }
 
     public struct Admin: Sendable, Hashable {
@@ -203,7 +205,7 @@ extension Configuration {
         }
         if let page = top["blockPage"] {
             let fields = try page.mapping(allowed: [
-                "address", "address6", "port", "httpPort", "httpsPort", "organization", "requestAccess", "templates",
+                "address", "address6", "port", "httpPort", "httpsPort", "organization", "requestAccess", "templates", "ca",
             ])
             if let address = fields["address"] {
                 let text = try address.string()
@@ -219,6 +221,7 @@ extension Configuration {
             if let port = fields["httpPort"] { self.blockPage.httpPort = try port.integer(in: 1...65535).narrowed() }
             if let port = fields["httpsPort"] { self.blockPage.httpsPort = try port.integer(in: 1...65535).narrowed() }
             if let templates = fields["templates"] { self.blockPage.templates = try templates.absolutePath() }
+            if let ca = fields["ca"] { self.blockPage.ca = try ca.absolutePath() }
             if let organization = fields["organization"] {
                 let text = try organization.string()
                 guard !text.isEmpty, text.count <= 200 else { throw organization.error("1 to 200 characters") }
@@ -233,10 +236,8 @@ extension Configuration {
                         throw request.error("needs both 'text' and 'url' (or leave requestAccess out for no link)")
                     }
                     let urlText = try url.string()
-                    guard urlText.hasPrefix("https://") || urlText.hasPrefix("http://") || urlText.hasPrefix("mailto:")
-                        || urlText == "builtin"
-                    else {
-                        throw url.error("expected an http(s):// or mailto: URL, or 'builtin'")
+                    guard urlText.hasPrefix("https://") || urlText.hasPrefix("http://") || urlText == "builtin" else {
+                        throw url.error("expected an http(s):// URL, or 'builtin' for the block page's own form")
                     }
                     self.blockPage.requestAccess = RequestAccess(text: try text.string(), url: urlText)
                 }

@@ -48,7 +48,10 @@ struct Filterctl: ParsableCommand {
             69 filter-control is not running or cannot be reached; 73 cannot write output;
             74 I/O error; 77 not allowed to use the admin socket; 78 invalid configuration.
             """,
-        subcommands: [Compile.self, Check.self, Replay.self, Status.self, Reload.self, BundleCommand.self, ConfigCommand.self]
+        subcommands: [
+            Compile.self, Check.self, Replay.self, Status.self, Reload.self, RequestsCommand.self, CACommand.self, BundleCommand.self,
+            ConfigCommand.self,
+        ]
     )
 }
 

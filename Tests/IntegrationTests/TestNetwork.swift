@@ -152,6 +152,15 @@ final class TestNetwork {
         try waitFor("dnsmasq to listen") { try shell("ip netns exec \(server) ss -lun | grep -q '\(serverIPv4):53'").status == 0 }
     }
 
+    /// Programs started in the client from now on resolve names with the
+    /// server's dnsmasq: `ip netns exec` mounts /etc/netns/<client>/resolv.conf
+    /// over /etc/resolv.conf. Removed by `tearDown`.
+    func useServerDNS() throws {
+        try FileManager.default.createDirectory(atPath: "/etc/netns/\(client)", withIntermediateDirectories: true)
+        try "nameserver \(serverIPv4)\noptions timeout:2 attempts:1\n".write(
+            toFile: "/etc/netns/\(client)/resolv.conf", atomically: true, encoding: .utf8)
+    }
+
     /// Starts a process (no shell) and keeps it for `tearDown`; output goes to `<log>.log`.
     @discardableResult
     func start(_ arguments: [String], log: String) throws -> ChildProcess {
@@ -205,6 +214,7 @@ final class TestNetwork {
         for process in processes.reversed() { process.stop() }
         processes.removeAll()
         _ = try? shell("ip netns del \(client) 2>/dev/null; ip netns del \(server) 2>/dev/null")
+        try? FileManager.default.removeItem(atPath: "/etc/netns/\(client)")
         try? FileManager.default.removeItem(atPath: folder)
     }
 }

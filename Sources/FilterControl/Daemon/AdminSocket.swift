@@ -10,20 +10,33 @@ public import Foundation
 //   {"command":"status"}                              -> AdminStatus
 //   {"command":"reload"}                              -> AdminReply (fetch now)
 //   {"command":"check","targets":[...],"json":false}  -> AdminReply (the lines of `filterctl check`)
+//   {"command":"requests","all":false,"json":false}   -> AdminReply (the access requests)
+//   {"command":"approve","id":"...","seconds":3600}   -> AdminReply
+//   {"command":"deny","id":"..."}                     -> AdminReply
 
 public struct AdminRequest: Codable, Sendable, Hashable {
     public enum Command: String, Codable, Sendable {
         case status, reload, check
+        case requests, approve, deny
     }
 
     public var command: Command
     public var targets: [String]?
     public var json: Bool?
+    /// `approve`, `deny`: the request.
+    public var id: String?
+    /// `approve`: how long the access lasts; nil: until revoked.
+    public var seconds: Int?
+    /// `requests`: decided ones too.
+    public var all: Bool?
 
-    public init(command: Command, targets: [String]? = nil, json: Bool? = nil) {
+    public init(command: Command, targets: [String]? = nil, json: Bool? = nil, id: String? = nil, seconds: Int? = nil, all: Bool? = nil) {
         self.command = command
         self.targets = targets
         self.json = json
+        self.id = id
+        self.seconds = seconds
+        self.all = all
     }
 }
 

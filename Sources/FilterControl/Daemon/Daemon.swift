@@ -3,6 +3,7 @@ import NIOConcurrencyHelpers
 import SharedStore
 import VerdictCore
 import FilterData
+import BlockPage
 
 /// filter-control as a whole: configuration, kernel rules, the supervised
 /// filter-data, needRules answers and the admin socket. `main` builds one,
@@ -50,6 +51,11 @@ public final class Daemon: @unchecked Sendable {
     private var refresh: Task<Void, Never>?
     /// One reload at a time (filterctl, SIGHUP and the refresh timer may meet).
     private let reloading = NSLock()
+    /// Access requests from the block page; approvals are local allow entries.
+    public let requests: AccessRequestStore
+    private var approvedEntries: [RulePattern] = []
+    private var blockPage: BlockPageServer?
+    private var approvalTimer: (any DispatchSourceTimer)?
 
     public var policyPath: String { options.runtimeDirectory + "/policy" }
 
@@ -58,6 +64,7 @@ public final class Daemon: @unchecked Sendable {
         self.options = options
         self.log = log
         configuration = try Daemon.readConfiguration(options.configPath)
+        requests = AccessRequestStore(path: configuration.rules.directory + "/requests.json", log: log)
         if let store = options.store {
             storePath = store
         } else {
@@ -81,8 +88,11 @@ public final class Daemon: @unchecked Sendable {
             }
             storePath = installed.versionStorePath
         }
+        approvedEntries = requests.allowEntries()
+        var policy = configuration.policy
+        policy.allow += approvedEntries
         do {
-            engine = VerdictEngine(rules: try RuleStore(path: storePath, verification: .full), policy: configuration.policy)
+            engine = VerdictEngine(rules: try RuleStore(path: storePath, verification: .full), policy: policy)
         } catch {
             throw StartError(message: "\(storePath): \(error) [\(error.code)]", status: 65)
         }
@@ -116,10 +126,11 @@ public final class Daemon: @unchecked Sendable {
     public func start() throws(StartError) {
         do {
             try FileManager.default.createDirectory(atPath: options.runtimeDirectory, withIntermediateDirectories: true)
-            try PolicyText.render(configuration.policy).write(toFile: policyPath, atomically: true, encoding: .utf8)
+            try PolicyText.render(engine.policy).write(toFile: policyPath, atomically: true, encoding: .utf8)
         } catch {
             throw StartError(message: "cannot write \(policyPath): \(error.localizedDescription)", status: 73)
         }
+        let responder = try makeResponder(configuration)
         let failOpen = configuration.queue.failMode == .open
         let rules = KernelRules(queue: configuration.queue.number, failOpen: failOpen, rewriteDNS: configuration.policy.dnsRewrite != nil)
         do {
@@ -153,6 +164,8 @@ public final class Daemon: @unchecked Sendable {
         supervisor.start()
         admin.start()
         log("admin socket \(configuration.admin.socket)")
+        startBlockPage(responder)
+        startApprovalTimer()
         if let updater, configuration.rules.source != nil {
             // The first check comes one interval (with jitter) after start; filterctl reload checks now.
             let scheduler = RuleRefreshScheduler(interval: .seconds(configuration.rules.refresh))
@@ -173,6 +186,8 @@ public final class Daemon: @unchecked Sendable {
     public func stop() {
         let (supervisor, admin) = lock.withLock { (self.supervisor, self.admin) }
         refresh?.cancel()
+        approvalTimer?.cancel()
+        blockPage?.stop()
         admin?.stop()
         supervisor?.stop()
         KernelRules.remove()
@@ -245,8 +260,11 @@ public final class Daemon: @unchecked Sendable {
             } catch {
                 throw StartError(message: "\(path): \(error) [\(error.code)]", status: 65)
             }
+            let responder = try makeResponder(configuration)
+            var policy = configuration.policy
+            policy.allow += requests.allowEntries()
             do {
-                try PolicyText.render(configuration.policy).write(toFile: policyPath, atomically: true, encoding: .utf8)
+                try PolicyText.render(policy).write(toFile: policyPath, atomically: true, encoding: .utf8)
             } catch {
                 throw StartError(message: "cannot write \(policyPath): \(error.localizedDescription)", status: 73)
             }
@@ -264,7 +282,8 @@ public final class Daemon: @unchecked Sendable {
             let previous = lock.withLock { () -> UInt64 in
                 let previous = engine.rules.version
                 self.configuration = configuration
-                engine = VerdictEngine(rules: store, policy: configuration.policy)
+                approvedEntries = policy.allow.suffix(policy.allow.count - configuration.policy.allow.count)
+                engine = VerdictEngine(rules: store, policy: policy)
                 storePath = path
                 storeOpenedAt = Date()
                 return previous
@@ -275,6 +294,7 @@ public final class Daemon: @unchecked Sendable {
             } else {
                 text = "rules version \(store.version) now in force (was \(previous)); policy read again"
             }
+            lock.withLock { blockPage }?.use(responder)
             switch lock.withLock({ supervisor })?.useRules(store: path, policy: policyPath, waitingAtMost: 3) {
             case .refused(let reason)?:
                 // filter-data checked the files itself and kept its rules.
@@ -291,6 +311,163 @@ public final class Daemon: @unchecked Sendable {
         lock.withLock { lastReload = (Date(), reply.output.trimmingCharacters(in: .whitespacesAndNewlines), reply.code ?? "") }
         log(reply.output.trimmingCharacters(in: .whitespacesAndNewlines))
         return reply
+    }
+
+    // MARK: Block page and access requests
+
+    static func blockPageSettings(_ configuration: Configuration) -> BlockPageSettings {
+        let access: RequestAccess? = configuration.blockPage.requestAccess.map {
+            $0.url == "builtin" ? .builtIn(text: $0.text) : .link(text: $0.text, urlTemplate: $0.url)
+        }
+        return BlockPageSettings(
+            organization: configuration.blockPage.organization, requestAccess: access, templateFolder: configuration.blockPage.templates)
+    }
+
+    private func makeResponder(_ configuration: Configuration) throws(StartError) -> BlockPageResponder {
+        let renderer: BlockPageRenderer
+        do {
+            renderer = try BlockPageRenderer(settings: Daemon.blockPageSettings(configuration))
+        } catch {
+            throw StartError(message: "blockPage: \(error) [\(error.code)]", status: 78)
+        }
+        let page = configuration.blockPage
+        let own: Set<String> = [page.address, page.address6, "localhost"]
+        return BlockPageResponder(renderer: renderer, backend: PageBackend(daemon: self), ownNames: own)
+    }
+
+    /// Listens where people are sent: the page's own port, and with DNS
+    /// rewriting ports 80 and 443 of both block page addresses (443 only
+    /// with the local CA; without it an HTTPS visit is refused at once).
+    /// A listener that cannot bind is logged; filtering goes on without it.
+    private func startBlockPage(_ responder: BlockPageResponder) {
+        let page = configuration.blockPage
+        var listeners = [BlockPageServer.Listener(address: page.address, port: Int(page.port), tls: false)]
+        var authority: LocalCertificateAuthority? = nil
+        if configuration.policy.dnsRewrite != nil {
+            do {
+                authority = try LocalCertificateAuthority(folder: page.ca)
+            } catch {
+                log("block page: no HTTPS (\(error.message))")
+            }
+            for address in [page.address, page.address6] {
+                listeners.append(.init(address: address, port: Int(page.httpPort), tls: false))
+                if authority != nil { listeners.append(.init(address: address, port: Int(page.httpsPort), tls: true)) }
+            }
+        }
+        let server = BlockPageServer(responder: responder)
+        var serving: [String] = []
+        for listener in listeners {
+            do {
+                try server.start([listener], authority: authority)
+                serving.append(listener.description)
+            } catch {
+                log("block page: \(error.message)")
+            }
+        }
+        lock.withLock { blockPage = server }
+        log("block page on " + (serving.isEmpty ? "nothing" : serving.joined(separator: ", ")))
+    }
+
+    /// Why the rules in force block `url` (for the page).
+    func explain(host: String, url: String, user: String?) -> BlockedRequest {
+        let engine = lock.withLock { self.engine }
+        var blocked = BlockedRequest(host: host, url: url, user: user)
+        let target = url.isEmpty ? host : url
+        if let parsed = try? CheckTarget(utf8: Array(target.utf8)[...]) {
+            let reason = engine.decide(parsed.facts).reason
+            blocked.category = reason.category
+            blocked.rule = reason.rule
+            blocked.reason = reason.description
+        }
+        return blocked
+    }
+
+    func submitRequest(_ form: AccessRequestForm, user: String?) -> Result<String, BlockPageError> {
+        do {
+            let request = try requests.submit(host: form.host, url: form.url, category: form.category, reason: form.reason, user: user)
+            log("access request \(request.id) for \(request.host) from \(user ?? "an unknown user")")
+            return .success(request.id)
+        } catch {
+            log("access request refused: \(error.message)")
+            return .failure(BlockPageError(code: error.code, message: error.message))
+        }
+    }
+
+    func listRequests(all: Bool, json: Bool) -> AdminReply {
+        let now = Date()
+        let shown = requests.list().filter { all || $0.state == .pending }
+        if json {
+            let encoder = AdminCoding.encoder
+            let lines = shown.compactMap { try? encoder.encode($0) }.map { String(decoding: $0, as: UTF8.self) + "\n" }
+            return AdminReply(exitCode: 0, output: lines.joined())
+        }
+        guard !shown.isEmpty else { return AdminReply(exitCode: 0, output: all ? "no access requests\n" : "no access requests waiting\n") }
+        let formatter = ISO8601DateFormatter()
+        var text = ""
+        for request in shown {
+            var state = request.state.rawValue
+            if request.state == .approved, let until = request.allowUntil {
+                state += until > now ? " until \(formatter.string(from: until))" : " (ran out \(formatter.string(from: until)))"
+            }
+            text += "\(request.id)  \(state)  \(request.host)  \(request.category ?? "-")  \(request.user ?? "-")  \(formatter.string(from: request.createdAt))\n"
+            text += "          \(request.url)\n"
+            if !request.reason.isEmpty { text += "          \"\(request.reason)\"\n" }
+        }
+        return AdminReply(exitCode: 0, output: text)
+    }
+
+    func decide(_ id: String, approve: Bool, seconds: Int?) -> AdminReply {
+        let request: AccessRequest
+        do {
+            request = try requests.decide(id, approve: approve, for: seconds.map(TimeInterval.init))
+        } catch {
+            return AdminReply(exitCode: error.code == "requests.unknown" ? 66 : 74, output: "filterctl: \(error.message)\n", code: error.code)
+        }
+        let applied = applyApprovals()
+        var text = "request \(request.id): \(request.host) \(approve ? "allowed" : "denied")"
+        if approve, let until = request.allowUntil { text += " until \(ISO8601DateFormatter().string(from: until))" }
+        text += applied ? "" : " (not yet in force: \(policyPath) could not be written)"
+        log(text)
+        return AdminReply(exitCode: applied ? 0 : 74, output: text + "\n", code: approve ? "requests.approved" : "requests.denied")
+    }
+
+    /// Puts the approvals in force (or takes out those that ran out): the
+    /// policy file again, the engine, and filter-data (no restart).
+    @discardableResult
+    func applyApprovals() -> Bool {
+        reloading.lock()
+        defer { reloading.unlock() }
+        let entries = requests.allowEntries()
+        let (configuration, store, path) = lock.withLock { (self.configuration, engine.rules, storePath) }
+        var policy = configuration.policy
+        policy.allow += entries
+        do {
+            try PolicyText.render(policy).write(toFile: policyPath, atomically: true, encoding: .utf8)
+        } catch {
+            return false
+        }
+        lock.withLock {
+            approvedEntries = entries
+            engine = VerdictEngine(rules: store, policy: policy)
+        }
+        _ = lock.withLock { supervisor }?.useRules(store: path, policy: policyPath, waitingAtMost: 3)
+        return true
+    }
+
+    /// Approvals with `--for` run out on their own: checked every 10 s.
+    private func startApprovalTimer() {
+        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue.global())
+        timer.schedule(deadline: .now() + 10, repeating: 10)
+        timer.setEventHandler { [weak self] in
+            guard let self else { return }
+            let current = self.requests.allowEntries()
+            if current != self.lock.withLock({ self.approvedEntries }) {
+                self.log("an approval ran out; \(current.count) approved name(s) left")
+                self.applyApprovals()
+            }
+        }
+        timer.resume()
+        lock.withLock { approvalTimer = timer }
     }
 
     // MARK: Admin requests
@@ -310,6 +487,11 @@ public final class Daemon: @unchecked Sendable {
                 runner.appendLine(for: Substring(target), to: &output)
             }
             let reply = AdminReply(exitCode: runner.invalidTargets > 0 ? 65 : 0, output: String(decoding: output, as: UTF8.self))
+            return (try? encoder.encode(reply)) ?? Data()
+        case .requests:
+            return (try? encoder.encode(listRequests(all: request.all == true, json: request.json == true))) ?? Data()
+        case .approve, .deny:
+            let reply = decide(request.id ?? "", approve: request.command == .approve, seconds: request.seconds)
             return (try? encoder.encode(reply)) ?? Data()
         }
     }
@@ -336,5 +518,18 @@ public final class Daemon: @unchecked Sendable {
                 pid: data.pid, startedAt: data.startedAt, restarts: data.restarts, lastExit: data.lastExit,
                 lastRulesRefusal: data.lastRulesRefusal, countersAt: data.countersAt),
             queue: configuration.queue.number, failMode: configuration.queue.failMode.rawValue, counters: counters, now: Date())
+    }
+}
+
+/// The block page's view of the daemon.
+private struct PageBackend: BlockPageBackend {
+    let daemon: Daemon
+
+    func explain(host: String, url: String, user: String?) -> BlockedRequest {
+        daemon.explain(host: host, url: url, user: user)
+    }
+
+    func submit(_ form: AccessRequestForm, user: String?) -> Result<String, BlockPageError> {
+        daemon.submitRequest(form, user: user)
     }
 }
