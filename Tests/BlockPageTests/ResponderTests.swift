@@ -1,0 +1,108 @@
+@testable import BlockPage
+import Foundation
+import Testing
+
+/// A backend that explains every host as category `games` and keeps submitted forms.
+final class RecordingBackend: BlockPageBackend, @unchecked Sendable {
+    var submitted: [(AccessRequestForm, String?)] = []
+    var refuse = false
+
+    func explain(host: String, url: String, user: String?) -> BlockedRequest {
+        BlockedRequest(host: host, url: url, category: "games", rule: "games: \(host)", reason: "category", user: user)
+    }
+
+    func submit(_ form: AccessRequestForm, user: String?) -> Result<String, BlockPageError> {
+        if refuse { return .failure(BlockPageError(code: "requests.full", message: "full")) }
+        submitted.append((form, user))
+        return .success("0badc0de")
+    }
+}
+
+@Suite struct ResponderTests {
+    func responder(_ access: RequestAccess? = .builtIn(text: "Ask"), backend: RecordingBackend = RecordingBackend()) throws -> BlockPageResponder {
+        let renderer = try BlockPageRenderer(settings: BlockPageSettings(organization: "Lakeside", requestAccess: access))
+        return BlockPageResponder(renderer: renderer, backend: backend, ownNames: ["127.0.0.1", "::1", "localhost"])
+    }
+
+    func text(_ response: BlockPageResponse) -> String { String(decoding: response.body, as: UTF8.self) }
+
+    @Test func theHostHeaderNamesTheBlockedSite() throws {
+        let response = try responder().respond(to: BlockPageRequest(method: "GET", target: "/watch?v=1", host: "games.example"))
+        #expect(response.status == 403)
+        #expect(text(response).contains("http://games.example/watch?v=1"))
+        #expect(text(response).contains("games: games.example"))
+    }
+
+    @Test func aDirectVisitTakesTheURLFromTheQuery() throws {
+        let page = try responder().respond(
+            to: BlockPageRequest(method: "GET", target: "/?url=https%3A%2F%2FWWW.Games.example%3A8443%2Fx", host: "127.0.0.1"))
+        #expect(page.status == 403 && text(page).contains("www.games.example"))
+        let nothing = try responder().respond(to: BlockPageRequest(method: "GET", target: "/", host: "localhost"))
+        #expect(nothing.status == 404)
+        let bad = try responder().respond(to: BlockPageRequest(method: "GET", target: "/?url=javascript%3Aalert(1)", host: "::1"))
+        #expect(bad.status == 404)
+    }
+
+    @Test func theFormIsRecordedWithTheUser() throws {
+        let backend = RecordingBackend()
+        let body = Array("host=games.example&url=http%3A%2F%2Fgames.example%2F&category=games&reason=For+class".utf8)
+        let response = try responder(backend: backend).respond(
+            to: BlockPageRequest(method: "POST", target: "/request-access", host: "games.example", body: body, user: "kim"))
+        #expect(response.status == 200 && text(response).contains("0badc0de"))
+        #expect(backend.submitted.count == 1 && backend.submitted[0].0.reason == "For class" && backend.submitted[0].1 == "kim")
+    }
+
+    @Test func formsAreRefusedWhereTheyDoNotBelong() throws {
+        let body = Array("host=games.example&url=x".utf8)
+        let linkOnly = try responder(.link(text: "Ask", urlTemplate: "https://help.example/?u={url}"))
+        #expect(linkOnly.respond(to: BlockPageRequest(method: "POST", target: "/request-access", host: "g.example", body: body)).status == 404)
+        let malformed = try responder().respond(
+            to: BlockPageRequest(method: "POST", target: "/request-access", host: "g.example", body: Array("host=%zz".utf8)))
+        #expect(malformed.status == 400)
+        let full = RecordingBackend()
+        full.refuse = true
+        #expect(try responder(backend: full).respond(to: BlockPageRequest(method: "POST", target: "/request-access", host: "g", body: body)).status == 503)
+        let put = try responder().respond(to: BlockPageRequest(method: "PUT", target: "/", host: "g.example"))
+        #expect(put.status == 405 && put.header(named: "Allow") == "GET, HEAD, POST")
+    }
+
+    @Test func hostHeadersLoseTheirPort() {
+        #expect(BlockPageHTTPHandler.hostWithoutPort("games.example:8080") == "games.example")
+        #expect(BlockPageHTTPHandler.hostWithoutPort("[2001:db8::1]:443") == "2001:db8::1")
+        #expect(BlockPageHTTPHandler.hostWithoutPort(" games.example ") == "games.example")
+    }
+}
+
+@Suite struct LocalCertificateAuthorityTests {
+    @Test func aCAIsMadeOnceSignsNamesAndKeepsItsKeyPrivate() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("hallpass-ca-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let authority = try LocalCertificateAuthority.create(folder: folder, organization: "Lakeside")
+        let mode = try FileManager.default.attributesOfItem(atPath: folder + "/ca-key.pem")[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        #expect(authority.pem.hasPrefix("-----BEGIN CERTIFICATE-----"))
+        // A second init would silently untrust every machine: refused without --force.
+        #expect(throws: BlockPageError.self) { try LocalCertificateAuthority.create(folder: folder, organization: "Lakeside") }
+        let reloaded = try LocalCertificateAuthority(folder: folder)
+        #expect(reloaded.certificate == authority.certificate)
+
+        let certificates = try BlockPageCertificates(authority: reloaded)
+        let chain = try certificates.chain(for: "Games.Example")
+        #expect(chain.count == 2)
+        #expect(try certificates.chain(for: "games.example") == chain)  // cached, by lower-cased name
+        let leaf = try reloaded.issue(for: "games.example", key: .init())
+        #expect(leaf.issuer == reloaded.certificate.subject)
+        #expect(reloaded.certificate.publicKey.isValidSignature(leaf.signature, for: leaf))
+
+        // A key that does not belong to the certificate is a clear error.
+        try LocalCertificateAuthority.create(folder: folder + "/other", organization: "Other")
+        try FileManager.default.removeItem(atPath: folder + "/ca-key.pem")
+        try FileManager.default.copyItem(atPath: folder + "/other/ca-key.pem", toPath: folder + "/ca-key.pem")
+        do {
+            _ = try LocalCertificateAuthority(folder: folder)
+            Issue.record("a foreign key was accepted")
+        } catch {
+            #expect(error.code == "ca.mismatch")
+        }
+    }
+}
