@@ -66,6 +66,8 @@ public struct Configuration: Sendable, Hashable {
         public var requestAccess: RequestAccess?
         /// A folder with custom templates and strings (docs/block-page.md); nil: the built-in page.
         public var templates: String?
+        /// The language of the page when the browser asks for none the page has.
+        public var language: String = "en"
         /// The local CA for HTTPS block pages (`filterctl ca init` makes it; only filter-control reads it).
         public var ca: String = "/etc/hallpass/ca"
     }
@@ -205,7 +207,7 @@ extension Configuration {
         }
         if let page = top["blockPage"] {
             let fields = try page.mapping(allowed: [
-                "address", "address6", "port", "httpPort", "httpsPort", "organization", "requestAccess", "templates", "ca",
+                "address", "address6", "port", "httpPort", "httpsPort", "organization", "requestAccess", "templates", "ca", "language",
             ])
             if let address = fields["address"] {
                 let text = try address.string()
@@ -222,6 +224,13 @@ extension Configuration {
             if let port = fields["httpsPort"] { self.blockPage.httpsPort = try port.integer(in: 1...65535).narrowed() }
             if let templates = fields["templates"] { self.blockPage.templates = try templates.absolutePath() }
             if let ca = fields["ca"] { self.blockPage.ca = try ca.absolutePath() }
+            if let language = fields["language"] {
+                let text = try language.string()
+                guard (2...16).contains(text.count), text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }) else {
+                    throw language.error("'\(text)' is not a language tag such as en, ko or pt-BR")
+                }
+                self.blockPage.language = text
+            }
             if let organization = fields["organization"] {
                 let text = try organization.string()
                 guard !text.isEmpty, text.count <= 200 else { throw organization.error("1 to 200 characters") }

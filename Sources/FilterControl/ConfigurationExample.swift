@@ -55,18 +55,32 @@ extension Configuration {
           askTimeout: 2s
           # Flows that never show a name (or use a bare IP address): allow | block.
           noName: allow
+          # DNS queries for blocked names: rewrite (the answer points at the block page) | drop.
+          blockedDNS: rewrite
 
         blockPage:
-          # Where filter-control serves the block page.
+          # Where filter-control serves the block page (local addresses); blocked names
+          # resolve to these with blockedDNS: rewrite.
           address: 127.0.0.1
+          address6: "::1"
+          # The page itself (http://127.0.0.1:8080/?url=...), and where browsers sent by a
+          # rewritten DNS answer arrive (HTTPS only with the local CA: 'filterctl ca init').
           port: 8080
+          httpPort: 80
+          httpsPort: 443
+          # The local CA's folder; its key is read by filter-control only.
+          ca: /etc/hallpass/ca
           # The name shown on the page. (example)
           organization: "Example School"
           # The link a student follows to ask for access; leave requestAccess out for no link.
           # {url} {host} {category} {user} {org} are filled in, URL-encoded. (example)
+          # url: builtin shows a form instead; 'filterctl requests' lists what students asked for.
           requestAccess:
             text: "Ask for access"
             url: "https://help.example.org/unblock?url={url}"
+          # Custom templates and strings (docs/block-page.md), and the fallback language.
+          # templates: /etc/hallpass/block-page   (example)
+          language: en
 
         admin:
           # filterctl talks to filter-control here; only root and the admin group may connect.

@@ -320,7 +320,8 @@ public final class Daemon: @unchecked Sendable {
             $0.url == "builtin" ? .builtIn(text: $0.text) : .link(text: $0.text, urlTemplate: $0.url)
         }
         return BlockPageSettings(
-            organization: configuration.blockPage.organization, requestAccess: access, templateFolder: configuration.blockPage.templates)
+            organization: configuration.blockPage.organization, requestAccess: access, templateFolder: configuration.blockPage.templates,
+            defaultLanguage: configuration.blockPage.language)
     }
 
     private func makeResponder(_ configuration: Configuration) throws(StartError) -> BlockPageResponder {
