@@ -32,7 +32,10 @@ public struct LocalCertificateAuthority: Sendable {
             keyText = try String(contentsOfFile: keyPath, encoding: .utf8)
             certificateText = try String(contentsOfFile: certificatePath, encoding: .utf8)
         } catch {
-            throw BlockPageError(code: "ca.missing", message: "no local CA in \(folder): run 'filterctl ca init' (\(error.localizedDescription))")
+            guard FileManager.default.fileExists(atPath: keyPath), FileManager.default.fileExists(atPath: certificatePath) else {
+                throw BlockPageError(code: "ca.missing", message: "no local CA in \(folder): run 'filterctl ca init'")
+            }
+            throw BlockPageError(code: "ca.unreadable", message: "the local CA in \(folder) cannot be read: \(error.localizedDescription)")
         }
         do {
             key = try P256.Signing.PrivateKey(pemRepresentation: keyText)
