@@ -87,6 +87,7 @@ let package = Package(
         .target(
             name: "BlockPage",
             dependencies: [
+                "SharedStore",
                 .product(name: "Mustache", package: "swift-mustache"),
                 // Serving: HTTP and HTTPS with certificates from the school's local CA.
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

@@ -70,7 +70,7 @@ public struct AccessRequestForm: Sendable, Equatable {
     }
 
     /// `+` → space, `%XX` → byte, then UTF-8.
-    private static func decode(_ encoded: ArraySlice<UInt8>, field: String) throws(BlockPageError) -> String {
+    static func decode(_ encoded: ArraySlice<UInt8>, field: String) throws(BlockPageError) -> String {
         var decoded: [UInt8] = []
         decoded.reserveCapacity(encoded.count)
         var index = encoded.startIndex

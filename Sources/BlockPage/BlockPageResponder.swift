@@ -119,28 +119,8 @@ public struct BlockPageResponder: Sendable {
         return host.isEmpty ? nil : host.lowercased()
     }
 
-    /// `%XX` and `+` decoded; nil for a bad escape or bytes that are not UTF-8.
+    /// `%XX` and `+` decoded as in the form; nil for a bad escape or bytes that are not UTF-8.
     static func percentDecoded(_ text: Substring) -> String? {
-        var bytes: [UInt8] = []
-        var iterator = Array(text.utf8).makeIterator()
-        while let byte = iterator.next() {
-            switch byte {
-            case UInt8(ascii: "+"): bytes.append(0x20)
-            case UInt8(ascii: "%"):
-                guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
-                bytes.append(high << 4 | low)
-            default: bytes.append(byte)
-            }
-        }
-        return String(validating: bytes, as: UTF8.self)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
+        try? AccessRequestForm.decode(Array(text.utf8)[...], field: "url")
     }
 }

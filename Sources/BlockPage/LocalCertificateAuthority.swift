@@ -5,6 +5,7 @@ public import Crypto
 public import Foundation
 import NIOConcurrencyHelpers
 import NIOSSL
+import SharedStore
 import SwiftASN1
 public import X509
 
@@ -94,21 +95,8 @@ public struct LocalCertificateAuthority: Sendable {
         return try LocalCertificateAuthority(folder: folder)
     }
 
-    /// Writes through a temporary file created with `mode`, then renames: no
-    /// moment where the key exists with wider permissions.
-    private static func write(_ text: String, to path: String, mode: mode_t) throws {
-        let temporary = path + ".new"
-        unlink(temporary)
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
-        guard descriptor >= 0 else { throw BlockPageError(code: "ca.write", message: "\(temporary): \(String(cString: strerror(errno)))") }
-        let bytes = Array(text.utf8)
-        let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
-        let synced = fsync(descriptor)
-        close(descriptor)
-        guard written == bytes.count, synced == 0, rename(temporary, path) == 0 else {
-            unlink(temporary)
-            throw BlockPageError(code: "ca.write", message: "\(path): \(String(cString: strerror(errno)))")
-        }
+    private static func write(_ text: String, to path: String, mode: UInt32) throws {
+        try AtomicFile.write(Array(text.utf8), to: path, mode: mode)
     }
 
     /// The CA certificate in PEM, for installation into browsers and system stores.

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import BlockPage
+import SharedStore
 public import Foundation
 public import VerdictCore
 
@@ -122,16 +123,10 @@ public final class AccessRequestStore: @unchecked Sendable {
         } catch {
             throw Failure(code: "requests.io", message: "cannot encode the requests: \(error)")
         }
-        let temporary = path + ".new"
-        unlink(temporary)
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw Failure(code: "requests.io", message: "cannot write \(temporary): \(String(cString: strerror(errno)))") }
-        let written = data.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
-        let synced = fsync(descriptor)
-        close(descriptor)
-        guard written == data.count, synced == 0, rename(temporary, path) == 0 else {
-            unlink(temporary)
-            throw Failure(code: "requests.io", message: "cannot write \(path): \(String(cString: strerror(errno)))")
+        do {
+            try AtomicFile.write(Array(data), to: path, mode: 0o600)
+        } catch {
+            throw Failure(code: "requests.io", message: error.description)
         }
     }
 
