@@ -88,6 +88,7 @@ let package = Package(
             name: "BlockPage",
             dependencies: [
                 "SharedStore",
+                "VerdictCore",
                 .product(name: "Mustache", package: "swift-mustache"),
                 // Serving: HTTP and HTTPS with certificates from the school's local CA.
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

@@ -28,7 +28,7 @@ public final class BlockPageServer: Sendable {
     }
 
     private let responder: NIOLockedValueBox<BlockPageResponder>
-    private let channels = NIOLockedValueBox<[any Channel]>([])
+    private let channels = NIOLockedValueBox<[(listener: Listener, channel: any Channel)]>([])
     private let group: any EventLoopGroup
 
     public init(responder: BlockPageResponder, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
@@ -41,26 +41,33 @@ public final class BlockPageServer: Sendable {
         self.responder.withLockedValue { $0 = responder }
     }
 
-    /// Binds every listener; HTTPS ones need `authority`. A listener that
-    /// cannot bind is an error naming it (the others are closed again).
-    public func start(_ listeners: [Listener], authority: LocalCertificateAuthority?) throws(BlockPageError) {
+    /// Binds every listener it can; HTTPS ones need `authority` (one set of
+    /// certificates serves them all). Returns a problem per listener that
+    /// could not be set up; the others serve.
+    public func start(_ listeners: [Listener], authority: LocalCertificateAuthority?) -> [BlockPageError] {
+        var problems: [BlockPageError] = []
         var tls: NIOSSLContext? = nil
-        if listeners.contains(where: \.tls) {
-            guard let authority else { throw BlockPageError(code: "ca.missing", message: "HTTPS needs the local CA ('filterctl ca init')") }
+        if let authority, let first = listeners.first(where: \.tls) {
             do {
-                tls = try Self.tlsContext(authority: authority, defaultName: listeners.first(where: \.tls)!.address)
+                tls = try Self.tlsContext(authority: authority, defaultName: first.address)
             } catch {
-                throw BlockPageError(code: "tls.setup", message: "cannot set up HTTPS for the block page: \(error)")
+                problems.append(BlockPageError(code: "tls.setup", message: "cannot set up HTTPS for the block page: \(error)"))
             }
         }
         for listener in listeners {
+            guard !listener.tls || tls != nil else {
+                if authority == nil {
+                    problems.append(BlockPageError(code: "ca.missing", message: "\(listener) needs the local CA ('filterctl ca init')"))
+                }
+                continue
+            }
             do {
                 try bind(listener, tls: listener.tls ? tls : nil)
             } catch {
-                stop()
-                throw BlockPageError(code: "listen", message: "the block page cannot listen on \(listener): \(error)")
+                problems.append(BlockPageError(code: "listen", message: "the block page cannot listen on \(listener): \(error)"))
             }
         }
+        return problems
     }
 
     /// Closes every listener (open connections finish their answer).
@@ -69,12 +76,12 @@ public final class BlockPageServer: Sendable {
             defer { channels.removeAll() }
             return channels
         }
-        for channel in open { try? channel.close().wait() }
+        for (_, channel) in open { try? channel.close().wait() }
     }
 
-    /// The ports actually bound (port 0 in a listener picks a free one), in listener order.
-    public var boundPorts: [Int] {
-        channels.withLockedValue { $0.compactMap { $0.localAddress?.port } }
+    /// The listeners that are serving, as URLs.
+    public var listening: [String] {
+        channels.withLockedValue { $0.map(\.listener.description) }
     }
 
     private func bind(_ listener: Listener, tls: NIOSSLContext?) throws {
@@ -94,7 +101,7 @@ public final class BlockPageServer: Sendable {
                 }
             }
             .bind(host: listener.address, port: listener.port).wait()
-        channels.withLockedValue { $0.append(channel) }
+        channels.withLockedValue { $0.append((listener, channel)) }
     }
 
     static func tlsContext(authority: LocalCertificateAuthority, defaultName: String) throws -> NIOSSLContext {

@@ -1,11 +1,9 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 public import Crypto
 public import Foundation
 import NIOConcurrencyHelpers
 import NIOSSL
 import SharedStore
+import VerdictCore
 import SwiftASN1
 public import X509
 
@@ -87,16 +85,13 @@ public struct LocalCertificateAuthority: Sendable {
         }
         do {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            try write(key.pemRepresentation + "\n", to: keyPath, mode: 0o600)
-            try write(try certificate.serializeAsPEM().pemString + "\n", to: certificatePath, mode: 0o644)
+            // Each file appears whole and with its final mode (the key is never readable by others).
+            try AtomicFile.write(Array((key.pemRepresentation + "\n").utf8), to: keyPath, mode: 0o600)
+            try AtomicFile.write(Array((try certificate.serializeAsPEM().pemString + "\n").utf8), to: certificatePath, mode: 0o644)
         } catch {
             throw BlockPageError(code: "ca.write", message: "cannot write the CA into \(folder): \(error)")
         }
         return try LocalCertificateAuthority(folder: folder)
-    }
-
-    private static func write(_ text: String, to path: String, mode: UInt32) throws {
-        try AtomicFile.write(Array(text.utf8), to: path, mode: mode)
     }
 
     /// The CA certificate in PEM, for installation into browsers and system stores.
@@ -116,14 +111,12 @@ public struct LocalCertificateAuthority: Sendable {
     /// browsers accept).
     func issue(for host: String, key: P256.Signing.PrivateKey, now: Date = Date()) throws -> Certificate {
         let subject = try DistinguishedName { CommonName(String(host.prefix(64))) }
-        let alternativeName: GeneralName
-        if let address = IPv4Address(host) {
-            alternativeName = .ipAddress(ASN1OctetString(contentBytes: ArraySlice(address.rawValue)))
-        } else if let address = IPv6Address(host) {
-            alternativeName = .ipAddress(ASN1OctetString(contentBytes: ArraySlice(address.rawValue)))
-        } else {
-            alternativeName = .dnsName(host)
-        }
+        let alternativeName: GeneralName =
+            if let address = IPAddress(host) {
+                .ipAddress(ASN1OctetString(contentBytes: ArraySlice(address.networkBytes)))
+            } else {
+                .dnsName(host)
+            }
         return try Certificate(
             version: .v3, serialNumber: Certificate.SerialNumber(),
             publicKey: .init(key.publicKey),
@@ -183,24 +176,5 @@ final class BlockPageCertificates: Sendable {
             cache.chains[name] = chain
         }
         return chain
-    }
-}
-
-/// Parsed IP literals for subjectAltName (no Foundation networking on Linux).
-private struct IPv4Address {
-    let rawValue: [UInt8]
-    init?(_ text: String) {
-        var bytes = [UInt8](repeating: 0, count: 4)
-        guard inet_pton(AF_INET, text, &bytes) == 1 else { return nil }
-        rawValue = bytes
-    }
-}
-
-private struct IPv6Address {
-    let rawValue: [UInt8]
-    init?(_ text: String) {
-        var bytes = [UInt8](repeating: 0, count: 16)
-        guard inet_pton(AF_INET6, text, &bytes) == 1 else { return nil }
-        rawValue = bytes
     }
 }

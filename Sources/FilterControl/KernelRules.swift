@@ -131,11 +131,8 @@ public struct KernelRules: Sendable {
         for family in Family.allCases {
             try KernelRules.run(family.restoreCommand, ["--noflush"], input: restoreInput(family))
             // Insert each jump once: a second install must not add a second jump.
-            if !KernelRules.isInstalled(family) {
-                try KernelRules.run(family.command, ["-I", "OUTPUT", "1", "-j", KernelRules.chain])
-            }
-            if (try? KernelRules.run(family.command, ["-C", "INPUT", "-j", KernelRules.inputChain])) == nil {
-                try KernelRules.run(family.command, ["-I", "INPUT", "1", "-j", KernelRules.inputChain])
+            for (hook, chain) in KernelRules.jumps where !KernelRules.jumpExists(family, hook: hook, chain: chain) {
+                try KernelRules.run(family.command, ["-I", hook, "1", "-j", chain])
             }
         }
     }
@@ -143,7 +140,7 @@ public struct KernelRules: Sendable {
     /// Removes the jumps and the chains; safe to call when nothing is installed.
     public static func remove() {
         for family in Family.allCases {
-            for (hook, chain) in [("OUTPUT", chain), ("INPUT", inputChain)] {
+            for (hook, chain) in jumps {
                 while (try? run(family.command, ["-D", hook, "-j", chain])) != nil {}
                 _ = try? run(family.command, ["-F", chain])
                 _ = try? run(family.command, ["-X", chain])
@@ -151,9 +148,16 @@ public struct KernelRules: Sendable {
         }
     }
 
+    /// The hooks and the chains they jump to.
+    static let jumps = [("OUTPUT", chain), ("INPUT", inputChain)]
+
     /// Whether the OUTPUT jump is in place for `family`.
     public static func isInstalled(_ family: Family) -> Bool {
-        (try? run(family.command, ["-C", "OUTPUT", "-j", chain])) != nil
+        jumpExists(family, hook: "OUTPUT", chain: chain)
+    }
+
+    static func jumpExists(_ family: Family, hook: String, chain: String) -> Bool {
+        (try? run(family.command, ["-C", hook, "-j", chain])) != nil
     }
 
     /// The kernel's counters for `queue` (from /proc/net/netfilter/nfnetlink_queue):

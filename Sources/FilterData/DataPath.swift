@@ -65,8 +65,10 @@ public final class DataPath {
         self.held = HeldPackets(capacity: heldPacketCapacity)
     }
 
-    /// What the kernel is told for one inspected packet.
-    public static func kernelVerdict(for inspection: Inspection, marks: FlowMarks) -> KernelVerdict {
+    /// What the kernel is told for one inspected packet. With `rewriteDNS`, a
+    /// query for a blocked name goes on: its answer comes back on the input
+    /// hook and is pointed at the block page.
+    public static func kernelVerdict(for inspection: Inspection, marks: FlowMarks, rewriteDNS: Bool = false) -> KernelVerdict {
         switch inspection.finality {
         case .firstDecision, .repeatedDecision:
             switch inspection.verdict {
@@ -75,7 +77,7 @@ public final class DataPath {
             case .needRules, .needMoreData: return .accept
             }
         case .packetDecision:
-            return inspection.verdict == .drop ? .drop : .accept
+            return inspection.verdict == .drop && !(rewriteDNS && inspection.kind == .dns) ? .drop : .accept
         case .undecided:
             // needMoreData: let this packet go, look at the next one. (needRules
             // packets are held by `run`, never given a verdict here.)
@@ -84,6 +86,9 @@ public final class DataPath {
             return .accept
         }
     }
+
+    /// NF_INET_LOCAL_IN.
+    static let inputHook: UInt8 = 1
 
     public enum Stop: Sendable, Hashable {
         /// SIGTERM or SIGINT.
@@ -137,21 +142,17 @@ public final class DataPath {
 
     private func handle(_ packet: QueuedPacket, now: UInt64) {
         let rewrite = inspector.engine.policy.dnsRewrite
-        if let rewrite, let response = DNSResponsePacket(packet.payload, port: inspector.settings.dnsPort) {
-            socket.setVerdict(answer(response, packet: packet.payload, rewrite: rewrite), for: packet.id)
+        // Only DNS answers come in on the input hook (HALLPASS_IN).
+        if packet.hook == DataPath.inputHook {
+            let response = rewrite == nil ? nil : DNSResponsePacket(packet.payload, port: inspector.settings.dnsPort)
+            socket.setVerdict(response.map { answer($0, packet: packet.payload, rewrite: rewrite!) } ?? .accept, for: packet.id)
             return
         }
         let inspection = inspector.inspect(packet.payload, uid: packet.uid, gid: packet.gid, now: now)
         guard inspection.verdict == .needRules, inspection.finality == .undecided, let key = inspection.flow,
             let host = inspection.facts.host
         else {
-            if rewrite != nil, inspection.finality == .packetDecision, inspection.kind == .dns, inspection.verdict == .drop {
-                // The query for a blocked name goes on: its answer comes back
-                // through here and is pointed at the block page.
-                socket.setVerdict(.accept, for: packet.id)
-                return
-            }
-            socket.setVerdict(DataPath.kernelVerdict(for: inspection, marks: marks), for: packet.id)
+            socket.setVerdict(verdict(for: inspection), for: packet.id)
             return
         }
         guard let control else {
@@ -195,11 +196,15 @@ public final class DataPath {
         return .acceptRewritten(rewritten)
     }
 
+    private func verdict(for inspection: Inspection) -> KernelVerdict {
+        DataPath.kernelVerdict(for: inspection, marks: marks, rewriteDNS: inspector.engine.policy.dnsRewrite != nil)
+    }
+
     /// Decides a held flow with `decision` and gives its packets their verdicts.
     private func settle(_ key: FlowKey, packets: [UInt32], with decision: Decision, now: UInt64) {
         let verdict: KernelVerdict
         if let inspection = inspector.settle(flow: key, with: decision, now: now) {
-            verdict = DataPath.kernelVerdict(for: inspection, marks: marks)
+            verdict = self.verdict(for: inspection)
         } else {
             // The flow left the table while it waited (idle or evicted): the default, packet by packet.
             verdict = decision.verdict == .allow ? .accept : .drop
@@ -217,7 +222,7 @@ public final class DataPath {
             return
         }
         guard inspection.verdict != .needRules else { return }
-        let verdict = DataPath.kernelVerdict(for: inspection, marks: marks)
+        let verdict = self.verdict(for: inspection)
         for id in held.release(key) { socket.setVerdict(verdict, for: id) }
     }
 

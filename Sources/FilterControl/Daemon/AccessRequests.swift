@@ -1,7 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import BlockPage
 import SharedStore
 public import Foundation
 public import VerdictCore

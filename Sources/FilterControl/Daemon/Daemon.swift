@@ -89,10 +89,9 @@ public final class Daemon: @unchecked Sendable {
             storePath = installed.versionStorePath
         }
         approvedEntries = requests.allowEntries()
-        var policy = configuration.policy
-        policy.allow += approvedEntries
         do {
-            engine = VerdictEngine(rules: try RuleStore(path: storePath, verification: .full), policy: policy)
+            engine = VerdictEngine(
+                rules: try RuleStore(path: storePath, verification: .full), policy: Daemon.policy(configuration, approvals: approvedEntries))
         } catch {
             throw StartError(message: "\(storePath): \(error) [\(error.code)]", status: 65)
         }
@@ -261,8 +260,8 @@ public final class Daemon: @unchecked Sendable {
                 throw StartError(message: "\(path): \(error) [\(error.code)]", status: 65)
             }
             let responder = try makeResponder(configuration)
-            var policy = configuration.policy
-            policy.allow += requests.allowEntries()
+            let approvals = requests.allowEntries()
+            let policy = Daemon.policy(configuration, approvals: approvals)
             do {
                 try PolicyText.render(policy).write(toFile: policyPath, atomically: true, encoding: .utf8)
             } catch {
@@ -282,7 +281,7 @@ public final class Daemon: @unchecked Sendable {
             let previous = lock.withLock { () -> UInt64 in
                 let previous = engine.rules.version
                 self.configuration = configuration
-                approvedEntries = policy.allow.suffix(policy.allow.count - configuration.policy.allow.count)
+                approvedEntries = approvals
                 engine = VerdictEngine(rules: store, policy: policy)
                 storePath = path
                 storeOpenedAt = Date()
@@ -314,6 +313,13 @@ public final class Daemon: @unchecked Sendable {
     }
 
     // MARK: Block page and access requests
+
+    /// The policy in force: the configuration's, with the approved access requests added to its allow list.
+    static func policy(_ configuration: Configuration, approvals: [RulePattern]) -> Policy {
+        var policy = configuration.policy
+        policy.allow += approvals
+        return policy
+    }
 
     static func blockPageSettings(_ configuration: Configuration) -> BlockPageSettings {
         let access: RequestAccess? = configuration.blockPage.requestAccess.map {
@@ -356,17 +362,9 @@ public final class Daemon: @unchecked Sendable {
             }
         }
         let server = BlockPageServer(responder: responder)
-        var serving: [String] = []
-        for listener in listeners {
-            do {
-                try server.start([listener], authority: authority)
-                serving.append(listener.description)
-            } catch {
-                log("block page: \(error.message)")
-            }
-        }
+        for problem in server.start(listeners, authority: authority) { log("block page: \(problem.message)") }
         lock.withLock { blockPage = server }
-        log("block page on " + (serving.isEmpty ? "nothing" : serving.joined(separator: ", ")))
+        log("block page on " + (server.listening.isEmpty ? "nothing" : server.listening.joined(separator: ", ")))
     }
 
     /// Why the rules in force block `url` (for the page).
@@ -440,8 +438,7 @@ public final class Daemon: @unchecked Sendable {
         defer { reloading.unlock() }
         let entries = requests.allowEntries()
         let (configuration, store, path) = lock.withLock { (self.configuration, engine.rules, storePath) }
-        var policy = configuration.policy
-        policy.allow += entries
+        let policy = Daemon.policy(configuration, approvals: entries)
         do {
             try PolicyText.render(policy).write(toFile: policyPath, atomically: true, encoding: .utf8)
         } catch {

@@ -29,6 +29,9 @@ public struct QueuedPacket {
     public var uid: UInt32?
     public var gid: UInt32?
     public var mark: UInt32
+    /// The netfilter hook the packet was queued from (NF_INET_LOCAL_IN 1 for
+    /// the DNS answers of HALLPASS_IN, NF_INET_LOCAL_OUT 3 for the rest).
+    public var hook: UInt8 = 3
     /// The packet was cut to the copy range (GSO packets can exceed it).
     public var truncated: Bool
 }
@@ -257,7 +260,7 @@ public final class NetfilterQueueSocket {
             body(
                 QueuedPacket(
                     id: UInt32(bigEndian: hdr.packet_id), payload: payload, uid: u32(Int32(NFQA_UID.rawValue)), gid: u32(Int32(NFQA_GID.rawValue)),
-                    mark: u32(Int32(NFQA_MARK.rawValue)) ?? 0, truncated: truncated))
+                    mark: u32(Int32(NFQA_MARK.rawValue)) ?? 0, hook: hdr.hook, truncated: truncated))
             handled += 1
         }
         return handled
