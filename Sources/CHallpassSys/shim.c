@@ -1,11 +1,14 @@
 #define _GNU_SOURCE
 #include "CHallpassSys.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <signal.h>
 #include <string.h>
+#include <spawn.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
@@ -76,3 +79,16 @@ long hp_ptrace_traceme(void) { return ptrace(PTRACE_TRACEME, 0, NULL, NULL); }
 int hp_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
 
 int hp_accept_cloexec(int listener) { return accept4(listener, NULL, NULL, SOCK_CLOEXEC); }
+
+int hp_spawn_add_close_from(posix_spawn_file_actions_t *actions, int lowest) {
+    return posix_spawn_file_actions_addclosefrom_np(actions, lowest);
+}
+
+int hp_close_from(int lowest) {
+    if (syscall(SYS_close_range, (unsigned int)lowest, ~0U, 0) == 0) return 0;
+    if (errno != ENOSYS) return -1;
+    struct rlimit limit;
+    long highest = getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY ? (long)limit.rlim_cur : 65536;
+    for (long fd = lowest; fd < highest; fd++) close((int)fd);
+    return 0;
+}

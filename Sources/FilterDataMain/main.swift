@@ -77,6 +77,21 @@ struct Options {
 
 let options = Options(Array(CommandLine.arguments.dropFirst()))
 
+// Defence in depth: whatever the parent left open (filter-control closes
+// everything it does not hand over, but another parent may not) is closed
+// before the queue socket and the store are opened, so the sandbox holds
+// only standard input and output, the control channel, the queue socket and
+// the store.
+if let control = options.controlDescriptor {
+    for descriptor in 3..<control { close(descriptor) }
+    _ = hp_close_from(control + 1)
+} else {
+    _ = hp_close_from(3)
+}
+// Standard output and error are a pipe to filter-control: if it is gone, a
+// write fails with EPIPE instead of killing the process before it reports.
+signal(SIGPIPE, SIG_IGN)
+
 func lockDown() {
     guard getuid() == 0 else {
         say("not started as root: running without dropping privileges (filter-control starts filter-data as root)")

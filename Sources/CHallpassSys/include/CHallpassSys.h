@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <linux/sched.h>  // CLONE_THREAD, for the seccomp clone rule
+#include <spawn.h>
 
 // Calls Swift cannot import directly: `prctl` is variadic and `setresuid` /
 // `setresgid` are declared only under _GNU_SOURCE. Each returns 0 on success
@@ -42,6 +43,16 @@ int hp_pipe_cloexec(int fds[2]);
 
 /// accept4(listener, NULL, NULL, SOCK_CLOEXEC).
 int hp_accept_cloexec(int listener);
+
+/// posix_spawn_file_actions_addclosefrom_np (glibc 2.34+, declared only under
+/// _GNU_SOURCE): the child closes every descriptor from `lowest` up, so it
+/// holds exactly the descriptors it was given, whatever the parent has open.
+int hp_spawn_add_close_from(posix_spawn_file_actions_t *actions, int lowest);
+
+/// Closes every descriptor from `lowest` up (close_range(2), Linux 5.9+; a
+/// loop over the descriptor limit where the kernel lacks it). Returns 0, or
+/// -1 with errno set.
+int hp_close_from(int lowest);
 
 static inline void hp_prefetch_read(const void *address) { __builtin_prefetch(address, 0, 1); }
 

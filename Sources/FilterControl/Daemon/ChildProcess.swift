@@ -25,7 +25,8 @@ public final class ChildProcess: @unchecked Sendable {
     /// number the child sees it under (dup2, which clears close-on-exec on
     /// the copy); standard input is /dev/null unless mapped. Standard output
     /// and error are appended to `outputPath` when given, else inherited
-    /// unless mapped.
+    /// unless mapped. Every other descriptor of this process is closed in
+    /// the child.
     public init(
         executable: String, arguments: [String], descriptors: [(from: Int32, to: Int32)] = [], outputPath: String? = nil
     ) throws(LaunchError) {
@@ -42,6 +43,17 @@ public final class ChildProcess: @unchecked Sendable {
         for mapping in descriptors {
             posix_spawn_file_actions_adddup2(&actions, mapping.from, mapping.to)
         }
+        // The child holds what it is given and nothing else: filter-control's
+        // own descriptors (the block page's listening sockets from NIO, the
+        // admin socket, rule downloads in flight) are not all close-on-exec,
+        // and filter-data must never inherit a network socket. Gaps below the
+        // highest mapped descriptor are closed one by one, the rest at once.
+        let given = Set([0, 1, 2] + descriptors.map(\.to))
+        let highest = given.max()!
+        for gap in 3..<max(3, highest) where !given.contains(gap) {
+            posix_spawn_file_actions_addclose(&actions, gap)
+        }
+        hp_spawn_add_close_from(&actions, highest + 1)
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }

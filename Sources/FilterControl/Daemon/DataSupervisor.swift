@@ -1,3 +1,4 @@
+import CHallpassSys
 public import FilterData
 public import Foundation
 
@@ -59,6 +60,8 @@ public final class DataSupervisor: @unchecked Sendable {
     // Loop thread only.
     private var child: ChildProcess?
     private var channel: ControlChannel?
+    /// filter-data's standard output and error: a pipe whose lines go to `log`.
+    private var output: ChildOutput?
     private var nextLaunch = Date.distantPast
     private var failuresInARow = 0
     private var pingNumber: UInt64 = 0
@@ -139,16 +142,21 @@ public final class DataSupervisor: @unchecked Sendable {
                 return pendingRules ? rules : nil
             }
             if let sendRules { send(.useRules(store: sendRules.store, policy: sendRules.policy)) }
-            _ = channel.wait(timeoutMilliseconds: 200)
+            var ready = [pollfd(fd: channel.descriptor, events: Int16(POLLIN), revents: 0)]
+            if let output { ready.append(pollfd(fd: output.descriptor, events: Int16(POLLIN), revents: 0)) }
+            _ = poll(&ready, nfds_t(ready.count), 200)
+            output?.forwardLines(to: log)
             readMessages(channel)
             checkHealth()
         }
         if let child {
             let status = child.stop(grace: 3)
+            output?.forwardLines(to: log, untilEnd: true)
             log("filter-data stopped (status \(status))")
         }
         channel = nil
         child = nil
+        output = nil
     }
 
     private func start(rules: (store: String, policy: String)) {
@@ -160,12 +168,23 @@ public final class DataSupervisor: @unchecked Sendable {
             scheduleRestart()
             return
         }
+        let output: ChildOutput
+        do {
+            output = try ChildOutput()
+        } catch {
+            log("cannot make filter-data's output pipe: \(error)")
+            scheduleRestart()
+            return
+        }
         let arguments = launch.arguments + ["--store", rules.store, "--policy", rules.policy, "--control-fd", String(Self.controlDescriptor)]
         do {
             let process = try ChildProcess(
-                executable: launch.executable, arguments: arguments, descriptors: [(pair.1.descriptor, Self.controlDescriptor)])
+                executable: launch.executable, arguments: arguments,
+                descriptors: [(output.writeEnd, 1), (output.writeEnd, 2), (pair.1.descriptor, Self.controlDescriptor)])
+            output.closeWriteEnd()
             child = process
             channel = pair.0
+            self.output = output
             lastHeard = Date()
             lastPing = .distantPast
             lock.withLock {
@@ -257,6 +276,8 @@ public final class DataSupervisor: @unchecked Sendable {
     private func ended() {
         guard let child else { return }
         let status = child.wait()
+        output?.forwardLines(to: log, untilEnd: true)
+        output = nil
         let ranFor = Date().timeIntervalSince(lock.withLock { state.startedAt } ?? Date())
         self.child = nil
         channel = nil
@@ -277,5 +298,59 @@ public final class DataSupervisor: @unchecked Sendable {
         let delay = min(10.0, 0.05 * pow(2.0, Double(min(failuresInARow, 8))))
         failuresInARow += 1
         nextLaunch = Date().addingTimeInterval(delay)
+    }
+}
+
+/// The read end of a pipe that a child writes its standard output and error
+/// to, split into lines for filter-control's log. Non-blocking: the
+/// supervisor polls it with the control channel.
+final class ChildOutput {
+    let descriptor: Int32
+    private(set) var writeEnd: Int32
+    private var partial: [UInt8] = []
+    /// A line longer than this is cut (filter-data's lines are short).
+    static let longestLine = 4096
+
+    init() throws(ChildProcess.LaunchError) {
+        var ends: [Int32] = [-1, -1]
+        guard hp_pipe_cloexec(&ends) == 0 else { throw ChildProcess.LaunchError(executable: "pipe", errno: errno) }
+        descriptor = ends[0]
+        writeEnd = ends[1]
+        _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
+    }
+
+    deinit {
+        close(descriptor)
+        closeWriteEnd()
+    }
+
+    /// Once the child has its copy: the child's exit then ends the pipe.
+    func closeWriteEnd() {
+        if writeEnd >= 0 { close(writeEnd) }
+        writeEnd = -1
+    }
+
+    /// Logs every complete line waiting in the pipe; with `untilEnd` (the
+    /// child has exited) also the last, unterminated one.
+    func forwardLines(to log: (String) -> Void, untilEnd: Bool = false) {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            if count <= 0 { break }
+            partial.append(contentsOf: buffer[0..<count])
+            while let newline = partial.firstIndex(of: UInt8(ascii: "\n")) {
+                log(String(decoding: partial[..<min(newline, Self.longestLine)], as: UTF8.self))
+                partial.removeSubrange(...newline)
+            }
+            if partial.count > Self.longestLine {
+                log(String(decoding: partial.prefix(Self.longestLine), as: UTF8.self) + "...")
+                partial.removeAll()
+            }
+        }
+        if untilEnd, !partial.isEmpty {
+            log(String(decoding: partial, as: UTF8.self))
+            partial.removeAll()
+        }
     }
 }
