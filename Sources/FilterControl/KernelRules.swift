@@ -10,6 +10,7 @@ import Foundation
 /// ```
 /// -o lo                                   -> RETURN   (the block page and local services)
 /// mark = allow or block                   -> CONNMARK --save-mark (the decision reaches the connection)
+/// udp dport 53, mark has dnsAnswer        -> CONNMARK --or-mark dnsAnswer, RETURN (a judged query)
 /// udp dport 53                            -> NFQUEUE  (every DNS query is judged on its own)
 /// connmark = allow                        -> RETURN   (the fast path: decided flows skip user space)
 /// connmark = block, tcp                   -> REJECT with a TCP reset (fast failure, no hang)
@@ -25,10 +26,14 @@ import Foundation
 /// the OUTPUT jump is inserted once, so installing twice changes nothing
 /// and other firewall rules are left alone.
 ///
-/// A second chain on the INPUT hook, `HALLPASS_IN`, queues DNS answers
-/// (UDP from port 53, not from loopback) when blocked names resolve to the
-/// block page (`policy.blockedDNS: rewrite`): filter-data points the answers
-/// for blocked names at the block page and lets every other answer pass.
+/// DNS costs one trip to user space per lookup: the query, where the asking
+/// user is known, carries the judgement. When filter-data must change the
+/// answer (a blocked name pointed at the block page), it sends the query
+/// back through the hook with the `dnsAnswer` mark (NF_REPEAT), the chain
+/// ors that bit into the connection mark and lets the query go; the second
+/// chain, `HALLPASS_IN` on the INPUT hook, queues the answers (UDP from port
+/// 53, not from loopback) of connections that carry the bit. Every other
+/// answer passes in the kernel.
 public struct KernelRules: Sendable {
     public static let chain = "HALLPASS_OUT"
     public static let inputChain = "HALLPASS_IN"
@@ -36,14 +41,11 @@ public struct KernelRules: Sendable {
     public var queue: UInt16
     public var failOpen: Bool
     public var marks: FlowMarks
-    /// Queue DNS answers for filter-data to rewrite.
-    public var rewriteDNS: Bool
 
-    public init(queue: UInt16, failOpen: Bool, marks: FlowMarks = FlowMarks(), rewriteDNS: Bool = false) {
+    public init(queue: UInt16, failOpen: Bool, marks: FlowMarks = FlowMarks()) {
         self.queue = queue
         self.failOpen = failOpen
         self.marks = marks
-        self.rewriteDNS = rewriteDNS
     }
 
     public enum Family: String, Sendable, CaseIterable {
@@ -95,6 +97,7 @@ public struct KernelRules: Sendable {
     /// The `iptables-restore --noflush` input that (re)writes the chain.
     public func restoreInput(_ family: Family) -> String {
         let mask = hex(marks.mask)
+        let answer = hex(marks.dnsAnswer)
         let queueTarget = "NFQUEUE --queue-num \(queue)" + (failOpen ? " --queue-bypass" : "")
         let rejectOther = family == .ipv4 ? "REJECT --reject-with icmp-port-unreachable" : "REJECT --reject-with icmp6-port-unreachable"
         let chain = KernelRules.chain
@@ -104,6 +107,8 @@ public struct KernelRules: Sendable {
             -A \(chain) -o lo -j RETURN
             -A \(chain) -m mark --mark \(hex(marks.allow))/\(mask) -j CONNMARK --save-mark --nfmask \(mask) --ctmask \(mask)
             -A \(chain) -m mark --mark \(hex(marks.block))/\(mask) -j CONNMARK --save-mark --nfmask \(mask) --ctmask \(mask)
+            -A \(chain) -p udp --dport 53 -m mark --mark \(answer)/\(answer) -j CONNMARK --or-mark \(answer)
+            -A \(chain) -p udp --dport 53 -m mark --mark \(answer)/\(answer) -j RETURN
             -A \(chain) -p udp --dport 53 -j \(queueTarget)
             -A \(chain) -m connmark --mark \(hex(marks.allow))/\(mask) -j RETURN
             -A \(chain) -p tcp -m connmark --mark \(hex(marks.block))/\(mask) -j REJECT --reject-with tcp-reset
@@ -111,7 +116,8 @@ public struct KernelRules: Sendable {
             -A \(chain) -p tcp -m bpf --bytecode "\(KernelRules.payloadProgram(family))" -j \(queueTarget)
             -A \(chain) -p udp -j \(queueTarget)
             :\(KernelRules.inputChain) - [0:0]
-            \(rewriteDNS ? "-A \(KernelRules.inputChain) -i lo -j RETURN\n-A \(KernelRules.inputChain) -p udp --sport 53 -j \(queueTarget)" : "")
+            -A \(KernelRules.inputChain) -i lo -j RETURN
+            -A \(KernelRules.inputChain) -p udp --sport 53 -m connmark --mark \(answer)/\(answer) -j \(queueTarget)
             COMMIT
 
             """

@@ -10,8 +10,13 @@ import Glibc
 public struct FlowMarks: Sendable, Hashable {
     public var allow: UInt32 = 0x0010_0000
     public var block: UInt32 = 0x0020_0000
-    /// The bits hallpass owns in the packet and connection marks.
+    /// The bits of a flow's decision in the packet and connection marks.
     public var mask: UInt32 = 0x0030_0000
+    /// A DNS query whose answer filter-data must see (to point it at the
+    /// block page): set on the query's connection, never cleared, so the
+    /// answers of that socket are queued on the input hook and all others
+    /// pass in the kernel. One queue trip per lookup in the common case.
+    public var dnsAnswer: UInt32 = 0x0040_0000
 
     public init() {}
 }
@@ -50,6 +55,8 @@ public final class DataPath {
     /// The channel to filter-control; nil when run by hand (needRules then gets `policy.askDefault` at once).
     public let control: ControlChannel?
     public private(set) var held: HeldPackets
+    /// Queries judged on the way out whose answers are changed on the way in.
+    public private(set) var answerPlans = DNSAnswerPlans()
     public private(set) var counters = DataPathCounters()
     private var roundTrips = RoundTripLog(capacity: 1024)
     private var lastSweep: UInt64 = 0
@@ -66,8 +73,8 @@ public final class DataPath {
     }
 
     /// What the kernel is told for one inspected packet. With `rewriteDNS`, a
-    /// query for a blocked name goes on: its answer comes back on the input
-    /// hook and is pointed at the block page.
+    /// query for a blocked name goes on with the `dnsAnswer` mark: its answer
+    /// comes back on the input hook and is pointed at the block page.
     public static func kernelVerdict(for inspection: Inspection, marks: FlowMarks, rewriteDNS: Bool = false) -> KernelVerdict {
         switch inspection.finality {
         case .firstDecision, .repeatedDecision:
@@ -77,7 +84,12 @@ public final class DataPath {
             case .needRules, .needMoreData: return .accept
             }
         case .packetDecision:
-            return inspection.verdict == .drop && !(rewriteDNS && inspection.kind == .dns) ? .drop : .accept
+            guard inspection.verdict == .drop else { return .accept }
+            guard rewriteDNS, inspection.kind == .dns else { return .drop }
+            // Only a query on its way out comes back through the chain's rule
+            // for judged queries (anything else with the mark would be queued
+            // again); a local server's response to a blocked query passes.
+            return inspection.direction == .clientToServer ? .repeatWithMark(marks.dnsAnswer) : .accept
         case .undecided:
             // needMoreData: let this packet go, look at the next one. (needRules
             // packets are held by `run`, never given a verdict here.)
@@ -129,6 +141,7 @@ public final class DataPath {
             if now &- lastSweep > 1_000_000_000 {
                 _ = inspector.removeExpiredFlows(now: now, limit: 4096)
                 inspector.removeExpiredAnswers(now: now)
+                answerPlans.removeExpired(now: now)
                 lastSweep = now
             }
         }
@@ -141,18 +154,19 @@ public final class DataPath {
     // MARK: Packets
 
     private func handle(_ packet: QueuedPacket, now: UInt64) {
-        let rewrite = inspector.engine.policy.dnsRewrite
-        // Only DNS answers come in on the input hook (HALLPASS_IN).
+        // Only DNS answers come in on the input hook (HALLPASS_IN), and only
+        // those of connections whose query asked for it.
         if packet.hook == DataPath.inputHook {
-            let response = rewrite == nil ? nil : DNSResponsePacket(packet.payload, port: inspector.settings.dnsPort)
-            socket.setVerdict(response.map { answer($0, packet: packet.payload, rewrite: rewrite!) } ?? .accept, for: packet.id)
+            socket.setVerdict(answer(packet.payload, now: now), for: packet.id)
             return
         }
         let inspection = inspector.inspect(packet.payload, uid: packet.uid, gid: packet.gid, now: now)
         guard inspection.verdict == .needRules, inspection.finality == .undecided, let key = inspection.flow,
             let host = inspection.facts.host
         else {
-            socket.setVerdict(verdict(for: inspection), for: packet.id)
+            let verdict = verdict(for: inspection)
+            if verdict == .repeatWithMark(marks.dnsAnswer) { expectAnswer(to: packet.payload, inspection, now: now) }
+            socket.setVerdict(verdict, for: packet.id)
             return
         }
         guard let control else {
@@ -181,19 +195,35 @@ public final class DataPath {
         }
     }
 
-    /// The verdict for a DNS response: the question is judged like a query;
-    /// for a blocked name the addresses in the answer become the block page's.
-    private func answer(_ response: DNSResponsePacket, packet: UnsafeRawBufferPointer, rewrite: Policy.DNSRewrite) -> KernelVerdict {
-        guard let host = response.question else { return .accept }
-        let facts = FlowFacts(
-            host: host, nameSource: .dnsQuestion, destination: response.ip.source, destinationPort: response.ip.sourcePort, transport: .udp)
-        guard inspector.engine.decide(facts).verdict == .drop else { return .accept }
-        guard let rewritten = DNSAnswerRewrite.rewrite(packet, response: response, to: rewrite) else {
-            counters.dnsRewritesEmpty += 1
-            return .accept
+    /// Keeps the judgement of a query whose answer is to be changed.
+    private func expectAnswer(to packet: UnsafeRawBufferPointer, _ inspection: Inspection, now: UInt64) {
+        guard let key = inspection.flow, let name = inspection.facts.host, let id = DataPath.dnsMessageID(packet) else { return }
+        answerPlans.expect(.init(flow: key, id: id), name: name, action: .pointAtBlockPage, now: now)
+    }
+
+    /// The DNS message id of a UDP packet (the first two bytes after the UDP header).
+    static func dnsMessageID(_ packet: UnsafeRawBufferPointer) -> UInt16? {
+        guard let ip = try? IPPacketParser.parse(packet), ip.protocolNumber == 17, ip.payload.count >= 2 else { return nil }
+        return UInt16(packet[ip.payload.lowerBound]) << 8 | UInt16(packet[ip.payload.lowerBound + 1])
+    }
+
+    /// The verdict for a DNS answer: changed as its query's judgement asked
+    /// (the addresses of a blocked name become the block page's), else as it is.
+    private func answer(_ packet: UnsafeRawBufferPointer, now: UInt64) -> KernelVerdict {
+        guard let response = DNSResponsePacket(packet, port: inspector.settings.dnsPort), let query = response.ip.flowKey?.reversed,
+            let action = answerPlans.take(.init(flow: query, id: response.header.id), name: response.question, now: now)
+        else { return .accept }
+        switch action {
+        case .pointAtBlockPage:
+            // The policy may have changed since the query (blockedDNS: drop): then the answer passes.
+            guard let rewrite = inspector.engine.policy.dnsRewrite else { return .accept }
+            guard let rewritten = DNSAnswerRewrite.rewrite(packet, response: response, to: rewrite) else {
+                counters.dnsRewritesEmpty += 1
+                return .accept
+            }
+            counters.dnsRewrites += 1
+            return .acceptRewritten(rewritten)
         }
-        counters.dnsRewrites += 1
-        return .acceptRewritten(rewritten)
     }
 
     private func verdict(for inspection: Inspection) -> KernelVerdict {

@@ -27,5 +27,30 @@ import VerdictCore
     @Test func marksStayInsideTheirMask() {
         let marks = FlowMarks()
         #expect(marks.allow & ~marks.mask == 0 && marks.block & ~marks.mask == 0 && marks.allow != marks.block)
+        #expect(marks.dnsAnswer & marks.mask == 0, "the DNS answer bit must not read as a decision")
+    }
+
+    func dnsQuery(_ verdict: Verdict, _ direction: Inspection.Direction) -> Inspection {
+        Inspection(
+            flow: nil, direction: direction, createdFlow: false, finality: .packetDecision,
+            decision: Decision(verdict, Reason(source: .unknownHost)), facts: FlowFacts(), findings: FlowFindings(kind: .dns))
+    }
+
+    @Test func aBlockedQueryGoesOnMarkedForItsAnswerOnlyWhenAnswersAreRewritten() {
+        let marks = FlowMarks()
+        #expect(DataPath.kernelVerdict(for: dnsQuery(.drop, .clientToServer), marks: marks, rewriteDNS: true) == .repeatWithMark(marks.dnsAnswer))
+        #expect(DataPath.kernelVerdict(for: dnsQuery(.drop, .clientToServer), marks: marks, rewriteDNS: false) == .drop)
+        // Allowed queries need nothing of their answers: one trip per lookup.
+        #expect(DataPath.kernelVerdict(for: dnsQuery(.allow, .clientToServer), marks: marks, rewriteDNS: true) == .accept)
+        // A local server's response never comes back marked (the chain would queue it again).
+        #expect(DataPath.kernelVerdict(for: dnsQuery(.drop, .serverToClient), marks: marks, rewriteDNS: true) == .accept)
+    }
+
+    @Test func theDNSMessageIDIsReadAfterTheUDPHeader() {
+        // IPv4, 20-byte header, UDP 5353 -> 53, DNS id 0xBEEF.
+        var packet: [UInt8] = [0x45, 0, 0, 30, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]
+        packet += [0x14, 0xE9, 0, 53, 0, 10, 0, 0, 0xBE, 0xEF]
+        #expect(packet.withUnsafeBytes { DataPath.dnsMessageID($0) } == 0xBEEF)
+        #expect(Array(packet.prefix(29)).withUnsafeBytes { DataPath.dnsMessageID($0) } == nil)
     }
 }

@@ -127,6 +127,37 @@ import Testing
         // The same client socket flow may ask an allowed name next: judged again, not by the flow's past.
         #expect(try dig("allowed.test").output == network.serverIPv4)
 
+        // One trip to user space per lookup: an allowed name's answer passes in
+        // the kernel; a blocked name's answer comes up to be rewritten.
+        func queued() throws -> Int {
+            let table = try network.inClient("cat /proc/net/netfilter/nfnetlink_queue").output
+            let fields = table.split(separator: "\n").map { $0.split(separator: " ", omittingEmptySubsequences: true) }.first { $0.first == "3" }
+            return Int(fields?[7] ?? "") ?? -1  // the id of the last packet queued
+        }
+        let beforeAllowed = try queued()
+        for index in 0..<20 { #expect(try dig("n\(index).allowed.test").output == network.serverIPv4) }
+        #expect(try queued() - beforeAllowed == 20, "20 allowed lookups should cost 20 queued packets")
+        let beforeBlocked = try queued()
+        #expect(try dig("n1.blocked.test").output == "127.0.0.1")
+        #expect(try queued() - beforeBlocked == 2, "a blocked lookup: its query and its answer")
+        // One socket asks a blocked name, then an allowed one: the second answer
+        // comes up too (the connection is marked) and passes unchanged.
+        let sameSocket = """
+            import socket, struct, sys
+            def query(name, id):
+                labels = b"".join(bytes([len(l)]) + l.encode() for l in name.split("."))
+                return struct.pack(">HHHHHH", id, 0x0100, 1, 0, 0, 0) + labels + b"\\0" + struct.pack(">HH", 1, 1)
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.settimeout(2)
+            s.connect((sys.argv[1], 53))
+            for id, name in enumerate(["www.blocked.test", "www.allowed.test"], 1):
+                s.send(query(name, id))
+                print(name, ".".join(str(b) for b in s.recv(512)[-4:]))
+            """
+        try sameSocket.write(toFile: network.folder + "/same-socket.py", atomically: true, encoding: .utf8)
+        let answers = try network.inClient("python3 \(network.folder)/same-socket.py \(network.serverIPv4)")
+        #expect(answers.output == "www.blocked.test 127.0.0.1\nwww.allowed.test \(network.serverIPv4)\n", "\(answers.status): \(answers.output)")
+
         // With policy.blockedDNS: drop, the query for a blocked name goes nowhere.
         try (String(contentsOfFile: config, encoding: .utf8).replacingOccurrences(of: "policy:\n", with: "policy:\n  blockedDNS: drop\n"))
             .write(toFile: config, atomically: true, encoding: .utf8)

@@ -131,7 +131,7 @@ public final class Daemon: @unchecked Sendable {
         }
         let responder = try makeResponder(configuration)
         let failOpen = configuration.queue.failMode == .open
-        let rules = KernelRules(queue: configuration.queue.number, failOpen: failOpen, rewriteDNS: configuration.policy.dnsRewrite != nil)
+        let rules = KernelRules(queue: configuration.queue.number, failOpen: failOpen)
         do {
             try rules.install()
         } catch {
@@ -266,17 +266,6 @@ public final class Daemon: @unchecked Sendable {
                 try PolicyText.render(policy).write(toFile: policyPath, atomically: true, encoding: .utf8)
             } catch {
                 throw StartError(message: "cannot write \(policyPath): \(error.localizedDescription)", status: 73)
-            }
-            if (configuration.policy.dnsRewrite != nil) != (lock.withLock { self.configuration.policy.dnsRewrite } != nil) {
-                // policy.blockedDNS changed: DNS answers are queued only for a rewrite.
-                let rules = KernelRules(
-                    queue: configuration.queue.number, failOpen: self.configuration.queue.failMode == .open,
-                    rewriteDNS: configuration.policy.dnsRewrite != nil)
-                do {
-                    try rules.install()
-                } catch {
-                    throw StartError(message: "cannot update the kernel rules for policy.blockedDNS: \(error)", status: 71)
-                }
             }
             let previous = lock.withLock { () -> UInt64 in
                 let previous = engine.rules.version
