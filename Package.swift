@@ -11,6 +11,9 @@ import PackageDescription
 let strict: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("InternalImportsByDefault"),
+    // The packet path crosses modules (FilterData -> VerdictCore's generic
+    // engine -> SharedStore's store): without this the engine runs unspecialized.
+    .unsafeFlags(["-cross-module-optimization"], .when(configuration: .release)),
 ]
 
 let package = Package(
@@ -147,7 +150,7 @@ let package = Package(
         .executableTarget(name: "FilterDataMain", dependencies: ["FilterData"], swiftSettings: strict),
         .executableTarget(
             name: "HallpassBench",
-            dependencies: ["VerdictCore", "SharedStore"],
+            dependencies: ["VerdictCore", "SharedStore", "FilterData"],
             path: "Benchmarks/HallpassBench",
             swiftSettings: strict
         ),

@@ -35,5 +35,27 @@ export FILTER_NAME=hallpass
 export FILTER_RULES=none
 export FILTER_READY=queue
 export FILTER_CMD="$bin/filter-control --config $work/hallpass.yaml --store $work/rules.hpstore --runtime-dir $work/run"
+
+# The harness reports the peak resident memory of the whole process tree;
+# filter-data's own peak (VmHWM) is sampled here, every 0.2 s, for every
+# filter-data started on this run's store (the harness starts one per session).
+peak_of() {  # peak_of NAME: the highest VmHWM in kB seen for NAME processes of this run
+    local name=$1 file=$work/peak-$1 pid hwm
+    for pid in $(pgrep -x "$name" 2>/dev/null); do
+        tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "$work" || continue
+        hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null) || continue
+        [ -n "$hwm" ] && [ "$hwm" -gt "$(cat "$file" 2>/dev/null || echo 0)" ] && echo "$hwm" >"$file"
+    done
+}
+( while sleep 0.2; do peak_of filter-data; peak_of filter-control; done ) &
+sampler=$!
+trap 'kill $sampler 2>/dev/null' EXIT
+
 cd "$peerbench"
 ./run.sh "$@"
+kill $sampler 2>/dev/null
+for name in filter-data filter-control; do
+    [ -s "$work/peak-$name" ] && awk -v name="$name" -v kb="$(cat "$work/peak-$name")" \
+        'BEGIN { printf "peerbench.sh: %s peak resident memory (VmHWM): %.1f MB\n", name, kb / 1000 }'
+done
+true

@@ -6,6 +6,8 @@
 //   hallpass-bench lookup --store FILE --queries FILE
 //       open time (both verification modes), per-lookup latency (median, p99)
 //       of the store's suffix lookups and of a whole engine decision.
+//   hallpass-bench inspect --store FILE [--kind dns|http] [--packets N]
+//       filter-data's inspection per packet, without the kernel (Inspect.swift).
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -217,5 +219,6 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
 case "generate": generate(arguments)
 case "lookup": lookup(arguments)
-default: fail("usage: hallpass-bench generate|lookup ...")
+case "inspect": inspect(arguments)
+default: fail("usage: hallpass-bench generate|lookup|inspect ...")
 }

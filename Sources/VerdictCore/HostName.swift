@@ -55,6 +55,38 @@ public struct HostName: Hashable, Sendable, Comparable, CustomStringConvertible 
         }
     }
 
+    /// The same for a name the wire parsers read into an array (they lower-case
+    /// ASCII letters): a name already in canonical form is checked in one
+    /// pass and kept as it is, without a copy. This runs for every DNS query,
+    /// server name and Host header, so it must not go through the generic path.
+    public init(bytes: [UInt8]) throws(HostNameError) {
+        if HostName.isCanonical(bytes) {
+            self.init(canonicalBytes: bytes)
+        } else {
+            try self.init(bytes: bytes[...])
+        }
+    }
+
+    /// True when `bytes` is a host name in canonical form: 1 to 253 bytes of
+    /// lower-case letters, digits, `-`, `_` and dots, labels of 1 to 63 bytes.
+    static func isCanonical(_ bytes: [UInt8]) -> Bool {
+        guard !bytes.isEmpty, bytes.count <= 253 else { return false }
+        var labelLength = 0
+        for byte in bytes {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
+                labelLength += 1
+                if labelLength > 63 { return false }
+            case UInt8(ascii: "."):
+                if labelLength == 0 { return false }
+                labelLength = 0
+            default:
+                return false
+            }
+        }
+        return labelLength > 0
+    }
+
     /// Wraps bytes already in canonical form (as read back from a rule store).
     /// The caller guarantees they are canonical.
     init(canonicalBytes: [UInt8]) {

@@ -95,7 +95,7 @@ private let second: UInt64 = 1_000_000_000
         }
         #expect(findings.kind == .tls && findings.name == "www.example.org" && findings.host?.description == "www.example.org")
         let drop = Decision(.drop, Reason(source: .category, category: "x", rule: "example.org"))
-        #expect(machine.apply(drop) == .decided)
+        #expect(machine.apply(drop, findings: findings) == .decided)
         #expect(machine.decision == drop)
         // Anything later repeats the decision, whatever it carries.
         guard case .repeatDecision(let judged) = step(&machine, seq: 100, clientHelloRecords("allowed.example")) else {
@@ -111,18 +111,18 @@ private let second: UInt64 = 1_000_000_000
 
     @Test func needRulesHoldsUntilRulesChange() {
         var machine = FlowStateMachine.tcp()
-        guard case .decide = step(&machine, seq: 1, clientHelloRecords("new.example")) else {
+        guard case .decide(let first) = step(&machine, seq: 1, clientHelloRecords("new.example")) else {
             Issue.record("expected a decision")
             return
         }
-        #expect(machine.apply(Decision(.needRules, Reason(source: .unknownHost))) == .waitingForRules)
+        #expect(machine.apply(Decision(.needRules, Reason(source: .unknownHost)), findings: first) == .waitingForRules)
         #expect(step(&machine, seq: 1, [1, 2, 3]) == .holdForRules(machine.findings))
         guard case .decide(let findings)? = machine.rulesChanged() else {
             Issue.record("rulesChanged must ask again")
             return
         }
         #expect(findings.name == "new.example")
-        #expect(machine.apply(Decision(.allow, Reason(source: .unknownHost))) == .decided)
+        #expect(machine.apply(Decision(.allow, Reason(source: .unknownHost)), findings: findings) == .decided)
         #expect(machine.rulesChanged() == nil, "a decided flow ignores new rules")
     }
 
@@ -153,15 +153,16 @@ private let second: UInt64 = 1_000_000_000
 
     @Test func dnsQueriesAreJudgedOneByOne() {
         var machine = FlowStateMachine.dns()
-        #expect(machine.dnsQuery(Array("a.example".utf8)) == .decide(FlowFindings(kind: .dns, wireName: Array("a.example".utf8))))
-        #expect(machine.apply(Decision(.drop, Reason(source: .localDenyList, rule: "a.example"))) == .decided)
+        let first = FlowFindings(kind: .dns, wireName: Array("a.example".utf8))
+        #expect(machine.dnsQuery(Array("a.example".utf8)) == .decide(first))
+        #expect(machine.apply(Decision(.drop, Reason(source: .localDenyList, rule: "a.example")), findings: first) == .decided)
         #expect(machine.decision == nil, "a DNS flow keeps no final decision")
         guard case .decide(let second) = machine.dnsQuery(Array("b.example".utf8)) else {
             Issue.record("every query asks again")
             return
         }
         #expect(second.name == "b.example")
-        machine.apply(Decision(.allow, Reason(source: .unknownHost)))
+        machine.apply(Decision(.allow, Reason(source: .unknownHost)), findings: second)
         guard case .repeatDecision(let judged) = machine.serverPacket() else {
             Issue.record("a response gets the latest query's decision")
             return

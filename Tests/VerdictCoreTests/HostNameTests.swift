@@ -23,6 +23,20 @@ import Testing
         #expect(try HostName(bytes: Array("WWW.Bücher.DE.".utf8)) == HostName("www.bücher.de"))
     }
 
+    /// The array fast path (kept as it is when canonical) and the general path
+    /// agree on every input: same name, or the same error.
+    @Test(arguments: [
+        "www.example.com", "a", "a.b", "WWW.Example.com", "example.com.", "a..b", ".a", "a.", "_dmarc.x-y.org", "bücher.de",
+        "xn--bcher-kva.de", "exa mple.com", "1.2.3.4", String(repeating: "a", count: 63) + ".com", String(repeating: "a", count: 64) + ".com",
+        String(repeating: "a.", count: 126) + "a", String(repeating: "a.", count: 127) + "a", "", "\u{0}x.com",
+    ])
+    func theArrayPathAgreesWithTheGeneralOne(text: String) {
+        let bytes = Array(text.utf8)
+        let fast = Result { () throws(HostNameError) -> HostName in try HostName(bytes: bytes) }
+        let general = Result { () throws(HostNameError) -> HostName in try HostName(bytes: bytes[...]) }
+        #expect(fast == general, "\(text)")
+    }
+
     @Test(arguments: [
         ("", HostNameError.empty),
         (".", HostNameError.empty),

@@ -311,13 +311,13 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
                 senderIsClient = packetKey.destinationPort == settings.dnsPort
             }
             let clientKey = senderIsClient ? packetKey : reversedKey
-            let slot = create(clientKey, FlowStateMachine.dns(limits: settings.limits), now: now)
+            let slot = create(clientKey, FlowStateMachine.dns(), now: now)
             let step = udpStep(slot, fromClient: senderIsClient, isDNS: true, message: message, payload: payload)
             return finish(step, slot, clientKey, direction: senderIsClient ? .clientToServer : .serverToClient,
                           uid: uid, gid: gid, created: true)
         }
         let looksLikeQUIC = payload.first.map { $0 & 0x80 != 0 } ?? false
-        let machine = looksLikeQUIC ? FlowStateMachine.quic(limits: settings.limits) : FlowStateMachine.nameless(limits: settings.limits)
+        let machine = looksLikeQUIC ? FlowStateMachine.quic(limits: settings.limits) : FlowStateMachine.nameless()
         let slot = create(packetKey, machine, now: now)
         let step = table[slot].clientDatagram(payload)
         return finish(step, slot, packetKey, direction: .clientToServer, uid: uid, gid: gid, created: true)
@@ -396,7 +396,7 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
         let decision = given ?? engine.decide(facts)
         let wasQueries: Bool
         if case .judgingQueries = table[slot].state { wasQueries = true } else { wasQueries = false }
-        let stage = table[slot].apply(decision, facts: facts)
+        let stage = table[slot].apply(decision, findings: findings, facts: facts)
         table.setStage(slot, stage)
         let finality: Inspection.Finality
         switch decision.verdict {

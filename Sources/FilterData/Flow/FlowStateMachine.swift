@@ -86,15 +86,29 @@ public enum FlowStep: Sendable, Hashable {
 }
 
 /// A decision with what it was made on.
-public struct JudgedFlow: Sendable, Hashable {
-    public var decision: Decision
-    public var findings: FlowFindings
-    public var facts: FlowFacts
+///
+/// Immutable, and a class: a decided flow's state is copied on every packet
+/// that reaches it, and one reference costs one retain where the fields'
+/// own references (names, paths, reasons) would cost several.
+public final class JudgedFlow: Sendable, Hashable {
+    public let decision: Decision
+    public let findings: FlowFindings
+    public let facts: FlowFacts
 
     public init(decision: Decision, findings: FlowFindings, facts: FlowFacts) {
         self.decision = decision
         self.findings = findings
         self.facts = facts
+    }
+
+    public static func == (lhs: JudgedFlow, rhs: JudgedFlow) -> Bool {
+        lhs === rhs || (lhs.decision == rhs.decision && lhs.findings == rhs.findings && lhs.facts == rhs.facts)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(decision)
+        hasher.combine(findings)
+        hasher.combine(facts)
     }
 }
 
@@ -104,6 +118,7 @@ public struct FlowStateMachine: Sendable {
     /// Progress of a TCP client stream towards a name.
     public struct StreamProgress: Sendable {
         public var peek: StreamPeek
+        public let limits: FlowLimits
         /// Port 53: the stream carries DNS messages with a length prefix.
         public var carriesDNS: Bool
         /// Do not parse TLS again before the contiguous prefix has this many bytes.
@@ -130,6 +145,7 @@ public struct FlowStateMachine: Sendable {
     public struct QUICProgress: Sendable {
         public var assembler: QUICCryptoAssembler
         public var clientDatagrams = 0
+        public let limits: FlowLimits
     }
 
     /// A DNS flow: each query is judged on its own.
@@ -142,44 +158,53 @@ public struct FlowStateMachine: Sendable {
         public var heldQuery: FlowFindings?
     }
 
+    /// Every case holds one reference at most, so a machine is one word: the
+    /// flow table keeps one per flow (its size is the table's memory), and a
+    /// copy costs a retain, not one per name, path and buffer. The boxes of
+    /// the indirect cases are replaced, never shared, when the state moves on.
     public enum State: Sendable {
         /// Can show no name and is not judged yet.
         case nameless
-        case peekingStream(StreamProgress)
-        case assemblingQUIC(QUICProgress)
-        case judgingQueries(QueryLog)
-        case waitingForRules(FlowFindings)
+        indirect case peekingStream(StreamProgress)
+        indirect case assemblingQUIC(QUICProgress)
+        /// A DNS flow: each query judged on its own (`queryLog` holds what it saw).
+        case judgingQueries
+        indirect case waitingForRules(FlowFindings)
         case decided(JudgedFlow)
     }
 
     public private(set) var state: State
-    public let limits: FlowLimits
-    /// The findings waiting for `apply(_:)` after a `.decide` step.
-    private var pending: FlowFindings?
+    /// A DNS flow's queries, updated in place for every query (copy on write:
+    /// a copy of the machine keeps its own). Nil for other flows.
+    private var queryStorage: QueryLogStorage?
+
+    /// A DNS flow's log of queries.
+    public var queryLog: QueryLog? { queryStorage?.log }
 
     /// A TCP flow; `carriesDNS` for port 53.
     public static func tcp(limits: FlowLimits = FlowLimits(), carriesDNS: Bool = false) -> FlowStateMachine {
-        FlowStateMachine(state: .peekingStream(StreamProgress(peek: StreamPeek(capacity: limits.streamPeekBound), carriesDNS: carriesDNS)), limits: limits)
+        FlowStateMachine(state: .peekingStream(StreamProgress(peek: StreamPeek(capacity: limits.streamPeekBound), limits: limits, carriesDNS: carriesDNS)))
     }
 
     /// A UDP flow whose first client datagram looked like a QUIC long header.
     public static func quic(limits: FlowLimits = FlowLimits()) -> FlowStateMachine {
-        FlowStateMachine(state: .assemblingQUIC(QUICProgress(assembler: QUICCryptoAssembler(capacity: limits.quicCryptoBound))), limits: limits)
+        FlowStateMachine(state: .assemblingQUIC(QUICProgress(assembler: QUICCryptoAssembler(capacity: limits.quicCryptoBound), limits: limits)))
     }
 
     /// A DNS flow (UDP port 53).
-    public static func dns(limits: FlowLimits = FlowLimits()) -> FlowStateMachine {
-        FlowStateMachine(state: .judgingQueries(QueryLog()), limits: limits)
+    public static func dns() -> FlowStateMachine {
+        var machine = FlowStateMachine(state: .judgingQueries)
+        machine.queryStorage = QueryLogStorage()
+        return machine
     }
 
     /// A flow that can reveal no name (other UDP): its first step decides.
-    public static func nameless(limits: FlowLimits = FlowLimits()) -> FlowStateMachine {
-        FlowStateMachine(state: .nameless, limits: limits)
+    public static func nameless() -> FlowStateMachine {
+        FlowStateMachine(state: .nameless)
     }
 
-    private init(state: State, limits: FlowLimits) {
+    private init(state: State) {
         self.state = state
-        self.limits = limits
     }
 
     /// The table stage this state belongs to.
@@ -187,7 +212,7 @@ public struct FlowStateMachine: Sendable {
         switch state {
         case .nameless, .peekingStream, .assemblingQUIC: .inspecting
         case .waitingForRules: .waitingForRules
-        case .judgingQueries(let log): log.heldQuery == nil ? .decided : .waitingForRules
+        case .judgingQueries: queryStorage?.log.heldQuery == nil ? .decided : .waitingForRules
         case .decided: .decided
         }
     }
@@ -204,7 +229,7 @@ public struct FlowStateMachine: Sendable {
         case .nameless: .nothing
         case .peekingStream(let progress): FlowFindings(kind: progress.unfinishedKind)
         case .assemblingQUIC: FlowFindings(kind: .quic)
-        case .judgingQueries(let log): log.firstQuestion ?? FlowFindings(kind: .dns)
+        case .judgingQueries: queryStorage?.log.firstQuestion ?? FlowFindings(kind: .dns)
         case .waitingForRules(let findings): findings
         case .decided(let judged): judged.findings
         }
@@ -220,8 +245,9 @@ public struct FlowStateMachine: Sendable {
         case .nameless: return decideNow(.nothing)
         case .assemblingQUIC, .judgingQueries: return .awaitMoreData
         case .peekingStream(var progress):
-            // Move the progress out of `state` so the buffer is not copied on write.
-            state = .waitingForRules(.nothing)
+            // Move the progress out of `state` (its box goes) so the buffer is
+            // uniquely referenced and not copied on write.
+            state = .nameless
             let step = advance(&progress, header: header, payload: payload)
             state = .peekingStream(progress)
             return step
@@ -233,8 +259,8 @@ public struct FlowStateMachine: Sendable {
         switch state {
         case .decided(let judged): return .repeatDecision(judged)
         case .waitingForRules(let findings): return .holdForRules(findings)
-        case .judgingQueries(let log):
-            if let latest = log.latest { return .repeatDecision(latest) }
+        case .judgingQueries:
+            if let latest = queryStorage?.log.latest { return .repeatDecision(latest) }
             return decideNow(FlowFindings(kind: .dns))
         case .nameless: return decideNow(.nothing)
         case .peekingStream, .assemblingQUIC: return .awaitMoreData
@@ -249,7 +275,7 @@ public struct FlowStateMachine: Sendable {
         case .nameless: return decideNow(.nothing)
         case .judgingQueries, .peekingStream: return .awaitMoreData
         case .assemblingQUIC(var progress):
-            state = .waitingForRules(.nothing)
+            state = .nameless
             let step = advance(&progress, payload: payload)
             state = .assemblingQUIC(progress)
             return step
@@ -259,38 +285,47 @@ public struct FlowStateMachine: Sendable {
     /// A DNS message on a DNS flow: a query's question (nil when the query
     /// cannot be read: it is judged as nameless).
     public mutating func dnsQuery(_ question: [UInt8]?) -> FlowStep {
-        guard case .judgingQueries(var log) = state else { return serverPacket() }
+        guard case .judgingQueries = state else { return serverPacket() }
         let findings = question.map { FlowFindings(kind: .dns, wireName: $0) } ?? FlowFindings(kind: .dns)
-        log.queries += 1
-        if log.firstQuestion == nil, question != nil { log.firstQuestion = findings }
-        state = .judgingQueries(log)
-        pending = findings
+        updateQueryLog { log in
+            log.queries += 1
+            if log.firstQuestion == nil, question != nil { log.firstQuestion = findings }
+        }
         return .decide(findings)
     }
 
-    /// The engine's answer to the last `.decide` step, with the facts it was
-    /// given. Returns the stage the flow is in now. `needMoreData` (which the
-    /// engine gives only to flows that may still show a name) leaves the flow as it was.
+    /// Changes the DNS log in place (after a copy if another machine shares it).
+    private mutating func updateQueryLog(_ change: (inout QueryLog) -> Void) {
+        if queryStorage == nil {
+            queryStorage = QueryLogStorage()
+        } else if !isKnownUniquelyReferenced(&queryStorage!) {
+            queryStorage = QueryLogStorage(queryStorage!.log)
+        }
+        change(&queryStorage!.log)
+    }
+
+    /// The engine's answer to the last `.decide` step, with the findings that
+    /// step carried and the facts the engine was given. Returns the stage the
+    /// flow is in now. `needMoreData` (which the engine gives only to flows
+    /// that may still show a name) leaves the flow as it was.
     @discardableResult
-    public mutating func apply(_ decision: Decision, facts: FlowFacts = FlowFacts()) -> FlowStage {
-        let findings = pending ?? findings
-        pending = nil
+    public mutating func apply(_ decision: Decision, findings: FlowFindings, facts: FlowFacts = FlowFacts()) -> FlowStage {
         switch decision.verdict {
         case .needMoreData:
             break
         case .needRules:
-            if case .judgingQueries(var log) = state {
-                log.heldQuery = findings
-                state = .judgingQueries(log)
+            if case .judgingQueries = state {
+                updateQueryLog { $0.heldQuery = findings }
             } else {
                 state = .waitingForRules(findings)
             }
         case .allow, .drop:
             let judged = JudgedFlow(decision: decision, findings: findings, facts: facts)
-            if case .judgingQueries(var log) = state {
-                log.latest = judged
-                log.heldQuery = nil
-                state = .judgingQueries(log)
+            if case .judgingQueries = state {
+                updateQueryLog { log in
+                    log.latest = judged
+                    log.heldQuery = nil
+                }
             } else {
                 state = .decided(judged)
             }
@@ -304,8 +339,8 @@ public struct FlowStateMachine: Sendable {
         switch state {
         case .waitingForRules(let findings):
             return decideNow(findings)
-        case .judgingQueries(let log):
-            guard let held = log.heldQuery else { return nil }
+        case .judgingQueries:
+            guard let held = queryStorage?.log.heldQuery else { return nil }
             return decideNow(held)
         default:
             return nil
@@ -350,7 +385,7 @@ public struct FlowStateMachine: Sendable {
 
     private mutating func examine(_ progress: inout StreamProgress) -> FlowStep {
         let available = progress.peek.contiguousCount
-        let bound = limits.streamPeekBound
+        let bound = progress.limits.streamPeekBound
         if progress.carriesDNS {
             let outcome = progress.peek.withContiguousPrefix { DNSMessageParser.parse(tcpStream: $0) }
             switch outcome {
@@ -421,14 +456,14 @@ public struct FlowStateMachine: Sendable {
             case .clientHello(let info):
                 return decideNow(FlowFindings(kind: .quic, wireName: info.serverName, encryptedClientHello: info.hasEncryptedClientHello))
             case .needMoreData(let total):
-                if let total, total > limits.quicCryptoBound { return decideNow(FlowFindings(kind: .quic)) }
+                if let total, total > progress.limits.quicCryptoBound { return decideNow(FlowFindings(kind: .quic)) }
             case .notTLS, .malformed:
                 return decideNow(FlowFindings(kind: .quic))
             }
         }
         // Version negotiation, unknown (greased) versions, Retry, undecryptable
         // packets: the client may still send an Initial we can open, so wait, within a bound.
-        if progress.clientDatagrams >= limits.quicDatagramBound {
+        if progress.clientDatagrams >= progress.limits.quicDatagramBound {
             return decideNow(FlowFindings(kind: .quic))
         }
         return .awaitMoreData
@@ -436,8 +471,18 @@ public struct FlowStateMachine: Sendable {
 
     // MARK: Helpers
 
-    private mutating func decideNow(_ findings: FlowFindings) -> FlowStep {
-        pending = findings
-        return .decide(findings)
+    private func decideNow(_ findings: FlowFindings) -> FlowStep {
+        .decide(findings)
+    }
+}
+
+/// The heap storage of a DNS flow's `QueryLog`, changed only while one
+/// machine holds it (`FlowStateMachine.updateQueryLog` copies it first otherwise).
+final class QueryLogStorage: @unchecked Sendable {
+    // @unchecked Sendable: mutated only when uniquely referenced (copy on write).
+    var log: FlowStateMachine.QueryLog
+
+    init(_ log: FlowStateMachine.QueryLog = .init()) {
+        self.log = log
     }
 }

@@ -267,15 +267,18 @@ public final class NetfilterQueueSocket {
     }
 
     /// Queues a verdict; `flushVerdicts` sends all queued ones in one `sendto`.
+    /// The message is written straight into the batch (no allocation per packet).
     public func setVerdict(_ verdict: KernelVerdict, for packetID: UInt32) {
         var replacement = 0
         if case .acceptRewritten(let bytes) = verdict { replacement = bytes.count }
-        var message = [UInt8](repeating: 0, count: 128 + replacement)
-        let length: Int = message.withUnsafeMutableBytes { raw in
-            // Safe: a verdict message with a mark is under 64 bytes of the 128
-            // here; a replacement payload (with its 4-byte attribute header,
-            // padded to 4) gets its own length on top.
-            let header = nfq_nlmsg_put(raw.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(NFQNL_MSG_VERDICT.rawValue), UInt32(queue))!
+        // A verdict message with a mark is under 64 bytes; a replacement
+        // payload (with its 4-byte attribute header, padded to 4) comes on top.
+        let room = 128 + replacement
+        let start = verdictBatch.count
+        verdictBatch.append(contentsOf: repeatElement(0, count: room))
+        let length: Int = verdictBatch.withUnsafeMutableBytes { raw in
+            // Safe: the message is written into the `room` zeroed bytes just appended at `start`.
+            let header = nfq_nlmsg_put(raw.baseAddress!.advanced(by: start).assumingMemoryBound(to: CChar.self), Int32(NFQNL_MSG_VERDICT.rawValue), UInt32(queue))!
             switch verdict {
             case .accept: nfq_nlmsg_verdict_put(header, Int32(bitPattern: packetID), NF_ACCEPT)
             case .drop: nfq_nlmsg_verdict_put(header, Int32(bitPattern: packetID), NF_DROP)
@@ -288,7 +291,7 @@ public final class NetfilterQueueSocket {
             }
             return Int(header.pointee.nlmsg_len)
         }
-        verdictBatch.append(contentsOf: message[0..<((length + 3) & ~3)])
+        verdictBatch.removeLast(room - ((length + 3) & ~3))
         counters.verdictsSent += 1
         if verdictBatch.count >= 60_000 { try? flushVerdicts() }
     }
