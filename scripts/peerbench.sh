@@ -15,8 +15,9 @@ peerbench=${HALLPASS_PEERBENCH:-$root/../shared/peerbench}
 [ -x "$peerbench/run.sh" ] || { echo "peerbench.sh: no harness at $peerbench (set HALLPASS_PEERBENCH)" >&2; exit 66; }
 
 scripts/install-deps.sh
-swift build -c release 2>&1 | tail -1
-bin=$(swift build -c release --show-bin-path)
+# As `make` builds it for a lab machine: the Swift runtime linked in.
+swift build -c release --static-swift-stdlib 2>&1 | tail -1
+bin=$(swift build -c release --static-swift-stdlib --show-bin-path)
 work=$root/bench-out/peerbench
 rm -rf "$work" && mkdir -p "$work"
 
@@ -44,8 +45,9 @@ peak_of() {  # peak_of NAME: the highest VmHWM in kB seen for NAME processes of 
     for pid in $(pgrep -x "$name" 2>/dev/null); do
         tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "$work" || continue
         hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null) || continue
-        [ -n "$hwm" ] && [ "$hwm" -gt "$(cat "$file" 2>/dev/null || echo 0)" ] && echo "$hwm" >"$file"
+        if [ -n "$hwm" ] && [ "$hwm" -gt "$(cat "$file" 2>/dev/null || echo 0)" ]; then echo "$hwm" >"$file"; fi
     done
+    return 0
 }
 ( while sleep 0.2; do peak_of filter-data; peak_of filter-control; done ) &
 sampler=$!
@@ -53,9 +55,9 @@ trap 'kill $sampler 2>/dev/null' EXIT
 
 cd "$peerbench"
 ./run.sh "$@"
-kill $sampler 2>/dev/null
+kill $sampler 2>/dev/null || true
 for name in filter-data filter-control; do
-    [ -s "$work/peak-$name" ] && awk -v name="$name" -v kb="$(cat "$work/peak-$name")" \
+    [ -s "$work/peak-$name" ] || continue
+    awk -v name="$name" -v kb="$(cat "$work/peak-$name")" \
         'BEGIN { printf "peerbench.sh: %s peak resident memory (VmHWM): %.1f MB\n", name, kb / 1000 }'
 done
-true

@@ -53,17 +53,20 @@ private func udpKey(_ port: UInt16) -> FlowKey {
         var table = FlowTable<Int>()
         table.insert(tcpKey(1), 1, stage: .inspecting, now: 0)
         table.insert(tcpKey(2), 2, stage: .decided, now: 0)
-        table.insert(udpKey(3), 3, stage: .decided, now: 0)
+        table.insert(udpKey(3), 3, stage: .inspecting, now: 0)
         table.insert(tcpKey(4), 4, stage: .waitingForRules, now: 0)
-        // 30 s exactly is not past the timeout.
+        table.insert(udpKey(5), 5, stage: .decided, now: 0)
+        // 10 s exactly is not past the timeout.
+        #expect(table.find(tcpKey(2), now: 10 * second) != nil, "decided TCP: 10 s")
+        #expect(table.find(udpKey(5), now: 10 * second) != nil, "decided UDP: 10 s")
+        #expect(table.find(tcpKey(2), now: 21 * second) == nil)
+        #expect(table.find(udpKey(5), now: 21 * second) == nil)
         #expect(table.find(tcpKey(1), now: 30 * second) != nil)
         #expect(table.find(tcpKey(1), now: 61 * second) == nil, "undecided TCP: 30 s idle")
         #expect(table.find(tcpKey(4), now: 31 * second) == nil, "waiting for rules counts as undecided")
         #expect(table.find(udpKey(3), now: 59 * second) != nil)
-        #expect(table.find(udpKey(3), now: 120 * second) == nil, "UDP: 60 s idle")
-        #expect(table.find(tcpKey(2), now: 299 * second) != nil, "decided TCP: 5 min")
-        #expect(table.find(tcpKey(2), now: 600 * second) == nil)
-        #expect(table.expiredCount == 4 && table.count == 0)
+        #expect(table.find(udpKey(3), now: 120 * second) == nil, "undecided UDP: 60 s idle")
+        #expect(table.expiredCount == 5 && table.count == 0)
     }
 
     @Test func settingsChangeTimeouts() {
@@ -77,8 +80,16 @@ private func udpKey(_ port: UInt16) -> FlowKey {
         #expect(table.find(tcpKey(1), now: 6_000_000) == nil)
     }
 
+    @Test func decidedFlowsAreKeptSecondsAndUndecidedOnesLonger() {
+        let settings = FlowTableSettings()
+        #expect(settings.idleTimeoutNanoseconds(protocolNumber: 6, stage: .decided) == 10 * second)
+        #expect(settings.idleTimeoutNanoseconds(protocolNumber: 17, stage: .decided) == 10 * second)
+        #expect(settings.idleTimeoutNanoseconds(protocolNumber: 6, stage: .inspecting) == 30 * second)
+        #expect(settings.idleTimeoutNanoseconds(protocolNumber: 17, stage: .waitingForRules) == 60 * second)
+    }
+
     @Test func removeExpiredWalksFromTheOldestEndAndStopsAtYoungEntries() {
-        var table = FlowTable<Int>()
+        var table = FlowTable<Int>(settings: FlowTableSettings(tcpDecidedIdleTimeout: .seconds(300), udpDecidedIdleTimeout: .seconds(60)))
         for port in 1...10 { table.insert(udpKey(UInt16(port)), port, stage: .decided, now: UInt64(port) * second) }
         table.insert(tcpKey(99), 99, stage: .decided, now: 0)  // decided TCP lives 5 min
         _ = table.find(tcpKey(99), now: 1)

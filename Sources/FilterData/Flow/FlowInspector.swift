@@ -33,7 +33,9 @@ public struct FlowInspectorSettings: Sendable, Hashable {
     /// Flows in stage `.inspecting` (holding reassembly buffers) at most; when
     /// a new one would exceed it, the least recently used one is judged on
     /// what it showed so far (as if it had reached its peek bound).
-    /// 4,096 flows of a full 16 KiB peek are about 72 MiB.
+    /// Buffers grow as bytes arrive (a ClientHello needs 1 to 2 KiB); 1,024
+    /// flows each holding a full 16 KiB peek would be about 18 MiB, the most
+    /// a hostile program on the machine can make filter-data hold this way.
     public var maximumInspectingFlows: Int
     /// UDP and TCP ports whose traffic is DNS.
     public var dnsPort: UInt16
@@ -43,7 +45,7 @@ public struct FlowInspectorSettings: Sendable, Hashable {
     public init(
         table: FlowTableSettings = FlowTableSettings(),
         limits: FlowLimits = FlowLimits(),
-        maximumInspectingFlows: Int = 4_096,
+        maximumInspectingFlows: Int = 1_024,
         dnsPort: UInt16 = 53,
         expirySweepPerNewFlow: Int = 8
     ) {

@@ -19,6 +19,12 @@ public enum FlowStage: UInt8, Sendable, Hashable, CaseIterable {
 }
 
 /// Sizes and idle timeouts of a `FlowTable`. Every field has a default.
+///
+/// A decided flow's packets stop reaching filter-data once the kernel has
+/// saved its mark on the connection; only packets queued before that come
+/// late, within milliseconds. Decided flows are therefore kept seconds, not
+/// minutes: under connection churn the table holds what is being inspected,
+/// not the history (which is what made filter-data's memory grow with load).
 public struct FlowTableSettings: Sendable, Hashable {
     /// The most flows held at once; when full, the least recently used flow is
     /// evicted (an expired one first, when the oldest is expired).
@@ -28,27 +34,33 @@ public struct FlowTableSettings: Sendable, Hashable {
     public var tcpUndecidedIdleTimeout: Duration
     /// A decided TCP flow is forgotten after this long without a packet.
     public var tcpDecidedIdleTimeout: Duration
-    /// A UDP flow (or any other protocol), whatever its stage.
+    /// A UDP flow (or any other protocol) not decided yet.
     public var udpIdleTimeout: Duration
+    /// A decided UDP flow (a QUIC connection, a DNS socket between queries).
+    public var udpDecidedIdleTimeout: Duration
 
     public init(
-        capacity: Int = 65_536,
+        capacity: Int = 16_384,
         tcpUndecidedIdleTimeout: Duration = .seconds(30),
-        tcpDecidedIdleTimeout: Duration = .seconds(300),
-        udpIdleTimeout: Duration = .seconds(60)
+        tcpDecidedIdleTimeout: Duration = .seconds(10),
+        udpIdleTimeout: Duration = .seconds(60),
+        udpDecidedIdleTimeout: Duration = .seconds(10)
     ) {
         self.capacity = capacity
         self.tcpUndecidedIdleTimeout = tcpUndecidedIdleTimeout
         self.tcpDecidedIdleTimeout = tcpDecidedIdleTimeout
         self.udpIdleTimeout = udpIdleTimeout
+        self.udpDecidedIdleTimeout = udpDecidedIdleTimeout
     }
 
     /// The idle timeout, in nanoseconds, of a flow of this protocol in this stage.
     public func idleTimeoutNanoseconds(protocolNumber: UInt8, stage: FlowStage) -> UInt64 {
-        if protocolNumber == 6 {
-            return Self.nanoseconds(stage == .decided ? tcpDecidedIdleTimeout : tcpUndecidedIdleTimeout)
+        switch (protocolNumber == 6, stage == .decided) {
+        case (true, true): Self.nanoseconds(tcpDecidedIdleTimeout)
+        case (true, false): Self.nanoseconds(tcpUndecidedIdleTimeout)
+        case (false, true): Self.nanoseconds(udpDecidedIdleTimeout)
+        case (false, false): Self.nanoseconds(udpIdleTimeout)
         }
-        return Self.nanoseconds(udpIdleTimeout)
     }
 
     /// `duration` in whole nanoseconds, clamped to 0...UInt64.max.
