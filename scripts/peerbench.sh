@@ -51,7 +51,7 @@ peak_of() {  # peak_of NAME: the highest VmHWM in kB seen for NAME processes of 
 }
 ( while sleep 0.2; do peak_of filter-data; peak_of filter-control; done ) &
 sampler=$!
-trap 'kill $sampler 2>/dev/null' EXIT
+trap 'kill $sampler 2>/dev/null || true' EXIT
 
 cd "$peerbench"
 ./run.sh "$@"

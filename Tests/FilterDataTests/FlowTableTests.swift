@@ -42,6 +42,19 @@ private func udpKey(_ port: UInt16) -> FlowKey {
         #expect(table.slot(for: tcpKey(2)) == nil)
     }
 
+    @Test func aFullTableLetsADecidedFlowGoBeforeOneStillGatheringItsName() {
+        var table = FlowTable<Int>(settings: FlowTableSettings(capacity: 3))
+        table.insert(tcpKey(1), 1, stage: .inspecting, now: 1)
+        table.insert(tcpKey(2), 2, stage: .decided, now: 2)
+        table.insert(tcpKey(3), 3, stage: .inspecting, now: 3)
+        table.insert(tcpKey(4), 4, stage: .inspecting, now: 4)
+        #expect(table.slot(for: tcpKey(1)) != nil, "the oldest flow is still inspecting: it stays")
+        #expect(table.slot(for: tcpKey(2)) == nil, "the decided flow went instead")
+        // With no decided flow left, the least recently used goes.
+        table.insert(tcpKey(5), 5, stage: .inspecting, now: 5)
+        #expect(table.slot(for: tcpKey(1)) == nil && table.count == 3 && table.evictedCount == 2)
+    }
+
     @Test func anExpiredOldestEntryLeavesAsExpiredNotEvicted() {
         var table = FlowTable<Int>(settings: FlowTableSettings(capacity: 1))
         table.insert(udpKey(1), 1, stage: .decided, now: 0)

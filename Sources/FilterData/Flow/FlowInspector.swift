@@ -369,13 +369,14 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
     private mutating func finish(_ step: FlowStep, _ slot: FlowSlot, _ key: FlowKey, direction: Inspection.Direction,
                                  uid: UInt32?, gid: UInt32?, created: Bool) -> Inspection {
         switch step {
-        case .repeatDecision(let judged):
+        case .repeatDecision(let decided):
             let isQuery: Bool
             if case .judgingQueries = table[slot].state { isQuery = true } else { isQuery = false }
             if !isQuery { tally.repeatedDecisions += 1 }
+            let findings = FlowFindings(kind: decided.kind)
             return Inspection(flow: key, direction: direction, createdFlow: created,
                               finality: isQuery ? .packetDecision : .repeatedDecision,
-                              decision: judged.decision, facts: judged.facts, findings: judged.findings)
+                              decision: decided.decision, facts: makeFacts(findings, key: key, uid: uid, gid: gid), findings: findings)
         case .awaitMoreData:
             let findings = table[slot].findings
             var facts = makeFacts(findings, key: key, uid: uid, gid: gid)

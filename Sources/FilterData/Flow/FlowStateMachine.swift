@@ -80,36 +80,29 @@ public enum FlowStep: Sendable, Hashable {
     /// Report the engine's answer with `apply(_:)`.
     case decide(FlowFindings)
     /// The flow was decided before: this is its decision (a late packet never changes it).
-    case repeatDecision(JudgedFlow)
+    case repeatDecision(DecidedFlow)
     /// The flow waits for rules: hold the packet.
     case holdForRules(FlowFindings)
 }
 
-/// A decision with what it was made on.
-///
-/// Immutable, and a class: a decided flow's state is copied on every packet
-/// that reaches it, and one reference costs one retain where the fields'
-/// own references (names, paths, reasons) would cost several.
-public final class JudgedFlow: Sendable, Hashable {
-    public let decision: Decision
-    public let findings: FlowFindings
-    public let facts: FlowFacts
+/// What a decided flow keeps: enough to answer its later packets as its
+/// first one was answered, and no more. The names, path and facts the
+/// decision was made on went out with the first decision (`Inspection`);
+/// a decided flow is kept only for the packets queued before the kernel
+/// saved its mark, so it is kept small: three bytes, no allocation.
+public struct DecidedFlow: Sendable, Hashable {
+    public var verdict: Verdict
+    public var kind: FlowKind
+    public var source: Reason.Source
 
-    public init(decision: Decision, findings: FlowFindings, facts: FlowFacts) {
-        self.decision = decision
-        self.findings = findings
-        self.facts = facts
+    public init(verdict: Verdict, kind: FlowKind, source: Reason.Source) {
+        self.verdict = verdict
+        self.kind = kind
+        self.source = source
     }
 
-    public static func == (lhs: JudgedFlow, rhs: JudgedFlow) -> Bool {
-        lhs === rhs || (lhs.decision == rhs.decision && lhs.findings == rhs.findings && lhs.facts == rhs.facts)
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(decision)
-        hasher.combine(findings)
-        hasher.combine(facts)
-    }
+    /// The decision as later packets get it (the reason without its rule and category).
+    public var decision: Decision { Decision(verdict, Reason(source: source)) }
 }
 
 /// The state of one flow. Pure and self-contained: every transition is a
@@ -153,7 +146,7 @@ public struct FlowStateMachine: Sendable {
         public var firstQuestion: FlowFindings?
         public var queries = 0
         /// The latest query's decision (responses get it too).
-        public var latest: JudgedFlow?
+        public var latest: DecidedFlow?
         /// A query the engine answered needRules for (the caller holds it).
         public var heldQuery: FlowFindings?
     }
@@ -170,7 +163,7 @@ public struct FlowStateMachine: Sendable {
         /// A DNS flow: each query judged on its own (`queryLog` holds what it saw).
         case judgingQueries
         indirect case waitingForRules(FlowFindings)
-        case decided(JudgedFlow)
+        case decided(DecidedFlow)
     }
 
     public private(set) var state: State
@@ -219,7 +212,7 @@ public struct FlowStateMachine: Sendable {
 
     /// The flow's decision, once it has a final one.
     public var decision: Decision? {
-        if case .decided(let judged) = state { return judged.decision }
+        if case .decided(let decided) = state { return decided.decision }
         return nil
     }
 
@@ -231,7 +224,7 @@ public struct FlowStateMachine: Sendable {
         case .assemblingQUIC: FlowFindings(kind: .quic)
         case .judgingQueries: queryStorage?.log.firstQuestion ?? FlowFindings(kind: .dns)
         case .waitingForRules(let findings): findings
-        case .decided(let judged): judged.findings
+        case .decided(let decided): FlowFindings(kind: decided.kind)
         }
     }
 
@@ -240,7 +233,7 @@ public struct FlowStateMachine: Sendable {
     /// A client-to-server TCP segment.
     public mutating func clientSegment(_ header: TCPSegmentHeader, payload: UnsafeRawBufferPointer) -> FlowStep {
         switch state {
-        case .decided(let judged): return .repeatDecision(judged)
+        case .decided(let decided): return .repeatDecision(decided)
         case .waitingForRules(let findings): return .holdForRules(findings)
         case .nameless: return decideNow(.nothing)
         case .assemblingQUIC, .judgingQueries: return .awaitMoreData
@@ -257,7 +250,7 @@ public struct FlowStateMachine: Sendable {
     /// A packet from the server side (no name can be in it).
     public mutating func serverPacket() -> FlowStep {
         switch state {
-        case .decided(let judged): return .repeatDecision(judged)
+        case .decided(let decided): return .repeatDecision(decided)
         case .waitingForRules(let findings): return .holdForRules(findings)
         case .judgingQueries:
             if let latest = queryStorage?.log.latest { return .repeatDecision(latest) }
@@ -270,7 +263,7 @@ public struct FlowStateMachine: Sendable {
     /// A client-to-server UDP datagram of a QUIC flow.
     public mutating func clientDatagram(_ payload: UnsafeRawBufferPointer) -> FlowStep {
         switch state {
-        case .decided(let judged): return .repeatDecision(judged)
+        case .decided(let decided): return .repeatDecision(decided)
         case .waitingForRules(let findings): return .holdForRules(findings)
         case .nameless: return decideNow(.nothing)
         case .judgingQueries, .peekingStream: return .awaitMoreData
@@ -320,7 +313,7 @@ public struct FlowStateMachine: Sendable {
                 state = .waitingForRules(findings)
             }
         case .allow, .drop:
-            let judged = JudgedFlow(decision: decision, findings: findings, facts: facts)
+            let judged = DecidedFlow(verdict: decision.verdict, kind: findings.kind, source: decision.reason.source)
             if case .judgingQueries = state {
                 updateQueryLog { log in
                     log.latest = judged

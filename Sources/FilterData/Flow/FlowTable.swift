@@ -208,6 +208,7 @@ public struct FlowTable<Value: Sendable>: Sendable {
 
     /// Adds an entry for `key` (replacing one that exists) at the front of the
     /// LRU order. When the table is full, the least recently used entry
+    /// (decided entries before undecided ones, see `evictionCandidate`)
     /// leaves first and is reported through `departed` (as expired when it
     /// was, else as evicted). Slots held before this call may be invalid after it.
     @discardableResult
@@ -223,9 +224,10 @@ public struct FlowTable<Value: Sendable>: Sendable {
             return slot
         }
         if count >= settings.capacity, tail >= 0 {
-            let victim = FlowSlot(index: tail)
-            let victimKey = keys[Int(tail)]
-            let reason: FlowDeparture = isExpired(tail, now: now) ? .expired : .evicted
+            let victimIndex = evictionCandidate(now: now)
+            let victim = FlowSlot(index: victimIndex)
+            let victimKey = keys[Int(victimIndex)]
+            let reason: FlowDeparture = isExpired(victimIndex, now: now) ? .expired : .evicted
             let victimValue = remove(victim)
             if reason == .expired { expiredCount += 1 } else { evictedCount += 1 }
             departed?(victimKey, victimValue, reason)
@@ -253,6 +255,23 @@ public struct FlowTable<Value: Sendable>: Sendable {
         linkAtHead(slotIndex)
         if stage == .inspecting { linkInspectingAtHead(slotIndex) }
         return FlowSlot(index: slotIndex)
+    }
+
+    /// Which entry leaves a full table: the least recently used one, unless it
+    /// is still undecided (and not expired) and a decided one is near it in
+    /// the order (among the 32 least recently used). Losing a
+    /// decided flow costs nothing (its packets no longer come); losing one
+    /// that is still gathering its name would let its next segment start a
+    /// nameless flow mid-stream, so a flood of new connections must not push
+    /// those out first.
+    private func evictionCandidate(now: UInt64) -> Int32 {
+        if isExpired(tail, now: now) { return tail }
+        var cursor = tail
+        for _ in 0..<32 where cursor >= 0 {
+            if stages[Int(cursor)] == .decided { return cursor }
+            cursor = newer[Int(cursor)]
+        }
+        return tail
     }
 
     /// Moves an entry to another stage (its idle timeout follows the stage).
