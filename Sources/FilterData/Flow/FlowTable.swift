@@ -40,7 +40,7 @@ public struct FlowTableSettings: Sendable, Hashable {
     public var udpDecidedIdleTimeout: Duration
 
     public init(
-        capacity: Int = 16_384,
+        capacity: Int = 8_192,
         tcpUndecidedIdleTimeout: Duration = .seconds(30),
         tcpDecidedIdleTimeout: Duration = .seconds(10),
         udpIdleTimeout: Duration = .seconds(60),
