@@ -11,6 +11,10 @@
 /// askDefault allow               # allow | block (unknown ask: no answer in time)
 /// askTimeout 2000                # milliseconds
 /// dnsRewrite 127.0.0.1 ::1 10    # blocked names resolve to these (TTL 10 s); absent: dropped
+/// overrideAllow khanacademy.org  # teacher overrides, checked before the lists
+/// overrideBlock games.example
+/// exam 1767261600                # an exam in force, until (Unix seconds; '-' until stopped)
+/// examAllow exams.example.org    # what the exam lets through
 /// ```
 public enum PolicyText {
     public struct ParseError: Error, Hashable, Sendable, CustomStringConvertible {
@@ -34,6 +38,12 @@ public enum PolicyText {
         if let rewrite = policy.dnsRewrite {
             lines.append("dnsRewrite \(rewrite.ipv4) \(rewrite.ipv6) \(rewrite.timeToLive)")
         }
+        lines += policy.overrideAllow.map { "overrideAllow \($0)" }
+        lines += policy.overrideBlock.map { "overrideBlock \($0)" }
+        if let exam = policy.exam {
+            lines.append("exam " + (exam.until.map(String.init) ?? "-"))
+            lines += exam.allow.map { "examAllow \($0)" }
+        }
         return lines.joined(separator: "\n") + "\n"
     }
 
@@ -52,7 +62,7 @@ public enum PolicyText {
                 guard !sawBlock else { throw ParseError(line: number, reason: "'block' appears twice") }
                 sawBlock = true
                 policy.blockedCategories = values == ["all"] ? .all : .only(Set(values.map(String.init)))
-            case "allow", "deny":
+            case "allow", "deny", "overrideAllow", "overrideBlock", "examAllow":
                 guard values.count == 1 else { throw ParseError(line: number, reason: "expected '\(key) ENTRY'") }
                 let pattern: RulePattern
                 do {
@@ -60,7 +70,21 @@ public enum PolicyText {
                 } catch {
                     throw ParseError(line: number, reason: error.description)
                 }
-                if key == "allow" { policy.allow.append(pattern) } else { policy.deny.append(pattern) }
+                switch key {
+                case "allow": policy.allow.append(pattern)
+                case "deny": policy.deny.append(pattern)
+                case "overrideAllow": policy.overrideAllow.append(pattern)
+                case "overrideBlock": policy.overrideBlock.append(pattern)
+                default:
+                    guard policy.exam != nil else { throw ParseError(line: number, reason: "'examAllow' before 'exam'") }
+                    policy.exam!.allow.append(pattern)
+                }
+            case "exam":
+                guard policy.exam == nil else { throw ParseError(line: number, reason: "'exam' appears twice") }
+                guard values.count == 1, values.first! == "-" || Int64(values.first!) != nil else {
+                    throw ParseError(line: number, reason: "expected 'exam UNTIL' (Unix seconds, or '-')")
+                }
+                policy.exam = Policy.Exam(allow: [], until: Int64(values.first!))
             case "unknown":
                 guard values.count == 1, let action = Policy.UnknownAction(rawValue: String(values.first!)) else {
                     throw ParseError(line: number, reason: "expected 'unknown allow|block|ask'")
