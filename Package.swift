@@ -159,7 +159,18 @@ let package = Package(
         .testTarget(name: "VerdictCoreTests", dependencies: ["VerdictCore"]),
         .testTarget(name: "SharedStoreTests", dependencies: ["SharedStore", "VerdictCore"]),
         .testTarget(name: "FilterDataTests", dependencies: ["FilterData", "VerdictCore", "SharedStore"]),
-        .testTarget(name: "BlockPageTests", dependencies: ["BlockPage"]),
+        .testTarget(
+            name: "BlockPageTests",
+            dependencies: [
+                "BlockPage",
+                // The HTTPS certificate tests read certificates and make TLS handshakes on loopback.
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ]),
         .testTarget(name: "FilterControlTests", dependencies: ["FilterControl", "VerdictCore", "SharedStore"]),
         // Root-only: real kernel queue, network namespaces, nginx and curl.
         .testTarget(name: "IntegrationTests", dependencies: ["FilterControl"]),

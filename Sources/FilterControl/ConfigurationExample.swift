@@ -4,8 +4,8 @@ extension Configuration {
     public static let example = """
         # hallpass configuration (/etc/hallpass/hallpass.yaml).
         # Every key is optional; the value shown is the default unless marked "example".
-        # filter-control reads this file at start; 'filterctl reload' (or SIGHUP) reads rules.* and policy.*
-        # again, 'systemctl restart hallpass' applies the rest.
+        # filter-control reads this file at start; 'filterctl reload' (or SIGHUP) reads rules.*, policy.*,
+        # the block page's wording and its CA again, 'systemctl restart hallpass' applies the rest.
 
         queue:
           # The NFQUEUE number the kernel rules send undecided flows to.
@@ -68,7 +68,8 @@ extension Configuration {
           port: 8080
           httpPort: 80
           httpsPort: 443
-          # The local CA's folder; its key is read by filter-control only.
+          # The local CA's folder; its key is read by filter-control only. A new CA here is
+          # used without a restart (at 'filterctl reload', or within a minute while serving).
           ca: /etc/hallpass/ca
           # The name shown on the page. (example)
           organization: "Example School"

@@ -283,6 +283,7 @@ public final class Daemon: @unchecked Sendable {
                 text = "rules version \(store.version) now in force (was \(previous)); policy read again"
             }
             lock.withLock { blockPage }?.use(responder)
+            reloadAuthority(configuration)
             switch lock.withLock({ supervisor })?.useRules(store: path, policy: policyPath, waitingAtMost: 3) {
             case .refused(let reason)?:
                 // filter-data checked the files itself and kept its rules.
@@ -333,7 +334,8 @@ public final class Daemon: @unchecked Sendable {
 
     /// Listens where people are sent: the page's own port, and with DNS
     /// rewriting ports 80 and 443 of both block page addresses (443 only
-    /// with the local CA; without it an HTTPS visit is refused at once).
+    /// with the local CA; without it an HTTPS visit is refused at once, and
+    /// 443 starts on the first `filterctl reload` that finds a CA).
     /// A listener that cannot bind is logged; filtering goes on without it.
     private func startBlockPage(_ responder: BlockPageResponder) {
         let page = configuration.blockPage
@@ -343,17 +345,46 @@ public final class Daemon: @unchecked Sendable {
             do {
                 authority = try LocalCertificateAuthority(folder: page.ca)
             } catch {
-                log("block page: no HTTPS (\(error.message))")
+                log("block page: no HTTPS until a reload finds the local CA (\(error.message))")
             }
             for address in [page.address, page.address6] {
                 listeners.append(.init(address: address, port: Int(page.httpPort), tls: false))
-                if authority != nil { listeners.append(.init(address: address, port: Int(page.httpsPort), tls: true)) }
+                listeners.append(.init(address: address, port: Int(page.httpsPort), tls: true))
             }
         }
-        let server = BlockPageServer(responder: responder)
-        for problem in server.start(listeners, authority: authority) { log("block page: \(problem.message)") }
+        let server = BlockPageServer(responder: responder) { [log] event in
+            switch event {
+            case .authorityReplaced(let fingerprint):
+                log("block page: a new local CA in \(page.ca) (SHA-256 \(fingerprint)); HTTPS certificates come from it now")
+            case .authorityUnusable(let error):
+                log("block page: \(error.message); HTTPS keeps the CA it has")
+            }
+        }
+        // Without a CA the HTTPS listeners wait; the line above said why.
+        for problem in server.start(listeners, authority: authority) where problem.code != "ca.missing" {
+            log("block page: \(problem.message)")
+        }
         lock.withLock { blockPage = server }
         log("block page on " + (server.listening.isEmpty ? "nothing" : server.listening.joined(separator: ", ")))
+    }
+
+    /// On reload: the local CA in `blockPage.ca` for HTTPS (a new one
+    /// replaces the one in use; a first one starts the HTTPS listeners).
+    private func reloadAuthority(_ configuration: Configuration) {
+        guard configuration.policy.dnsRewrite != nil, let server = lock.withLock({ blockPage }) else { return }
+        let authority: LocalCertificateAuthority
+        do {
+            authority = try LocalCertificateAuthority(folder: configuration.blockPage.ca)
+        } catch {
+            if server.servesHTTPS { log("block page: \(error.message); HTTPS keeps the CA it has") }
+            return
+        }
+        let change = server.useAuthority(authority)
+        if change.replaced {
+            log("block page: HTTPS certificates come from the local CA in \(configuration.blockPage.ca) now (SHA-256 \(authority.fingerprint))")
+        }
+        if !change.started.isEmpty { log("block page on " + change.started.joined(separator: ", ")) }
+        for problem in change.problems { log("block page: \(problem.message)") }
     }
 
     /// Why the rules in force block `url` (for the page).
