@@ -156,3 +156,24 @@ extension ConfigNode {
         }
     }
 }
+
+extension ConfigurationError {
+    /// Yams's complaint about text that is not YAML, with its line when Yams gives one.
+    init(notYAML error: any Error) {
+        var line: Int? = nil
+        var message = "\(error)"
+        if let yaml = error as? YamlError {
+            switch yaml {
+            case .scanner(_, let problem, let mark, _), .parser(_, let problem, let mark, _), .composer(_, let problem, let mark, _):
+                line = mark.line
+                message = problem
+            case .duplicatedKeysInMapping(let duplicates, let context):
+                line = context.mark.line
+                message = "a key appears twice in one mapping: \(duplicates.joined(separator: ", "))"
+            default:
+                break
+            }
+        }
+        self.init(key: "", line: line, message: "not valid YAML: \(message)")
+    }
+}

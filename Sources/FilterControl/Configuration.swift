@@ -114,7 +114,7 @@ extension Configuration {
         do {
             root = try Yams.compose(yaml: yaml)
         } catch {
-            throw ConfigurationError(key: "", message: "not valid YAML: \(error)")
+            throw ConfigurationError(notYAML: error)
         }
         self.init()
         guard let root else { return }

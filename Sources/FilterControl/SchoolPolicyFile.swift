@@ -38,7 +38,7 @@ extension SchoolPolicy {
         do {
             root = try Yams.compose(yaml: yaml)
         } catch {
-            throw ConfigurationError(key: "", message: "not valid YAML: \(error)")
+            throw ConfigurationError(notYAML: error)
         }
         self.init()
         guard let root else { return }
