@@ -81,6 +81,9 @@ public struct Configuration: Sendable, Hashable {
     public var queue = Queue()
     public var rules = Rules()
     public var policy = Policy()
+    /// The policy keys written in this file's `policy:` (to tell an
+    /// unset key from a default when a bundle brings the school's policy).
+    public var policyKeys = PolicyKeys()
     public var blockPage = BlockPage()
     public var admin = Admin()
     public var blockedDNS = BlockedDNS.rewrite
@@ -170,7 +173,8 @@ extension Configuration {
         }
         if let policy = top["policy"] {
             let fields = try policy.mapping(allowed: PolicyKeys.fieldNames + ["blockedDNS"])
-            try PolicyKeys(fields).apply(to: &self.policy)
+            self.policyKeys = try PolicyKeys(fields)
+            self.policyKeys.apply(to: &self.policy)
             if let blockedDNS = fields["blockedDNS"] { self.blockedDNS = try blockedDNS.choice(BlockedDNS.self) }
         }
         if let page = top["blockPage"] {
