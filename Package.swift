@@ -173,6 +173,6 @@ let package = Package(
             ]),
         .testTarget(name: "FilterControlTests", dependencies: ["FilterControl", "VerdictCore", "SharedStore"]),
         // Root-only: real kernel queue, network namespaces, nginx and curl.
-        .testTarget(name: "IntegrationTests", dependencies: ["FilterControl"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["FilterControl", "FilterData", "VerdictCore", "CHallpassSys"]),
     ]
 )

@@ -56,4 +56,20 @@ int hp_close_from(int lowest);
 
 static inline void hp_prefetch_read(const void *address) { __builtin_prefetch(address, 0, 1); }
 
+/// Changes the connection mark of the conntrack entry whose original
+/// direction is this tuple (addresses in network order, 4 or 16 bytes by
+/// family): the bits in `mask` become those of `value`, the others stay
+/// (ctnetlink, CTA_MARK with CTA_MARK_MASK). 0, or a negative errno
+/// (-ENOENT: no such connection).
+int hp_conntrack_set_mark(int family, uint8_t protocol, const uint8_t *source, const uint8_t *destination, uint16_t source_port,
+                          uint16_t destination_port, uint32_t value, uint32_t mask);
+
+/// Destroys the local socket with this 4-tuple (sock_diag SOCK_DESTROY): a
+/// TCP connection is reset at once (the program sees ECONNABORTED, the peer
+/// an RST), a UDP socket reports an error. 0, or a negative errno.
+int hp_socket_destroy(int family, uint8_t protocol, const uint8_t *local, const uint8_t *remote, uint16_t local_port, uint16_t remote_port);
+
+/// setns(fd, CLONE_NEWNET) for the calling thread (tests run code inside a test namespace).
+int hp_enter_network_namespace(int fd);
+
 #endif
