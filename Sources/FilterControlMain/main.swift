@@ -27,7 +27,19 @@ struct FilterControlCommand: ParsableCommand {
     @Option(name: .customLong("data-binary"), help: "The filter-data executable (default: next to this one).")
     var dataBinary: String?
 
+    @Flag(
+        name: .customLong("remove-rules"),
+        help: ArgumentHelp(
+            "Remove hallpass's kernel rules and exit.",
+            discussion: """
+                The unit's ExecStopPost: systemd runs it after every end of filter-control, also after \
+                a SIGKILL or a crash, so that no chain of hallpass stays in the kernel. Removing what \
+                is not there is not an error.
+                """))
+    var removeRules = false
+
     func run() throws {
+        if removeRules { return try FilterControlCommand.removeKernelRules() }
         let binary = dataBinary ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
             .deletingLastPathComponent().appendingPathComponent("filter-data").path
         let daemon: Daemon
@@ -58,6 +70,21 @@ struct FilterControlCommand: ParsableCommand {
         say("stopping")
         daemon.stop()
         _ = sources
+    }
+}
+
+extension FilterControlCommand {
+    /// `--remove-rules`: exits 0 when no chain of hallpass is left, 71 when one is.
+    static func removeKernelRules() throws {
+        let families = KernelRules.Family.allCases
+        let found = families.filter { KernelRules.isInstalled($0) }
+        KernelRules.remove()
+        let left = families.filter { KernelRules.isInstalled($0) }
+        guard left.isEmpty else {
+            say("cannot remove the kernel rules (\(left.map(\.rawValue).joined(separator: " and ")) OUTPUT still jumps to \(KernelRules.chain)); see 'iptables -S OUTPUT' and 'ip6tables -S OUTPUT'")
+            throw ExitCode(71)
+        }
+        say(found.isEmpty ? "no kernel rules to remove" : "kernel rules removed")
     }
 }
 
