@@ -13,7 +13,28 @@ import Foundation
 struct FilterControlCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "filter-control",
-        abstract: "Run hallpass: kernel rules, a supervised filter-data, the admin socket.")
+        abstract: "Run hallpass: kernel rules, a supervised filter-data, the admin socket.",
+        discussion: """
+            filter-control runs in the foreground as root (systemd runs it as hallpass.service). In \
+            order, it reads the configuration, opens the installed rules (downloading and installing \
+            the first bundle from rules.source when none are installed), writes the policy for \
+            filter-data to the runtime folder, installs its kernel rules (chains HALLPASS_OUT and \
+            HALLPASS_IN, for iptables and ip6tables; those of an earlier run are replaced), starts \
+            filter-data and restarts it when it dies or stops answering, and serves the admin socket \
+            that filterctl talks to, the block page and filter-data's questions about unknown names.
+
+            SIGHUP, or 'filterctl reload', fetches new rules and reads the policy again. SIGTERM or \
+            SIGINT stops filter-data (held packets get their default), removes the kernel rules and \
+            exits 0.
+
+            Exit status when it cannot start: 65 the rules cannot be used; 66 the configuration cannot \
+            be read, or no rules are installed and rules.source is not set; 71 the kernel rules or \
+            the admin socket cannot be set up (also --remove-rules, when a chain is left); 73 the \
+            runtime folder cannot be written; 75 the first download of rules was refused; 78 the \
+            configuration is invalid. The reason is always printed.
+
+            See hallpass.yaml(5) for the configuration, filterctl(8) and filter-data(8).
+            """)
 
     @Option(name: .long, help: "The configuration file.")
     var config: String = Configuration.defaultPath
