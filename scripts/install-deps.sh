@@ -2,12 +2,13 @@
 # Installs the Debian 12 packages hallpass needs to build and test.
 # Idempotent: installs only what is missing. Needs root.
 #   scripts/install-deps.sh           build, run and test (what CI needs)
-#   scripts/install-deps.sh --build   build and run only (what `make install` needs)
+#   scripts/install-deps.sh --build   build and run only (what `make install` and `make deb` need)
 set -euo pipefail
 
 packages=(
-    # build: the C libraries filter-data talks to the kernel with, and make for `make install`
-    pkg-config libnetfilter-queue-dev libmnl-dev libseccomp-dev make
+    # build: the C libraries filter-data talks to the kernel with, make for `make install`,
+    # debhelper and dpkg-dev for `make deb`
+    pkg-config libnetfilter-queue-dev libmnl-dev libseccomp-dev make debhelper dpkg-dev
     # run: kernel rules
     iptables iproute2
 )
