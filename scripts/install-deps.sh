@@ -23,6 +23,9 @@ if [ "$tests" = 1 ]; then
     packages+=(nginx-light curl openssl dnsmasq-base bind9-dnsutils)
     # scripts/check-install.sh: systemd-analyze checks the unit
     packages+=(systemd)
+    # the Debian package: lintian checks it, scripts/test-systemd.sh boots a Debian root
+    # (debootstrap) with systemd-nspawn and installs it there
+    packages+=(lintian systemd-container debootstrap)
     # the block page in a real browser: Chromium, certutil for its NSS database, CJK fonts for the Korean screenshots
     packages+=(chromium libnss3-tools fonts-noto-cjk)
 fi
