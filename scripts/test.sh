@@ -11,6 +11,7 @@ scripts/install-deps.sh
 
 # The container's Debian root (about a minute of downloads, cached in
 # .build/systemd-rootfs) is made while Swift builds.
+mkdir -p .build
 rootfs_log=.build/systemd-rootfs.log
 setsid scripts/systemd-rootfs.sh >"$rootfs_log" 2>&1 &
 rootfs_pid=$!
