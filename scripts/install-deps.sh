@@ -2,12 +2,13 @@
 # Installs the Debian 12 packages hallpass needs to build and test.
 # Idempotent: installs only what is missing. Needs root.
 #   scripts/install-deps.sh           build, run and test (what CI needs)
-#   scripts/install-deps.sh --build   build and run only (what `make install` needs)
+#   scripts/install-deps.sh --build   build and run only (what `make install` and `make deb` need)
 set -euo pipefail
 
 packages=(
-    # build: the C libraries filter-data talks to the kernel with, and make for `make install`
-    pkg-config libnetfilter-queue-dev libmnl-dev libseccomp-dev make
+    # build: the C libraries filter-data talks to the kernel with, make for `make install`,
+    # debhelper and dpkg-dev for `make deb`
+    pkg-config libnetfilter-queue-dev libmnl-dev libseccomp-dev make debhelper dpkg-dev
     # run: kernel rules
     iptables iproute2
 )
@@ -22,6 +23,9 @@ if [ "$tests" = 1 ]; then
     packages+=(nginx-light curl openssl dnsmasq-base bind9-dnsutils)
     # scripts/check-install.sh: systemd-analyze checks the unit
     packages+=(systemd)
+    # the Debian package: lintian checks it, scripts/test-systemd.sh boots a Debian root
+    # (debootstrap) with systemd-nspawn and installs it there
+    packages+=(lintian systemd-container debootstrap)
     # the block page in a real browser: Chromium, certutil for its NSS database, CJK fonts for the Korean screenshots
     packages+=(chromium libnss3-tools fonts-noto-cjk)
 fi

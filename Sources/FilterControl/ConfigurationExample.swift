@@ -22,11 +22,12 @@ extension Configuration {
           # The shared rule folder: one subfolder per installed version and a 'current' link.
           directory: /var/lib/hallpass
           # Where signed bundles come from: an https:// folder URL, or file:/// for offline installs.
-          # Plain http:// is refused. Leave it out to keep whatever is installed. (example)
-          source: https://rules.example.org/hallpass/
+          # Plain http:// is refused. Leave it out to keep whatever is installed; while it is
+          # not set and no rules are installed, systemd does not start hallpass. (example)
+          # source: https://rules.example.org/hallpass/
           # Public keys allowed to sign bundles ('filterctl bundle keygen' prints one).
           # List two during a key rotation. (example)
-          trustedKeys: [ "ed25519:11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=" ]
+          # trustedKeys: [ "ed25519:11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=" ]
           # An extra certificate authority for the rule server, besides the system store. (example)
           # caFile: /etc/hallpass/rules-ca.pem
           # SPKI pins of the rule server: 'sha256/' + base64 SHA-256 of its public key. (example)

@@ -10,6 +10,8 @@ enum ExitStatus {
     static let success: Int32 = 0
     /// `check`: at least one target could not be read (its line says `error`).
     static let someTargetsInvalid: Int32 = 1
+    /// `config ready`: neither rules.source nor installed rules.
+    static let notConfigured: Int32 = 1
     /// Wrong arguments (swift-argument-parser's usage error code).
     static let usage: Int32 = 64
     /// A store, bundle or list is invalid, or a bundle is refused.
@@ -43,7 +45,7 @@ struct Filterctl: ParsableCommand {
             Offline commands (no daemon needed): compile, check --store/--bundle, replay, bundle, config.
             Commands for the running filter-control (its admin socket): status, reload, check without --store.
 
-            Exit status: 0 success; 1 check: some targets could not be read; 64 usage error;
+            Exit status: 0 success; 1 check: some targets could not be read, config ready: not configured yet; 64 usage error;
             65 invalid or refused store, bundle, list or capture; 66 input missing or unreadable;
             69 filter-control is not running or cannot be reached; 73 cannot write output;
             74 I/O error; 77 not allowed to use the admin socket; 78 invalid configuration.
@@ -193,8 +195,8 @@ struct Check: ParsableCommand {
 struct ConfigCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "config",
-        abstract: "Print the example configuration, or check a configuration file.",
-        subcommands: [Example.self, Validate.self]
+        abstract: "Print the example configuration, check a configuration file, or say whether hallpass can start.",
+        subcommands: [Example.self, Validate.self, Ready.self]
     )
 
     struct Example: ParsableCommand {
@@ -218,6 +220,41 @@ struct ConfigCommand: ParsableCommand {
                 throw fail("\(file): \(error)", status: ExitStatus.configError)
             }
             print("\(file): ok")
+        }
+    }
+
+    struct Ready: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Say whether filter-control has rules to start with.",
+            discussion: """
+                Ready when rules.source is set or rules are installed in rules.directory. The systemd unit \
+                runs this as its ExecCondition: a package installs hallpass enabled, and until the school's \
+                rule source is configured systemd skips starting it (not a failure, no restarts). A \
+                configuration with errors counts as ready, so that filter-control starts and says what is wrong.
+                Exit status: 0 ready; 1 not configured yet; 66 the file cannot be read.
+                """)
+
+        @Argument(help: "The configuration file.")
+        var file: String = Configuration.defaultPath
+
+        func run() throws {
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+                throw fail("cannot read \(file)", status: ExitStatus.noInput)
+            }
+            guard let configuration = try? Configuration(yaml: text) else {
+                print("\(file) has errors ('filterctl config check' shows them); filter-control will report them")
+                return
+            }
+            if let source = configuration.rules.source {
+                print("ready: rules come from \(source)")
+            } else if let installed = RuleUpdater.installed(directory: configuration.rules.directory) {
+                print("ready: rules version \(installed.version) is installed in \(configuration.rules.directory)")
+            } else {
+                throw fail(
+                    "hallpass is not configured yet: \(file) sets no rules.source and no rules are installed in "
+                        + "\(configuration.rules.directory). Set rules.source and rules.trustedKeys, then 'systemctl start hallpass'.",
+                    status: ExitStatus.notConfigured)
+            }
         }
     }
 }

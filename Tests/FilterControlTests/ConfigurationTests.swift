@@ -9,8 +9,9 @@ import VerdictCore
         let configuration = try Configuration(yaml: Configuration.example)
         #expect(configuration.queue.number == 0)
         #expect(configuration.queue.failMode == .open)
-        #expect(configuration.rules.source == "https://rules.example.org/hallpass/")
-        #expect(configuration.rules.trustedKeys.count == 1)
+        // The rule source and its key are the school's to fill in: commented out.
+        #expect(configuration.rules.source == nil)
+        #expect(configuration.rules.trustedKeys.isEmpty)
         #expect(configuration.rules.refresh == 1800)
         #expect(configuration.rules.maxBundleBytes == 256 << 20)
         #expect(configuration.policy.blockedCategories == .only(["adult", "gambling"]))
@@ -20,6 +21,15 @@ import VerdictCore
         #expect(configuration.blockPage.organization == "Example School")
         #expect(configuration.blockPage.requestAccess?.url == "https://help.example.org/unblock?url={url}")
         #expect(configuration.admin.socket == "/run/hallpass/control.sock")
+    }
+
+    @Test func theExamplesRuleSourceLinesAreValidOnceUncommented() throws {
+        let text = Configuration.example
+            .replacingOccurrences(of: "  # source: ", with: "  source: ")
+            .replacingOccurrences(of: "  # trustedKeys: ", with: "  trustedKeys: ")
+        let configuration = try Configuration(yaml: text)
+        #expect(configuration.rules.source == "https://rules.example.org/hallpass/")
+        #expect(configuration.rules.trustedKeys.count == 1)
     }
 
     @Test func anEmptyFileGivesTheDefaults() throws {

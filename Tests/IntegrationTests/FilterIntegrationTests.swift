@@ -25,10 +25,11 @@ import Testing
         return (config, store)
     }
 
-    func startHallpass(_ network: TestNetwork, config: String, store: String) throws -> ChildProcess {
+    /// `wrapper` runs filter-control (e.g. setpriv with fewer capabilities).
+    func startHallpass(_ network: TestNetwork, config: String, store: String, wrapper: [String] = []) throws -> ChildProcess {
         let process = try network.start(
-            [
-                "ip", "netns", "exec", network.client, TestNetwork.binaries + "/filter-control", "--config", config, "--store", store,
+            ["ip", "netns", "exec", network.client] + wrapper + [
+                TestNetwork.binaries + "/filter-control", "--config", config, "--store", store,
                 "--runtime-dir", network.folder + "/run",
             ], log: "filter-control")
         try network.waitFor("filter-data to bind queue 3") {

@@ -116,14 +116,35 @@ public final class ChildProcess: @unchecked Sendable {
         }
     }
 
-    /// SIGTERM, then SIGKILL after `grace` seconds; returns the exit status.
+    /// Sends `signal` unless the child has ended; returns why the kernel
+    /// refused it, or nil. Root may signal a process that runs as another
+    /// user (filter-data drops to uid 65534) only with CAP_KILL.
+    public func send(_ signal: Int32) -> String? {
+        guard isRunning, kill(pid, signal) != 0 else { return nil }
+        let code = errno
+        if code == ESRCH { return nil }
+        return String(cString: strerror(code)) + (code == EPERM ? " (signalling another user's process needs CAP_KILL)" : "")
+    }
+
+    /// Waits at most `seconds` for the child to end; its exit status, or nil while it runs.
+    public func wait(atMost seconds: Double) -> Int32? {
+        let deadline = Date().addingTimeInterval(seconds)
+        while isRunning {
+            if Date() >= deadline { return nil }
+            usleep(10_000)
+        }
+        return exitStatus
+    }
+
+    /// SIGTERM, then SIGKILL after `grace` seconds; returns the exit status,
+    /// or nil when the child is still there `grace` seconds after the
+    /// SIGKILL (the signals were refused): a stop never waits forever.
     @discardableResult
-    public func stop(grace: Double = 5) -> Int32 {
-        if isRunning { kill(pid, SIGTERM) }
-        let deadline = Date().addingTimeInterval(grace)
-        while isRunning, Date() < deadline { usleep(10_000) }
-        if isRunning { kill(pid, SIGKILL) }
-        return wait()
+    public func stop(grace: Double = 5) -> Int32? {
+        _ = send(SIGTERM)
+        if let status = wait(atMost: grace) { return status }
+        _ = send(SIGKILL)
+        return wait(atMost: grace)
     }
 
     /// `arguments[0]` with the rest, output appended to `logPath` (test servers, shells).

@@ -132,6 +132,12 @@ public final class Daemon: @unchecked Sendable {
         let responder = try makeResponder(configuration)
         let failOpen = configuration.queue.failMode == .open
         let rules = KernelRules(queue: configuration.queue.number, failOpen: failOpen)
+        if KernelRules.Family.allCases.contains(where: { KernelRules.isInstalled($0) }) {
+            // An earlier filter-control ended without removing them (killed
+            // outside systemd, whose ExecStopPost would have): install rewrites
+            // the chains in one step and adds no second jump.
+            log("kernel rules of an earlier run found; replacing them")
+        }
         do {
             try rules.install()
         } catch {

@@ -150,13 +150,38 @@ public final class DataSupervisor: @unchecked Sendable {
             checkHealth()
         }
         if let child {
-            let status = child.stop(grace: 3)
+            stop(child)
             output?.forwardLines(to: log, untilEnd: true)
-            log("filter-data stopped (status \(status))")
         }
         channel = nil
         child = nil
         output = nil
+    }
+
+    /// Asks filter-data to stop in two ways, so that either is enough: the
+    /// end of the control channel (it reads it, gives held packets their
+    /// default and exits; this needs no privilege) and SIGTERM. SIGKILL
+    /// after 3 seconds. filter-data runs as uid 65534, so the signals need
+    /// CAP_KILL; when they are refused and filter-data does not go, this
+    /// gives up after 2 more seconds rather than wait forever (the kernel
+    /// rules must still be removed).
+    private func stop(_ child: ChildProcess) {
+        if let channel { shutdown(channel.descriptor, Int32(SHUT_RDWR)) }
+        if let refused = child.send(SIGTERM) { log("cannot send SIGTERM to filter-data \(child.pid): \(refused)") }
+        var status = child.wait(atMost: 3)
+        if status == nil {
+            if let refused = child.send(SIGKILL) { log("cannot kill filter-data \(child.pid): \(refused)") }
+            status = child.wait(atMost: 2)
+        }
+        if let status {
+            log("filter-data stopped (\(DataSupervisor.describe(status)))")
+        } else {
+            log("filter-data \(child.pid) did not stop; going on without it")
+        }
+    }
+
+    static func describe(_ status: Int32) -> String {
+        status > 128 ? "killed by signal \(status - 128)" : "exit status \(status)"
     }
 
     private func start(rules: (store: String, policy: String)) {
@@ -256,7 +281,7 @@ public final class DataSupervisor: @unchecked Sendable {
         }
         if now.timeIntervalSince(lastHeard) > unresponsiveAfter {
             log("filter-data \(child.pid) has not answered for \(Int(unresponsiveAfter)) seconds; killing it")
-            kill(child.pid, SIGKILL)
+            if let refused = child.send(SIGKILL) { log("cannot kill filter-data \(child.pid): \(refused)") }
             lastHeard = now
         }
         if !child.isRunning { ended() }
@@ -283,7 +308,7 @@ public final class DataSupervisor: @unchecked Sendable {
         channel = nil
         let stopping = lock.withLock { () -> Bool in
             state.pid = nil
-            state.lastExit = status > 128 ? "killed by signal \(status - 128)" : "exit status \(status)"
+            state.lastExit = DataSupervisor.describe(status)
             return self.stopping
         }
         guard !stopping else { return }

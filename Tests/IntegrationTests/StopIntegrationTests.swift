@@ -1,0 +1,69 @@
+import FilterControl
+import Foundation
+import Testing
+
+/// How filter-control ends: it stops filter-data and removes its kernel
+/// rules even where it may not signal filter-data, and rules it could not
+/// remove (a SIGKILL) are removed by `--remove-rules` (the unit's
+/// ExecStopPost) or replaced by the next start. Part of the serialized suite.
+extension FilterIntegrationTests {
+    /// The lines of iptables-save and ip6tables-save in the client that name a chain of hallpass.
+    func hallpassRules(_ network: TestNetwork) throws -> [Substring] {
+        try network.inClient("iptables-save; ip6tables-save").output.split(separator: "\n").filter { $0.contains("HALLPASS") }
+    }
+
+    @Test func aStopWithoutCAP_KILLStillEndsFilterDataAndRemovesTheRules() throws {
+        let network = try TestNetwork()
+        defer { network.tearDown() }
+        let (config, store) = try prepare(network, failMode: "closed")
+        // As under a unit whose CapabilityBoundingSet lacks CAP_KILL: root, but
+        // filter-data (uid 65534) is another user's process it may not signal.
+        let hallpass = try startHallpass(network, config: config, store: store, wrapper: ["setpriv", "--bounding-set=-kill", "--"])
+        let data = try filterData(network)
+        #expect(!(try hallpassRules(network)).isEmpty)
+
+        let started = Date()
+        #expect(kill(hallpass.pid, SIGTERM) == 0)
+        let status = hallpass.wait(atMost: 10)
+        let took = Date().timeIntervalSince(started)
+        let log = network.log("filter-control")
+        #expect(status == 0, "filter-control did not end within 10 s of SIGTERM:\n\(log)")
+        // The stop request that needs no privilege is the end of the control channel.
+        #expect(log.contains("cannot send SIGTERM to filter-data \(data)"), "the test did not take CAP_KILL away:\n\(log)")
+        #expect(log.contains("filter-data stopped (exit status 0)") && log.contains("kernel rules removed"), "\(log)")
+        #expect(took < 3, "the stop took \(took) s")
+        #expect(kill(data, 0) != 0, "filter-data \(data) is still running")
+        let left = try hallpassRules(network)
+        #expect(left.isEmpty, "\(left)")
+    }
+
+    @Test func rulesLeftByAKilledFilterControlAreRemovedOrReplacedNotDoubled() throws {
+        let network = try TestNetwork()
+        defer { network.tearDown() }
+        let (config, store) = try prepare(network, failMode: "closed")
+        let first = try startHallpass(network, config: config, store: store)
+        let rules = try hallpassRules(network)
+        #expect(kill(first.pid, SIGKILL) == 0)
+        _ = first.wait()
+        // filter-data ends with its channel; the rules stay (closed mode: nothing new leaves).
+        try network.waitFor("filter-data to end with its channel") { network.processIDs(runningExecutable: "filter-data").isEmpty }
+        #expect(try hallpassRules(network) == rules)
+
+        // A new start replaces them: one jump per hook and family, as before.
+        let second = try startHallpass(network, config: config, store: store)
+        #expect(network.log("filter-control").contains("kernel rules of an earlier run found; replacing them"))
+        let replaced = try hallpassRules(network)
+        #expect(replaced == rules, "\(replaced)")
+        #expect(kill(second.pid, SIGKILL) == 0)
+        _ = second.wait()
+
+        // --remove-rules (the unit's ExecStopPost) takes them out; a second run finds nothing.
+        let removal = "\(TestNetwork.binaries)/filter-control --remove-rules"
+        let removed = try network.inClient(removal)
+        #expect(removed.status == 0 && removed.output.contains("kernel rules removed"), "\(removed.output)")
+        let left = try hallpassRules(network)
+        #expect(left.isEmpty, "\(left)")
+        let again = try network.inClient(removal)
+        #expect(again.status == 0 && again.output.contains("no kernel rules to remove"), "\(again.output)")
+    }
+}
