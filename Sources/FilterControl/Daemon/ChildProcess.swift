@@ -26,9 +26,11 @@ public final class ChildProcess: @unchecked Sendable {
     /// the copy); standard input is /dev/null unless mapped. Standard output
     /// and error are appended to `outputPath` when given, else inherited
     /// unless mapped. Every other descriptor of this process is closed in
-    /// the child.
+    /// the child. The child gets this process's environment with
+    /// `environment` set on top.
     public init(
-        executable: String, arguments: [String], descriptors: [(from: Int32, to: Int32)] = [], outputPath: String? = nil
+        executable: String, arguments: [String], descriptors: [(from: Int32, to: Int32)] = [], outputPath: String? = nil,
+        environment extra: [String: String] = [:]
     ) throws(LaunchError) {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -71,10 +73,20 @@ public final class ChildProcess: @unchecked Sendable {
         var argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var child: pid_t = 0
+        // This process's environment, with `extra` set on top.
+        var environment: [UnsafeMutablePointer<CChar>?] = []
+        var cursor = environ
+        while let entry = cursor.pointee {
+            let text = String(cString: entry)
+            if let name = text.split(separator: "=", maxSplits: 1).first, extra[String(name)] == nil { environment.append(strdup(entry)) }
+            cursor += 1
+        }
+        environment += extra.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { environment.forEach { free($0) } }
         let result =
             executable.contains("/")
-            ? posix_spawn(&child, executable, &actions, &attributes, &argv, environ)
-            : posix_spawnp(&child, executable, &actions, &attributes, &argv, environ)
+            ? posix_spawn(&child, executable, &actions, &attributes, &argv, &environment)
+            : posix_spawnp(&child, executable, &actions, &attributes, &argv, &environment)
         guard result == 0 else { throw LaunchError(executable: executable, errno: result) }
         pid = child
     }

@@ -205,7 +205,11 @@ public final class DataSupervisor: @unchecked Sendable {
         do {
             let process = try ChildProcess(
                 executable: launch.executable, arguments: arguments,
-                descriptors: [(output.writeEnd, 1), (output.writeEnd, 2), (pair.1.descriptor, Self.controlDescriptor)])
+                descriptors: [(output.writeEnd, 1), (output.writeEnd, 2), (pair.1.descriptor, Self.controlDescriptor)],
+                // The Swift runtime's crash backtracer forks and execs a helper, which the
+                // sandbox refuses: with it on, a crash would loop in its handler instead of
+                // ending the process (filter-control restarts it at once).
+                environment: ["SWIFT_BACKTRACE": "enable=no"])
             output.closeWriteEnd()
             child = process
             channel = pair.0
@@ -355,6 +359,25 @@ final class ChildOutput {
         writeEnd = -1
     }
 
+    /// Lines logged in the current second, and lines dropped beyond the limit.
+    private var second: Int = 0
+    private var linesThisSecond = 0
+    private var dropped = 0
+    /// At most this many lines a second reach the log (a child gone wrong must not flood the journal).
+    static let linesPerSecond = 50
+
+    private func emit(_ line: String, to log: (String) -> Void) {
+        let now = Int(DataPath.monotonicNanoseconds() / 1_000_000_000)
+        if now != second {
+            if dropped > 0 { log("(\(dropped) more lines of filter-data's output dropped)") }
+            second = now
+            linesThisSecond = 0
+            dropped = 0
+        }
+        linesThisSecond += 1
+        if linesThisSecond <= Self.linesPerSecond { log(line) } else { dropped += 1 }
+    }
+
     /// Logs every complete line waiting in the pipe; with `untilEnd` (the
     /// child has exited) also the last, unterminated one.
     func forwardLines(to log: (String) -> Void, untilEnd: Bool = false) {
@@ -365,17 +388,21 @@ final class ChildOutput {
             if count <= 0 { break }
             partial.append(contentsOf: buffer[0..<count])
             while let newline = partial.firstIndex(of: UInt8(ascii: "\n")) {
-                log(String(decoding: partial[..<min(newline, Self.longestLine)], as: UTF8.self))
+                emit(String(decoding: partial[..<min(newline, Self.longestLine)], as: UTF8.self), to: log)
                 partial.removeSubrange(...newline)
             }
             if partial.count > Self.longestLine {
-                log(String(decoding: partial.prefix(Self.longestLine), as: UTF8.self) + "...")
+                emit(String(decoding: partial.prefix(Self.longestLine), as: UTF8.self) + "...", to: log)
                 partial.removeAll()
             }
         }
         if untilEnd, !partial.isEmpty {
-            log(String(decoding: partial, as: UTF8.self))
+            emit(String(decoding: partial, as: UTF8.self), to: log)
             partial.removeAll()
+        }
+        if untilEnd, dropped > 0 {
+            log("(\(dropped) more lines of filter-data's output dropped)")
+            dropped = 0
         }
     }
 }
