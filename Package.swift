@@ -37,6 +37,7 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.0.0"),
         .package(url: "https://github.com/swift-extras/swift-extras-base64.git", from: "1.0.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         // MARK: C libraries (only the kernel-facing files of FilterData import these)
@@ -117,6 +118,9 @@ let package = Package(
                 "CHallpassSys",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
+                // filter-control's long-running parts are services of one group.
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "SystemPackage", package: "swift-system"),
                 // Rule downloads: a small HTTPS GET client with SPKI pins (Sources/FilterControl/Rules).
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -144,7 +148,9 @@ let package = Package(
         ),
         .executableTarget(
             name: "FilterControlMain",
-            dependencies: ["FilterControl", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "FilterControl", .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict
         ),
         .executableTarget(name: "FilterDataMain", dependencies: ["FilterData"], swiftSettings: strict),
@@ -171,7 +177,12 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ]),
-        .testTarget(name: "FilterControlTests", dependencies: ["FilterControl", "VerdictCore", "SharedStore"]),
+        .testTarget(
+            name: "FilterControlTests",
+            dependencies: [
+                "FilterControl", "VerdictCore", "SharedStore", .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]),
         // Root-only: real kernel queue, network namespaces, nginx and curl.
         .testTarget(name: "IntegrationTests", dependencies: ["FilterControl", "FilterData", "VerdictCore", "CHallpassSys"]),
     ]

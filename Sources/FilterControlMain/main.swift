@@ -5,12 +5,12 @@
 // `filterctl reload`, and on SIGTERM or SIGINT stops filter-data and
 // removes the kernel rules.
 import ArgumentParser
-import Dispatch
 import FilterControl
 import Foundation
+import Logging
 
 @main
-struct FilterControlCommand: ParsableCommand {
+struct FilterControlCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "filter-control",
         abstract: "Run hallpass: kernel rules, a supervised filter-data, the admin socket.",
@@ -59,38 +59,15 @@ struct FilterControlCommand: ParsableCommand {
                 """))
     var removeRules = false
 
-    func run() throws {
+    func run() async throws {
         if removeRules { return try FilterControlCommand.removeKernelRules() }
         let binary = dataBinary ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
             .deletingLastPathComponent().appendingPathComponent("filter-data").path
-        let daemon: Daemon
-        do {
-            daemon = try Daemon(
-                options: .init(configPath: config, store: store, runtimeDirectory: runtimeDirectory, dataBinary: binary),
-                log: { say($0) })
-            try daemon.start()
-        } catch {
-            say(error.message)
-            throw ExitCode(error.status)
-        }
-
-        let stop = DispatchSemaphore(value: 0)
-        var sources: [any DispatchSourceSignal] = []
-        for signalNumber in [SIGTERM, SIGINT, SIGHUP] {
-            signal(signalNumber, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-            if signalNumber == SIGHUP {
-                source.setEventHandler { daemon.reload() }
-            } else {
-                source.setEventHandler { stop.signal() }
-            }
-            source.resume()
-            sources.append(source)
-        }
-        stop.wait()
-        say("stopping")
-        daemon.stop()
-        _ = sources
+        HallpassLogging.bootstrap(identifier: "filter-control")
+        let logger = Logger(label: "hallpass.filter-control")
+        let status = await FilterControlApplication.run(
+            options: .init(configPath: config, store: store, runtimeDirectory: runtimeDirectory, dataBinary: binary), logger: logger)
+        if status != 0 { throw ExitCode(status) }
     }
 }
 

@@ -98,6 +98,8 @@ public struct Reason: Sendable, Hashable, CustomStringConvertible {
         case examList = "exam-list"
         /// An exam is in force and the name is not on the exam's list.
         case exam
+        /// filter-control has not said yet which group the flow's user is in.
+        case unknownUser = "unknown-user"
     }
 
     public var source: Source
@@ -150,6 +152,7 @@ public struct Reason: Sendable, Hashable, CustomStringConvertible {
             bytes.append(contentsOf: "an exam is in force; on the exam's list, rule ".utf8)
             bytes.append(contentsOf: (rule ?? "?").utf8)
         case .exam: bytes.append(contentsOf: "an exam is in force: only the exam's list is reachable".utf8)
+        case .unknownUser: bytes.append(contentsOf: "waiting for filter-control to say which group the user is in".utf8)
         }
     }
 }

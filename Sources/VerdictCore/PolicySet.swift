@@ -74,11 +74,25 @@ public struct PolicySet: Sendable, Hashable {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    private static func token(_ audience: Audience) -> String {
+    /// How an audience is written in a `user` line: the group's name, `-` for no group, `system`.
+    public static func token(_ audience: Audience) -> String {
         switch audience {
         case .group(let name): name
         case .ungrouped: "-"
         case .system: "system"
+        }
+    }
+
+    /// The audience a `user` line names (a group name: the characters a school's group name may have).
+    public static func audience(token: some StringProtocol) -> Audience? {
+        switch token {
+        case "-": return .ungrouped
+        case "system": return .system
+        default:
+            guard (1...64).contains(token.count), token.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else {
+                return nil
+            }
+            return .group(String(token))
         }
     }
 
@@ -129,7 +143,8 @@ public struct PolicySet: Sendable, Hashable {
             case "user":
                 guard fields.count == 3, let uid = UInt32(fields[1]) else { throw PolicyText.ParseError(line: number, reason: "expected 'user UID GROUP' (or '-' or 'system')") }
                 guard users.count < Self.maximumUsers else { throw PolicyText.ParseError(line: number, reason: "more than \(Self.maximumUsers) users") }
-                users[uid] = fields[2] == "-" ? .ungrouped : fields[2] == "system" ? .system : .group(String(fields[2]))
+                guard let audience = audience(token: fields[2]) else { throw PolicyText.ParseError(line: number, reason: "'\(fields[2])' is not a group name") }
+                users[uid] = audience
             case "askUsers":
                 guard fields.count == 2, fields[1] == "yes" || fields[1] == "no" else { throw PolicyText.ParseError(line: number, reason: "expected 'askUsers yes|no'") }
                 askUsers = fields[1] == "yes"

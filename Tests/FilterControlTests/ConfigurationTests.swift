@@ -1,6 +1,8 @@
 import FilterControl
 import Foundation
 import SharedStore
+import Logging
+import ServiceLifecycle
 import Testing
 import VerdictCore
 
@@ -121,21 +123,24 @@ extension ConfigurationTests {
 }
 
 @Suite struct AdminSocketTests {
-    @Test func aRequestAndItsAnswerCrossTheSocket() throws {
+    @Test func aRequestAndItsAnswerCrossTheSocket() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("hallpass-admin-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let path = folder + "/control.sock"
-        let server = try AdminServer(path: path, group: nil) { request in
-            let reply = AdminReply(exitCode: 0, output: "\(request.command.rawValue) \(request.targets ?? [])\n")
+        let server = try await AdminService(path: path, group: nil, logger: Logger(label: "test")) { request, peer in
+            let reply = AdminReply(exitCode: 0, output: "\(request.command.rawValue) \(request.targets ?? []) uid \(peer.uid)\n")
             return try! AdminCoding.encoder.encode(reply)
         }
-        server.start()
-        defer { server.stop() }
+        let group = ServiceGroup(services: [server], logger: Logger(label: "test"))
+        let running = Task { try await group.run() }
+        defer {
+            Task { await group.triggerGracefulShutdown() }
+        }
         var status = stat()
         #expect(stat(path, &status) == 0 && status.st_mode & 0o777 == 0o600, "only the owner may connect without an admin group")
         let data = try AdminClient.send(AdminRequest(command: .check, targets: ["a.example"]), to: path)
         let reply = try AdminCoding.decoder.decode(AdminReply.self, from: data)
-        #expect(reply.output == "check [\"a.example\"]\n")
+        #expect(reply.output == "check [\"a.example\"] uid \(getuid())\n", "the peer's uid comes from SO_PEERCRED")
         // Nonsense gets an answer saying so, not a hang or a crash.
         let client = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(client) }
@@ -150,6 +155,9 @@ extension ConfigurationTests {
         var buffer = [UInt8](repeating: 0, count: 4096)
         let count = read(client, &buffer, buffer.count)
         #expect(count > 0 && String(decoding: buffer[0..<max(0, count)], as: UTF8.self).contains("admin.bad-request"))
+        await group.triggerGracefulShutdown()
+        try await running.value
+        #expect(stat(path, &status) != 0, "the socket file goes with the service")
     }
 
     @Test func noDaemonIsAClearError() {

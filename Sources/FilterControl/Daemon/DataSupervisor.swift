@@ -9,7 +9,14 @@ public import Foundation
 /// New rules go to the running process (`useRules`) and are the ones the
 /// next start uses.
 ///
-/// One thread runs the loop; the public methods may be called from any thread.
+/// One thread runs the loop: it waits in poll(2) on the control channel and
+/// filter-data's output (a SOCK_SEQPACKET pair, whose one-message-per-read
+/// framing an event loop's coalesced writes would break), which is the one
+/// blocking wait of filter-control that is not an event loop's. The public
+/// methods may be called from any thread or task.
+///
+/// What filter-data asks besides names (which group a user is in) and the
+/// decisions it reports reach `onEvent`, on the loop thread.
 public final class DataSupervisor: @unchecked Sendable {
     // @unchecked Sendable: the mutable state is guarded by `lock`; the loop
     // thread alone touches `child` and `channel`.
@@ -53,7 +60,17 @@ public final class DataSupervisor: @unchecked Sendable {
     private var state = Status()
     private var rules: (store: String, policy: String)
     private var stopping = false
-    private var pendingRules = false
+    /// What to hand the running filter-data next (nil: nothing new).
+    private var pending: Pending?
+    /// The channel to the running filter-data, for `send` from other threads.
+    private var currentChannel: ControlChannel?
+    private let onEvent: @Sendable (DataEvent) -> Void
+
+    private enum Pending {
+        case rules(store: String, policy: String)
+        /// The policy set only: the store in force stays mapped.
+        case policy(String)
+    }
     private var thread: Thread?
     private let finished = DispatchSemaphore(value: 0)
 
@@ -68,11 +85,23 @@ public final class DataSupervisor: @unchecked Sendable {
     private var lastPing = Date.distantPast
     private var lastHeard = Date()
 
-    public init(launch: Launch, store: String, policy: String, answerer: NeedRulesAnswerer, log: @escaping @Sendable (String) -> Void) {
+    public init(
+        launch: Launch, store: String, policy: String, answerer: NeedRulesAnswerer, log: @escaping @Sendable (String) -> Void,
+        onEvent: @escaping @Sendable (DataEvent) -> Void = { _ in }
+    ) {
         self.launch = launch
         self.rules = (store, policy)
         self.answerer = answerer
         self.log = log
+        self.onEvent = onEvent
+    }
+
+    /// Sends a message to the running filter-data now; false when none runs
+    /// or it cannot take it (it asks again, or starts with the files).
+    @discardableResult
+    public func send(_ message: ControlMessage) -> Bool {
+        guard let channel = lock.withLock({ currentChannel }) else { return false }
+        return (try? channel.send(message)) != nil
     }
 
     public var status: Status { lock.withLock { state } }
@@ -98,8 +127,39 @@ public final class DataSupervisor: @unchecked Sendable {
     public func useRules(store: String, policy: String) {
         lock.withLock {
             rules = (store, policy)
-            pendingRules = true
+            pending = .rules(store: store, policy: policy)
         }
+    }
+
+    /// The policy set at `policy` was written again (same path or not): the
+    /// running filter-data reads it, keeping its store.
+    public func usePolicy(_ policy: String) {
+        lock.withLock {
+            rules.policy = policy
+            if case .rules(let store, _) = pending {
+                pending = .rules(store: store, policy: policy)
+            } else {
+                pending = .policy(policy)
+            }
+        }
+    }
+
+    /// `useRules` or `usePolicy` (no `store`), waiting without blocking a
+    /// thread (at most `timeout`) for filter-data to say what it made of them.
+    public func apply(store: String?, policy: String, waitingAtMost timeout: Duration) async -> RulesAnswer {
+        let before = lock.withLock { state.rulesAnswers }
+        if let store { useRules(store: store, policy: policy) } else { usePolicy(policy) }
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let answer: RulesAnswer? = lock.withLock {
+                guard state.rulesAnswers > before else { return nil }
+                if let refusal = state.lastRulesRefusal { return .refused(refusal) }
+                return .loaded(version: state.rulesVersion ?? 0)
+            }
+            if let answer { return answer }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return .pending
     }
 
     /// What the running filter-data made of the rules of the last `useRules`.
@@ -137,11 +197,15 @@ public final class DataSupervisor: @unchecked Sendable {
                 usleep(20_000)
                 continue
             }
-            let sendRules: (store: String, policy: String)? = lock.withLock {
-                defer { pendingRules = false }
-                return pendingRules ? rules : nil
+            let next: Pending? = lock.withLock {
+                defer { pending = nil }
+                return pending
             }
-            if let sendRules { send(.useRules(store: sendRules.store, policy: sendRules.policy)) }
+            switch next {
+            case .rules(let store, let policy): sendOnLoop(.useRules(store: store, policy: policy))
+            case .policy(let policy): sendOnLoop(.usePolicy(policy))
+            case nil: break
+            }
             var ready = [pollfd(fd: channel.descriptor, events: Int16(POLLIN), revents: 0)]
             if let output { ready.append(pollfd(fd: output.descriptor, events: Int16(POLLIN), revents: 0)) }
             _ = poll(&ready, nfds_t(ready.count), 200)
@@ -153,6 +217,7 @@ public final class DataSupervisor: @unchecked Sendable {
             stop(child)
             output?.forwardLines(to: log, untilEnd: true)
         }
+        lock.withLock { currentChannel = nil }
         channel = nil
         child = nil
         output = nil
@@ -219,7 +284,8 @@ public final class DataSupervisor: @unchecked Sendable {
             lock.withLock {
                 state.pid = process.pid
                 state.startedAt = Date()
-                pendingRules = false
+                pending = nil
+                currentChannel = pair.0
             }
             log("filter-data started (pid \(process.pid))")
         } catch {
@@ -269,7 +335,11 @@ public final class DataSupervisor: @unchecked Sendable {
                     state.countersAt = Date()
                     if let version = state.counters["rulesVersion"] { state.rulesVersion = version }
                 }
-            case .useRules, .answer, .noAnswer, .ping:
+            case .askUser(let uid):
+                onEvent(.askUser(uid))
+            case .reports(let reports):
+                onEvent(.reports(reports))
+            case .useRules, .usePolicy, .userPlacement, .answer, .noAnswer, .ping:
                 log("filter-data sent a message meant for filter-control")
             }
         }
@@ -280,7 +350,7 @@ public final class DataSupervisor: @unchecked Sendable {
         let now = Date()
         if now.timeIntervalSince(lastPing) >= 1 {
             pingNumber += 1
-            send(.ping(pingNumber))
+            sendOnLoop(.ping(pingNumber))
             lastPing = now
         }
         if now.timeIntervalSince(lastHeard) > unresponsiveAfter {
@@ -291,7 +361,7 @@ public final class DataSupervisor: @unchecked Sendable {
         if !child.isRunning { ended() }
     }
 
-    private func send(_ message: ControlMessage) {
+    private func sendOnLoop(_ message: ControlMessage) {
         do {
             try channel?.send(message)
         } catch ControlChannel.Failure.closed {
@@ -311,6 +381,7 @@ public final class DataSupervisor: @unchecked Sendable {
         self.child = nil
         channel = nil
         let stopping = lock.withLock { () -> Bool in
+            currentChannel = nil
             state.pid = nil
             state.lastExit = DataSupervisor.describe(status)
             return self.stopping
@@ -405,4 +476,12 @@ final class ChildOutput {
             dropped = 0
         }
     }
+}
+
+/// What filter-data tells filter-control besides names, health and rules.
+public enum DataEvent: Sendable {
+    /// A flow of this user waits: which group are they in?
+    case askUser(UInt32)
+    /// Decisions to record (first decisions of flows, blocked DNS queries).
+    case reports([FlowReport])
 }

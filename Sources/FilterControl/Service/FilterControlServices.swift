@@ -1,0 +1,178 @@
+import FilterData
+import Foundation
+public import Logging
+import NIOCore
+import NIOPosix
+public import ServiceLifecycle
+import UnixSignals
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// filter-control as one group of services (swift-service-lifecycle): what
+/// must be in place before anything filters (the configuration, the rules,
+/// the kernel rules, the admin socket) is set up first, in order; then the
+/// services run until SIGTERM or SIGINT; they stop in the reverse order of
+/// `services` (the admin socket first, filter-data last); then the kernel
+/// rules go. SIGHUP reloads, like `filterctl reload`.
+public enum FilterControlApplication {
+    /// Runs filter-control to its end; returns the exit status.
+    public static func run(options: Control.Options, logger: Logger) async -> Int32 {
+        let control: Control
+        do {
+            control = try await Control(options: options, logger: logger)
+            try await control.prepare()
+        } catch {
+            logger.error("\(error.message)")
+            return error.status
+        }
+        let configuration = await control.configuration
+        let rules = KernelRules(queue: configuration.queue.number, failOpen: configuration.queue.failMode == .open)
+        if KernelRules.Family.allCases.contains(where: { KernelRules.isInstalled($0) }) {
+            // An earlier filter-control ended without removing them (killed outside
+            // systemd, whose ExecStopPost would have): install rewrites the chains
+            // in one step and adds no second jump.
+            logger.notice("kernel rules of an earlier run found; replacing them")
+        }
+        do {
+            try rules.install()
+        } catch {
+            KernelRules.remove()
+            logger.error("cannot install the kernel rules: \(error)")
+            return 71
+        }
+        logger.info(
+            "kernel rules installed",
+            metadata: ["hallpass.queue": "\(configuration.queue.number)", "hallpass.failMode": "\(configuration.queue.failMode.rawValue)"])
+        defer {
+            KernelRules.remove()
+            logger.info("kernel rules removed")
+        }
+        let admin: AdminService
+        do {
+            admin = try await AdminService(path: configuration.admin.socket, group: configuration.admin.group, logger: logger) { request, peer in
+                await control.answer(request, peer: peer)
+            }
+        } catch {
+            logger.error("cannot open the admin socket: \(error)")
+            return 71
+        }
+        do {
+            try await control.startBlockPage()
+        } catch {
+            logger.error("\(error.message)")
+            return error.status
+        }
+        let services: [any Service] = [
+            DataSupervisorService(control: control, logger: logger),
+            PolicyClockService(control: control),
+            RuleRefreshService(control: control, interval: .seconds(configuration.rules.refresh), enabled: options.store == nil && configuration.rules.source != nil),
+            SignalService(control: control, logger: logger),
+            admin,
+        ]
+        let group = ServiceGroup(
+            configuration: .init(services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        do {
+            try await group.run()
+        } catch {
+            logger.error("stopped on an error: \(error)")
+        }
+        logger.info("stopping")
+        await control.stopBlockPage()
+        await control.saveConnections()
+        return 0
+    }
+}
+
+/// Runs filter-data (DataSupervisor's loop thread) until the shutdown, then
+/// stops it: it gives held packets their default and sends the verdicts in
+/// hand. It is the last service to stop, so filtering goes on until the end.
+struct DataSupervisorService: Service {
+    let control: Control
+    let logger: Logger
+
+    func run() async throws {
+        let supervisor = control.supervisor
+        supervisor.start()
+        try? await gracefulShutdown()
+        // The stop blocks (filter-data's exit, at most 5 s): on a thread of its own, not a task's.
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            let thread = Thread {
+                supervisor.stop()
+                done.resume()
+            }
+            thread.name = "hallpass.supervisor.stop"
+            thread.start()
+        }
+    }
+}
+
+/// The school's clock: every second the policy in force is worked out again
+/// (schedules switch at the minute, exams and overrides end at their time, a
+/// stepped clock is simply read again); a change reaches filter-data and
+/// cuts the open connections it now blocks.
+struct PolicyClockService: Service {
+    let control: Control
+
+    func run() async throws {
+        await control.applyPolicy(reason: "start")
+        try await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                try await Task.sleep(for: .seconds(1))
+                await control.applyPolicy(reason: "the school's clock")
+            }
+        }
+    }
+}
+
+/// Asks `rules.source` for a newer bundle every `rules.refresh` (±10 %).
+struct RuleRefreshService: Service {
+    let control: Control
+    let interval: Duration
+    let enabled: Bool
+
+    func run() async throws {
+        guard enabled else {
+            try? await gracefulShutdown()
+            return
+        }
+        try await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                let seconds = Double(interval.components.seconds)
+                try await Task.sleep(for: .seconds(seconds * Double.random(in: 0.9...1.1)))
+                _ = await control.refresh()
+            }
+        }
+    }
+}
+
+/// SIGHUP reloads (systemd's reload runs `filterctl reload`, which reports
+/// the result; SIGHUP from elsewhere gets the same reload, logged).
+struct SignalService: Service {
+    let control: Control
+    let logger: Logger
+
+    func run() async throws {
+        let signals = await UnixSignalsSequence(trapping: .sighup)
+        try await cancelWhenGracefulShutdown {
+            for await _ in signals {
+                logger.info("SIGHUP: reloading")
+                _ = await control.reload()
+            }
+        }
+    }
+}
+
+extension Control {
+    /// The periodic refresh: reload only when a newer bundle was installed.
+    func refresh() async -> UpdateOutcome? {
+        guard let updater else { return nil }
+        let outcome = await updater.update()
+        if case .installed = outcome {
+            await reload()
+        } else {
+            logger.info("rule refresh: \(outcome)")
+        }
+        return outcome
+    }
+}
