@@ -52,7 +52,7 @@ struct Filterctl: ParsableCommand {
             """,
         subcommands: [
             Compile.self, Check.self, Replay.self, Status.self, Reload.self, RequestsCommand.self, CACommand.self, BundleCommand.self,
-            ConfigCommand.self,
+            ConfigCommand.self, PolicyCommand.self, ExamCommand.self, AllowCommand.self, BlockCommand.self, OverridesCommand.self,
         ]
     )
 }
@@ -156,6 +156,18 @@ struct Check: ParsableCommand {
     @Option(name: .long, help: "The admin socket of the running filter-control.")
     var socket: String?
 
+    @Option(name: .long, help: "As this uid would get it (its group, through the running filter-control).")
+    var uid: UInt32?
+
+    @Option(name: .long, help: "As this user would get it (the name is looked up by filter-control).")
+    var user: String?
+
+    @Option(name: .long, help: "At this time on the school's clock, e.g. 2026-11-25T10:15 (default: now).")
+    var at: String?
+
+    @Option(name: .long, help: "With --bundle: as a person of this group of the bundle's policy would get it.")
+    var group: String?
+
     func run() throws {
         guard rules.isOffline else {
             var list: [String] = []
@@ -167,12 +179,16 @@ struct Check: ParsableCommand {
                 }
             }
             let reply = try AdminCommand.reply(
-                AdminRequest(command: .check, targets: list, json: json), socket: AdminCommand.socketPath(socket, config: rules.config))
+                AdminRequest(command: .check, targets: list, json: json, uid: uid, user: user, at: at),
+                socket: AdminCommand.socketPath(socket, config: rules.config))
             FileHandle.standardOutput.write(Data(reply.output.utf8))
             if reply.exitCode != 0 { throw ExitCode(ExitStatus.someTargetsInvalid) }
             return
         }
-        var runner = CheckRunner(engine: try rules.loadEngine(), format: json ? .json : .text)
+        guard uid == nil, user == nil else {
+            throw ValidationError("--uid and --user ask the running filter-control (which knows the users): leave out --store and --bundle")
+        }
+        var runner = CheckRunner(engine: try rules.loadEngine(group: group, at: at), format: json ? .json : .text)
         for target in targets {
             if target == "-" {
                 if case .failure(let error) = Result(catching: { () throws(CheckIOError) in
