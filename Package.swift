@@ -171,8 +171,24 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ]),
-        .testTarget(name: "FilterControlTests", dependencies: ["FilterControl", "VerdictCore", "SharedStore"]),
+        .testTarget(
+            name: "FilterControlTests",
+            dependencies: [
+                "FilterControl", "VerdictCore", "SharedStore",
+                // The audit log's tests: a logger for it, and a collector stand-in on loopback.
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]),
         // Root-only: real kernel queue, network namespaces, nginx and curl.
-        .testTarget(name: "IntegrationTests", dependencies: ["FilterControl", "FilterData", "VerdictCore", "CHallpassSys"]),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: [
+                "FilterControl", "FilterData", "VerdictCore", "CHallpassSys",
+                // The audit log sent to rsyslog from a test namespace (an event loop whose thread is in it).
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]),
     ]
 )
