@@ -175,10 +175,11 @@ let package = Package(
             name: "FilterControlTests",
             dependencies: [
                 "FilterControl", "VerdictCore", "SharedStore",
-                // The audit log's tests: a logger for it, and a collector stand-in on loopback.
+                // The audit log's tests: a logger for it, and a collector stand-in on loopback (TCP and TLS).
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]),
         // Root-only: real kernel queue, network namespaces, nginx and curl.
         .testTarget(

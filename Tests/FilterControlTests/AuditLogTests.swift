@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import NIOSSL
 import Testing
 
 func auditFolder() throws -> String {
@@ -311,5 +312,68 @@ final class CollectorStub: @unchecked Sendable {
         await forwarder.finish()
         await running.value
         await collector.close()
+    }
+}
+
+/// A TLS listener on loopback with a certificate for localhost made by openssl, for the tls:// collector.
+@Suite struct SyslogTLSTests {
+    let logger = Logger(label: "hallpass.audit.test")
+
+    static func certificate(in folder: String) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        process.arguments = [
+            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2", "-subj", "/CN=localhost",
+            "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", folder + "/key.pem", "-out", folder + "/cert.pem",
+        ]
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+    }
+
+    @Test func tlsRecordsArriveWithTheCAFileAndAreRefusedWithoutIt() async throws {
+        let folder = try auditFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try Self.certificate(in: folder)
+        let context = try NIOSSLContext(
+            configuration: .makeServerConfiguration(
+                certificateChain: try NIOSSLCertificate.fromPEMFile(folder + "/cert.pem").map { .certificate($0) },
+                privateKey: .file(folder + "/key.pem")))
+        let box = CollectorStub.NIOLockedBox()
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { child in
+                child.eventLoop.makeCompletedFuture {
+                    try child.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
+                    try child.pipeline.syncOperations.addHandler(CollectorStub.Sink(box: box))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = server.localAddress!.port!
+        let message = AuditFormat.syslogMessage(sampleRecord(), facility: .local0, processID: 1)
+
+        let trusting = SyslogForwarder(
+            target: .init(transport: .tls, host: "127.0.0.1", port: port), caFile: folder + "/cert.pem", capacity: 10, logger: logger)
+        let running = Task { await trusting.run() }
+        await trusting.enqueue(message)
+        let text = { box.lock.withLock { String(decoding: box.bytes, as: UTF8.self) } }
+        #expect(await eventually(within: 2) { SyslogForwarderTests.frames(text()).count == 1 })
+        #expect(SyslogForwarderTests.frames(text()) == [String(decoding: message, as: UTF8.self)])
+        await trusting.finish()
+        await running.value
+
+        // Without the CA file the collector's certificate is not trusted: nothing is sent, and the error says why.
+        let doubting = SyslogForwarder(
+            target: .init(transport: .tls, host: "127.0.0.1", port: port), caFile: nil, capacity: 10,
+            backoff: .init(initial: .milliseconds(50), maximum: .milliseconds(100)), logger: logger)
+        let second = Task { await doubting.run() }
+        await doubting.enqueue(message)
+        #expect(await eventually(within: 2) { await doubting.currentCounters().lastError != nil })
+        let counters = await doubting.currentCounters()
+        #expect(counters.sent == 0 && counters.buffered == 1, "\(counters)")
+        second.cancel()
+        await second.value
+        #expect(SyslogForwarderTests.frames(text()).count == 1)
+        try? await server.close()
     }
 }
