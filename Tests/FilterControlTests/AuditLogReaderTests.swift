@@ -88,3 +88,28 @@ import Testing
         #expect(AuditLogText.line(sampleRecord()).hasSuffix("block  tls    casino.example:443  alice  category gambling (rule casino.example)"))
     }
 }
+
+extension FilterctlTests {
+    @Test func logAndTopReadTheAuditFile() throws {
+        let folder = try Filterctl.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let path = folder + "/audit.jsonl"
+        var allowed = sampleRecord(time: Date(), user: "bob")
+        allowed.action = .allow
+        allowed.host = "wiki.example"
+        allowed.category = nil
+        allowed.rule = nil
+        allowed.reason = "unknown"
+        let text = [sampleRecord(time: Date()), allowed].map { String(decoding: AuditFormat.jsonLine($0), as: UTF8.self) }.joined()
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        let json = try Filterctl.run(["log", "--file", path, "--blocked", "--json"])
+        #expect(json.status == 0, "\(json.stderr)")
+        #expect(json.stdout == text.split(separator: "\n")[0] + "\n", "the record's own line, as written")
+        let lines = try Filterctl.run(["log", "--file", path, "--user", "bob", "--since", "1h"])
+        #expect(lines.status == 0 && lines.stdout.contains("allow  tls    wiki.example:443  bob") && !lines.stdout.contains("casino"))
+        let top = try Filterctl.run(["top", "--file", path])
+        #expect(top.status == 0 && top.stdout.hasPrefix("1 blocked from ") && top.stdout.contains("casino.example") && !top.stdout.contains("wiki.example"))
+        #expect(try Filterctl.run(["log", "--file", folder + "/none.jsonl"]).status == 66)
+        #expect(try Filterctl.run(["log", "--file", path, "--since", "yesterday"]).status == 64)
+    }
+}
