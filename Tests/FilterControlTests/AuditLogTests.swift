@@ -280,7 +280,8 @@ final class CollectorStub: @unchecked Sendable {
         await forwarder.enqueue(message)
         #expect(await eventually(within: 2) { Self.frames(collector.text()).count == 2 })
         #expect(Self.frames(collector.text()) == [String(decoding: message, as: UTF8.self), String(decoding: message, as: UTF8.self)])
-        #expect(await forwarder.currentCounters().sent == 2)
+        // Counted once the write completed, which may be a moment after the bytes arrived.
+        #expect(await eventually(within: 2) { await forwarder.currentCounters().sent == 2 })
         await forwarder.finish()
         await running.value
         await collector.close()
@@ -307,6 +308,7 @@ final class CollectorStub: @unchecked Sendable {
         #expect(await eventually(within: 5) { Self.frames(collector.text()).count == 3 })
         let hosts = Self.frames(collector.text()).map { $0.contains("host=\"n3.example\"") || $0.contains("host=\"n4.example\"") || $0.contains("host=\"n5.example\"") }
         #expect(hosts == [true, true, true], "the oldest two went when the buffer was full")
+        #expect(await eventually(within: 2) { await forwarder.currentCounters().sent == 3 })
         counters = await forwarder.currentCounters()
         #expect(counters.sent == 3 && counters.buffered == 0 && counters.dropped == 2)
         await forwarder.finish()
