@@ -141,14 +141,17 @@ import Testing
                     "unshare", "--mount", "--propagation", "private", "sh", "-c",
                     "mount --bind \(folder)/passwd /etc/passwd && mount --bind \(folder)/group /etc/group && exec "
                         + identity.joined(separator: " ") + " dbus-daemon --config-file=\(folder)/session.conf --nofork",
-                ], logPath: FileManager.default.temporaryDirectory.path + "/hallpass-notice-\(uid)-bus.log"))
+                ], logPath: folder + "/bus.log"))
+        func logs() -> String {
+            ["bus", "listener"].map { ((try? String(contentsOfFile: folder + "/\($0).log", encoding: .utf8)) ?? "") }.joined(separator: "\n")
+        }
         try waitFor("the session bus") { access(bus, F_OK) == 0 }
         let calls = folder + "/calls.jsonl"
         let listener = TestNetwork.packageRoot + "/Tests/IntegrationTests/Helpers/notification_listener.py"
         processes.append(
             try ChildProcess(
                 identity + ["/usr/bin/python3", listener, "--address", "unix:path=\(bus)", "--out", calls],
-                logPath: FileManager.default.temporaryDirectory.path + "/hallpass-notice-\(uid)-listener.log"))
+                logPath: folder + "/listener.log"))
         try waitFor("the notification listener") { access(calls + ".ready", F_OK) == 0 }
 
         // What dbus-daemon accepts: root, as itself, is turned away by a session bus.
@@ -176,7 +179,7 @@ import Testing
         notifier.finish()
         await running.value
         let counters = notifier.counters()
-        #expect(counters.sent == 1 && counters.failed == 0 && counters.rateLimited == 1, "\(counters)")
+        #expect(counters.sent == 1 && counters.failed == 0 && counters.rateLimited == 1, "\(counters) \(logs())")
         let received = ((try? String(contentsOfFile: calls, encoding: .utf8)) ?? "").split(separator: "\n")
         #expect(received.count == 1)
         let call = try #require(try JSONSerialization.jsonObject(with: Data((received.first ?? "").utf8)) as? [String: Any])
