@@ -379,3 +379,19 @@ final class CollectorStub: @unchecked Sendable {
         try? await server.close()
     }
 }
+
+extension AuditFileTests {
+    @Test func maintenanceRotatesAnOldFileWhenNothingIsWritten() throws {
+        let folder = try auditFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let path = folder + "/audit.jsonl"
+        let now = Date()
+        let old = sampleRecord(time: now.addingTimeInterval(-5 * 86_400))
+        try String(decoding: AuditFormat.jsonLine(old), as: UTF8.self).write(toFile: path, atomically: true, encoding: .utf8)
+        let file = AuditFile(path: path, maxBytes: 1 << 20, keepFiles: 10, retention: 30 * 86_400)
+        try file.maintain(now: now.addingTimeInterval(-3 * 86_400))
+        #expect(lines(path).count == 1, "two days old: not yet (rotation age 3 days)")
+        try file.maintain(now: now)
+        #expect(lines(path).isEmpty && lines(path + ".1").count == 1)
+    }
+}

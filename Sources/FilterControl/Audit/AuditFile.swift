@@ -63,6 +63,18 @@ public final class AuditFile: @unchecked Sendable {
         size += lines.count
     }
 
+    /// What the passing of time asks for when no record comes: the file in
+    /// use rotated once its first record is older than `rotationAge`, and
+    /// rotated files past the retention removed. `AuditLog` calls it hourly.
+    public func maintain(now: Date = Date()) throws(Failure) {
+        try openIfNeeded(now: now)
+        if size > 0, let first = firstRecordTime, now.timeIntervalSince(first) > rotationAge {
+            try rotate(now: now)
+        } else {
+            prune(now: now)
+        }
+    }
+
     /// Closes the file; the next record opens `path` again (a new file when logrotate moved the old one).
     public func reopen() {
         if descriptor >= 0 { close(descriptor) }

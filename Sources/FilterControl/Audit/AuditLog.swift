@@ -146,6 +146,15 @@ public final class AuditLog: Sendable {
             ])
         await withTaskGroup(of: Void.self) { group in
             if let forwarder { group.addTask { await forwarder.run() } }
+            if file != nil {
+                // Retention holds while nothing is blocked too.
+                group.addTask {
+                    while !Task.isCancelled {
+                        await self.maintainFile(now: Date())
+                        try? await Task.sleep(for: .seconds(3600))
+                    }
+                }
+            }
             var cache = PersonCache()
             for await decision in stream {
                 let person = await cache.person(uid: decision.uid, gid: decision.gid, now: Date(), lookup: lookup)
@@ -153,7 +162,8 @@ public final class AuditLog: Sendable {
             }
             if let forwarder {
                 await forwarder.finish()
-                // The collector gets two seconds for what it still holds.
+                // The collector gets two seconds for what it still holds
+                // (the first child to end is the forwarder or this sleep).
                 group.addTask {
                     try? await Task.sleep(for: .seconds(2))
                 }
@@ -163,6 +173,16 @@ public final class AuditLog: Sendable {
         }
         try? await fileThread?.shutdownGracefully()
         logger.info("audit: stopped", metadata: ["hallpass.audit.written": "\(state.withLockedValue { $0.written })"])
+    }
+
+    func maintainFile(now: Date) async {
+        guard let file, let fileThread else { return }
+        let outcome = try? await fileThread.runIfActive {
+            file.withLockedValue { file in Result { () throws(AuditFile.Failure) in try file.maintain(now: now) } }
+        }
+        if case .failure(let error)? = outcome {
+            logger.error("audit: cannot rotate or prune the audit file", metadata: ["hallpass.error": "\(error)"])
+        }
     }
 
     private func write(_ record: AuditRecord) async {
