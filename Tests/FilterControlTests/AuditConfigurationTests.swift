@@ -58,6 +58,7 @@ import Testing
         ("log:\n  syslog: tcp://logs.example\n  caFile: /etc/ca.pem\n", "log.caFile"),
         ("log:\n  facility: mail\n", "log.facility"),
         ("log:\n  colour: red\n", "log.colour"),
+        ("log:\n  machine: ../etc\n", "log.machine"),
         ("notify:\n  interval: 1s\n", "notify.interval"),
         ("notify: sometimes\n", "notify"),
     ])

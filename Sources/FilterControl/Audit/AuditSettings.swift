@@ -181,8 +181,8 @@ extension AuditSettings {
         if let key = fields["pseudonymKey"] { pseudonymKey = try key.absolutePath() }
         if let machine = fields["machine"] {
             let text = try machine.string()
-            guard (1...255).contains(text.utf8.count), text.allSatisfy({ $0.isASCII && !$0.isWhitespace && $0 != "\"" }) else {
-                throw machine.error("a machine name is 1 to 255 printable ASCII characters without spaces")
+            guard (1...255).contains(text.utf8.count), text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-._".contains($0)) }) else {
+                throw machine.error("a machine name is 1 to 255 of a-z, A-Z, 0-9, '-', '.', '_'")
             }
             self.machine = text
         }
