@@ -180,10 +180,23 @@ let package = Package(
         .testTarget(
             name: "FilterControlTests",
             dependencies: [
-                "FilterControl", "VerdictCore", "SharedStore", .product(name: "Logging", package: "swift-log"),
+                "FilterControl", "VerdictCore", "SharedStore",
+                // The audit log's tests: a logger for it, and a collector stand-in on loopback (TCP and TLS).
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
         // Root-only: real kernel queue, network namespaces, nginx and curl.
-        .testTarget(name: "IntegrationTests", dependencies: ["FilterControl", "FilterData", "VerdictCore", "CHallpassSys"]),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: [
+                "FilterControl", "FilterData", "VerdictCore", "CHallpassSys",
+                // The audit log sent to rsyslog from a test namespace (an event loop whose thread is in it).
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]),
     ]
 )

@@ -14,6 +14,8 @@
 #include <sys/ptrace.h>
 #include <sched.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
+#include <stdlib.h>
 #include <unistd.h>
 #include <linux/inet_diag.h>
 #include <linux/netfilter/nfnetlink.h>
@@ -200,3 +202,48 @@ int hp_socket_destroy(int family, uint8_t protocol, const uint8_t *local, const 
 }
 
 int hp_enter_network_namespace(int fd) { return setns(fd, CLONE_NEWNET); }
+
+int hp_connect_unix_as(const char *path, uid_t uid, gid_t gid) {
+    struct sockaddr_un address;
+    memset(&address, 0, sizeof(address));
+    address.sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof(address.sun_path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    strcpy(address.sun_path, path);
+    uid_t real_uid, effective_uid, saved_uid;
+    gid_t real_gid, effective_gid, saved_gid;
+    gid_t groups[256];
+    if (getresuid(&real_uid, &effective_uid, &saved_uid) != 0 || getresgid(&real_gid, &effective_gid, &saved_gid) != 0) return -1;
+    int group_count = getgroups(256, groups);
+    if (group_count < 0) return -1;
+    // Groups first (that needs CAP_SETGID, which the uid change takes away).
+    // -1 keeps the saved ids, so the thread may take back its own.
+    if (syscall(SYS_setgroups, 1, &gid) != 0) return -1;
+    if (syscall(SYS_setresgid, gid, gid, (gid_t)-1) != 0) {
+        int error = errno;
+        if (syscall(SYS_setgroups, group_count, groups) != 0) abort();
+        errno = error;
+        return -1;
+    }
+    int result = -1, error = 0;
+    if (syscall(SYS_setresuid, uid, uid, (uid_t)-1) != 0) {
+        error = errno;
+    } else {
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            error = errno;
+        } else if (connect(fd, (struct sockaddr *)&address, sizeof(address)) != 0) {
+            error = errno;
+            close(fd);
+        } else {
+            result = fd;
+        }
+        if (syscall(SYS_setresuid, real_uid, effective_uid, saved_uid) != 0) abort();
+    }
+    if (syscall(SYS_setresgid, real_gid, effective_gid, saved_gid) != 0) abort();
+    if (syscall(SYS_setgroups, group_count, groups) != 0) abort();
+    errno = error;
+    return result;
+}

@@ -87,6 +87,10 @@ public struct Configuration: Sendable, Hashable {
     public var blockPage = BlockPage()
     public var admin = Admin()
     public var blockedDNS = BlockedDNS.rewrite
+    /// The audit records: file, journald, syslog, and what they say about people.
+    public var log = AuditSettings()
+    /// The desktop notice for blocked flows that get no block page.
+    public var notify = NoticeSettings()
 
     public init() { applyBlockedDNS() }
 }
@@ -121,7 +125,7 @@ extension Configuration {
         }
         self.init()
         guard let root else { return }
-        let top = try ConfigNode(root, key: "").mapping(allowed: ["queue", "rules", "policy", "blockPage", "admin"])
+        let top = try ConfigNode(root, key: "").mapping(allowed: ["queue", "rules", "policy", "blockPage", "admin", "log", "notify"])
 
         if let queue = top["queue"] {
             let fields = try queue.mapping(allowed: ["number", "failMode", "peekBytes"])
@@ -229,6 +233,8 @@ extension Configuration {
             if let socket = fields["socket"] { self.admin.socket = try socket.absolutePath() }
             if let group = fields["group"] { self.admin.group = try group.string() }
         }
+        if let log = top["log"] { self.log = try AuditSettings(log) }
+        if let notify = top["notify"] { self.notify = try NoticeSettings(notify) }
         applyBlockedDNS()
     }
 

@@ -89,5 +89,45 @@ extension Configuration {
           socket: /run/hallpass/control.sock
           # group: hallpass-admin   (example)
 
+        log:
+          # The audit records: one per blocked flow (and, with allowed: all, per first decision of an
+          # allowed flow) with time, machine, uid, user, group, kind, host, url (plain HTTP only),
+          # destination, port, action, category, rule, reason and rulesVersion ('filterctl log' reads them).
+          # JSON lines, mode 0640 in a 0750 folder; 'none' writes no file. Rotated past maxFileSize
+          # (audit.jsonl.1 is the newest of keepFiles) and on SIGUSR1 (reopened after logrotate moved it).
+          file: /var/log/hallpass/audit.jsonl
+          maxFileSize: 16M
+          keepFiles: 10
+          # Rotated files older than this are removed; the file in use is rotated once its first record is.
+          retentionDays: 365
+          # The systemd journal, with fields HALLPASS_HOST=, HALLPASS_ACTION=, ... (journalctl HALLPASS_ACTION=block).
+          journald: true
+          # The school's collector: RFC 5424 over udp://, tcp:// (RFC 6587 octet counting) or tls://
+          # (system CAs plus caFile), port 514 (udp, tcp) or 6514 (tls) unless given. While it cannot be
+          # reached, up to syslogBuffer records wait (the oldest go first, counted in 'filterctl status'). (example)
+          # syslog: tcp://logs.school.example:514
+          # caFile: /etc/hallpass/logs-ca.pem
+          syslog: none
+          facility: local0
+          syslogBuffer: 10000
+          # What records say about the person: name (login name and uid) | pseudonym (a keyed hash of the
+          # name, the same on every machine holding the school's pseudonymKey; no uid) | none (no name, no uid).
+          users: name
+          # The per-school key of users: pseudonym (32 random bytes, made at first use when missing; copy the
+          # same file to every machine of the school). Default: <rules.directory>/pseudonym.key. (example)
+          # pseudonymKey: /etc/hallpass/pseudonym.key
+          # Allowed flows recorded besides every blocked one: none | all.
+          allowed: none
+          # The machine's name in the records (default: its host name). (example)
+          # machine: lab2-pc07
+
+        # A desktop notice (org.freedesktop.Notifications on the person's session bus) when a flow of theirs is
+        # blocked where no block page can show (HTTPS without the local CA, QUIC, programs that are not browsers):
+        # the name, the reason, blockPage.organization and how to ask for access. 'notify: false' turns it off.
+        notify:
+          enabled: true
+          # At most one notice per person and name in this time.
+          interval: 10m
+
         """
 }

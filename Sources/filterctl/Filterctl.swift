@@ -44,6 +44,7 @@ struct Filterctl: ParsableCommand {
         discussion: """
             Offline commands (no daemon needed): compile, check --store/--bundle, replay, bundle, config.
             Commands for the running filter-control (its admin socket): status, reload, check without --store.
+            The audit records (log.file): log, top.
 
             Exit status: 0 success; 1 check: some targets could not be read, config ready: not configured yet; 64 usage error;
             65 invalid or refused store, bundle, list or capture; 66 input missing or unreadable;
@@ -53,6 +54,7 @@ struct Filterctl: ParsableCommand {
         subcommands: [
             Compile.self, Check.self, Replay.self, Status.self, Reload.self, RequestsCommand.self, CACommand.self, BundleCommand.self,
             ConfigCommand.self, PolicyCommand.self, ExamCommand.self, AllowCommand.self, BlockCommand.self, OverridesCommand.self,
+            LogCommand.self, TopCommand.self,
         ]
     )
 }

@@ -72,4 +72,16 @@ int hp_socket_destroy(int family, uint8_t protocol, const uint8_t *local, const 
 /// setns(fd, CLONE_NEWNET) for the calling thread (tests run code inside a test namespace).
 int hp_enter_network_namespace(int fd);
 
+/// Connects a new AF_UNIX stream socket (close-on-exec) to `path` as the
+/// user `uid` with group `gid`: the calling thread alone takes that uid and
+/// gid (raw setresuid/setresgid/setgroups system calls, which change one
+/// thread where glibc's wrappers change every thread), connects, and takes
+/// its own identity back before returning. The kernel records the
+/// connecting credentials (SO_PEERCRED) at connect, so the peer (a user's
+/// D-Bus daemon) sees that user; nothing else runs as the user. Needs
+/// CAP_SETUID and CAP_SETGID. Returns the descriptor, or -1 with errno set.
+/// If the thread cannot take its identity back, the process aborts rather
+/// than go on with a thread of the wrong identity.
+int hp_connect_unix_as(const char *path, uid_t uid, gid_t gid);
+
 #endif
