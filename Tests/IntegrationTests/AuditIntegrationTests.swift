@@ -175,7 +175,7 @@ import Testing
         lookedUp.kind = .dns
         lookedUp.host = "other.example"
         notifier.consider(lookedUp)  // a DNS answer points at the block page: no notice
-        try waitFor("the notice", attempts: 20) { notifier.counters().sent + notifier.counters().failed >= 1 }
+        try waitFor("the notice") { notifier.counters().sent + notifier.counters().failed >= 1 }
         notifier.finish()
         await running.value
         let counters = notifier.counters()

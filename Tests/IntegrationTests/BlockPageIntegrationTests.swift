@@ -53,7 +53,10 @@ extension FilterIntegrationTests {
         blockPage:
           organization: "Lakeside Middle School"
           ca: \(network.folder)/ca
-        \(requestAccess ? "  requestAccess:\n    text: \"Ask your teacher\"\n    url: builtin\n" : "")admin:
+        \(requestAccess ? "  requestAccess:\n    text: \"Ask your teacher\"\n    url: builtin\n" : "")log:
+          file: \(network.folder)/audit.jsonl
+          journald: false
+        admin:
           socket: \(network.folder)/control.sock
         """
     }

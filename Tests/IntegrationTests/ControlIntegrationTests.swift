@@ -39,6 +39,9 @@ extension FilterIntegrationTests {
               unknown: ask
               askDefault: block
               askTimeout: 2s
+            log:
+              file: \(network.folder)/audit.jsonl
+              journald: false
             admin:
               socket: \(network.folder)/control.sock
             """.write(toFile: config, atomically: true, encoding: .utf8)

@@ -19,6 +19,9 @@ import Testing
             policy:
               block: [ demo ]
               unknown: allow
+            log:
+              file: \(network.folder)/audit.jsonl
+              journald: false
             admin:
               socket: \(network.folder)/control.sock
             """.write(toFile: config, atomically: true, encoding: .utf8)

@@ -127,6 +127,9 @@ extension FilterIntegrationTests {
               block: [ demo ]
               unknown: block
               noName: block
+            log:
+              file: \(network.folder)/audit.jsonl
+              journald: false
             admin:
               socket: \(network.folder)/control.sock
             """.write(toFile: config, atomically: true, encoding: .utf8)

@@ -23,7 +23,7 @@ extension Control {
         let reply: AdminReply
         switch request.command {
         case .status:
-            return (try? encoder.encode(status())) ?? Data()
+            return (try? encoder.encode(await status())) ?? Data()
         case .reload:
             reply = await reload()
         case .check:

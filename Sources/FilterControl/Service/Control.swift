@@ -2,6 +2,7 @@ public import BlockPage
 public import FilterData
 public import Foundation
 public import Logging
+import NIOConcurrencyHelpers
 import NIOPosix
 public import SharedStore
 import Synchronization
@@ -66,6 +67,11 @@ public actor Control {
     let connections = ConnectionRecords()
     let cutter = ConnectionCutter()
     private let users = UserDirectory()
+    /// The audit log (`log:`) and desktop notices (`notify:`); nil when switched off.
+    let audit: AuditLog?
+    let notifier: DesktopNotifier?
+    /// The policy groups of placed users, for the audit log's `group` (read off the actor).
+    let groupNames = NIOLockedValueBox<[UInt32: String]>([:])
 
     /// The engines of the policy set in force, for the block page's "why" and `filterctl check`.
     struct PageView: Sendable {
@@ -134,6 +140,31 @@ public actor Control {
             log: { [logger] line in logger.info("\(line)", metadata: ["hallpass.source": "filter-data"]) }, onEvent: events.deliver)
         let set = PolicySet(single: policy.base)
         pageView = Mutex(PageView(engines: PolicyEngines(rules: store, set: set), clock: policyClock))
+        let groupNames = self.groupNames
+        let hasOutput = configuration.log.file != nil || configuration.log.journald || configuration.log.syslog != nil
+        do {
+            audit =
+                hasOutput
+                ? try AuditLog(settings: configuration.log, rulesDirectory: configuration.rules.directory, logger: logger) { uid, gid in
+                    // The person's name through NSS; the group is the school's policy group filter-control placed them in.
+                    let names = await AuditLog.systemLookup()(uid, gid)
+                    return (names.user, uid.flatMap { uid in groupNames.withLockedValue { $0[uid] } } ?? names.group)
+                } : nil
+        } catch {
+            throw StartError(message: "log: \(error.message)", status: 78)
+        }
+        if configuration.notify.enabled {
+            let page = configuration.blockPage
+            let caServes = configuration.policy.dnsRewrite != nil && (try? LocalCertificateAuthority(folder: page.ca)) != nil
+            notifier = DesktopNotifier(
+                rule: NoticeRule(interval: TimeInterval(configuration.notify.interval), noticeForDNS: !caServes),
+                text: NoticeText(
+                    organization: page.organization, requestAccessURL: page.requestAccess?.url,
+                    blockPageURL: "http://\(page.address):\(page.port)/"),
+                logger: logger)
+        } else {
+            notifier = nil
+        }
         events.control = self
         for ignored in policy.ignoredLocalKeys {
             logger.warning("\(ignored) in \(options.configPath) has no effect: the bundle brings the school's policy (docs/school-policy.md)")
@@ -335,13 +366,36 @@ public actor Control {
         let audience = policy.school.audience(of: user)
         if placements.count >= PolicySet.maximumUsers, let any = placements.keys.first { placements[any] = nil }
         placements[uid] = (audience, user)
+        groupNames.withLockedValue { $0[uid] = audience.groupName ?? audience.description }
         logger.info(
             "placed a user", metadata: ["hallpass.uid": "\(uid)", "hallpass.user": "\(user.name ?? "-")", "hallpass.group": "\(audience)"])
         supervisor.send(.userPlacement(uid: uid, audience: audience))
     }
 
+    /// Decisions filter-data reported: allowed connections are kept to be
+    /// judged again; every report goes to the audit log (which keeps what
+    /// `log.allowed` asks for); a blocked flow that got no block page is
+    /// told to its person (a flow that reaches the block page goes to the
+    /// block page's own address, which hallpass never judges).
     func record(_ reports: [FlowReport]) {
-        for report in reports { connections.record(report) }
+        let version = store.version
+        for report in reports {
+            connections.record(report)
+            guard audit != nil || notifier != nil else { continue }
+            let decision = Control.decisionRecord(report, at: clock(), rulesVersion: version)
+            audit?.record(decision)
+            if decision.action == .block { notifier?.consider(decision) }
+        }
+    }
+
+    static func decisionRecord(_ report: FlowReport, at time: Date, rulesVersion: UInt64) -> DecisionRecord {
+        let kind = DecisionRecord.Kind(rawValue: report.kind) ?? .other
+        var url: String? = nil
+        if kind == .http, let host = report.host { url = "http://" + host + (report.path ?? "/") }
+        return DecisionRecord(
+            time: time, uid: report.uid, kind: kind, host: report.host, url: url, destination: report.flow.destination.description,
+            port: report.flow.destinationPort, action: report.verdict == .allow ? .allow : .block, category: report.reason.category,
+            rule: report.reason.rule, reason: report.reason.source.rawValue, rulesVersion: rulesVersion)
     }
 
     // MARK: Reload
@@ -459,13 +513,31 @@ public actor Control {
 
     // MARK: What the status shows
 
-    public func status() -> AdminStatus {
+    public func status() async -> AdminStatus {
         let state = updater?.state()
         func date(_ seconds: Int64?) -> Date? { seconds.map { Date(timeIntervalSince1970: TimeInterval($0)) } }
         let data = supervisor.status
         var counters = data.counters
         for (name, value) in KernelRules.queueStatistics(queue: configuration.queue.number) { counters[name] = value }
         counters["connectionsRecorded"] = UInt64(connections.count)
+        if let audit {
+            let log = await audit.counters()
+            counters["auditQueued"] = log.queued
+            counters["auditWritten"] = log.written
+            counters["auditDropped"] = log.droppedQueue + log.journalDropped + (log.syslog?.dropped ?? 0)
+            counters["auditFileFailed"] = log.fileFailed
+            if let syslog = log.syslog {
+                counters["syslogSent"] = syslog.sent
+                counters["syslogBuffered"] = UInt64(syslog.buffered)
+                counters["syslogConnected"] = syslog.connected ? 1 : 0
+            }
+        }
+        if let notifier {
+            let notices = notifier.counters()
+            counters["noticesSent"] = notices.sent
+            counters["noticesRateLimited"] = notices.rateLimited
+            counters["noticesFailed"] = notices.failed + notices.dropped
+        }
         let seconds = Int64(clock().timeIntervalSince1970)
         let policyState = self.policyState.current(now: seconds)
         let policyStatus = AdminStatus.PolicyStatus(

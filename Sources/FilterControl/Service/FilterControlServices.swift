@@ -63,13 +63,15 @@ public enum FilterControlApplication {
             logger.error("\(error.message)")
             return error.status
         }
-        let services: [any Service] = [
+        var services: [any Service] = [
             DataSupervisorService(control: control, logger: logger),
             PolicyClockService(control: control),
             RuleRefreshService(control: control, interval: .seconds(configuration.rules.refresh), enabled: options.store == nil && configuration.rules.source != nil),
             SignalService(control: control, logger: logger),
             admin,
         ]
+        if let audit = control.audit { services.insert(DrainingService { await audit.run() } finish: { audit.finish() }, at: 1) }
+        if let notifier = control.notifier { services.insert(DrainingService { await notifier.run() } finish: { notifier.finish() }, at: 1) }
         let group = ServiceGroup(
             configuration: .init(services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
@@ -147,18 +149,47 @@ struct RuleRefreshService: Service {
 }
 
 /// SIGHUP reloads (systemd's reload runs `filterctl reload`, which reports
-/// the result; SIGHUP from elsewhere gets the same reload, logged).
+/// the result; SIGHUP from elsewhere gets the same reload, logged). SIGUSR1
+/// reopens the audit log's file (logrotate's convention).
 struct SignalService: Service {
     let control: Control
     let logger: Logger
 
     func run() async throws {
-        let signals = await UnixSignalsSequence(trapping: .sighup)
+        let signals = await UnixSignalsSequence(trapping: .sighup, .sigusr1)
         try await cancelWhenGracefulShutdown {
-            for await _ in signals {
-                logger.info("SIGHUP: reloading")
-                _ = await control.reload()
+            for await signal in signals {
+                if signal == .sigusr1 {
+                    logger.info("SIGUSR1: reopening the audit log")
+                    control.audit?.reopen()
+                } else {
+                    logger.info("SIGHUP: reloading")
+                    _ = await control.reload()
+                }
             }
+        }
+    }
+}
+
+/// A service that works through a queue: on shutdown it is told to finish,
+/// writes what is queued, and returns (the audit log, the desktop notices).
+/// Listed after filter-data's supervisor, it stops before it, so the last
+/// reports of a stopping filter-data may still arrive after it finished;
+/// they are counted as dropped.
+struct DrainingService: Service {
+    let body: @Sendable () async -> Void
+    let finish: @Sendable () -> Void
+
+    init(_ body: @escaping @Sendable () async -> Void, finish: @escaping @Sendable () -> Void) {
+        self.body = body
+        self.finish = finish
+    }
+
+    func run() async throws {
+        await withGracefulShutdownHandler {
+            await body()
+        } onGracefulShutdown: {
+            finish()
         }
     }
 }
