@@ -91,6 +91,13 @@ public struct Configuration: Sendable, Hashable {
     public var log = AuditSettings()
     /// The desktop notice for blocked flows that get no block page.
     public var notify = NoticeSettings()
+    /// The Prometheus endpoint; nil (no `metrics:`): none.
+    public var metrics: Metrics?
+
+    public struct Metrics: Sendable, Hashable {
+        public var address = "127.0.0.1"
+        public var port: UInt16 = 9733
+    }
 
     public init() { applyBlockedDNS() }
 }
@@ -125,7 +132,7 @@ extension Configuration {
         }
         self.init()
         guard let root else { return }
-        let top = try ConfigNode(root, key: "").mapping(allowed: ["queue", "rules", "policy", "blockPage", "admin", "log", "notify"])
+        let top = try ConfigNode(root, key: "").mapping(allowed: ["queue", "rules", "policy", "blockPage", "admin", "log", "notify", "metrics"])
 
         if let queue = top["queue"] {
             let fields = try queue.mapping(allowed: ["number", "failMode", "peekBytes"])
@@ -235,6 +242,17 @@ extension Configuration {
         }
         if let log = top["log"] { self.log = try AuditSettings(log) }
         if let notify = top["notify"] { self.notify = try NoticeSettings(notify) }
+        if let metrics = top["metrics"] {
+            let fields = try metrics.mapping(allowed: ["address", "port"])
+            var endpoint = Metrics()
+            if let address = fields["address"] {
+                let text = try address.string()
+                guard IPAddress(text) != nil else { throw address.error("'\(text)' is not an IP address (127.0.0.1 keeps the metrics on the machine)") }
+                endpoint.address = text
+            }
+            if let port = fields["port"] { endpoint.port = try port.integer(in: 1...65535).narrowed() }
+            self.metrics = endpoint
+        }
         applyBlockedDNS()
     }
 

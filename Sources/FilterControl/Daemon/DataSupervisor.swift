@@ -65,6 +65,8 @@ public final class DataSupervisor: @unchecked Sendable {
     /// The channel to the running filter-data, for `send` from other threads.
     private var currentChannel: ControlChannel?
     private let onEvent: @Sendable (DataEvent) -> Void
+    /// How long filter-control took to answer a needRules question (for the metrics).
+    public var onAnswered: @Sendable (Duration) -> Void = { _ in }
 
     private enum Pending {
         case rules(store: String, policy: String)
@@ -312,7 +314,10 @@ public final class DataSupervisor: @unchecked Sendable {
                 lock.withLock { state.rulesVersion = version }
                 log("filter-data \(pid) is filtering with rules version \(version)")
             case .ask(let question):
+                let asked = ContinuousClock.now
+                let answered = onAnswered
                 answerer.answer(question) { reply in
+                    answered(ContinuousClock.now - asked)
                     // A send from the lookup's thread is safe: one datagram, no shared buffer.
                     try? channel.send(reply)
                 }

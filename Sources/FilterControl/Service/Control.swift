@@ -70,6 +70,8 @@ public actor Control {
     /// The audit log (`log:`) and desktop notices (`notify:`); nil when switched off.
     let audit: AuditLog?
     let notifier: DesktopNotifier?
+    /// The Prometheus counters (`metrics:`); nil when there is no endpoint.
+    let metrics: HallpassMetrics?
     /// The policy groups of placed users, for the audit log's `group` (read off the actor).
     let groupNames = NIOLockedValueBox<[UInt32: String]>([:])
 
@@ -165,6 +167,9 @@ public actor Control {
         } else {
             notifier = nil
         }
+        let metrics = configuration.metrics == nil ? nil : HallpassMetrics()
+        self.metrics = metrics
+        if let metrics { supervisor.onAnswered = { metrics.answered(after: $0) } }
         events.control = self
         for ignored in policy.ignoredLocalKeys {
             logger.warning("\(ignored) in \(options.configPath) has no effect: the bundle brings the school's policy (docs/school-policy.md)")
@@ -381,6 +386,7 @@ public actor Control {
         let version = store.version
         for report in reports {
             connections.record(report)
+            metrics?.record(report)
             guard audit != nil || notifier != nil else { continue }
             let decision = Control.decisionRecord(report, at: clock(), rulesVersion: version)
             audit?.record(decision)
@@ -410,6 +416,7 @@ public actor Control {
             reply = try await reloadOrFail()
         } catch {
             reply = AdminReply(exitCode: error.status, output: "reload refused, the current rules stay in force: \(error.message)\n", code: "reload.refused")
+            metrics?.rulesRefused(code: updater?.state().lastCode ?? "reload.refused")
         }
         lastReload = (clock(), reply.output.trimmingCharacters(in: .whitespacesAndNewlines), reply.code ?? "")
         if reply.exitCode == 0 {
@@ -579,5 +586,24 @@ final class ControlEvents: @unchecked Sendable {
         case .askUser(let uid): Task { await control.place(uid: uid) }
         case .reports(let reports): Task { await control.record(reports) }
         }
+    }
+}
+
+extension Control {
+    /// What Prometheus scrapes: the counters filter-data, the kernel and the
+    /// audit log keep, brought up to date, and the rules' version and age.
+    func metricsExposition() async -> [UInt8] {
+        guard let metrics else { return [] }
+        let status = await status()
+        let counters = status.counters
+        metrics.mirror("hallpass_dns_rewrites_total", total: counters["dnsRewrites"] ?? 0)
+        metrics.mirror("hallpass_netlink_errors_total", total: counters["netlinkErrors"] ?? 0)
+        metrics.mirror("hallpass_queue_drops_total", total: (counters["queueDropped"] ?? 0) + (counters["queueUserDropped"] ?? 0))
+        metrics.mirror("hallpass_filter_data_restarts_total", total: UInt64(status.dataProcess.restarts))
+        metrics.mirror("hallpass_audit_dropped_total", total: counters["auditDropped"] ?? 0)
+        metrics.mirror("hallpass_reports_dropped_total", total: counters["reportsDropped"] ?? 0)
+        let lastSuccess = updater?.state().lastSuccessAt.map { Date(timeIntervalSince1970: TimeInterval($0)) } ?? status.rules.installedAt
+        metrics.rules(version: status.rules.version ?? store.version, lastSuccess: lastSuccess)
+        return metrics.exposition()
     }
 }

@@ -70,6 +70,17 @@ public enum FilterControlApplication {
             SignalService(control: control, logger: logger),
             admin,
         ]
+        if let endpoint = configuration.metrics {
+            do {
+                services.append(
+                    try await MetricsService(address: endpoint.address, port: Int(endpoint.port), logger: logger) {
+                        await control.metricsExposition()
+                    })
+            } catch {
+                logger.error("cannot serve the metrics on \(endpoint.address):\(endpoint.port): \(error)")
+                return 71
+            }
+        }
         if let audit = control.audit { services.insert(DrainingService { await audit.run() } finish: { audit.finish() }, at: 1) }
         if let notifier = control.notifier { services.insert(DrainingService { await notifier.run() } finish: { notifier.finish() }, at: 1) }
         let group = ServiceGroup(
