@@ -49,13 +49,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-case "${1:-1h}" in
-    *h) duration=$(( ${1%h} * 3600 )) ;;
-    *m) duration=$(( ${1%m} * 60 )) ;;
-    *s) duration=${1%s} ;;
-    *) duration=${1:-3600} ;;
+duration=${1:-1h}
+[[ "$duration" =~ ^[0-9]+[hms]?$ ]] && [ "${duration%[hms]}" -gt 0 ] || { echo "soak.sh: DURATION is like 90s, 6m, 1h or 360" >&2; exit 64; }
+case "$duration" in
+    *h) duration=$(( ${duration%h} * 3600 )) ;;
+    *m) duration=$(( ${duration%m} * 60 )) ;;
+    *s) duration=${duration%s} ;;
 esac
-[[ "$duration" =~ ^[0-9]+$ ]] && [ "$duration" -gt 0 ] || { echo "soak.sh: DURATION is like 90s, 6m or 1h" >&2; exit 64; }
 reload_interval=${SOAK_RELOAD_INTERVAL:-10}
 kill_interval=${SOAK_KILL_INTERVAL:-300}
 kill_offset=${SOAK_KILL_OFFSET:-30}
@@ -145,15 +145,14 @@ publish() {
     bundle=$([ $((version % 2)) = 1 ] && echo A || echo B)
     local folder=$work/www/v$version
     "$bin/filterctl" bundle build --key "$work/signing.pem" --version "$version" --expires 2d --out "$folder" \
-        "$work/lists/$bundle"/*.txt >/dev/null
-    ln -s ../lookup "$folder/lookup"
+        "$work/lists/$bundle"/*.txt >>"$work/publish.log" 2>&1 || return 1
+    ln -s ../lookup "$folder/lookup" || return 1
     # nginx's ETag is the manifest's modification time (seconds) and size:
     # each publication gets a later time than the last, or a manifest of the
     # same size published within the same second would look unchanged.
     publications=$((publications + 1))
-    touch -d "@$(( ${EPOCHREALTIME%.*} + 10 * publications ))" "$folder/manifest"
-    ln -sfn "v$version" "$work/www/bundle.new"
-    mv -T "$work/www/bundle.new" "$work/www/bundle"
+    touch -d "@$(( ${EPOCHREALTIME%.*} + 10 * publications ))" "$folder/manifest" || return 1
+    ln -sfn "v$version" "$work/www/bundle.new" && mv -T "$work/www/bundle.new" "$work/www/bundle" || return 1
     rm -rf "$work/www/v$((version - 2))"
     local policy_var=policy_$bundle
     cat >"$work/hallpass.yaml.new" <<YAML
@@ -176,7 +175,7 @@ blockPage:
 admin:
   socket: $socket
 YAML
-    mv "$work/hallpass.yaml.new" "$work/hallpass.yaml"
+    mv "$work/hallpass.yaml.new" "$work/hallpass.yaml" || return 1
 }
 
 publish 1
@@ -239,10 +238,15 @@ reloader() {
     while t=$(at $((n * reload_interval))) && before_end "$t"; do
         sleep_until "$t"
         version=$((version + 1))
-        publish "$version"
         first=$EPOCHREALTIME
         status=0
-        output=$("$bin/filterctl" reload --socket "$socket" 2>&1) || status=$?
+        if publish "$version"; then
+            first=$EPOCHREALTIME
+            output=$("$bin/filterctl" reload --socket "$socket" 2>&1) || status=$?
+        else
+            status=1
+            output="publishing version $version failed (see publish.log); no reload"
+        fi
         printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$first" "$EPOCHREALTIME" "$version" "$([ $((version % 2)) = 1 ] && echo A || echo B)" \
             "$status" "$(echo "$output" | tr '\t\n' '  ')" >>"$work/reloads.tsv"
         n=$((n + 1))
@@ -318,7 +322,7 @@ control_pid=""
 sleep 0.2
 
 cat "$work"/attempts-*.tsv >"$out/attempts.tsv"
-for file in plan.json reloads.tsv kills.tsv samples.tsv status.jsonl status-final.json control-deaths.tsv filter-control.log \
+for file in plan.json publish.log reloads.tsv kills.tsv samples.tsv status.jsonl status-final.json control-deaths.tsv filter-control.log \
     rules-access.log nginx-error.log quic-server.log dnsmasq.log traffic-http.log traffic-https.log traffic-quic.log traffic-dns.log; do
     [ -e "$work/$file" ] && cp "$work/$file" "$out/" || touch "$out/$file"
 done
