@@ -45,18 +45,23 @@ import Testing
         }
         try write("before.example")
         let seen = Seen()
-        let follower = Task.detached {
+        // follow blocks its thread between reads: a thread of its own, not the cooperative pool's.
+        let stop = Seen()
+        let finished = Seen()
+        let follower = Thread {
             var reader = AuditLogReader(path: path)
-            try reader.follow(.init(), shouldStop: { seen.count() >= 3 || Task.isCancelled }) { record, _ in seen.add(record.host ?? "") }
+            try? reader.follow(.init(), shouldStop: { seen.count() >= 3 || stop.count() > 0 }) { record, _ in seen.add(record.host ?? "") }
+            finished.add("finished")
         }
-        #expect(await eventually(within: 2) { seen.count() == 1 })
+        follower.start()
+        #expect(await eventually(within: 10) { seen.count() == 1 })
         try write("appended.example")
-        #expect(await eventually(within: 2) { seen.count() == 2 })
+        #expect(await eventually(within: 10) { seen.count() == 2 })
         try file.rotate()
         try write("after-rotation.example")
-        #expect(await eventually(within: 3) { seen.count() == 3 })
-        follower.cancel()
-        _ = try? await follower.value
+        #expect(await eventually(within: 10) { seen.count() == 3 })
+        stop.add("stop")
+        #expect(await eventually(within: 10) { finished.count() == 1 })
         #expect(seen.hosts() == ["before.example", "appended.example", "after-rotation.example"])
     }
 

@@ -107,7 +107,7 @@ let blockedDecision = DecisionRecord(
         return settings
     }
 
-    @Test func aBlockedRecordIsInTheFileWithinTwoSeconds() async throws {
+    @Test func aBlockedRecordReachesTheFileWithItsFields() async throws {
         let folder = try auditFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let log = try AuditLog(
@@ -115,13 +115,14 @@ let blockedDecision = DecisionRecord(
         let running = Task { await log.run() }
         log.record(blockedDecision)
         let path = folder + "/audit.jsonl"
-        #expect(await eventually(within: 2) { lines(path).count == 1 })
-        let record = try JSONDecoder().decode(AuditRecord.self, from: Data(lines(path)[0].utf8))
+        #expect(await eventually(within: 10) { lines(path).count == 1 })
+        let line = try #require(lines(path).first)
+        let record = try JSONDecoder().decode(AuditRecord.self, from: Data(line.utf8))
         #expect(record.machine == "lab2-pc07" && record.user == "alice" && record.uid == 0 && record.group == "students")
         #expect(record.kind == .tls && record.host == "casino.example" && record.destination == "192.0.2.7" && record.port == 443)
         #expect(record.action == .block && record.category == "gambling" && record.rule == "casino.example" && record.reason == "category")
         #expect(record.rulesVersion == 7 && abs(record.time.timeIntervalSince(blockedDecision.time)) < 0.001)
-        let json = try JSONSerialization.jsonObject(with: Data(lines(path)[0].utf8)) as? [String: Any]
+        let json = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
         #expect(Set(json?.keys.map { $0 } ?? []) == ["time", "machine", "uid", "user", "group", "kind", "host", "destination", "port", "action", "category", "rule", "reason", "rulesVersion"])
         log.finish()
         await running.value
@@ -278,10 +279,10 @@ final class CollectorStub: @unchecked Sendable {
         let message = AuditFormat.syslogMessage(sampleRecord(), facility: .local0, processID: 1)
         await forwarder.enqueue(message)
         await forwarder.enqueue(message)
-        #expect(await eventually(within: 2) { Self.frames(collector.text()).count == 2 })
+        #expect(await eventually(within: 10) { Self.frames(collector.text()).count == 2 })
         #expect(Self.frames(collector.text()) == [String(decoding: message, as: UTF8.self), String(decoding: message, as: UTF8.self)])
         // Counted once the write completed, which may be a moment after the bytes arrived.
-        #expect(await eventually(within: 2) { await forwarder.currentCounters().sent == 2 })
+        #expect(await eventually(within: 10) { await forwarder.currentCounters().sent == 2 })
         await forwarder.finish()
         await running.value
         await collector.close()
@@ -301,14 +302,14 @@ final class CollectorStub: @unchecked Sendable {
             record.host = "n\(number).example"
             await forwarder.enqueue(AuditFormat.syslogMessage(record, facility: .local0, processID: 1))
         }
-        #expect(await eventually(within: 2) { await forwarder.currentCounters().lastError != nil })
+        #expect(await eventually(within: 10) { await forwarder.currentCounters().lastError != nil })
         var counters = await forwarder.currentCounters()
         #expect(counters.dropped == 2 && counters.buffered == 3 && counters.sent == 0 && !counters.connected)
         let collector = try await CollectorStub(port: port)
         #expect(await eventually(within: 5) { Self.frames(collector.text()).count == 3 })
         let hosts = Self.frames(collector.text()).map { $0.contains("host=\"n3.example\"") || $0.contains("host=\"n4.example\"") || $0.contains("host=\"n5.example\"") }
         #expect(hosts == [true, true, true], "the oldest two went when the buffer was full")
-        #expect(await eventually(within: 2) { await forwarder.currentCounters().sent == 3 })
+        #expect(await eventually(within: 10) { await forwarder.currentCounters().sent == 3 })
         counters = await forwarder.currentCounters()
         #expect(counters.sent == 3 && counters.buffered == 0 && counters.dropped == 2)
         await forwarder.finish()
@@ -359,7 +360,7 @@ final class CollectorStub: @unchecked Sendable {
         let running = Task { await trusting.run() }
         await trusting.enqueue(message)
         let text = { box.lock.withLock { String(decoding: box.bytes, as: UTF8.self) } }
-        #expect(await eventually(within: 2) { SyslogForwarderTests.frames(text()).count == 1 })
+        #expect(await eventually(within: 10) { SyslogForwarderTests.frames(text()).count == 1 })
         #expect(SyslogForwarderTests.frames(text()) == [String(decoding: message, as: UTF8.self)])
         await trusting.finish()
         await running.value
@@ -370,7 +371,7 @@ final class CollectorStub: @unchecked Sendable {
             backoff: .init(initial: .milliseconds(50), maximum: .milliseconds(100)), logger: logger)
         let second = Task { await doubting.run() }
         await doubting.enqueue(message)
-        #expect(await eventually(within: 2) { await doubting.currentCounters().lastError != nil })
+        #expect(await eventually(within: 10) { await doubting.currentCounters().lastError != nil })
         let counters = await doubting.currentCounters()
         #expect(counters.sent == 0 && counters.buffered == 1, "\(counters)")
         second.cancel()

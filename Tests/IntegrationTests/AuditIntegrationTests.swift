@@ -145,14 +145,14 @@ import Testing
         func logs() -> String {
             ["bus", "listener"].map { ((try? String(contentsOfFile: folder + "/\($0).log", encoding: .utf8)) ?? "") }.joined(separator: "\n")
         }
-        try waitFor("the session bus") { access(bus, F_OK) == 0 }
+        try await waitFor("the session bus") { access(bus, F_OK) == 0 }
         let calls = folder + "/calls.jsonl"
         let listener = TestNetwork.packageRoot + "/Tests/IntegrationTests/Helpers/notification_listener.py"
         processes.append(
             try ChildProcess(
                 identity + ["/usr/bin/python3", listener, "--address", "unix:path=\(bus)", "--out", calls],
                 logPath: folder + "/listener.log"))
-        try waitFor("the notification listener") { access(calls + ".ready", F_OK) == 0 }
+        try await waitFor("the notification listener") { access(calls + ".ready", F_OK) == 0 }
 
         // What dbus-daemon accepts: root, as itself, is turned away by a session bus.
         let asRoot = try SessionBus(address: "unix:path=\(bus)", uid: 0, gid: 0)
@@ -175,7 +175,7 @@ import Testing
         lookedUp.kind = .dns
         lookedUp.host = "other.example"
         notifier.consider(lookedUp)  // a DNS answer points at the block page: no notice
-        try waitFor("the notice") { notifier.counters().sent + notifier.counters().failed >= 1 }
+        try await waitFor("the notice") { notifier.counters().sent + notifier.counters().failed >= 1 }
         notifier.finish()
         await running.value
         let counters = notifier.counters()
@@ -195,10 +195,12 @@ import Testing
         #expect(call["sender_uid"] as? Int == Int(uid), "the bus saw the person's uid, not root's")
     }
 
-    func waitFor(_ what: String, attempts: Int = 100, _ condition: () throws -> Bool) throws {
+    /// Waits without holding a thread: the notifier runs on the same
+    /// cooperative pool (two threads on a two-core machine).
+    func waitFor(_ what: String, attempts: Int = 300, _ condition: () throws -> Bool) async throws {
         for _ in 0..<attempts {
             if try condition() { return }
-            usleep(100_000)
+            try await Task.sleep(for: .milliseconds(100))
         }
         throw TestNetworkError("timed out waiting for \(what)")
     }

@@ -148,20 +148,32 @@ public final class DataSupervisor: @unchecked Sendable {
 
     /// `useRules` or `usePolicy` (no `store`), waiting without blocking a
     /// thread (at most `timeout`) for filter-data to say what it made of them.
+    /// Refused files are not kept: a later start of filter-data uses the
+    /// files it had before. Loaded or pending, they are what later starts use.
     public func apply(store: String?, policy: String, waitingAtMost timeout: Duration) async -> RulesAnswer {
-        let before = lock.withLock { state.rulesAnswers }
+        let (before, previous) = lock.withLock { (state.rulesAnswers, rules) }
         if let store { useRules(store: store, policy: policy) } else { usePolicy(policy) }
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             let answer: RulesAnswer? = lock.withLock {
                 guard state.rulesAnswers > before else { return nil }
-                if let refusal = state.lastRulesRefusal { return .refused(refusal) }
+                if let refusal = state.lastRulesRefusal {
+                    rules = previous
+                    return .refused(refusal)
+                }
                 return .loaded(version: state.rulesVersion ?? 0)
             }
             if let answer { return answer }
             try? await Task.sleep(for: .milliseconds(5))
         }
         return .pending
+    }
+
+    /// The files later starts of filter-data use, without sending anything
+    /// to the running one (which already uses the same rules under another
+    /// name, or will be told separately).
+    public func useAtNextStart(store: String, policy: String) {
+        lock.withLock { rules = (store, policy) }
     }
 
     /// What the running filter-data made of the rules of the last `useRules`.

@@ -58,6 +58,11 @@ public actor Control {
     private var policySet: PolicySet?
     private(set) var effective: [Audience: EffectivePolicy] = [:]
     private var lastReload: (at: Date, result: String, code: String)?
+    /// The last policy set filter-data refused (not offered again by the clock).
+    private var refusedPolicySet: PolicySet?
+    /// A hand-over to filter-data runs, and who waits for their turn.
+    private var handingOver = false
+    private var handOverWaiters: [CheckedContinuation<Void, Never>] = []
     /// Downloads and installs bundles; nil with `--store`.
     private(set) var updater: RuleUpdater?
     let supervisor: DataSupervisor
@@ -138,7 +143,9 @@ public actor Control {
         let events = ControlEvents()
         supervisor = DataSupervisor(
             launch: .init(executable: options.dataBinary, arguments: arguments), store: storePath, policy: options.runtimeDirectory + "/policy",
-            answerer: NeedRulesAnswerer(lookup: Control.lookup(for: configuration, logger: logger)),
+            answerer: NeedRulesAnswerer(
+                lookup: Control.lookup(for: configuration, logger: logger),
+                log: { [logger] line in logger.warning("\(line)") }),
             log: { [logger] line in logger.info("\(line)", metadata: ["hallpass.source": "filter-data"]) }, onEvent: events.deliver)
         let set = PolicySet(single: policy.base)
         pageView = Mutex(PageView(engines: PolicyEngines(rules: store, set: set), clock: policyClock))
@@ -231,6 +238,9 @@ public actor Control {
             throw StartError(message: error.message, status: 73)
         }
         connections.load(from: options.runtimeDirectory + "/connections")
+        if let problem = DataReadable.problem(path: storePath) {
+            logger.warning("\(problem); filter-data starts with these rules (it opens them before its sandbox) but would refuse every reload")
+        }
     }
 
     /// The block page, listening where people are sent (see `BlockPageSetup`).
@@ -253,6 +263,13 @@ public actor Control {
 
     /// Every audience's policy at `now`, and the users placed so far.
     func computePolicySet(now: Date) -> (PolicySet, [Audience: EffectivePolicy]) {
+        computePolicySet(now: now, policy: policy, placements: placements.mapValues(\.audience), policyClock: policyClock)
+    }
+
+    /// The same for a policy not (yet) in force.
+    func computePolicySet(
+        now: Date, policy: PolicyInForce, placements: [UInt32: Audience], policyClock: PolicyClock
+    ) -> (PolicySet, [Audience: EffectivePolicy]) {
         let seconds = Int64(now.timeIntervalSince1970)
         let state = policyState.current(now: seconds)
         let moment = PolicyMoment(time: policyClock.localTime(at: now), now: seconds, manualExam: state.exam, overrides: overridesInForce(state))
@@ -263,8 +280,7 @@ public actor Control {
             policies[audience] = result.policy
             effective[audience] = result
         }
-        let set = PolicySet(
-            policies: policies, users: placements.mapValues(\.audience), askUsers: !policy.school.groups.isEmpty)
+        let set = PolicySet(policies: policies, users: placements, askUsers: !policy.school.groups.isEmpty)
         return (set, effective)
     }
 
@@ -285,42 +301,106 @@ public actor Control {
         var message: String
     }
 
-    private func writePolicySet(_ set: PolicySet) throws(WriteFailure) {
+    private func writePolicySet(_ set: PolicySet, to path: String? = nil) throws(WriteFailure) {
+        let path = path ?? policyPath
         do {
-            try AtomicFile.write(Array(PolicySet.render(set).utf8), to: policyPath, mode: 0o644)
+            try AtomicFile.write(Array(PolicySet.render(set).utf8), to: path, mode: 0o644)
         } catch {
-            throw WriteFailure(message: "cannot write \(policyPath): \(error)")
+            throw WriteFailure(message: "cannot write \(path): \(error)")
+        }
+    }
+
+    /// Where a policy set waits while filter-data decides whether to take it.
+    var candidatePolicyPath: String { options.runtimeDirectory + "/policy.next" }
+
+    /// Why filter-data did not take new files.
+    enum HandOverFailure: Error {
+        /// filter-data could not or would not read them; it keeps what it had.
+        case refused(String)
+        /// They could not even be written; filter-data was not asked.
+        case notWritten(String)
+    }
+
+    /// Hands `set` (and `store`, when given) to filter-data. The set goes
+    /// through a candidate file: only once filter-data took it (or is
+    /// restarting, and starts with it) does it become the policy file that
+    /// later starts read. Refused, nothing changes: filter-data and its
+    /// later starts keep the files in force. One hand-over at a time.
+    func handOver(store: String?, set: PolicySet, waitingAtMost timeout: Duration) async throws(HandOverFailure) -> DataSupervisor.RulesAnswer {
+        await handOverTurn()
+        defer { handOverDone() }
+        if let store, let problem = DataReadable.problem(path: store) { throw .refused(problem) }
+        if let problem = DataReadable.problem(path: candidatePolicyPath) { throw .refused(problem) }
+        do {
+            try writePolicySet(set, to: candidatePolicyPath)
+        } catch {
+            throw .notWritten(error.message)
+        }
+        let answer = await supervisor.apply(store: store, policy: candidatePolicyPath, waitingAtMost: timeout)
+        if case .refused(let why) = answer { throw .refused(why) }
+        do {
+            try writePolicySet(set)
+            supervisor.useAtNextStart(store: store ?? storePath, policy: policyPath)
+        } catch {
+            // filter-data has the set; a later start reads the candidate, which stays.
+            logger.warning("\(error.message); filter-data's next start reads \(candidatePolicyPath)")
+        }
+        return answer
+    }
+
+    private func handOverTurn() async {
+        guard handingOver else {
+            handingOver = true
+            return
+        }
+        await withCheckedContinuation { handOverWaiters.append($0) }
+    }
+
+    private func handOverDone() {
+        if handOverWaiters.isEmpty {
+            handingOver = false
+        } else {
+            handOverWaiters.removeFirst().resume()
         }
     }
 
     /// Computes the policy set for now; when it differs from the one in
     /// force, hands it to filter-data and judges the open connections again.
     /// Returns what changed, for the log and the admin's answer.
+    /// A set filter-data refused is not offered again (the clock ticks every
+    /// second); a different set, or a reload, is.
     @discardableResult
-    func applyPolicy(reason: String) async -> String? {
-        let now = clock()
-        let (set, effective) = computePolicySet(now: now)
-        guard set != policySet else { return nil }
-        let previous = self.effective
+    func applyPolicy(reason: String, skipWhenBusy: Bool = false) async -> String? {
+        // The clock's tick skips a turn while another hand-over runs; the next tick catches up.
+        if skipWhenBusy && handingOver { return nil }
+        let (set, effective) = computePolicySet(now: clock())
+        guard set != policySet, set != refusedPolicySet else { return nil }
         do {
-            try writePolicySet(set)
+            _ = try await handOver(store: nil, set: set, waitingAtMost: .seconds(2))
         } catch {
-            logger.error("\(error.message); the policy in force stays")
+            switch error {
+            case .refused(let why):
+                refusedPolicySet = set
+                logger.error("filter-data refused the new policy, the one in force stays: \(why)")
+            case .notWritten(let why):
+                logger.error("\(why); the policy in force stays")
+            }
             return nil
         }
+        // What was handed over is in force now. Should anything have changed
+        // while filter-data answered, the next tick hands that over too.
+        let inForce = effective
+        let previous = self.effective
         policySet = set
-        self.effective = effective
+        refusedPolicySet = nil
+        self.effective = inForce
         pageView.withLock { view in
             view.engines = PolicyEngines(rules: store, set: set, answers: view.engines.answers)
             view.clock = policyClock
         }
-        let change = Control.describeChange(from: previous, to: effective)
+        let change = Control.describeChange(from: previous, to: inForce)
         if !previous.isEmpty {
             logger.notice("policy in force changed (\(reason)): \(change)", metadata: ["hallpass.policy.change": "\(reason)"])
-        }
-        switch await supervisor.apply(store: nil, policy: policyPath, waitingAtMost: .seconds(2)) {
-        case .refused(let why): logger.error("filter-data refused the new policy: \(why)")
-        case .loaded, .pending: break
         }
         await judgeOpenConnections(set: set)
         return change
@@ -427,26 +507,31 @@ public actor Control {
         return reply
     }
 
+    /// Fetches (unless `--store`), checks everything, hands the new rules
+    /// and policy set to filter-data, and only once it took them (or is
+    /// restarting and starts with them) makes them filter-control's too.
+    /// Any refusal leaves everything as it was: filter-control, filter-data
+    /// and the files its later starts read.
     private func reloadOrFail() async throws(StartError) -> AdminReply {
         let configuration = try Control.readConfiguration(options.configPath)
         var outcome: UpdateOutcome? = nil
         var path = storePath
         var folder = bundleFolder
-        if options.store == nil {
-            var updater = self.updater!
+        var updater = self.updater
+        if options.store == nil, var current = updater {
             if self.configuration.rules != configuration.rules {
                 // rules.* changed in the file: fetch with the new settings.
-                updater = RuleUpdater(settings: Control.updaterSettings(configuration))
-                self.updater = updater
+                current = RuleUpdater(settings: Control.updaterSettings(configuration))
+                updater = current
             }
             if configuration.rules.source != nil {
-                let fetched = await updater.update()
+                let fetched = await current.update()
                 outcome = fetched
                 if case .refused(let code, let message) = fetched {
                     throw StartError(message: "\(message) [\(code)]; rules version \(store.version) stays in force", status: 65)
                 }
             }
-            if let installed = updater.installed() {
+            if let installed = current.installed() {
                 path = installed.versionStorePath
                 folder = installed.versionDirectory
             }
@@ -463,40 +548,56 @@ public actor Control {
         } catch {
             throw StartError(message: "the school's policy: \(error)", status: 65)
         }
+        let responder: BlockPageResponder?
         do {
-            try blockPage?.use(BlockPageSetup.responder(configuration: configuration, control: self))
+            responder = blockPage == nil ? nil : try BlockPageSetup.responder(configuration: configuration, control: self)
         } catch {
             throw StartError(message: "blockPage: \(error.message) [\(error.code)]", status: 78)
-        }
-        BlockPageSetup.reloadAuthority(configuration: configuration, server: blockPage, logger: logger)
-        let previous = store.version
-        self.configuration = configuration
-        store = newStore
-        storePath = path
-        bundleFolder = folder
-        storeOpenedAt = clock()
-        policy = newPolicy
-        policyClock = PolicyClock(zoneName: newPolicy.school.timeZone)
-        for ignored in newPolicy.ignoredLocalKeys {
-            logger.warning("\(ignored) in \(options.configPath) has no effect: the bundle brings the school's policy (docs/school-policy.md)")
         }
         // Users are placed again under the new groups.
         let users = self.users
         let known = placements.keys.map { $0 }
         let resolved = (try? await NIOThreadPool.singleton.runIfActive { known.map { users.user(uid: $0) } }) ?? []
-        placements = Dictionary(uniqueKeysWithValues: resolved.map { ($0.uid, (newPolicy.school.audience(of: $0), $0)) })
-        let (set, effective) = computePolicySet(now: clock())
+        let newPlacements = Dictionary(uniqueKeysWithValues: resolved.map { ($0.uid, (newPolicy.school.audience(of: $0), $0)) })
+        let newClock = PolicyClock(zoneName: newPolicy.school.timeZone)
+        let (set, effective) = computePolicySet(
+            now: clock(), policy: newPolicy, placements: newPlacements.mapValues(\.0), policyClock: newClock)
+
+        let answer: DataSupervisor.RulesAnswer
         do {
-            try writePolicySet(set)
+            answer = try await handOver(store: path, set: set, waitingAtMost: .seconds(3))
         } catch {
-            throw StartError(message: error.message, status: 73)
+            switch error {
+            case .refused(let reason): throw StartError(message: "filter-data refused them: \(reason)", status: 65)
+            case .notWritten(let reason): throw StartError(message: reason, status: 73)
+            }
+        }
+
+        // filter-data has them: they are in force.
+        let previous = store.version
+        self.configuration = configuration
+        self.updater = updater
+        store = newStore
+        storePath = path
+        bundleFolder = folder
+        storeOpenedAt = clock()
+        policy = newPolicy
+        policyClock = newClock
+        placements = newPlacements
+        groupNames.withLockedValue { names in
+            for (uid, placed) in newPlacements { names[uid] = placed.0.groupName ?? placed.0.description }
         }
         policySet = set
+        refusedPolicySet = nil
         self.effective = effective
-        let clock = policyClock
         pageView.withLock { view in
             view.engines = PolicyEngines(rules: newStore, set: set)
-            view.clock = clock
+            view.clock = newClock
+        }
+        if let responder { blockPage?.use(responder) }
+        BlockPageSetup.reloadAuthority(configuration: configuration, server: blockPage, logger: logger)
+        for ignored in newPolicy.ignoredLocalKeys {
+            logger.warning("\(ignored) in \(options.configPath) has no effect: the bundle brings the school's policy (docs/school-policy.md)")
         }
         var text: String
         if newStore.version == previous {
@@ -505,15 +606,7 @@ public actor Control {
             text = "rules version \(newStore.version) now in force (was \(previous)); policy read again"
         }
         if newPolicy.fromBundle { text += " (the school's policy from the bundle)" }
-        switch await supervisor.apply(store: path, policy: policyPath, waitingAtMost: .seconds(3)) {
-        case .refused(let reason):
-            // filter-data checked the files itself and kept its rules.
-            throw StartError(message: "filter-data refused them: \(reason)", status: 65)
-        case .pending:
-            text += "; filter-data is restarting and starts with them"
-        case .loaded:
-            break
-        }
+        if case .pending = answer { text += "; filter-data is restarting and starts with them" }
         await judgeOpenConnections(set: set)
         return AdminReply(exitCode: 0, output: text + "\n", code: newStore.version == previous ? "reload.current" : "reload.installed")
     }

@@ -132,7 +132,7 @@ struct PolicyClockService: Service {
         try await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 try await Task.sleep(for: .seconds(1))
-                await control.applyPolicy(reason: "the school's clock")
+                await control.applyPolicy(reason: "the school's clock", skipWhenBusy: true)
             }
         }
     }
