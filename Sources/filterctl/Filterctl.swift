@@ -52,7 +52,7 @@ struct Filterctl: ParsableCommand {
             """,
         subcommands: [
             Compile.self, Check.self, Replay.self, Status.self, Reload.self, RequestsCommand.self, CACommand.self, BundleCommand.self,
-            ConfigCommand.self,
+            ConfigCommand.self, BrowserPoliciesCommand.self,
         ]
     )
 }
