@@ -139,6 +139,27 @@ struct DNSBypassRewriteTests {
         #expect(try DNSBypassRewrite.removingECH(fromMessage: rewritten) == nil)
     }
 
+    /// dnsmasq 2.90's answer to `dig www.ech.test HTTPS` in scripts/bypass-matrix.sh (--dns-rr with
+    /// alpn=h2 and Cloudflare's ECHConfigList; EDNS from dig), taken with tcpdump on the lab machine.
+    static let dnsmasqAnswer = [UInt8](hex: """
+        b4ea85800001000100000001037777770365636804746573740000410001c00c004100010000001e005500010000010003026832000500470045fe0d0041        f200200020c221a5373fabf3ebaf09da845166da6d484c07fb5217f3fdd3380ac4c74b512c0004000100010012636c6f7564666c6172652d6563682e63        6f6d000000002904d0000000000000
+        """)
+
+    @Test func aRealAnswerFromDnsmasqLosesItsECH() throws {
+        let rewritten = try #require(try DNSBypassRewrite.removingECH(fromMessage: Self.dnsmasqAnswer))
+        let (layout, records) = try decodeAll(rewritten)
+        #expect(records.map(\.type) == [65, 41])
+        #expect(serviceParameterKeys(records[0].data) == [1])
+        #expect(rewritten.count == Self.dnsmasqAnswer.count - (4 + 0x47))
+        #expect(layout.id == 0xB4EA && layout.flags == 0x8580)
+        let same = try #require(try DNSBypassRewrite.removingECH(fromMessage: Self.dnsmasqAnswer, keepingLength: true))
+        #expect(same.count == Self.dnsmasqAnswer.count)
+        #expect(serviceParameterKeys(try decodeAll(same).records[0].data) == [1])
+        for length in 0..<Self.dnsmasqAnswer.count {
+            #expect(throws: DNSRewriteError.self) { try DNSBypassRewrite.removingECH(fromMessage: Array(Self.dnsmasqAnswer.prefix(length))) }
+        }
+    }
+
     @Test func keepingLengthPadsTheOPTRecord() throws {
         let (message, _) = DNSVector.httpsResponse(withOPT: true)
         let rewritten = try #require(try DNSBypassRewrite.removingECH(fromMessage: message, keepingLength: true))

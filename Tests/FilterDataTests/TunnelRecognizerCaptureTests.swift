@@ -138,3 +138,19 @@ struct TunnelRecognizerCaptureTests {
         #expect(flows >= 940)
     }
 }
+
+/// The recognizers on any capture (`HALLPASS_BYPASS_CAPTURE=/path/to.pcapng swift test --filter
+/// anyCapture`), e.g. one taken on the lab machine's side of scripts/bypass-matrix.sh, whose
+/// clients are the real ones (OpenVPN 2.6, kdig, aioquic, curl, wireguard-go).
+@Test(.enabled(if: ProcessInfo.processInfo.environment["HALLPASS_BYPASS_CAPTURE"] != nil))
+func anyCapture() throws {
+    let path = ProcessInfo.processInfo.environment["HALLPASS_BYPASS_CAPTURE"]!
+    let root = TestData.root.path
+    // ClientFlows reads paths below the test data; a path elsewhere is reached from there.
+    let relative = String(repeating: "../", count: root.split(separator: "/").count) + path.drop { $0 == "/" }
+    for flow in try ClientFlows.read(relative) {
+        let evidence = BypassEvidence.examine(flow)
+        let verdict = evidence.recognition.map { "\($0.kind.rawValue) (\($0.detail)\($0.target.map { ", target \($0)" } ?? ""))" } ?? "-"
+        print("CAPTURE\t\(flow.key)\t\(verdict)\tafter \(evidence.payloadsSeen)\t\(evidence.appearance)")
+    }
+}

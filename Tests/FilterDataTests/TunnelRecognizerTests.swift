@@ -93,6 +93,23 @@ struct TunnelRecognizerTests {
         #expect(quic.add(datagram: short) == .notRecognized)
     }
 
+    /// First client payloads of Debian 12's own clients, taken on the lab machine's side of
+    /// scripts/bypass-matrix.sh: OpenVPN 2.6.14 with tls-auth (UDP, and TCP with its length
+    /// prefix), and wireguard-go's handshake initiation.
+    static let openVPN26UDP = [UInt8](hex: "387c2e4a001ac7ccf71f72d6838be8b74f898883398fb109c3df6b4ea1000000016b04df540000000000")
+    static let openVPN26TCP = [UInt8](hex: "002a3891f6a71af232d7063d76ce54dfae1f6416777218093bcba782048e8c000000016b04df550000000000")
+    static let wireguardGoInitiation = [UInt8](hex: """
+        010000006bae50ef9b5d71568be90eb3c557b50d8017938ed67b83b7f12e2c468f45bc44e18b135eb78f53b7673a6edd19af708c37a69801fc6941c2b9        062a6ec4724b0dd69dacdbae17d6936952d63b7452cf7157fb35746b13d392b49a96beadbc3f379f34d7e76d6d4bc67de31fddb03957ff4aee862054        7bb3f38d920577ce37ed6300000000000000000000000000000000
+        """)
+
+    @Test func debiansOwnClients() {
+        #expect(Self.recognized(TunnelRecognizer.examine(datagram: Self.openVPN26UDP, serverPort: 1194))?.detail == "tls-auth hard reset (HMAC-SHA-1)")
+        #expect(Self.recognized(TunnelRecognizer.examine(stream: Self.openVPN26TCP, serverPort: 1194))?.detail == "tls-auth hard reset (HMAC-SHA-1) over TCP")
+        #expect(Self.recognized(TunnelRecognizer.examine(datagram: Self.wireguardGoInitiation, serverPort: 51821))?.detail == "handshake initiation")
+        // The same bytes on any port: what matters is the packet, not where it goes.
+        #expect(Self.recognized(TunnelRecognizer.examine(datagram: Self.openVPN26UDP, serverPort: 443))?.kind == .openvpn)
+    }
+
     // MARK: IKE
 
     /// An IKEv2 IKE_SA_INIT request: SPIi, SPIr 0, next payload SA (33), version 2.0, exchange 34, flags I, message ID 0.
