@@ -202,3 +202,19 @@ struct GoogleQUICTests {
         }
     }
 }
+
+@Suite("QUIC version readability")
+struct QUICVersionReadabilityTests {
+    @Test func versionsAreSortedByWhatHallpassCanRead() {
+        #expect(QUICVersionReadability(version: 0x0000_0001) == .ietf)
+        #expect(QUICVersionReadability(version: 0x6b33_43cf) == .ietf)
+        #expect(QUICVersionReadability(version: 0xff00_001d) == .ietf)
+        #expect(QUICVersionReadability(version: 0x5130_3436) == .googleQUIC)
+        #expect(QUICVersionReadability(version: 0x5430_3531) == .googleQUIC)
+        #expect(QUICVersionReadability(version: 0x5130_3438) == .unreadable)  // Q048
+        #expect(QUICVersionReadability(version: 0x1a2b_3c4d) == .unreadable)
+        #expect(QUICVersionReadability(version: 0x0a0a_0a0a) == .forcingNegotiation)
+        #expect(QUICVersionReadability(version: 0x5a6a_7a8a) == .forcingNegotiation)
+        #expect(QUICVersionReadability(version: 0) == .negotiation)
+    }
+}

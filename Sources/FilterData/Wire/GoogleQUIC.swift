@@ -514,3 +514,32 @@ struct HandshakeBytes: Sendable {
         }
     }
 }
+
+/// Whether hallpass can read the server name of a QUIC version (issue 14's `unreadableQUIC`).
+public enum QUICVersionReadability: Hashable, Sendable {
+    /// IETF QUIC that `QUICInitialParser` opens (v1, v2, the late drafts, mvfst).
+    case ietf
+    /// Google QUIC that `GoogleQUICParser` reads (Q024-Q043, Q046, Q050, T050, T051).
+    case googleQUIC
+    /// 0x?a?a?a?a (RFC 9000 section 15): a client forcing version negotiation, which then
+    /// sends a version it speaks on the same flow; wait for that one.
+    case forcingNegotiation
+    /// Version negotiation (version 0), sent by servers.
+    case negotiation
+    /// Anything else: a version hallpass cannot read (gQUIC Q044/Q048, T048, private versions).
+    case unreadable
+
+    public init(version: UInt32) {
+        if version == 0 {
+            self = .negotiation
+        } else if version & 0x0F0F_0F0F == 0x0A0A_0A0A {
+            self = .forcingNegotiation
+        } else if QUICVersion(rawValue: version).isSupported {
+            self = .ietf
+        } else if let google = GoogleQUICVersion(rawValue: version), google.isReadable {
+            self = .googleQUIC
+        } else {
+            self = .unreadable
+        }
+    }
+}
