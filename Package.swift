@@ -197,7 +197,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "FilterControl", "FilterData", "VerdictCore", "CHallpassSys",
+                "FilterControl", "FilterData", "VerdictCore", "SharedStore", "CHallpassSys",
                 // The audit log sent to rsyslog from a test namespace (an event loop whose thread is in it).
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

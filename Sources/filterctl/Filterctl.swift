@@ -54,7 +54,7 @@ struct Filterctl: ParsableCommand {
         subcommands: [
             Compile.self, Check.self, Replay.self, Status.self, Reload.self, RequestsCommand.self, CACommand.self, BundleCommand.self,
             ConfigCommand.self, PolicyCommand.self, ExamCommand.self, AllowCommand.self, BlockCommand.self, OverridesCommand.self,
-            LogCommand.self, TopCommand.self,
+            LogCommand.self, TopCommand.self, BrowserPoliciesCommand.self,
         ]
     )
 }
