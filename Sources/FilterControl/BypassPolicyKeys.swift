@@ -1,31 +1,23 @@
-// The policy keys of issue 14, `safeSearch:` and `bypass:`, read from a
-// policy level's mapping (hallpass.yaml's `policy:`, the school's file's
-// `policy:` and its groups). Kept apart from `PolicyKeys` so that the policy
-// parser can take them in one step: add `BypassPolicyKeys.fieldNames` to
-// `PolicyKeys.fieldNames` and call `BypassPolicyKeys(fields)` beside
-// `PolicyKeys(fields)`. Until then `filterctl browser-policies` reads them
-// itself from the files (`topLevel(yaml:)`), tolerating every other key.
+// The policy keys `safeSearch:` and `bypass:`, read from a policy level's
+// mapping (hallpass.yaml's `policy:`, the school's file's `policy:`, its
+// groups and their schedules) as part of `PolicyKeys`. `filterctl
+// browser-policies` also reads them alone (`topLevel(yaml:)`), tolerating
+// every other key.
 
 import SharedStore
 public import VerdictCore
 import Yams
 
-public struct BypassPolicyKeys: Sendable, Hashable {
+/// The keys as one policy level sets them (VerdictCore's `BypassKeys`).
+public typealias BypassPolicyKeys = BypassKeys
+
+extension BypassKeys {
     /// The keys this reads, beside the other policy keys.
     public static let fieldNames = ["safeSearch", "bypass"]
 
-    /// Nil when the level does not set the key (a lower level inherits it).
-    public var safeSearch: Set<SafeSearchEngine>?
-    public var encryptedDNS: BypassPolicy.Action?
-    public var ech: BypassPolicy.Action?
-    public var tunnels: BypassPolicy.Action?
-    public var unreadableQUIC: BypassPolicy.Action?
-    public var quic: BypassPolicy.Action?
-
-    public init() {}
-
     /// Reads `safeSearch` and `bypass` among `fields` (other keys are the caller's).
     init(_ fields: [String: ConfigNode]) throws(ConfigurationError) {
+        self.init()
         if let node = fields["safeSearch"] {
             var engines: Set<SafeSearchEngine> = []
             if case .scalar = node.node, node.node.null == nil {
@@ -48,18 +40,6 @@ public struct BypassPolicyKeys: Sendable, Hashable {
             if let value = keys["unreadableQUIC"] { unreadableQUIC = try value.choice(BypassPolicy.Action.self) }
             if let value = keys["quic"] { quic = try value.choice(BypassPolicy.Action.self) }
         }
-    }
-
-    /// These keys laid over `policy` (the keys this level does not set stay).
-    public func applied(to policy: BypassPolicy) -> BypassPolicy {
-        var result = policy
-        if let safeSearch { result.safeSearch = safeSearch }
-        if let encryptedDNS { result.encryptedDNS = encryptedDNS }
-        if let ech { result.ech = ech }
-        if let tunnels { result.tunnels = tunnels }
-        if let unreadableQUIC { result.unreadableQUIC = unreadableQUIC }
-        if let quic { result.quic = quic }
-        return result
     }
 
     /// The keys of the top-level `policy:` mapping of a YAML document

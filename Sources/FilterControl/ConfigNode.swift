@@ -114,7 +114,7 @@ struct ConfigNode {
 extension PolicyKeys {
     /// The keys a policy level may set, in hallpass.yaml's `policy:` and in
     /// the school's policy file (top level, groups, schedules).
-    static let fieldNames = ["block", "allow", "deny", "unknown", "noName", "askDefault", "askTimeout"]
+    static let fieldNames = ["block", "allow", "deny", "unknown", "noName", "askDefault", "askTimeout"] + BypassKeys.fieldNames
 
     /// Reads the policy keys among `fields` (which the caller checked for unknown keys).
     init(_ fields: [String: ConfigNode]) throws(ConfigurationError) {
@@ -139,6 +139,7 @@ extension PolicyKeys {
         if let noName = fields["noName"] { self.noName = try noName.choice(Policy.NoNameAction.self) }
         if let askDefault = fields["askDefault"] { self.askDefault = try askDefault.choice(Policy.DefaultAction.self) }
         if let askTimeout = fields["askTimeout"] { self.askTimeoutMilliseconds = try askTimeout.milliseconds(in: 10...60_000) }
+        self.bypass = try BypassKeys(fields)
     }
 }
 

@@ -58,6 +58,18 @@ extension Configuration {
           noName: allow
           # DNS queries for blocked names: rewrite (the answer points at the block page) | drop.
           blockedDNS: rewrite
+          # SafeSearch locked on for these engines: google, youtube-strict or youtube-moderate,
+          # bing, duckduckgo; or none (docs/bypass.md). (example)
+          safeSearch: [ google, youtube-strict ]
+          # Ways around the filter, each block | allow: DNS over HTTPS/TLS/QUIC and the canary
+          # names, ECH, VPN tunnels and proxies, QUIC that cannot be read; quic: block stops
+          # every QUIC flow (browsers fall back to TCP). These are the defaults.
+          bypass:
+            encryptedDNS: block
+            ech: block
+            tunnels: block
+            unreadableQUIC: block
+            quic: allow
 
         blockPage:
           # Where filter-control serves the block page (local addresses); blocked names

@@ -42,6 +42,8 @@ public struct PolicyInForce: Sendable, Hashable {
                 keys.allow != nil ? "policy.allow" : nil, keys.unknown != nil ? "policy.unknown" : nil,
                 keys.noName != nil ? "policy.noName" : nil, keys.askDefault != nil ? "policy.askDefault" : nil,
                 keys.askTimeoutMilliseconds != nil ? "policy.askTimeout" : nil,
+                keys.bypass.safeSearch != nil ? "policy.safeSearch" : nil,
+                keys.bypass.withoutSafeSearch != BypassKeys() ? "policy.bypass" : nil,
             ].compactMap { $0 }
         } else {
             // hallpass.yaml's policy for everyone: its keys are the top level and there is nothing else.

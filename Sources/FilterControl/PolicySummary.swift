@@ -41,6 +41,12 @@ public enum PolicySummary {
         if !policy.overrideAllow.isEmpty { lines.append("  overrides allow: " + policy.overrideAllow.map(\.description).joined(separator: " ")) }
         if !policy.overrideBlock.isEmpty { lines.append("  overrides block: " + policy.overrideBlock.map(\.description).joined(separator: " ")) }
         lines.append("  unknown: \(policy.unknown.rawValue), noName: \(policy.noName.rawValue)")
+        let bypass = policy.bypass
+        lines.append(
+            "  bypass: encryptedDNS \(bypass.encryptedDNS.rawValue), ech \(bypass.ech.rawValue), tunnels \(bypass.tunnels.rawValue),"
+                + " unreadableQUIC \(bypass.unreadableQUIC.rawValue), quic \(bypass.quic.rawValue)")
+        let engines = SafeSearchEngine.allCases.filter(bypass.safeSearch.contains).map(\.rawValue)
+        lines.append("  safeSearch: " + (engines.isEmpty ? "none" : engines.joined(separator: " ")))
         return lines.joined(separator: "\n")
     }
 }

@@ -121,3 +121,35 @@ public struct BypassPolicy: Sendable, Hashable {
     /// The keys under `bypass:`.
     public static let bypassKeyNames = ["encryptedDNS", "ech", "tunnels", "unreadableQUIC", "quic"]
 }
+
+/// The `safeSearch:` and `bypass:` keys one policy level sets (nil: the
+/// level does not set it, and inherits it from the level below).
+public struct BypassKeys: Sendable, Hashable {
+    public var safeSearch: Set<SafeSearchEngine>?
+    public var encryptedDNS: BypassPolicy.Action?
+    public var ech: BypassPolicy.Action?
+    public var tunnels: BypassPolicy.Action?
+    public var unreadableQUIC: BypassPolicy.Action?
+    public var quic: BypassPolicy.Action?
+
+    public init() {}
+
+    /// The `bypass:` keys alone.
+    public var withoutSafeSearch: BypassKeys {
+        var keys = self
+        keys.safeSearch = nil
+        return keys
+    }
+
+    /// These keys laid over `policy` (the keys this level does not set stay).
+    public func applied(to policy: BypassPolicy) -> BypassPolicy {
+        var result = policy
+        if let safeSearch { result.safeSearch = safeSearch }
+        if let encryptedDNS { result.encryptedDNS = encryptedDNS }
+        if let ech { result.ech = ech }
+        if let tunnels { result.tunnels = tunnels }
+        if let unreadableQUIC { result.unreadableQUIC = unreadableQUIC }
+        if let quic { result.quic = quic }
+        return result
+    }
+}

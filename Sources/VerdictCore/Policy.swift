@@ -83,6 +83,8 @@ public struct Policy: Sendable, Hashable {
     public var overrideBlock: [RulePattern] = []
     /// An exam in force: only its list reaches the network.
     public var exam: Exam?
+    /// Encrypted DNS, ECH, tunnels, QUIC and SafeSearch (`safeSearch:`, `bypass:`).
+    public var bypass = BypassPolicy()
 
     /// While an exam runs, the people it applies to reach only `allow`.
     public struct Exam: Sendable, Hashable {

@@ -15,7 +15,15 @@
 /// overrideBlock games.example
 /// exam 1767261600                # an exam in force, until (Unix seconds; '-' until stopped)
 /// examAllow exams.example.org    # what the exam lets through
+/// encryptedDNS block             # the bypass keys: block | allow each
+/// ech block
+/// tunnels block
+/// unreadableQUIC block
+/// quic allow
+/// safeSearch google youtube-strict   # or: safeSearch none
 /// ```
+/// A file without the bypass lines gets their defaults (every way around
+/// the filter blocked, QUIC allowed, no SafeSearch).
 public enum PolicyText {
     public struct ParseError: Error, Hashable, Sendable, CustomStringConvertible {
         public var line: Int
@@ -44,6 +52,14 @@ public enum PolicyText {
             lines.append("exam " + (exam.until.map(String.init) ?? "-"))
             lines += exam.allow.map { "examAllow \($0)" }
         }
+        let bypass = policy.bypass
+        lines.append("encryptedDNS \(bypass.encryptedDNS.rawValue)")
+        lines.append("ech \(bypass.ech.rawValue)")
+        lines.append("tunnels \(bypass.tunnels.rawValue)")
+        lines.append("unreadableQUIC \(bypass.unreadableQUIC.rawValue)")
+        lines.append("quic \(bypass.quic.rawValue)")
+        let engines = SafeSearchEngine.allCases.filter(bypass.safeSearch.contains).map(\.rawValue)
+        lines.append("safeSearch " + (engines.isEmpty ? "none" : engines.joined(separator: " ")))
         return lines.joined(separator: "\n") + "\n"
     }
 
@@ -112,6 +128,29 @@ public enum PolicyText {
                     let ttl = UInt32(values[values.startIndex + 2]), ttl <= 86_400
                 else { throw ParseError(line: number, reason: usage) }
                 policy.dnsRewrite = Policy.DNSRewrite(ipv4: ipv4, ipv6: ipv6, timeToLive: ttl)
+            case "encryptedDNS", "ech", "tunnels", "unreadableQUIC", "quic":
+                guard values.count == 1, let action = BypassPolicy.Action(rawValue: String(values.first!)) else {
+                    throw ParseError(line: number, reason: "expected '\(key) block|allow'")
+                }
+                switch key {
+                case "encryptedDNS": policy.bypass.encryptedDNS = action
+                case "ech": policy.bypass.ech = action
+                case "tunnels": policy.bypass.tunnels = action
+                case "unreadableQUIC": policy.bypass.unreadableQUIC = action
+                default: policy.bypass.quic = action
+                }
+            case "safeSearch":
+                var engines: Set<SafeSearchEngine> = []
+                if values != ["none"] {
+                    for value in values {
+                        guard let engine = SafeSearchEngine(rawValue: String(value)) else {
+                            let known = SafeSearchEngine.allCases.map(\.rawValue).joined(separator: ", ")
+                            throw ParseError(line: number, reason: "'\(value)' is not a SafeSearch engine (\(known), or none)")
+                        }
+                        engines.insert(engine)
+                    }
+                }
+                policy.bypass.safeSearch = engines
             default:
                 throw ParseError(line: number, reason: "unknown key '\(key)'")
             }

@@ -126,6 +126,8 @@ public struct PolicyKeys: Sendable, Hashable {
     public var noName: Policy.NoNameAction?
     public var askDefault: Policy.DefaultAction?
     public var askTimeoutMilliseconds: Int?
+    /// `safeSearch:` and `bypass:`.
+    public var bypass = BypassKeys()
 
     public init(
         block: Policy.CategorySelection? = nil, allow: [RulePattern]? = nil, deny: [RulePattern]? = nil,
@@ -150,6 +152,7 @@ public struct PolicyKeys: Sendable, Hashable {
         if let noName { policy.noName = noName }
         if let askDefault { policy.askDefault = askDefault }
         if let askTimeoutMilliseconds { policy.askTimeoutMilliseconds = askTimeoutMilliseconds }
+        policy.bypass = bypass.applied(to: policy.bypass)
     }
 }
 

@@ -21,6 +21,9 @@ import VerdictCore
         #expect(configuration.policy.allow == [try RulePattern("khanacademy.org")])
         #expect(configuration.policy.unknown == .allow)
         #expect(configuration.policy.askDefault == .allow && configuration.policy.askTimeoutMilliseconds == 2000)
+        var bypass = BypassPolicy()
+        bypass.safeSearch = [.google, .youtubeStrict]
+        #expect(configuration.policy.bypass == bypass, "the bypass keys as written are the defaults")
         #expect(configuration.blockPage.organization == "Example School")
         #expect(configuration.blockPage.requestAccess?.url == "https://help.example.org/unblock?url={url}")
         #expect(configuration.admin.socket == "/run/hallpass/control.sock")

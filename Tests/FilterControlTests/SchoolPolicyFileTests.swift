@@ -27,6 +27,27 @@ import VerdictCore
         let moment = PolicyMoment(time: LocalTime(weekday: .wednesday, hour: 9, minute: 30), now: 0)
         #expect(school.effectivePolicy(for: .group("students"), at: moment).exam != nil)
         #expect(school.effectivePolicy(for: .group("staff"), at: moment).exam == nil)
+        // SafeSearch and the bypass keys: set at the top, inherited, replaced per group.
+        let students = school.effectivePolicy(for: .group("students"), at: moment).policy.bypass
+        #expect(students.safeSearch == [.google, .youtubeStrict, .bing, .duckduckgo] && students.tunnels == .block)
+        let staff = school.effectivePolicy(for: .group("staff"), at: moment).policy.bypass
+        #expect(staff.safeSearch.isEmpty && staff.tunnels == .allow && staff.encryptedDNS == .block && staff.quic == .allow)
+    }
+
+    @Test func bypassKeysAreCheckedByName() {
+        for (text, key) in [
+            ("policy:\n  bypass: { vpn: block }\n", "policy.bypass"),
+            ("policy:\n  bypass: { tunnels: maybe }\n", "policy.bypass.tunnels"),
+            ("policy:\n  safeSearch: [altavista]\n", "policy.safeSearch[0]"),
+            ("policy:\n  safeSearch: [youtube-strict, youtube-moderate]\n", "policy.safeSearch"),
+        ] {
+            do {
+                _ = try SchoolPolicy(yaml: text)
+                Issue.record("accepted: \(text)")
+            } catch {
+                #expect(error.key.hasPrefix(key), "\(error)")
+            }
+        }
     }
 
     @Test func anEmptyFileIsTheDefaultPolicy() throws {

@@ -65,6 +65,15 @@ import VerdictCore
         policy.exam = Policy.Exam(allow: [], until: nil)
         #expect(try PolicyText.parse(PolicyText.render(policy)) == policy)
         #expect(throws: PolicyText.ParseError.self) { try PolicyText.parse("examAllow a.example\n") }
+        // The bypass keys: a file without them gets the defaults; each one round-trips.
+        #expect(try PolicyText.parse("unknown allow\n").bypass == BypassPolicy())
+        var bypassing = Policy()
+        bypassing.bypass.tunnels = .allow
+        bypassing.bypass.quic = .block
+        bypassing.bypass.safeSearch = [.google, .youtubeModerate]
+        #expect(try PolicyText.parse(PolicyText.render(bypassing)) == bypassing)
+        #expect(throws: PolicyText.ParseError.self) { try PolicyText.parse("safeSearch altavista\n") }
+        #expect(throws: PolicyText.ParseError.self) { try PolicyText.parse("tunnels sometimes\n") }
         #expect(throws: PolicyText.ParseError.self) { try PolicyText.parse("exam soon\n") }
     }
 }

@@ -153,28 +153,33 @@ public actor SyslogForwarder {
             channel = try await loop.flatSubmit { DatagramBootstrap(group: loop).bind(host: bind, port: 0) }.get()
             udpAddress = address
         case .tcp, .tls:
-            var sslContext: NIOSSLContext?
+            let sslContext: NIOSSLContext?
             if target.transport == .tls {
                 var configuration = TLSConfiguration.makeClientConfiguration()
                 configuration.minimumTLSVersion = .tlsv12
                 if let caFile { configuration.additionalTrustRoots = [.file(caFile)] }
                 sslContext = try NIOSSLContext(configuration: configuration)
+            } else {
+                sslContext = nil
             }
             let serverName = Self.isAddress(target.host) ? nil : target.host
             let logger = self.logger
             let loop = group.next()
-            let bootstrap = ClientBootstrap(group: loop)
-                .connectTimeout(.seconds(10))
-                .channelOption(.socketOption(.so_keepalive), value: 1)
-                .channelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        if let sslContext {
-                            try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverName))
+            // The bootstrap is made on the loop's thread, where it connects.
+            channel = try await loop.flatSubmit {
+                ClientBootstrap(group: loop)
+                    .connectTimeout(.seconds(10))
+                    .channelOption(.socketOption(.so_keepalive), value: 1)
+                    .channelInitializer { channel in
+                        channel.eventLoop.makeCompletedFuture {
+                            if let sslContext {
+                                try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverName))
+                            }
+                            try channel.pipeline.syncOperations.addHandler(CollectorConnectionHandler(logger: logger))
                         }
-                        try channel.pipeline.syncOperations.addHandler(CollectorConnectionHandler(logger: logger))
                     }
-                }
-            channel = try await loop.flatSubmit { bootstrap.connect(host: target.host, port: target.port) }.get()
+                    .connect(host: target.host, port: target.port)
+            }.get()
         }
         counters.connections += 1
         counters.lastError = nil

@@ -36,14 +36,12 @@ public struct JournalLogHandler: LogHandler {
         ProcessInfo.processInfo.environment["JOURNAL_STREAM"] != nil && FileManager.default.fileExists(atPath: socketPath)
     }
 
-    public func log(
-        level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String, file: String, function: String, line: UInt
-    ) {
+    public func log(event: LogEvent) {
         var fields: [(String, String)] = [
-            ("MESSAGE", message.description), ("PRIORITY", String(Self.priority(level))), ("SYSLOG_IDENTIFIER", identifier),
+            ("MESSAGE", event.message.description), ("PRIORITY", String(Self.priority(event.level))), ("SYSLOG_IDENTIFIER", identifier),
         ]
         var all = metadata
-        if let explicit { all.merge(explicit) { $1 } }
+        if let explicit = event.metadata { all.merge(explicit) { $1 } }
         for (key, value) in all.sorted(by: { $0.key < $1.key }) {
             guard let name = Self.fieldName(key) else { continue }
             fields.append((name, "\(value)"))
@@ -159,12 +157,10 @@ public struct PlainLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    public func log(
-        level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String, file: String, function: String, line: UInt
-    ) {
+    public func log(event: LogEvent) {
         var all = metadata
-        if let explicit { all.merge(explicit) { $1 } }
-        var text = "\(prefix): " + (level >= .warning ? "\(level): " : "") + message.description
+        if let explicit = event.metadata { all.merge(explicit) { $1 } }
+        var text = "\(prefix): " + (event.level >= .warning ? "\(event.level): " : "") + event.message.description
         if !all.isEmpty { text += " " + all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ") }
         FileHandle.standardError.write(Data((text + "\n").utf8))
     }
