@@ -245,6 +245,9 @@ rules:
 blockPage:
   organization: "Bypass Matrix School"
   ca: $work/ca
+log:
+  file: $work/audit.jsonl
+  journald: false
 admin:
   socket: $work/control.sock
 YAML

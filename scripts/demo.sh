@@ -111,6 +111,9 @@ blockPage:
   requestAccess:
     text: "Ask your teacher"
     url: builtin
+log:
+  file: $work/audit.jsonl
+  journald: false
 admin:
   socket: $work/control.sock
 YAML

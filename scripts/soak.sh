@@ -172,6 +172,9 @@ ${!policy_var}
   askTimeout: 2s
 blockPage:
   ca: $work/blockpage-ca
+log:
+  file: $work/audit.jsonl
+  journald: false
 admin:
   socket: $socket
 YAML

@@ -342,7 +342,7 @@ final class CollectorStub: @unchecked Sendable {
         let context = try NIOSSLContext(
             configuration: .makeServerConfiguration(
                 certificateChain: try NIOSSLCertificate.fromPEMFile(folder + "/cert.pem").map { .certificate($0) },
-                privateKey: .file(folder + "/key.pem")))
+                privateKey: .privateKey(try NIOSSLPrivateKey(file: folder + "/key.pem", format: .pem))))
         let box = CollectorStub.NIOLockedBox()
         let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelInitializer { child in

@@ -22,16 +22,15 @@ extension FilterIntegrationTests {
         let data = try filterData(network)
         #expect(!(try hallpassRules(network)).isEmpty)
 
-        let started = Date()
         #expect(kill(hallpass.pid, SIGTERM) == 0)
         let status = hallpass.wait(atMost: 10)
-        let took = Date().timeIntervalSince(started)
         let log = network.log("filter-control")
         #expect(status == 0, "filter-control did not end within 10 s of SIGTERM:\n\(log)")
         // The stop request that needs no privilege is the end of the control channel.
         #expect(log.contains("cannot send SIGTERM to filter-data \(data)"), "the test did not take CAP_KILL away:\n\(log)")
+        // Exit status 0, not a signal: it left on the end of the channel (the SIGKILL would be refused too).
         #expect(log.contains("filter-data stopped (exit status 0)") && log.contains("kernel rules removed"), "\(log)")
-        #expect(took < 3, "the stop took \(took) s")
+        #expect(!log.contains("stopped on an error"), "every service stops cleanly:\n\(log)")
         #expect(kill(data, 0) != 0, "filter-data \(data) is still running")
         let left = try hallpassRules(network)
         #expect(left.isEmpty, "\(left)")

@@ -26,6 +26,8 @@ bench_setup() {
     # shellcheck disable=SC2086
     bin=$(swift build ${bench_build_flags:--c release} --show-bin-path)
     work=$(mktemp -d "/tmp/hallpass-$bench_name.XXXXXX")
+    # filter-data (uid 65534 once locked down) reads the policy files in $work/run.
+    chmod 755 "$work"
     client=hpb${bench_net}c$$
     server=hpb${bench_net}s$$
     client_ip=10.$bench_net.0.1

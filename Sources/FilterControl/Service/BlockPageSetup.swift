@@ -1,6 +1,6 @@
-public import BlockPage
+import BlockPage
 import Foundation
-public import Logging
+import Logging
 import SharedStore
 import VerdictCore
 

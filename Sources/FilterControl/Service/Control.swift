@@ -1,12 +1,12 @@
-public import BlockPage
-public import FilterData
+import BlockPage
+import FilterData
 public import Foundation
 public import Logging
 import NIOConcurrencyHelpers
 import NIOPosix
-public import SharedStore
+import SharedStore
 import Synchronization
-public import VerdictCore
+import VerdictCore
 
 /// filter-control's state and everything that changes it: the rules and the
 /// policy in force, who is in which group, the policy set filter-data
@@ -97,6 +97,14 @@ public actor Control {
         self.clock = clock
         let configuration = try Control.readConfiguration(options.configPath)
         self.configuration = configuration
+        // Access requests and the policy state (overrides, a manual exam) live
+        // in rules.directory, also with --store, which installs nothing there.
+        do {
+            try FileManager.default.createDirectory(
+                atPath: configuration.rules.directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        } catch {
+            logger.warning("cannot create rules.directory \(configuration.rules.directory): \(error.localizedDescription); access requests and overrides cannot be kept")
+        }
         requests = AccessRequestStore(path: configuration.rules.directory + "/requests.json") { logger.warning("\($0)") }
         policyState = PolicyStateStore(path: configuration.rules.directory + "/" + PolicyStateStore.fileName) { logger.warning("\($0)") }
         var bundleFolder: String? = nil

@@ -3,7 +3,7 @@ import Foundation
 public import Logging
 import NIOCore
 import NIOPosix
-public import ServiceLifecycle
+import ServiceLifecycle
 import UnixSignals
 #if canImport(Glibc)
 import Glibc
@@ -129,9 +129,9 @@ struct PolicyClockService: Service {
 
     func run() async throws {
         await control.applyPolicy(reason: "start")
-        try await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                try await Task.sleep(for: .seconds(1))
+        // Cancelled at the shutdown: the sleep ends early, and that is no error.
+        await cancelWhenGracefulShutdown {
+            while (try? await Task.sleep(for: .seconds(1))) != nil {
                 await control.applyPolicy(reason: "the school's clock", skipWhenBusy: true)
             }
         }
@@ -149,10 +149,9 @@ struct RuleRefreshService: Service {
             try? await gracefulShutdown()
             return
         }
-        try await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                let seconds = Double(interval.components.seconds)
-                try await Task.sleep(for: .seconds(seconds * Double.random(in: 0.9...1.1)))
+        let seconds = Double(interval.components.seconds)
+        await cancelWhenGracefulShutdown {
+            while (try? await Task.sleep(for: .seconds(seconds * Double.random(in: 0.9...1.1)))) != nil {
                 _ = await control.refresh()
             }
         }
@@ -168,7 +167,7 @@ struct SignalService: Service {
 
     func run() async throws {
         let signals = await UnixSignalsSequence(trapping: .sighup, .sigusr1)
-        try await cancelWhenGracefulShutdown {
+        await cancelWhenGracefulShutdown {
             for await signal in signals {
                 if signal == .sigusr1 {
                     logger.info("SIGUSR1: reopening the audit log")
