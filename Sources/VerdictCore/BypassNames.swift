@@ -95,6 +95,23 @@ public enum SafeSearch {
     }
 }
 
+/// Where an engine's SafeSearch sends its names: the enforcement host's
+/// addresses as filter-control last resolved them (with those it saw in the
+/// last hour, so a browser holding a slightly older answer is not cut off),
+/// and the time to live filter-data gives its rewritten answers.
+public struct SafeSearchTarget: Sendable, Hashable {
+    public var addresses: [IPAddress]
+    public var timeToLive: UInt32
+
+    /// The most addresses one target carries.
+    public static let maximumAddresses = 32
+
+    public init(addresses: [IPAddress], timeToLive: UInt32) {
+        self.addresses = Array(addresses.prefix(Self.maximumAddresses))
+        self.timeToLive = timeToLive
+    }
+}
+
 /// The `bypass:` and `safeSearch:` keys of a policy level (issue 14), with
 /// their defaults: every way around the filter blocked, QUIC itself allowed,
 /// no SafeSearch.

@@ -9,6 +9,7 @@
 /// ```
 /// # hallpass policy set (written by filter-control)
 /// askUsers yes
+/// safeSearchTarget google 300 216.239.38.120 2001:4860:4802:32::78   # where SafeSearch sends its names
 /// user 1000 students
 /// user 1001 -                    # a person in no group
 /// user 105 system
@@ -27,6 +28,12 @@ public struct PolicySet: Sendable, Hashable {
     /// Whether to ask filter-control about a uid not in `users` (it has
     /// groups to place people in). Without it, every person is `.ungrouped`.
     public var askUsers: Bool
+    /// The addresses of each SafeSearch engine's enforcement host, which
+    /// filter-control resolves (filter-data has no network): DNS answers for
+    /// the engine's names point there, and TLS or QUIC flows to those names
+    /// may go nowhere else. An engine a policy asks for without a target
+    /// here gets no answers and no flows until filter-control has one.
+    public var safeSearchTargets: [SafeSearchEngine: SafeSearchTarget] = [:]
 
     public init(policies: [Audience: Policy], users: [UInt32: Audience] = [:], askUsers: Bool = false) {
         var policies = policies
@@ -62,6 +69,10 @@ public struct PolicySet: Sendable, Hashable {
     public static func render(_ set: PolicySet) -> String {
         var lines = ["# hallpass policy set for filter-data (written by filter-control; see docs/school-policy.md)"]
         lines.append("askUsers \(set.askUsers ? "yes" : "no")")
+        for engine in SafeSearchEngine.allCases {
+            guard let target = set.safeSearchTargets[engine] else { continue }
+            lines.append((["safeSearchTarget", engine.rawValue, String(target.timeToLive)] + target.addresses.map(\.description)).joined(separator: " "))
+        }
         for (uid, audience) in set.users.sorted(by: { $0.key < $1.key }) {
             lines.append("user \(uid) \(token(audience))")
         }
@@ -106,6 +117,7 @@ public struct PolicySet: Sendable, Hashable {
         var policies: [Audience: Policy] = [:]
         var users: [UInt32: Audience] = [:]
         var askUsers = false
+        var targets: [SafeSearchEngine: SafeSearchTarget] = [:]
         var current: (audience: Audience, firstLine: Int, lines: [Substring])? = nil
         func finish() throws(PolicyText.ParseError) {
             guard let section = current else { return }
@@ -148,14 +160,32 @@ public struct PolicySet: Sendable, Hashable {
             case "askUsers":
                 guard fields.count == 2, fields[1] == "yes" || fields[1] == "no" else { throw PolicyText.ParseError(line: number, reason: "expected 'askUsers yes|no'") }
                 askUsers = fields[1] == "yes"
+            case "safeSearchTarget":
+                let usage = "expected 'safeSearchTarget ENGINE TTL ADDRESS...' (1 to \(SafeSearchTarget.maximumAddresses) addresses)"
+                guard fields.count >= 4, fields.count - 3 <= SafeSearchTarget.maximumAddresses,
+                    let engine = SafeSearchEngine(rawValue: String(fields[1])), let ttl = UInt32(fields[2]), ttl <= 86_400
+                else { throw PolicyText.ParseError(line: number, reason: usage) }
+                var addresses: [IPAddress] = []
+                for field in fields.dropFirst(3) {
+                    guard let address = IPAddress(String(field)) else { throw PolicyText.ParseError(line: number, reason: "'\(field)' is not an address") }
+                    addresses.append(address)
+                }
+                targets[engine] = SafeSearchTarget(addresses: addresses, timeToLive: ttl)
             default:
-                throw PolicyText.ParseError(line: number, reason: "expected 'user', 'askUsers' or 'audience' before the first audience")
+                throw PolicyText.ParseError(line: number, reason: "expected 'user', 'askUsers', 'safeSearchTarget' or 'audience' before the first audience")
             }
         }
         try finish()
         for (uid, audience) in users where policies[audience] == nil && audience.groupName != nil {
             throw PolicyText.ParseError(line: 0, reason: "uid \(uid) is placed in group \(audience), which has no policy")
         }
-        return PolicySet(policies: policies, users: users, askUsers: askUsers)
+        var set = PolicySet(policies: policies, users: users, askUsers: askUsers)
+        set.safeSearchTargets = targets
+        return set
+    }
+
+    /// The engines some audience's policy enforces SafeSearch for.
+    public var safeSearchEngines: Set<SafeSearchEngine> {
+        policies.values.reduce(into: []) { $0.formUnion($1.bypass.safeSearch) }
     }
 }

@@ -36,8 +36,7 @@ let blockedDecision = DecisionRecord(
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let path = folder + "/log/hallpass/audit.jsonl"
         let file = AuditFile(path: path, maxBytes: 1 << 20, keepFiles: 3, retention: 86_400 * 30)
-        let previous = umask(0)
-        defer { umask(previous) }
+        // The modes are set, not left to the umask (022 would give 0644 and 0755).
         try file.append(AuditFormat.jsonLine(sampleRecord()), firstTime: Date())
         let attributes = try FileManager.default.attributesOfItem(atPath: path)
         #expect(attributes[.posixPermissions] as? Int == 0o640)

@@ -34,6 +34,7 @@ extension FilterIntegrationTests {
               number: 3
             rules:
               source: file://\(source)/
+              directory: \(network.folder)/lib
             policy:
               block: [ demo, gambling ]
               unknown: ask

@@ -16,6 +16,8 @@ import Testing
             queue:
               number: 3
               failMode: \(failMode)
+            rules:
+              directory: \(network.folder)/lib
             policy:
               block: [ demo ]
               unknown: allow

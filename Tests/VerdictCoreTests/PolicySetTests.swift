@@ -22,6 +22,37 @@ import VerdictCore
         #expect(try PolicySet.parse(PolicySet.render(plain)) == plain)
     }
 
+    @Test func safeSearchTargetsTravelInTheSet() throws {
+        var set = try set()
+        set.safeSearchTargets = [
+            .google: SafeSearchTarget(addresses: [IPAddress("216.239.38.120")!, IPAddress("2001:4860:4802:32::78")!], timeToLive: 300),
+            .bing: SafeSearchTarget(addresses: [IPAddress("204.79.197.220")!], timeToLive: 60),
+        ]
+        let text = PolicySet.render(set)
+        #expect(text.contains("safeSearchTarget google 300 216.239.38.120 2001:4860:4802:32::78\n"))
+        #expect(try PolicySet.parse(text) == set)
+        let many = (1...40).map { IPAddress("192.0.2.\($0)")! }
+        #expect(SafeSearchTarget(addresses: many, timeToLive: 1).addresses.count == SafeSearchTarget.maximumAddresses)
+    }
+
+    @Test(arguments: [
+        "safeSearchTarget google 300\naudience ungrouped\n", "safeSearchTarget altavista 300 192.0.2.1\naudience ungrouped\n",
+        "safeSearchTarget google forever 192.0.2.1\naudience ungrouped\n", "safeSearchTarget google 300 not-an-address\naudience ungrouped\n",
+        "safeSearchTarget google 100000 192.0.2.1\naudience ungrouped\n",
+    ])
+    func malformedSafeSearchTargetsAreRefused(text: String) {
+        #expect(throws: PolicyText.ParseError.self) { try PolicySet.parse(text) }
+    }
+
+    @Test func theEnginesAreThoseOfEveryAudience() throws {
+        var students = Policy(blockedCategories: .only(["adult"]))
+        students.bypass.safeSearch = [.google, .youtubeStrict]
+        var staff = Policy(blockedCategories: .only([]))
+        staff.bypass.safeSearch = [.bing]
+        let set = PolicySet(policies: [.ungrouped: Policy(), .group("students"): students, .group("staff"): staff])
+        #expect(set.safeSearchEngines == [.google, .youtubeStrict, .bing])
+    }
+
     @Test func aPlainPolicyFileIsOnePolicyForEveryone() throws {
         let policy = Policy(blockedCategories: .only(["gambling"]), noName: .block)
         let set = try PolicySet.parse(PolicyText.render(policy))

@@ -34,20 +34,35 @@ public struct AdminService: Service {
         }
         let folder = (path as NSString).deletingLastPathComponent
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-        // Bind with a tight umask so that nobody else can connect before the chmod.
-        let oldMask = umask(0o177)
-        defer { umask(oldMask) }
-        server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true) { channel in
+        // The socket is bound inside a fresh folder only root can enter, given
+        // its owner and mode there, and then renamed into place (replacing a
+        // stale one): nobody can connect before the mode is right. The umask
+        // is process-wide and other tasks create files meanwhile, so it is
+        // not the tool for this.
+        var template = Array((folder + "/.admin-XXXXXX").utf8CString)
+        guard let privateFolder = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }).map({ String(cString: $0) }) else {
+            let code = errno
+            throw AdminSocketError("cannot make a private folder in \(folder): \(String(cString: strerror(code)))", errno: code)
+        }
+        defer { rmdir(privateFolder) }
+        let staging = privateFolder + "/control.sock"
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .bind(unixDomainSocketPath: staging, cleanupExistingSocketFile: false) { channel in
                 channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
             }
+        let placed: Bool
         if let groupID {
-            guard chown(path, 0, groupID) == 0, chmod(path, 0o660) == 0 else {
-                let code = errno
-                try? await server.channel.close()
-                throw AdminSocketError("cannot give \(path) to the admin group: \(String(cString: strerror(code)))", errno: code)
-            }
+            placed = chown(staging, 0, groupID) == 0 && chmod(staging, 0o660) == 0 && rename(staging, path) == 0
+        } else {
+            placed = chmod(staging, 0o600) == 0 && rename(staging, path) == 0
         }
+        guard placed else {
+            let code = errno
+            unlink(staging)
+            try? await server.channel.close()
+            throw AdminSocketError("cannot place the admin socket at \(path): \(String(cString: strerror(code)))", errno: code)
+        }
+        self.server = server
         logger.info("admin socket \(path)")
     }
 

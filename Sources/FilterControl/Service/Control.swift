@@ -71,6 +71,8 @@ public actor Control {
     let pageView: Mutex<PageView>
     let connections = ConnectionRecords()
     let cutter = ConnectionCutter()
+    /// The SafeSearch enforcement hosts' addresses (looked up by `SafeSearchService`).
+    let safeSearch = SafeSearchResolver(socketMark: FlowMarks().allow)
     private let users = UserDirectory()
     /// The audit log (`log:`) and desktop notices (`notify:`); nil when switched off.
     let audit: AuditLog?
@@ -288,8 +290,14 @@ public actor Control {
             policies[audience] = result.policy
             effective[audience] = result
         }
-        let set = PolicySet(policies: policies, users: placements, askUsers: !policy.school.groups.isEmpty)
+        var set = PolicySet(policies: policies, users: placements, askUsers: !policy.school.groups.isEmpty)
+        set.safeSearchTargets = safeSearch.targets(for: set.safeSearchEngines, now: now)
         return (set, effective)
+    }
+
+    /// The engines whose SafeSearch some audience's policy enforces now.
+    func safeSearchEngines() -> Set<SafeSearchEngine> {
+        (policySet ?? computePolicySet(now: clock()).0).safeSearchEngines
     }
 
     /// Overrides in force: the admins' and the approved access requests'

@@ -66,6 +66,7 @@ public enum FilterControlApplication {
         var services: [any Service] = [
             DataSupervisorService(control: control, logger: logger),
             PolicyClockService(control: control),
+            SafeSearchService(control: control, logger: logger),
             RuleRefreshService(control: control, interval: .seconds(configuration.rules.refresh), enabled: options.store == nil && configuration.rules.source != nil),
             SignalService(control: control, logger: logger),
             admin,
@@ -134,6 +135,26 @@ struct PolicyClockService: Service {
             while (try? await Task.sleep(for: .seconds(1))) != nil {
                 await control.applyPolicy(reason: "the school's clock", skipWhenBusy: true)
             }
+        }
+    }
+}
+
+/// Looks up the SafeSearch enforcement hosts the policy needs, when their
+/// answers are due (every 5 s it checks); the school's clock hands new
+/// addresses to filter-data at its next tick.
+struct SafeSearchService: Service {
+    let control: Control
+    let logger: Logger
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            repeat {
+                let engines = await control.safeSearchEngines()
+                guard !engines.isEmpty else { continue }
+                for failure in await control.safeSearch.refresh(engines: engines, now: Date()) {
+                    logger.warning("SafeSearch: \(failure)")
+                }
+            } while (try? await Task.sleep(for: .seconds(5))) != nil
         }
     }
 }
