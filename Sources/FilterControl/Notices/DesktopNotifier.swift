@@ -272,7 +272,7 @@ public final class DesktopNotifier: Sendable {
             state.withLockedValue { $0.counters.noSession += 1 }
             return
         }
-        let user = AuditLog.userName(uid: uid)
+        let user = AuditLog.userEntry(uid: uid)?.name
         let gid = decision.gid ?? DesktopNotifier.primaryGroup(uid: uid) ?? uid
         do {
             let bus = try SessionBus(address: address, uid: uid, gid: gid)
