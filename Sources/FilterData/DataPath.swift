@@ -170,8 +170,12 @@ public final class DataPath {
         guard inspection.verdict == .needRules, inspection.finality == .undecided, let key = inspection.flow,
             let question = DataPath.question(for: inspection)
         else {
-            let verdict = verdict(for: inspection)
-            if verdict == .repeatWithMark(marks.dnsAnswer) { expectAnswer(to: packet.payload, inspection, now: now) }
+            var verdict = verdict(for: inspection)
+            // A query whose answer is to be changed goes on with the mark that brings the answer back.
+            if let action = DataPath.answerAction(for: inspection, engines: inspector.engines) {
+                verdict = .repeatWithMark(marks.dnsAnswer)
+                expectAnswer(to: packet.payload, inspection, action: action, now: now)
+            }
             socket.setVerdict(verdict, for: packet.id)
             report(inspection)
             return
@@ -264,10 +268,39 @@ public final class DataPath {
         pendingReports.removeFirst(sent)
     }
 
+    /// How the answer to a query on its way out is to be changed, if at all:
+    /// a blocked name's points at the block page (with `blockedDNS:
+    /// rewrite`), a canary name's becomes NXDOMAIN, a SafeSearch name's
+    /// points at the enforcement host (once filter-control gave its
+    /// addresses), and an HTTPS or SVCB answer loses `ech` (`bypass.ech: block`).
+    public static func answerAction<Rules>(for inspection: Inspection, engines: PolicyEngines<Rules>) -> DNSAnswerAction? {
+        guard inspection.finality == .packetDecision, inspection.kind == .dns, inspection.direction == .clientToServer,
+            let host = inspection.facts.host
+        else { return nil }
+        let policy = (engines.engine(for: inspection.facts.uid) ?? engines.fallback).policy
+        switch inspection.verdict {
+        case .drop:
+            let reason = inspection.decision.reason
+            if reason.source == .bypass, reason.rule == VerdictEngine<Rules>.canaryRule { return .nxdomain }
+            return policy.dnsRewrite != nil ? .pointAtBlockPage : nil
+        case .allow:
+            if !policy.bypass.safeSearch.isEmpty, let engine = SafeSearch.engine(for: host, among: policy.bypass.safeSearch),
+                engines.set.safeSearchTargets[engine] != nil
+            {
+                return .safeSearch(engine)
+            }
+            let type = inspection.findings.dnsType
+            if policy.bypass.ech == .block, type == 65 || type == 64 { return .removeECH }
+            return nil
+        case .needRules, .needMoreData:
+            return nil
+        }
+    }
+
     /// Keeps the judgement of a query whose answer is to be changed.
-    private func expectAnswer(to packet: UnsafeRawBufferPointer, _ inspection: Inspection, now: UInt64) {
+    private func expectAnswer(to packet: UnsafeRawBufferPointer, _ inspection: Inspection, action: DNSAnswerAction, now: UInt64) {
         guard let key = inspection.flow, let name = inspection.facts.host, let id = DataPath.dnsMessageID(packet) else { return }
-        answerPlans.expect(.init(flow: key, id: id), name: name, action: .pointAtBlockPage, now: now)
+        answerPlans.expect(.init(flow: key, id: id), name: name, action: action, now: now)
     }
 
     /// The DNS message id of a UDP packet (the first two bytes after the UDP header).
@@ -292,7 +325,42 @@ public final class DataPath {
             }
             counters.dnsRewrites += 1
             return .acceptRewritten(rewritten)
+        case .nxdomain, .safeSearch, .removeECH:
+            do throws(DNSRewriteError) {
+                guard let rewritten = try DataPath.rewrite(packet, action: action, targets: inspector.engines.set.safeSearchTargets) else {
+                    return .accept
+                }
+                counters.dnsRewrites += 1
+                return .acceptRewritten(rewritten)
+            } catch {
+                // An answer the rewrite cannot read passes as it is (the flow that follows is still judged by its name).
+                counters.dnsRewritesEmpty += 1
+                return .accept
+            }
         }
+    }
+
+    /// The answer packet changed for a bypass action; nil when there is nothing to change.
+    public static func rewrite(
+        _ packet: UnsafeRawBufferPointer, action: DNSAnswerAction, targets: [SafeSearchEngine: SafeSearchTarget]
+    ) throws(DNSRewriteError) -> [UInt8]? {
+        let bytes = packet.assumingMemoryBound(to: UInt8.self).span
+        let message = try DNSPacketRewrite.udpPayload(of: bytes)
+        let changed: [UInt8]?
+        switch action {
+        case .nxdomain:
+            changed = try DNSBypassRewrite.nxdomain(for: message)
+        case .safeSearch(let engine):
+            guard let target = targets[engine] else { return nil }
+            changed = try DNSBypassRewrite.safeSearchAnswer(
+                for: message, target: Array(engine.enforcementHost.utf8), addresses: target.addresses, timeToLive: target.timeToLive)
+        case .removeECH:
+            changed = try DNSBypassRewrite.removingECH(fromMessage: message)
+        case .pointAtBlockPage:
+            return nil
+        }
+        guard let changed else { return nil }
+        return try DNSPacketRewrite.replacingUDPPayload(of: bytes, with: changed)
     }
 
     private func verdict(for inspection: Inspection) -> KernelVerdict {

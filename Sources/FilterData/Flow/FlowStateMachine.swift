@@ -45,9 +45,12 @@ public struct FlowFindings: Sendable, Hashable {
     public var path: String?
     /// The ClientHello offered Encrypted Client Hello (`host` is the outer name).
     public var encryptedClientHello: Bool
+    /// A DNS query's question type (1 A, 28 AAAA, 65 HTTPS, ...); 0 otherwise.
+    public var dnsType: UInt16 = 0
 
-    public init(kind: FlowKind, wireName: [UInt8]? = nil, path: String? = nil, encryptedClientHello: Bool = false) {
+    public init(kind: FlowKind, wireName: [UInt8]? = nil, path: String? = nil, encryptedClientHello: Bool = false, dnsType: UInt16 = 0) {
         self.kind = kind
+        self.dnsType = dnsType
         self.wireName = wireName
         self.host = wireName.flatMap { try? HostName(bytes: $0) }
         self.path = path
@@ -305,9 +308,9 @@ public struct FlowStateMachine: Sendable {
 
     /// A DNS message on a DNS flow: a query's question (nil when the query
     /// cannot be read: it is judged as nameless).
-    public mutating func dnsQuery(_ question: [UInt8]?) -> FlowStep {
+    public mutating func dnsQuery(_ question: [UInt8]?, type: UInt16 = 0) -> FlowStep {
         guard case .judgingQueries = state else { return serverPacket() }
-        let findings = question.map { FlowFindings(kind: .dns, wireName: $0) } ?? FlowFindings(kind: .dns)
+        let findings = question.map { FlowFindings(kind: .dns, wireName: $0, dnsType: type) } ?? FlowFindings(kind: .dns)
         updateQueryLog { log in
             log.queries += 1
             if log.firstQuestion == nil, question != nil { log.firstQuestion = findings }
