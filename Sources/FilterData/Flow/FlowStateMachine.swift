@@ -504,7 +504,17 @@ public struct FlowStateMachine: Sendable {
                 return decideNow(FlowFindings(kind: .quic))
             }
         }
-        // Version negotiation, unknown (greased) versions, Retry, undecryptable
+        // A version hallpass has no keys for, and not one reserved for greasing
+        // version negotiation (0x?a?a?a?a, RFC 9000 section 15): this flow will
+        // never show a name (Google QUIC included: the replay reads it, the
+        // live path does not), so it is judged now.
+        if payload.count >= 5 {
+            let version = UInt32(payload[1]) << 24 | UInt32(payload[2]) << 16 | UInt32(payload[3]) << 8 | UInt32(payload[4])
+            if version != 0, version & 0x0f0f_0f0f != 0x0a0a_0a0a, QUICInitialParser.initialParameters(for: version) == nil {
+                return decideNow(FlowFindings(kind: .quic))
+            }
+        }
+        // Version negotiation, greased versions, Retry, undecryptable
         // packets: the client may still send an Initial we can open, so wait, within a bound.
         if progress.clientDatagrams >= progress.limits.quicDatagramBound {
             return decideNow(FlowFindings(kind: .quic))
