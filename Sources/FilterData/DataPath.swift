@@ -58,6 +58,11 @@ public final class DataPath {
     /// The channel to filter-control; nil when run by hand (needRules then gets `policy.askDefault` at once).
     public let control: ControlChannel?
     public private(set) var held: HeldPackets
+    /// The DNS message ID of each held query packet (by queue packet ID):
+    /// a query decided once its question is answered gets the plan for its
+    /// answer (the block page, NXDOMAIN, SafeSearch) as a query judged on
+    /// arrival does. As bounded as `held`; an entry goes with its verdict.
+    private var heldDNSIDs: [UInt32: UInt16] = [:]
     /// Queries judged on the way out whose answers are changed on the way in.
     public private(set) var answerPlans = DNSAnswerPlans()
     public private(set) var counters = DataPathCounters()
@@ -181,6 +186,7 @@ public final class DataPath {
             return
         }
         let uid = inspection.facts.uid
+        if inspection.kind == .dns, let id = DataPath.dnsMessageID(packet.payload) { heldDNSIDs[packet.id] = id }
         guard let control else {
             // Nobody to ask: the default, at once.
             settle(key, packets: [packet.id], with: askDefault(uid: uid), uid: uid, now: now)
@@ -369,15 +375,28 @@ public final class DataPath {
 
     /// Decides a held flow with `decision` and gives its packets their verdicts.
     private func settle(_ key: FlowKey, packets: [UInt32], with decision: Decision, uid: UInt32?, now: UInt64) {
-        let verdict: KernelVerdict
         if let inspection = inspector.settle(flow: key, with: decision, uid: uid, now: now) {
-            verdict = self.verdict(for: inspection)
             report(inspection)
+            give(verdict(for: inspection), to: packets, of: key, inspection: inspection, now: now)
         } else {
             // The flow left the table while it waited (idle or evicted): the default, packet by packet.
-            verdict = decision.verdict == .allow ? .accept : .drop
+            give(decision.verdict == .allow ? .accept : .drop, to: packets, of: key, inspection: nil, now: now)
         }
-        for id in packets { socket.setVerdict(verdict, for: id) }
+    }
+
+    /// Gives held packets of `key` their verdict; a held DNS query whose
+    /// answer is to be changed goes on with the answer mark and its plan.
+    private func give(_ verdict: KernelVerdict, to packets: [UInt32], of key: FlowKey, inspection: Inspection?, now: UInt64) {
+        for packet in packets {
+            if let id = heldDNSIDs.removeValue(forKey: packet), let inspection, let name = inspection.facts.host,
+                let action = DataPath.answerAction(for: inspection, engines: inspector.engines)
+            {
+                answerPlans.expect(.init(flow: key, id: id), name: name, action: action, now: now)
+                socket.setVerdict(.repeatWithMark(marks.dnsAnswer), for: packet)
+            } else {
+                socket.setVerdict(verdict, for: packet)
+            }
+        }
     }
 
     /// Asks the engine again about a held flow (it knows more now: an answer
@@ -387,7 +406,7 @@ public final class DataPath {
         let uid = held.uid(of: key)
         guard let inspection = inspector.resolve(flow: key, uid: uid, now: now) else {
             let fallback = askDefault(uid: uid).verdict == .allow ? KernelVerdict.accept : .drop
-            for id in held.release(key) { socket.setVerdict(fallback, for: id) }
+            give(fallback, to: held.release(key), of: key, inspection: nil, now: now)
             return
         }
         guard inspection.verdict != .needRules else {
@@ -407,9 +426,8 @@ public final class DataPath {
             }
             return
         }
-        let verdict = self.verdict(for: inspection)
         report(inspection)
-        for id in held.release(key) { socket.setVerdict(verdict, for: id) }
+        give(verdict(for: inspection), to: held.release(key), of: key, inspection: inspection, now: now)
     }
 
     private func settleWaiting(for question: HeldQuestion, with decision: Decision?, now: UInt64) {
