@@ -574,7 +574,6 @@ public final class DataPath {
             .init("neededRules", inspection.neededRules),
             .init("neededMoreData", inspection.neededMoreData),
             .init("parseErrors", inspection.parseErrors),
-            .init("connectionsReused", inspection.connectionsReused),
             .init("heldPackets", UInt64(held.packetCount)),
             .init("heldFlows", UInt64(held.flowCount)),
             .init("questions", counters.questions),

@@ -127,22 +127,6 @@ import VerdictCore
         #expect(google.verdict == .drop && google.decision.reason.category == "unreadableQUIC")
     }
 
-    @Test func aNewConnectionOnTheSamePortsIsJudgedAfresh() {
-        var judge = inspector(policy: policy())
-        var first = TCPClient()
-        _ = judge.inspect(first.syn, now: 0)
-        let allowed = judge.inspect(first.data(at: 0, clientHelloRecords("fine.example")), now: 1)
-        #expect(allowed.verdict == .allow && allowed.finality == .firstDecision)
-        // A late packet of that connection repeats its decision.
-        #expect(judge.inspect(first.data(at: 300, [1, 2, 3]), now: 2).finality == .repeatedDecision)
-        // The same ports a moment later, a new ISN, a blocked name.
-        first.isn = 0x1234_5678
-        _ = judge.inspect(first.syn, now: 3)
-        let reused = judge.inspect(first.data(at: 0, clientHelloRecords("blocked.example")), now: 4)
-        #expect(reused.verdict == .drop && reused.findings.name == "blocked.example" && reused.finality == .firstDecision)
-        #expect(judge.counters.connectionsReused == 1)
-    }
-
     @Test func theDoHAndECHFrontListsGoWithTheirKeys() throws {
         let store = try makeStore([("dns.google", BypassPolicy.encryptedDNSCategory), ("cloudflare-ech.com", BypassPolicy.echFrontCategory)])
         let strict = VerdictEngine(rules: store, policy: policy())

@@ -102,7 +102,7 @@ private let second: UInt64 = 1_000_000_000
             Issue.record("a decided flow must repeat its decision")
             return
         }
-        #expect(judged == DecidedFlow(verdict: .drop, kind: .tls, source: .category, streamBase: 100))
+        #expect(judged == DecidedFlow(verdict: .drop, kind: .tls, source: .category))
         guard case .repeatDecision = machine.serverPacket() else {
             Issue.record("server packets of a decided flow repeat too")
             return

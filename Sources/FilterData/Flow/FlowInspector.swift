@@ -84,8 +84,6 @@ public struct InspectorCounters: Sendable, Hashable {
     public var evictions: UInt64 = 0
     /// Flows judged before showing a name because too many flows held buffers.
     public var inspectionsCutShort: UInt64 = 0
-    /// New TCP connections on the ports of a decided one, judged afresh.
-    public var connectionsReused: UInt64 = 0
 
     public init() {}
 
@@ -287,19 +285,6 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
     private mutating func inspectTCP(_ packetKey: FlowKey, _ header: TCPSegmentHeader, _ payload: UnsafeRawBufferPointer,
                                      uid: UInt32?, gid: UInt32?, now: UInt64) -> Inspection {
         if let slot = table.find(packetKey, now: now) {
-            if case .decided(let decided) = table[slot].state, !payload.isEmpty,
-                !decided.isSameConnection(sequenceNumber: header.sequenceNumber)
-            {
-                // A new connection on the ports of one decided a moment ago (a
-                // reused or chosen source port): judged afresh, not by the old decision.
-                tally.connectionsReused += 1
-                _ = table.remove(slot)
-                let fresh = create(
-                    packetKey, FlowStateMachine.tcp(limits: settings.limits, carriesDNS: packetKey.destinationPort == settings.dnsPort,
-                                                     serverPort: packetKey.destinationPort), now: now)
-                let step = table[fresh].clientSegment(header, payload: payload)
-                return finish(step, fresh, packetKey, direction: .clientToServer, uid: uid, gid: gid, created: true)
-            }
             let step = table[slot].clientSegment(header, payload: payload)
             return finish(step, slot, packetKey, direction: .clientToServer, uid: uid, gid: gid, created: false)
         }

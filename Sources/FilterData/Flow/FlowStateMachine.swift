@@ -106,28 +106,11 @@ public struct DecidedFlow: Sendable, Hashable {
     public var verdict: Verdict
     public var kind: FlowKind
     public var source: Reason.Source
-    /// A TCP flow's client stream start (its ISN + 1), when known: a segment
-    /// far from it belongs to a new connection on the same ports
-    /// (`FlowInspector` then judges it afresh instead of repeating this).
-    public var streamBase: UInt32?
 
-    public init(verdict: Verdict, kind: FlowKind, source: Reason.Source, streamBase: UInt32? = nil) {
+    public init(verdict: Verdict, kind: FlowKind, source: Reason.Source) {
         self.verdict = verdict
         self.kind = kind
         self.source = source
-        self.streamBase = streamBase
-    }
-
-    /// Whether a client segment with `sequenceNumber` can belong to the
-    /// connection this decision was made for: within 64 KiB before its start
-    /// and 16 MiB after it. filter-data sees only the few packets queued
-    /// before the kernel saved the decision, so a later segment of the same
-    /// connection is never far; a new connection's random ISN falls in that
-    /// window once in about 250.
-    public func isSameConnection(sequenceNumber: UInt32) -> Bool {
-        guard let streamBase else { return true }
-        let offset = StreamPeek.relativeOffset(of: sequenceNumber, from: streamBase)
-        return offset >= -(1 << 16) && offset <= 1 << 24
     }
 
     /// The decision as later packets get it (the reason without its rule and category).
@@ -361,8 +344,7 @@ public struct FlowStateMachine: Sendable {
                 state = .waitingForRules(findings)
             }
         case .allow, .drop:
-            var judged = DecidedFlow(verdict: decision.verdict, kind: findings.kind, source: decision.reason.source)
-            if case .peekingStream(let progress) = state { judged.streamBase = progress.peek.initialSequence }
+            let judged = DecidedFlow(verdict: decision.verdict, kind: findings.kind, source: decision.reason.source)
             if case .judgingQueries = state {
                 updateQueryLog { log in
                     log.latest = judged
