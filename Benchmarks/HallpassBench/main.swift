@@ -167,23 +167,19 @@ func lookup(_ arguments: [String]) {
         var found = false
         // As the engine does it: every suffix's fingerprint, skip label counts no rule has,
         // prefetch the rest together, then probe.
-        host.bytes.withUnsafeBytes { bytes in
-            withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 128) { wanted in
-                var count = 0
-                var labels = 0
-                SuffixFingerprints.forEachSuffix(bytes) { _, fingerprint in
-                    labels += 1
-                    if count < 128, store.hasDomainRules(labelCount: labels) {
-                        wanted[count] = fingerprint
-                        count += 1
-                    }
-                }
-                let fingerprints = UnsafeBufferPointer(rebasing: wanted[0..<count])
-                store.prefetchDomainRules(fingerprints: fingerprints)
-                for fingerprint in fingerprints {
-                    store.forEachDomainRule(fingerprint: fingerprint) { _, _ in found = true }
-                }
+        var wanted = InlineArray<128, UInt64>(repeating: 0)
+        var count = 0
+        var labels = 0
+        SuffixFingerprints.forEachSuffix(host.bytes.span) { _, fingerprint in
+            labels += 1
+            if count < 128, store.hasDomainRules(labelCount: labels) {
+                wanted[count] = fingerprint
+                count += 1
             }
+        }
+        store.prefetchDomainRules(fingerprints: wanted.span.extracting(0..<count))
+        for index in 0..<count {
+            store.forEachDomainRule(fingerprint: wanted[index]) { _, _ in found = true }
         }
         let elapsed = nanoseconds() - start
         storeTimes.append(elapsed > overhead ? elapsed - overhead : 0)

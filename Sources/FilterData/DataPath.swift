@@ -125,8 +125,8 @@ public final class DataPath {
             let ready = poll(&descriptors, nfds_t(descriptors.count), timeout)
             if ready < 0, errno != EINTR { throw QueueSocketError(operation: "poll", errno: errno) }
             if ready > 0, descriptors[0].revents != 0 {
-                _ = try socket.receiveReady(limit: 64) { packet in
-                    handle(packet, now: DataPath.monotonicNanoseconds())
+                _ = try socket.receiveReady(limit: 64) { packet, bytes in
+                    handle(packet, bytes, now: DataPath.monotonicNanoseconds())
                 }
             }
             if ready > 0, descriptors.count > 1, descriptors[1].revents != 0 {
@@ -153,19 +153,19 @@ public final class DataPath {
 
     // MARK: Packets
 
-    private func handle(_ packet: QueuedPacket, now: UInt64) {
+    private func handle(_ packet: QueuedPacket, _ bytes: Span<UInt8>, now: UInt64) {
         // Only DNS answers come in on the input hook (HALLPASS_IN), and only
         // those of connections whose query asked for it.
         if packet.hook == DataPath.inputHook {
-            socket.setVerdict(answer(packet.payload, now: now), for: packet.id)
+            socket.setVerdict(answer(bytes, now: now), for: packet.id)
             return
         }
-        let inspection = inspector.inspect(packet.payload, uid: packet.uid, gid: packet.gid, now: now)
+        let inspection = inspector.inspect(bytes, uid: packet.uid, gid: packet.gid, now: now)
         guard inspection.verdict == .needRules, inspection.finality == .undecided, let key = inspection.flow,
             let host = inspection.facts.host
         else {
             let verdict = verdict(for: inspection)
-            if verdict == .repeatWithMark(marks.dnsAnswer) { expectAnswer(to: packet.payload, inspection, now: now) }
+            if verdict == .repeatWithMark(marks.dnsAnswer) { expectAnswer(to: bytes, inspection, now: now) }
             socket.setVerdict(verdict, for: packet.id)
             return
         }
@@ -196,20 +196,20 @@ public final class DataPath {
     }
 
     /// Keeps the judgement of a query whose answer is to be changed.
-    private func expectAnswer(to packet: UnsafeRawBufferPointer, _ inspection: Inspection, now: UInt64) {
+    private func expectAnswer(to packet: Span<UInt8>, _ inspection: Inspection, now: UInt64) {
         guard let key = inspection.flow, let name = inspection.facts.host, let id = DataPath.dnsMessageID(packet) else { return }
         answerPlans.expect(.init(flow: key, id: id), name: name, action: .pointAtBlockPage, now: now)
     }
 
     /// The DNS message id of a UDP packet (the first two bytes after the UDP header).
-    static func dnsMessageID(_ packet: UnsafeRawBufferPointer) -> UInt16? {
+    static func dnsMessageID(_ packet: Span<UInt8>) -> UInt16? {
         guard let ip = try? IPPacketParser.parse(packet), ip.protocolNumber == 17, ip.payload.count >= 2 else { return nil }
-        return UInt16(packet[ip.payload.lowerBound]) << 8 | UInt16(packet[ip.payload.lowerBound + 1])
+        return packet.bigEndianU16(at: ip.payload.lowerBound)
     }
 
     /// The verdict for a DNS answer: changed as its query's judgement asked
     /// (the addresses of a blocked name become the block page's), else as it is.
-    private func answer(_ packet: UnsafeRawBufferPointer, now: UInt64) -> KernelVerdict {
+    private func answer(_ packet: Span<UInt8>, now: UInt64) -> KernelVerdict {
         guard let response = DNSResponsePacket(packet, port: inspector.settings.dnsPort), let query = response.ip.flowKey?.reversed,
             let action = answerPlans.take(.init(flow: query, id: response.header.id), name: response.question, now: now)
         else { return .accept }

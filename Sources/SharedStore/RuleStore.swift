@@ -64,10 +64,10 @@ public final class RuleStore: RuleSource, @unchecked Sendable {
         self.path = path
         let length = mapping.length
         self.byteCount = length
-        // Safe: every access below goes through `bytes`, whose bounds are the mapping's.
-        let bytes = UnsafeRawBufferPointer(start: mapping.base, count: length)
+        // Every read while opening goes through this span, whose bounds are the mapping's.
+        let bytes = Span<UInt8>(_unsafeStart: mapping.base.assumingMemoryBound(to: UInt8.self), count: length)
 
-        guard length >= StoreFormat.headerLength, bytes.starts(with: StoreFormat.magic) else {
+        guard length >= StoreFormat.headerLength, bytes.copied(0..<StoreFormat.magic.count) == StoreFormat.magic else {
             throw .notAStore(path: path)
         }
         let formatVersion = bytes.loadLE(UInt32.self, at: 8)
@@ -110,9 +110,9 @@ public final class RuleStore: RuleSource, @unchecked Sendable {
         self.sections = sections
 
         if verification == .full {
-            let head = UnsafeRawBufferPointer(rebasing: bytes[0..<32])
-            let rest = UnsafeRawBufferPointer(rebasing: bytes[40...])
-            guard StableHash.checksum(head, rest) == storedChecksum else { throw .checksumMismatch(path: path) }
+            guard StableHash.checksum(bytes.extracting(0..<32), bytes.extracting(40...)) == storedChecksum else {
+                throw .checksumMismatch(path: path)
+            }
         }
 
         func count(_ section: StoreFormat.Section) -> Int { sections[section.rawValue].count / section.elementSize }
@@ -136,7 +136,7 @@ public final class RuleStore: RuleSource, @unchecked Sendable {
         func string(offset: UInt32, length: UInt32) -> String? {
             let start = strings.lowerBound + Int(offset)
             guard Int(offset) <= strings.count, Int(length) <= strings.count - Int(offset) else { return nil }
-            return String(validating: bytes[start..<(start + Int(length))], as: UTF8.self)
+            return try? String(copying: UTF8Span(validating: bytes.extracting(start..<(start + Int(length)))))
         }
         var names: [String] = []
         let categories = sections[StoreFormat.Section.categories.rawValue]
@@ -223,17 +223,17 @@ public final class RuleStore: RuleSource, @unchecked Sendable {
         }
     }
 
-    public func prefetchDomainRules(fingerprints: UnsafeBufferPointer<UInt64>) {
+    public func prefetchDomainRules(fingerprints: Span<UInt64>) {
         guard domainSlotCount > 0 else { return }
         let start = sections[StoreFormat.Section.domainSlots.rawValue].lowerBound
-        for fingerprint in fingerprints {
-            let slot = StoreFormat.homeSlot(fingerprint, range: domainHomeRange)
+        for index in fingerprints.indices {
+            let slot = StoreFormat.homeSlot(fingerprints[index], range: domainHomeRange)
             // Only a hint: a prefetch of any address never faults, and the slot is inside the table anyway.
             if slot < domainSlotCount { hp_prefetch_read(base + start + slot * 8) }
         }
     }
 
-    public func forEachURLRule(hostFingerprint: UInt64, _ body: (UnsafeRawBufferPointer, CategoryID) -> Void) {
+    public func forEachURLRule(hostFingerprint: UInt64, _ body: (Span<UInt8>, CategoryID) -> Void) {
         guard let slot = find(hostFingerprint, in: .urlSlots, count: urlSlotCount, homeRange: urlHomeRange) else { return }
         let group = Int(load(UInt32.self, section: .urlValues, index: slot))
         guard group < urlGroupCount else { return }
@@ -249,7 +249,7 @@ public final class RuleStore: RuleSource, @unchecked Sendable {
             let category = loadLE(UInt16.self, at: record + 8)
             guard offset <= strings.count, length <= strings.count - offset else { continue }
             // Safe: the range was checked against the strings section, which lies inside the mapping.
-            body(UnsafeRawBufferPointer(start: base + strings.lowerBound + offset, count: length), category)
+            body(Span(_unsafeStart: (base + strings.lowerBound + offset).assumingMemoryBound(to: UInt8.self), count: length), category)
         }
     }
 
@@ -330,10 +330,22 @@ public final class RuleStore: RuleSource, @unchecked Sendable {
     }
 }
 
-extension UnsafeRawBufferPointer {
-    /// A little-endian integer at `offset`; the caller checked the bounds.
+extension Span where Element == UInt8 {
+    /// A little-endian integer at `offset` (bounds-checked).
     func loadLE<T: FixedWidthInteger>(_ type: T.Type, at offset: Int) -> T {
-        T(littleEndian: loadUnaligned(fromByteOffset: offset, as: T.self))
+        let size = MemoryLayout<T>.size
+        let field = extracting(offset..<(offset + size))
+        var value = T.zero
+        for index in 0..<size { value |= T(truncatingIfNeeded: field[index]) << (8 * index) }
+        return value
+    }
+
+    /// The bytes at `range`, copied.
+    func copied(_ range: Range<Int>) -> [UInt8] {
+        let part = extracting(range)
+        var copy = [UInt8](repeating: 0, count: part.count)
+        for index in part.indices { copy[index] = part[index] }
+        return copy
     }
 }
 

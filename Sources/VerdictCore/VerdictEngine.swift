@@ -10,19 +10,19 @@ public protocol RuleSource: Sendable {
     func forEachDomainRule(fingerprint: UInt64, _ body: (CategoryID, MatchKind) -> Void)
     /// Calls `body` for each URL-prefix rule stored for exactly this host
     /// fingerprint, with the path prefix (lower case, starting with `/`).
-    func forEachURLRule(hostFingerprint: UInt64, _ body: (UnsafeRawBufferPointer, CategoryID) -> Void)
+    func forEachURLRule(hostFingerprint: UInt64, _ body: (Span<UInt8>, CategoryID) -> Void)
     /// Calls `body` for each address rule whose network contains `address`.
     func forEachNetworkRule(containing address: IPAddress, _ body: (IPNetwork, CategoryID) -> Void)
     /// A hint that these fingerprints are about to be looked up: a store in
     /// memory may start loading them all at once. The default does nothing.
-    func prefetchDomainRules(fingerprints: UnsafeBufferPointer<UInt64>)
+    func prefetchDomainRules(fingerprints: Span<UInt64>)
     /// Whether any domain rule is on a name with this many labels; a source
     /// that says no is never asked about such names. The default says yes.
     func hasDomainRules(labelCount: Int) -> Bool
 }
 
 extension RuleSource {
-    public func prefetchDomainRules(fingerprints: UnsafeBufferPointer<UInt64>) {}
+    public func prefetchDomainRules(fingerprints: Span<UInt64>) {}
     public func hasDomainRules(labelCount: Int) -> Bool { true }
 }
 
@@ -96,47 +96,57 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
     }
 
     private func decide(_ facts: FlowFacts, host: HostName) -> Decision {
-        // A name has at most 127 labels; fingerprints live on the stack.
-        host.bytes.withUnsafeBytes { bytes in
-            withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 128) { fingerprints in
-                withUnsafeTemporaryAllocation(of: Int.self, capacity: 128) { starts in
-                    // Index 0 is the whole name (depth 0), the last the top-level label.
-                    var count = 0
-                    SuffixFingerprints.forEachSuffix(bytes) { start, fingerprint in
-                        guard count < 128 else { return }
-                        fingerprints[count] = fingerprint
-                        starts[count] = start
-                        count += 1
-                    }
-                    let suffixes = Suffixes(
-                        host: host, fingerprints: UnsafeBufferPointer(rebasing: fingerprints[0..<count]),
-                        starts: UnsafeBufferPointer(rebasing: starts[0..<count]))
-                    // Start loading every suffix the store may hold (index i has i + 1 labels).
-                    withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 128) { wanted in
-                        var wantedCount = 0
-                        for index in 0..<count where rules.hasDomainRules(labelCount: index + 1) {
-                            wanted[wantedCount] = fingerprints[index]
-                            wantedCount += 1
-                        }
-                        rules.prefetchDomainRules(fingerprints: UnsafeBufferPointer(rebasing: wanted[0..<wantedCount]))
-                    }
-                    return decide(facts, suffixes: suffixes)
-                }
-            }
+        let suffixes = Suffixes(host)
+        // Start loading every suffix the store may hold (index i has i + 1 labels),
+        // one hint each: the loads overlap all the same.
+        for index in 0..<suffixes.count where rules.hasDomainRules(labelCount: index + 1) {
+            let fingerprint = InlineArray<1, UInt64>(repeating: suffixes.fingerprint(index: index))
+            rules.prefetchDomainRules(fingerprints: fingerprint.span)
         }
+        return decide(facts, suffixes: suffixes)
     }
 
-    /// The suffixes of a name, most specific first once reversed: `forEachSuffix`
-    /// yields the top-level label first, so depth d is at index `count - 1 - d`.
+    /// The fingerprints of a name's suffixes. `forEachSuffix` yields the
+    /// top-level label first, so index i has i + 1 labels and depth d (0 is
+    /// the whole name) is at index `count - 1 - d`. The first 16 are kept on
+    /// the stack; a longer name (up to 127 labels) moves them to the heap.
     private struct Suffixes {
         let host: HostName
-        let fingerprints: UnsafeBufferPointer<UInt64>
-        let starts: UnsafeBufferPointer<Int>
+        private let inline: InlineArray<16, UInt64>
+        private let spilled: [UInt64]
+        let count: Int
 
-        var count: Int { fingerprints.count }
-        func fingerprint(depth: Int) -> UInt64 { fingerprints[count - 1 - depth] }
-        /// The suffix at `depth` as written in a rule.
-        func text(depth: Int) -> String { String(decoding: host.bytes[starts[count - 1 - depth]...], as: UTF8.self) }
+        init(_ host: HostName) {
+            var inline = InlineArray<16, UInt64>(repeating: 0)
+            var spilled: [UInt64] = []
+            var count = 0
+            SuffixFingerprints.forEachSuffix(host.bytes.span) { _, fingerprint in
+                if count < inline.count {
+                    inline[count] = fingerprint
+                } else {
+                    if spilled.isEmpty { spilled = (0..<inline.count).map { inline[$0] } }
+                    spilled.append(fingerprint)
+                }
+                count += 1
+            }
+            self.host = host
+            self.inline = inline
+            self.spilled = spilled
+            self.count = count
+        }
+
+        func fingerprint(index: Int) -> UInt64 { count <= inline.count ? inline[index] : spilled[index] }
+        func fingerprint(depth: Int) -> UInt64 { fingerprint(index: count - 1 - depth) }
+
+        /// The suffix at `depth` as written in a rule: the name after its first `depth` dots.
+        func text(depth: Int) -> String {
+            var start = 0
+            for _ in 0..<depth {
+                guard let dot = host.bytes[start...].firstIndex(of: UInt8(ascii: ".")) else { break }
+                start = dot + 1
+            }
+            return String(decoding: host.bytes[start...], as: UTF8.self)
+        }
     }
 
     private func decide(_ facts: FlowFacts, suffixes: Suffixes) -> Decision {
@@ -182,11 +192,11 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
             for depth in 0..<suffixes.count {
                 var blocked: Reason? = nil
                 rules.forEachURLRule(hostFingerprint: suffixes.fingerprint(depth: depth)) { prefix, category in
-                    guard blocked == nil, path.utf8.starts(with: prefix) else { return }
+                    guard blocked == nil, prefix.isPrefix(of: path) else { return }
                     let reason = Reason(
                         source: .category,
                         category: categoryName(category),
-                        rule: suffixes.text(depth: depth) + String(decoding: prefix, as: UTF8.self)
+                        rule: suffixes.text(depth: depth) + prefix.decodedText
                     )
                     if isBlocked(category) { blocked = reason } else if firstKnown == nil { firstKnown = reason }
                 }
@@ -258,10 +268,10 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
     private func blockedURLReason(host: HostName, path: String) -> Reason? {
         var blocked: Reason? = nil
         rules.forEachURLRule(hostFingerprint: SuffixFingerprints.fingerprint(of: host)) { prefix, category in
-            guard blocked == nil, isBlocked(category), path.utf8.starts(with: prefix) else { return }
+            guard blocked == nil, isBlocked(category), prefix.isPrefix(of: path) else { return }
             blocked = Reason(
                 source: .category, category: categoryName(category),
-                rule: host.description + String(decoding: prefix, as: UTF8.self))
+                rule: host.description + prefix.decodedText)
         }
         return blocked
     }
@@ -301,5 +311,26 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
     private func categoryName(_ category: CategoryID) -> String {
         let names = rules.categoryNames
         return Int(category) < names.count ? names[Int(category)] : "category-\(category)"
+    }
+}
+
+extension Span where Element == UInt8 {
+    /// True when `text`'s UTF-8 begins with these bytes.
+    fileprivate func isPrefix(of text: String) -> Bool {
+        var index = 0
+        for byte in text.utf8 {
+            guard index < count else { return true }
+            if self[index] != byte { return false }
+            index += 1
+        }
+        return index == count
+    }
+
+    /// These bytes as text (invalid UTF-8 repaired), for a reason.
+    fileprivate var decodedText: String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(count)
+        for index in indices { bytes.append(self[index]) }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }

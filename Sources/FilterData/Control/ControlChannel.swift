@@ -78,10 +78,11 @@ public final class ControlChannel: @unchecked Sendable {
                 }
             }
             if count == 0 { throw .closed }
-            let decoded = buffer.withUnsafeBytes { ControlMessage.decode(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-            switch decoded {
-            case .success(let message): return message
-            case .failure(let error): invalid(error)
+            let received = buffer
+            do {
+                return try ControlMessage(decoding: received.span.extracting(0..<count))
+            } catch {
+                invalid(error)
             }
         }
     }

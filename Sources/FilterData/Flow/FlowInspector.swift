@@ -162,7 +162,7 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
     /// Inspects one IP packet (starting at the IP header), as NFQUEUE hands it
     /// over, with the socket's uid/gid when the kernel reported them and the
     /// current monotonic time in nanoseconds.
-    public mutating func inspect(_ packet: UnsafeRawBufferPointer, uid: UInt32?, gid: UInt32?, now: UInt64) -> Inspection {
+    public mutating func inspect(_ packet: Span<UInt8>, uid: UInt32?, gid: UInt32?, now: UInt64) -> Inspection {
         tally.packets += 1
         let parsed: IPPacket
         do {
@@ -176,7 +176,7 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
             tally.untrackedPackets += 1
             return untracked()
         }
-        let payload = UnsafeRawBufferPointer(rebasing: packet[parsed.payload])
+        let payload = packet.extracting(parsed.payload)
         let result = parsed.protocolNumber == 6
             ? inspectTCP(key, parsed.tcp!, payload, uid: uid, gid: gid, now: now)
             : inspectUDP(key, payload, uid: uid, gid: gid, now: now)
@@ -186,13 +186,12 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
 
     /// Convenience for an array or a capture record's slice.
     public mutating func inspect(_ packet: ArraySlice<UInt8>, uid: UInt32? = nil, gid: UInt32? = nil, now: UInt64) -> Inspection {
-        // The pointer lives only for this call; the result holds no pointers.
-        packet.withUnsafeBytes { inspect($0, uid: uid, gid: gid, now: now) }
+        inspect(packet.span, uid: uid, gid: gid, now: now)
     }
 
     /// Convenience for an array.
     public mutating func inspect(_ packet: [UInt8], uid: UInt32? = nil, gid: UInt32? = nil, now: UInt64) -> Inspection {
-        inspect(packet[...], uid: uid, gid: gid, now: now)
+        inspect(packet.span, uid: uid, gid: gid, now: now)
     }
 
     // MARK: Rules
@@ -261,7 +260,7 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
 
     // MARK: TCP
 
-    private mutating func inspectTCP(_ packetKey: FlowKey, _ header: TCPSegmentHeader, _ payload: UnsafeRawBufferPointer,
+    private mutating func inspectTCP(_ packetKey: FlowKey, _ header: TCPSegmentHeader, _ payload: Span<UInt8>,
                                      uid: UInt32?, gid: UInt32?, now: UInt64) -> Inspection {
         if let slot = table.find(packetKey, now: now) {
             let step = table[slot].clientSegment(header, payload: payload)
@@ -287,7 +286,7 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
 
     // MARK: UDP
 
-    private mutating func inspectUDP(_ packetKey: FlowKey, _ payload: UnsafeRawBufferPointer,
+    private mutating func inspectUDP(_ packetKey: FlowKey, _ payload: Span<UInt8>,
                                      uid: UInt32?, gid: UInt32?, now: UInt64) -> Inspection {
         let isDNS = packetKey.sourcePort == settings.dnsPort || packetKey.destinationPort == settings.dnsPort
         var message: DNSMessage? = nil
@@ -318,7 +317,7 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
             return finish(step, slot, clientKey, direction: senderIsClient ? .clientToServer : .serverToClient,
                           uid: uid, gid: gid, created: true)
         }
-        let looksLikeQUIC = payload.first.map { $0 & 0x80 != 0 } ?? false
+        let looksLikeQUIC = !payload.isEmpty && payload[0] & 0x80 != 0
         let machine = looksLikeQUIC ? FlowStateMachine.quic(limits: settings.limits) : FlowStateMachine.nameless()
         let slot = create(packetKey, machine, now: now)
         let step = table[slot].clientDatagram(payload)
@@ -326,7 +325,7 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
     }
 
     private mutating func udpStep(_ slot: FlowSlot, fromClient: Bool, isDNS: Bool, message: DNSMessage?,
-                                  payload: UnsafeRawBufferPointer) -> FlowStep {
+                                  payload: Span<UInt8>) -> FlowStep {
         if case .judgingQueries = table[slot].state {
             // A query from the client is judged by its question; anything else is a response.
             if fromClient, message.map({ !$0.header.isResponse }) ?? true {

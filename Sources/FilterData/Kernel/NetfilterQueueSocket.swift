@@ -21,11 +21,11 @@ public enum KernelVerdict: Sendable, Hashable {
     case acceptRewritten([UInt8])
 }
 
-/// One packet the kernel handed over. `payload` points into the receive
-/// buffer and is valid only inside the `receive` callback.
-public struct QueuedPacket {
+/// What the kernel said about one packet it handed over. The packet's bytes
+/// come beside it, as a span of the receive buffer valid only inside the
+/// `receive` callback.
+public struct QueuedPacket: Sendable, Hashable {
     public var id: UInt32
-    public var payload: UnsafeRawBufferPointer
     public var uid: UInt32?
     public var gid: UInt32?
     public var mark: UInt32
@@ -154,7 +154,7 @@ public final class NetfilterQueueSocket {
     /// Waits up to `timeoutMilliseconds` for packets, then drains up to
     /// `limit` queued messages without waiting again, calling `body` for each
     /// packet. Returns how many packets it handled.
-    public func receive(limit: Int, timeoutMilliseconds: Int32, _ body: (QueuedPacket) -> Void) throws(QueueSocketError) -> Int {
+    public func receive(limit: Int, timeoutMilliseconds: Int32, _ body: (QueuedPacket, Span<UInt8>) -> Void) throws(QueueSocketError) -> Int {
         var pollDescriptor = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
         let ready = poll(&pollDescriptor, 1, timeoutMilliseconds)
         if ready < 0 {
@@ -167,7 +167,7 @@ public final class NetfilterQueueSocket {
 
     /// `receive` for a caller that already knows the socket is readable:
     /// reads up to `limit` packets without waiting.
-    public func receiveReady(limit: Int, _ body: (QueuedPacket) -> Void) throws(QueueSocketError) -> Int {
+    public func receiveReady(limit: Int, _ body: (QueuedPacket, Span<UInt8>) -> Void) throws(QueueSocketError) -> Int {
         var handled = 0
         while handled < limit {
             let received = recv(descriptor, receiveBuffer.baseAddress, receiveBuffer.count, Int32(MSG_DONTWAIT))
@@ -220,7 +220,7 @@ public final class NetfilterQueueSocket {
         }
     }
 
-    private func parsePackets(count: Int, _ body: (QueuedPacket) -> Void) -> Int {
+    private func parsePackets(count: Int, _ body: (QueuedPacket, Span<UInt8>) -> Void) -> Int {
         var handled = 0
         var offset = 0
         let headerSize = MemoryLayout<nlmsghdr>.size
@@ -246,7 +246,10 @@ public final class NetfilterQueueSocket {
             }
             let hdr = mnl_attr_get_payload(packetHeader)!.loadUnaligned(as: nfqnl_msg_packet_hdr.self)
             let payloadLength = Int(mnl_attr_get_payload_len(payloadAttribute))
-            let payload = UnsafeRawBufferPointer(start: mnl_attr_get_payload(payloadAttribute), count: payloadLength)
+            // unsafe: nfq_nlmsg_parse found the attribute inside the `count` bytes received, and the
+            // span is used only during `body`, before the next recv overwrites the buffer.
+            let payload = unsafe Span<UInt8>(
+                _unsafeStart: mnl_attr_get_payload(payloadAttribute).assumingMemoryBound(to: UInt8.self), count: payloadLength)
             var truncated = false
             if let capture = attributes[Int(NFQA_CAP_LEN.rawValue)], mnl_attr_get_payload_len(capture) >= 4 {
                 truncated = Int(UInt32(bigEndian: mnl_attr_get_u32(capture))) > payloadLength
@@ -259,8 +262,9 @@ public final class NetfilterQueueSocket {
             counters.packetsReceived += 1
             body(
                 QueuedPacket(
-                    id: UInt32(bigEndian: hdr.packet_id), payload: payload, uid: u32(Int32(NFQA_UID.rawValue)), gid: u32(Int32(NFQA_GID.rawValue)),
-                    mark: u32(Int32(NFQA_MARK.rawValue)) ?? 0, hook: hdr.hook, truncated: truncated))
+                    id: UInt32(bigEndian: hdr.packet_id), uid: u32(Int32(NFQA_UID.rawValue)), gid: u32(Int32(NFQA_GID.rawValue)),
+                    mark: u32(Int32(NFQA_MARK.rawValue)) ?? 0, hook: hdr.hook, truncated: truncated),
+                payload)
             handled += 1
         }
         return handled

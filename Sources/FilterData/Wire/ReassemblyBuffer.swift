@@ -28,7 +28,7 @@ struct ReassemblyBuffer: Sendable {
     /// Stores `piece` at `offset`, keeping bytes already present. Parts outside
     /// `0..<capacity` are dropped. Returns true when the contiguous prefix grew.
     @discardableResult
-    mutating func write(_ piece: UnsafeRawBufferPointer, at offset: Int) -> Bool {
+    mutating func write(_ piece: Span<UInt8>, at offset: Int) -> Bool {
         guard !piece.isEmpty, offset < capacity else { return false }
         // Clip to the buffer; `offset` may be negative for data before the start.
         let start = max(offset, 0)
@@ -41,19 +41,25 @@ struct ReassemblyBuffer: Sendable {
             let words = (storage.count + 63) >> 6
             if filled.count < words { filled.append(contentsOf: repeatElement(0, count: words - filled.count)) }
         }
+        // The part of `piece` that lands inside the buffer, range-checked once.
+        let source = piece.extracting((start - offset)..<(end - offset))
         var index = start
         while index < end {
             // Whole unfilled 64-bit words are copied at once; the rest byte by byte.
             let word = index >> 6
             if index & 63 == 0, end - index >= 64, filled[word] == 0 {
-                for byteIndex in 0..<64 { storage[index + byteIndex] = piece[index - offset + byteIndex] }
+                // Both sides range-checked once, so the copy itself runs without checks.
+                let block = source.extracting((index - start)..<(index - start + 64))
+                var target = storage.mutableSpan
+                var destination = target.extracting(index..<(index + 64))
+                for byteIndex in 0..<64 { destination[byteIndex] = block[byteIndex] }
                 filled[word] = ~0
                 if index >= contiguousCount { bytesBeyondPrefix += 64 }
                 index += 64
                 continue
             }
             if !isFilled(index) {
-                storage[index] = piece[index - offset]
+                storage[index] = source[index - start]
                 filled[word] |= 1 << UInt64(index & 63)
                 if index >= contiguousCount { bytesBeyondPrefix += 1 }
             }
@@ -83,10 +89,9 @@ struct ReassemblyBuffer: Sendable {
         bytesBeyondPrefix = 0
     }
 
-    /// Calls `body` with the contiguous prefix; the pointer must not escape `body`.
-    func withContiguousPrefix<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
-        // `storage` is not mutated during the call and the pointer does not escape `body`.
-        try storage.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<contiguousCount])) }
+    /// Calls `body` with the contiguous prefix.
+    func withContiguousPrefix<Result>(_ body: (Span<UInt8>) throws -> Result) rethrows -> Result {
+        try body(storage.span.extracting(0..<contiguousCount))
     }
 
     var contiguousPrefix: ArraySlice<UInt8> { storage[0..<contiguousCount] }
