@@ -1,4 +1,4 @@
-// swift-tools-version:6.1
+// swift-tools-version:6.2
 //
 // hallpass: an on-host content filter for Linux lab machines.
 // The layout follows DESIGN.md: pure decision logic (VerdictCore), the
@@ -11,6 +11,10 @@ import PackageDescription
 let strict: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("InternalImportsByDefault"),
+    // Every unsafe construct is marked `unsafe` and stays in the files that face the
+    // kernel or the mapped store (STYLE.md item 3); a new one elsewhere fails the build.
+    .strictMemorySafety(),
+    .treatWarning("StrictMemorySafety", as: .error),
     // The packet path crosses modules (FilterData -> VerdictCore's generic
     // engine -> SharedStore's store): without this the engine runs unspecialized.
     .unsafeFlags(["-cross-module-optimization"], .when(configuration: .release)),

@@ -122,7 +122,7 @@ public final class DataPath {
                 timeout = deadline <= now ? 0 : Int32(min(250, (deadline - now) / 1_000_000 + 1))
             }
             for index in descriptors.indices { descriptors[index].revents = 0 }
-            let ready = poll(&descriptors, nfds_t(descriptors.count), timeout)
+            let ready = SystemCalls.poll(&descriptors, timeoutMilliseconds: timeout)
             if ready < 0, errno != EINTR { throw QueueSocketError(operation: "poll", errno: errno) }
             if ready > 0, descriptors[0].revents != 0 {
                 _ = try socket.receiveReady(limit: 64) { packet, bytes in
@@ -402,9 +402,7 @@ public final class DataPath {
     }
 
     public static func monotonicNanoseconds() -> UInt64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
+        SystemCalls.monotonicNanoseconds()
     }
 }
 

@@ -1,6 +1,12 @@
 import CHallpassSys
 public import Foundation
+import SharedStore
 
+// unsafe in this file (the socket calls): the sockaddr_un is a local filled
+// with a bounds-checked copy of the path (NUL included) and passed by address
+// for one call; group lookups copy the gid out at once; reads and sends touch
+// an array's storage inside its closure, within its count.
+//
 // The admin interface of filter-control: a Unix stream socket (by default
 // /run/hallpass/control.sock) that only root and the admin group may open
 // (mode 0660, group `admin.group`; 0600 without one). One request per
@@ -128,8 +134,8 @@ public final class AdminServer: @unchecked Sendable {
         self.handler = handler
         var groupID: gid_t? = nil
         if let group {
-            guard let entry = getgrnam(group) else { throw AdminSocketError("admin.group: no group named '\(group)' on this machine") }
-            groupID = entry.pointee.gr_gid
+            guard let entry = unsafe getgrnam(group) else { throw AdminSocketError("admin.group: no group named '\(group)' on this machine") }
+            groupID = unsafe entry.pointee.gr_gid
         }
         let folder = (path as NSString).deletingLastPathComponent
         do {
@@ -139,31 +145,31 @@ public final class AdminServer: @unchecked Sendable {
         }
         var address = try AdminServer.address(path)
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { throw AdminSocketError("socket: \(String(cString: strerror(errno)))", errno: errno) }
+        guard descriptor >= 0 else { throw AdminSocketError("socket: \(systemErrorText(errno))", errno: errno) }
         // A socket file left by a crashed filter-control would make bind fail.
-        unlink(path)
+        unsafe unlink(path)
         // Bind with a tight umask so that nobody else can connect before the chmod.
         let oldMask = umask(0o177)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        let bound = unsafe withUnsafePointer(to: &address) {
+            unsafe $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { unsafe bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         umask(oldMask)
         guard bound == 0 else {
             let code = errno
             close(descriptor)
-            throw AdminSocketError("cannot bind \(path): \(String(cString: strerror(code)))", errno: code)
+            throw AdminSocketError("cannot bind \(path): \(systemErrorText(code))", errno: code)
         }
         if let groupID {
-            guard chown(path, 0, groupID) == 0, chmod(path, 0o660) == 0 else {
+            guard unsafe chown(path, 0, groupID) == 0, unsafe chmod(path, 0o660) == 0 else {
                 let code = errno
                 close(descriptor)
-                throw AdminSocketError("cannot give \(path) to the admin group: \(String(cString: strerror(code)))", errno: code)
+                throw AdminSocketError("cannot give \(path) to the admin group: \(systemErrorText(code))", errno: code)
             }
         }
         guard listen(descriptor, 16) == 0 else {
             let code = errno
             close(descriptor)
-            throw AdminSocketError("listen: \(String(cString: strerror(code)))", errno: code)
+            throw AdminSocketError("listen: \(systemErrorText(code))", errno: code)
         }
         listener = descriptor
     }
@@ -175,9 +181,9 @@ public final class AdminServer: @unchecked Sendable {
         guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
             throw AdminSocketError("the socket path \(path) is too long")
         }
-        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
-            buffer.copyBytes(from: bytes)
-            buffer[bytes.count] = 0
+        unsafe withUnsafeMutableBytes(of: &address.sun_path) { buffer in
+            unsafe buffer.copyBytes(from: bytes)
+            unsafe buffer[bytes.count] = 0
         }
         return address
     }
@@ -198,7 +204,7 @@ public final class AdminServer: @unchecked Sendable {
         guard descriptor >= 0 else { return }
         shutdown(descriptor, Int32(SHUT_RDWR))
         close(descriptor)
-        unlink(path)
+        unsafe unlink(path)
     }
 
     private func acceptLoop() {
@@ -217,7 +223,7 @@ public final class AdminServer: @unchecked Sendable {
         defer { close(connection) }
         // A client that sends nothing does not keep a thread for long.
         var timeout = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        unsafe setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         guard let line = AdminServer.readLine(connection, limit: 1 << 20) else { return }
         let answer: Data
         do {
@@ -233,7 +239,7 @@ public final class AdminServer: @unchecked Sendable {
         var data = Data()
         var buffer = [UInt8](repeating: 0, count: 65536)
         while data.count <= limit {
-            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            let count = unsafe buffer.withUnsafeMutableBytes { unsafe read(descriptor, $0.baseAddress, $0.count) }
             if count < 0, errno == EINTR { continue }
             if count <= 0 { return data.isEmpty ? nil : data }
             data.append(contentsOf: buffer[0..<count])
@@ -245,7 +251,7 @@ public final class AdminServer: @unchecked Sendable {
     static func writeAll(_ descriptor: Int32, _ data: Data) {
         var remaining = data[...]
         while !remaining.isEmpty {
-            let written = remaining.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let written = unsafe remaining.withUnsafeBytes { unsafe send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if written < 0 {
                 if errno == EINTR { continue }
                 return
@@ -261,10 +267,10 @@ public enum AdminClient {
     public static func send(_ request: AdminRequest, to path: String, timeout: Int = 120) throws(AdminSocketError) -> Data {
         var address = try AdminServer.address(path)
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { throw AdminSocketError("socket: \(String(cString: strerror(errno)))", errno: errno) }
+        guard descriptor >= 0 else { throw AdminSocketError("socket: \(systemErrorText(errno))", errno: errno) }
         defer { close(descriptor) }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        let connected = unsafe withUnsafePointer(to: &address) {
+            unsafe $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { unsafe connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         guard connected == 0 else {
             let code = errno
@@ -274,12 +280,12 @@ public enum AdminClient {
             case EACCES, EPERM:
                 throw AdminSocketError("not allowed to talk to filter-control on \(path): run as root or as a member of admin.group", errno: code)
             default:
-                throw AdminSocketError("cannot connect to \(path): \(String(cString: strerror(code)))", errno: code)
+                throw AdminSocketError("cannot connect to \(path): \(systemErrorText(code))", errno: code)
             }
         }
         var time = timeval(tv_sec: timeout, tv_usec: 0)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
+        unsafe setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
+        unsafe setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
         let body: Data
         do {
             body = try AdminCoding.encoder.encode(request)

@@ -3,14 +3,20 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import SharedStore
 
 /// The file-system calls of the rule installer, in one place: each retries
 /// on EINTR and reports failures as ``RuleUpdateError/io(path:reason:)``
 /// naming the path. Paths are plain strings; nothing here follows a symbolic
 /// link it did not make itself.
+///
+/// unsafe in this file: C calls that take a path (a Swift string passed as a
+/// C string for that call only), a local by address (`stat`, the `pollfd`
+/// array) or an array's storage inside its `withUnsafe...` closure, within
+/// its count; no pointer outlives the call.
 enum FileSystem {
     static func failure(_ path: String, _ what: String, _ code: Int32 = errno) -> RuleUpdateError {
-        .io(path: path, reason: "\(what): \(String(cString: strerror(code)))")
+        .io(path: path, reason: "\(what): \(systemErrorText(code))")
     }
 
     /// Runs a call until it does not fail with EINTR.
@@ -23,6 +29,44 @@ enum FileSystem {
         }
     }
 
+    /// One read(2) into `buffer`, EINTR retried: the count read (0 at end of
+    /// file), or -1 with errno set.
+    static func readSome(_ descriptor: Int32, into buffer: inout [UInt8]) -> Int {
+        // unsafe: read(2) writes at most buffer.count bytes into the array's own storage.
+        unsafe buffer.withUnsafeMutableBytes { raw in retrying { unsafe Glibc.read(descriptor, raw.baseAddress, raw.count) } }
+    }
+
+    /// One write(2) of `bytes[offset...]`, EINTR retried: the count written, or -1 with errno set.
+    static func writeSome(_ descriptor: Int32, _ bytes: [UInt8], from offset: Int) -> Int {
+        precondition(offset >= 0 && offset <= bytes.count)
+        // unsafe: write(2) reads the array's bytes from `offset` to its end, checked just above.
+        return unsafe bytes.withUnsafeBytes { raw in retrying { unsafe Glibc.write(descriptor, raw.baseAddress! + offset, raw.count - offset) } }
+    }
+
+    /// poll(2): the number of descriptors ready, 0 on timeout, -1 with errno set.
+    static func poll(_ descriptors: inout [pollfd], timeoutMilliseconds: Int32) -> Int32 {
+        // unsafe: poll reads and writes exactly descriptors.count entries of the array.
+        unsafe Glibc.poll(&descriptors, nfds_t(descriptors.count), timeoutMilliseconds)
+    }
+
+    /// Opens an existing file for reading, never through a symbolic link: the descriptor, or -1 with errno set.
+    static func openForReading(_ path: String) -> Int32 {
+        retrying { unsafe open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
+    }
+
+    /// The size of the open file when it is a regular file, else nil.
+    static func regularFileSize(_ descriptor: Int32) -> UInt64? {
+        var status = stat()
+        // unsafe: fstat fills the local `status`.
+        guard unsafe fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return UInt64(status.st_size)
+    }
+
+    /// Removes a file or link (not a folder); nothing when there is none.
+    static func remove(_ path: String) {
+        unsafe unlink(path)
+    }
+
     /// Creates `path` and its missing parents with mode 0755 (whatever the
     /// umask: the unprivileged filter-data must get through them); an existing
     /// folder is left as it is.
@@ -30,7 +74,7 @@ enum FileSystem {
         var prefix = ""
         for component in path.split(separator: "/") {
             prefix += "/" + component
-            if mkdir(prefix, 0o755) == 0 {
+            if unsafe mkdir(prefix, 0o755) == 0 {
                 try setMode(prefix, 0o755)
             } else if errno != EEXIST {
                 throw failure(prefix, "cannot create the folder")
@@ -41,56 +85,58 @@ enum FileSystem {
 
     static func isDirectory(_ path: String) -> Bool {
         var status = stat()
-        return lstat(path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFDIR
+        return unsafe lstat(path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFDIR
     }
 
     static func exists(_ path: String) -> Bool {
         var status = stat()
-        return lstat(path, &status) == 0
+        return unsafe lstat(path, &status) == 0
     }
 
     /// Creates a new folder (mode 0700 until ``setMode(_:_:)``); fails if it exists.
     static func makeDirectory(_ path: String, mode: mode_t = 0o700) throws(RuleUpdateError) {
-        guard mkdir(path, mode) == 0 else { throw failure(path, "cannot create the folder") }
+        guard unsafe mkdir(path, mode) == 0 else { throw failure(path, "cannot create the folder") }
     }
 
     static func setMode(_ path: String, _ mode: mode_t) throws(RuleUpdateError) {
-        guard chmod(path, mode) == 0 else { throw failure(path, "cannot set permissions") }
+        guard unsafe chmod(path, mode) == 0 else { throw failure(path, "cannot set permissions") }
     }
 
     /// Flushes a file or folder to disk (for a folder: the names in it).
     static func sync(_ path: String, directory: Bool) throws(RuleUpdateError) {
-        let descriptor = retrying { open(path, (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW) }
+        let descriptor = retrying { unsafe open(path, (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW) }
         guard descriptor >= 0 else { throw failure(path, "cannot open to flush") }
         defer { close(descriptor) }
         guard retrying({ fsync(descriptor) }) == 0 else { throw failure(path, "cannot flush to disk") }
     }
 
     static func rename(_ from: String, _ to: String) throws(RuleUpdateError) {
-        guard Glibc.rename(from, to) == 0 else { throw failure(to, "cannot rename \(from) to it") }
+        guard unsafe Glibc.rename(from, to) == 0 else { throw failure(to, "cannot rename \(from) to it") }
     }
 
     static func symlink(target: String, at path: String) throws(RuleUpdateError) {
-        guard Glibc.symlink(target, path) == 0 else { throw failure(path, "cannot create the link") }
+        guard unsafe Glibc.symlink(target, path) == 0 else { throw failure(path, "cannot create the link") }
     }
 
     /// The target of a symbolic link, or nil when `path` is not one.
     static func linkTarget(_ path: String) -> String? {
         var buffer = [CChar](repeating: 0, count: 4096)
-        let count = readlink(path, &buffer, buffer.count - 1)
+        // unsafe: readlink writes at most buffer.count - 1 bytes into the local array.
+        let count = unsafe readlink(path, &buffer, buffer.count - 1)
         guard count > 0 else { return nil }
         return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// The names in a folder, without `.` and `..`; empty when it cannot be read.
     static func names(in path: String) -> [String] {
-        guard let directory = opendir(path) else { return [] }
-        defer { closedir(directory) }
+        guard let directory = unsafe opendir(path) else { return [] }
+        defer { unsafe closedir(directory) }
         var names: [String] = []
-        while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                // Safe: d_name is a NUL-terminated array inside the dirent readdir returned.
-                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+        while let entry = unsafe readdir(directory) {
+            // unsafe: d_name is a NUL-terminated array inside the dirent readdir returned, copied
+            // before the next readdir; the directory stream is closed by the defer above.
+            let name = unsafe withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                unsafe String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
             }
             if name != "." && name != ".." { names.append(name) }
         }
@@ -100,12 +146,12 @@ enum FileSystem {
     /// Removes a file, a link, or a folder with everything in it (links are removed, not followed).
     static func removeTree(_ path: String) {
         var status = stat()
-        guard lstat(path, &status) == 0 else { return }
+        guard unsafe lstat(path, &status) == 0 else { return }
         if (status.st_mode & S_IFMT) == S_IFDIR {
             for name in names(in: path) { removeTree(path + "/" + name) }
-            rmdir(path)
+            unsafe rmdir(path)
         } else {
-            unlink(path)
+            unsafe unlink(path)
         }
     }
 
@@ -116,7 +162,7 @@ enum FileSystem {
 
         init(_ path: String) throws(RuleUpdateError) {
             self.path = path
-            descriptor = FileSystem.retrying { open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644) }
+            descriptor = FileSystem.retrying { unsafe open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644) }
             guard descriptor >= 0 else { throw FileSystem.failure(path, "cannot create the file") }
             // The umask may have taken bits away; the unprivileged filter-data must read the file.
             guard fchmod(descriptor, 0o644) == 0 else { throw FileSystem.failure(path, "cannot set permissions") }
@@ -124,21 +170,13 @@ enum FileSystem {
 
         deinit { if descriptor >= 0 { close(descriptor) } }
 
-        func write(_ bytes: UnsafeRawBufferPointer) throws(RuleUpdateError) {
+        func write(_ bytes: [UInt8]) throws(RuleUpdateError) {
             var offset = 0
             while offset < bytes.count {
-                let written = FileSystem.retrying { Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset) }
+                let written = FileSystem.writeSome(descriptor, bytes, from: offset)
                 guard written > 0 else { throw FileSystem.failure(path, "cannot write") }
                 offset += written
             }
-        }
-
-        func write(_ bytes: [UInt8]) throws(RuleUpdateError) {
-            var failure: RuleUpdateError?
-            bytes.withUnsafeBytes { raw in
-                do throws(RuleUpdateError) { try write(raw) } catch { failure = error }
-            }
-            if let failure { throw failure }
         }
 
         /// Empties the file for another attempt.
@@ -165,7 +203,7 @@ enum FileSystem {
 
         /// Takes the lock without waiting; nil when another process holds it.
         init?(_ path: String) throws(RuleUpdateError) {
-            descriptor = FileSystem.retrying { open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600) }
+            descriptor = FileSystem.retrying { unsafe open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600) }
             guard descriptor >= 0 else { throw FileSystem.failure(path, "cannot open the lock file") }
             guard FileSystem.retrying({ flock(descriptor, LOCK_EX | LOCK_NB) }) == 0 else {
                 let code = errno
@@ -188,7 +226,7 @@ enum FileSystem {
     /// Reads a regular file of at most `limit` bytes without following links;
     /// nil when it does not exist.
     static func read(_ path: String, limit: Int) throws(RuleUpdateError) -> [UInt8]? {
-        let descriptor = retrying { open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
+        let descriptor = retrying { unsafe open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
         guard descriptor >= 0 else {
             if errno == ENOENT { return nil }
             throw failure(path, "cannot open")
@@ -197,7 +235,7 @@ enum FileSystem {
         var contents: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         while true {
-            let count = buffer.withUnsafeMutableBytes { raw in retrying { Glibc.read(descriptor, raw.baseAddress, raw.count) } }
+            let count = unsafe buffer.withUnsafeMutableBytes { raw in retrying { unsafe Glibc.read(descriptor, raw.baseAddress, raw.count) } }
             guard count >= 0 else { throw failure(path, "cannot read") }
             if count == 0 { return contents }
             contents.append(contentsOf: buffer[0..<count])
@@ -209,14 +247,14 @@ enum FileSystem {
     /// renamed over `path`, and the folder flushed.
     static func writeAtomically(_ bytes: [UInt8], to path: String, folder: String) throws(RuleUpdateError) {
         let temporary = path + ".new"
-        unlink(temporary)
+        unsafe unlink(temporary)
         let file = try NewFile(temporary)
         do {
             try file.write(bytes)
             try file.finish()
             try rename(temporary, path)
         } catch {
-            unlink(temporary)
+            unsafe unlink(temporary)
             throw error
         }
         try sync(folder, directory: true)

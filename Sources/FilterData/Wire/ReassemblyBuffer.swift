@@ -48,11 +48,10 @@ struct ReassemblyBuffer: Sendable {
             // Whole unfilled 64-bit words are copied at once; the rest byte by byte.
             let word = index >> 6
             if index & 63 == 0, end - index >= 64, filled[word] == 0 {
-                // Both sides range-checked once, so the copy itself runs without checks.
+                // The source range-checked once for the block; one span of the storage for its writes.
                 let block = source.extracting((index - start)..<(index - start + 64))
                 var target = storage.mutableSpan
-                var destination = target.extracting(index..<(index + 64))
-                for byteIndex in 0..<64 { destination[byteIndex] = block[byteIndex] }
+                for byteIndex in 0..<64 { target[index + byteIndex] = block[byteIndex] }
                 filled[word] = ~0
                 if index >= contiguousCount { bytesBeyondPrefix += 64 }
                 index += 64
