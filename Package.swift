@@ -28,6 +28,8 @@ let package = Package(
         .executable(name: "filter-control", targets: ["FilterControlMain"]),
         .executable(name: "filter-data", targets: ["FilterDataMain"]),
         .executable(name: "hallpass-bench", targets: ["HallpassBench"]),
+        // The fuzz targets' entry points, for the libFuzzer package in Fuzz/ (docs/fuzzing.md).
+        .library(name: "HallpassFuzzTargets", targets: ["HallpassFuzzTargets"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
@@ -159,12 +161,33 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: Fuzzing
+        // The entry points only: the libFuzzer driver is the separate package in Fuzz/, so
+        // the ordinary build never needs -sanitize=fuzzer. The regression test below replays
+        // every crash input through these same functions.
+        .target(
+            name: "HallpassFuzzTargets",
+            dependencies: [
+                "FilterData",
+                "SharedStore",
+                "VerdictCore",
+                "FilterControl",
+                "BlockPage",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
+            path: "Fuzz/Targets",
+            swiftSettings: strict
+        ),
+
         // MARK: Tests
         .testTarget(name: "VerdictCoreTests", dependencies: ["VerdictCore"]),
         .testTarget(name: "SharedStoreTests", dependencies: ["SharedStore", "VerdictCore"]),
         .testTarget(name: "FilterDataTests", dependencies: ["FilterData", "VerdictCore", "SharedStore"]),
         .testTarget(name: "BlockPageTests", dependencies: ["BlockPage"]),
         .testTarget(name: "FilterControlTests", dependencies: ["FilterControl", "VerdictCore", "SharedStore"]),
+        // Every input a fuzzer crashed on, replayed in the ordinary debug build.
+        .testTarget(name: "FuzzRegressionTests", dependencies: ["HallpassFuzzTargets"]),
         // Root-only: real kernel queue, network namespaces, nginx and curl.
         .testTarget(name: "IntegrationTests", dependencies: ["FilterControl"]),
     ]
