@@ -38,6 +38,15 @@ public enum StableHash {
             | UInt64(word[4]) << 32 | UInt64(word[5]) << 40 | UInt64(word[6]) << 48 | UInt64(word[7]) << 56
     }
 
+    /// The little-endian word at a constant `offset` of a span whose length the
+    /// caller fixed (a 32-byte block): no sub-span, so no pointer arithmetic per word.
+    @inlinable @inline(__always)
+    static func wordInBlock(_ block: Span<UInt8>, _ offset: Int) -> UInt64 {
+        UInt64(block[offset]) | UInt64(block[offset + 1]) << 8 | UInt64(block[offset + 2]) << 16 | UInt64(block[offset + 3]) << 24
+            | UInt64(block[offset + 4]) << 32 | UInt64(block[offset + 5]) << 40 | UInt64(block[offset + 6]) << 48
+            | UInt64(block[offset + 7]) << 56
+    }
+
     /// Mixes one label (`bytes[start..<end]`) into a running state.
     @inlinable @inline(__always)
     static func mixLabel(_ state: UInt64, _ bytes: Span<UInt8>, _ start: Int, _ end: Int) -> UInt64 {
@@ -71,13 +80,13 @@ public enum StableHash {
         var index = 0
         // Four independent lanes keep the multiplier busy.
         var lanes: (UInt64, UInt64, UInt64, UInt64) = (h, h ^ multiplierA, h ^ multiplierB, h ^ multiplierC)
-        while index + 32 <= bytes.count {
-            // One range check for the 32 bytes; the four words inside it need none.
+        while bytes.count &- index >= 32 {
+            // One range check for the 32 bytes; the reads at constant offsets inside it need none.
             let block = bytes.extracting(index..<(index + 32))
-            lanes.0 = fold(lanes.0 ^ word(block, at: 0), multiplierA)
-            lanes.1 = fold(lanes.1 ^ word(block, at: 8), multiplierB)
-            lanes.2 = fold(lanes.2 ^ word(block, at: 16), multiplierC)
-            lanes.3 = fold(lanes.3 ^ word(block, at: 24), multiplierA)
+            lanes.0 = fold(lanes.0 ^ wordInBlock(block, 0), multiplierA)
+            lanes.1 = fold(lanes.1 ^ wordInBlock(block, 8), multiplierB)
+            lanes.2 = fold(lanes.2 ^ wordInBlock(block, 16), multiplierC)
+            lanes.3 = fold(lanes.3 ^ wordInBlock(block, 24), multiplierA)
             index += 32
         }
         h = fold(lanes.0 ^ lanes.1, multiplierB) ^ fold(lanes.2 ^ lanes.3, multiplierC)

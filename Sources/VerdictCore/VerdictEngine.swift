@@ -96,60 +96,57 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
     }
 
     private func decide(_ facts: FlowFacts, host: HostName) -> Decision {
-        let suffixes = Suffixes(host)
-        // Start loading every suffix the store may hold (index i has i + 1 labels),
-        // one hint each: the loads overlap all the same.
-        for index in 0..<suffixes.count where rules.hasDomainRules(labelCount: index + 1) {
-            let fingerprint = InlineArray<1, UInt64>(repeating: suffixes.fingerprint(index: index))
-            rules.prefetchDomainRules(fingerprints: fingerprint.span)
+        var suffixes = Suffixes()
+        SuffixFingerprints.forEachSuffix(host.bytes.span) { _, fingerprint in suffixes.append(fingerprint) }
+        // Start loading every suffix the store may hold (index i has i + 1 labels).
+        // Only a hint: past the first 8 (few real names have more) they load when probed.
+        var wanted = InlineArray<8, UInt64>(repeating: 0)
+        var wantedCount = 0
+        for index in 0..<min(suffixes.count, wanted.count) where rules.hasDomainRules(labelCount: index + 1) {
+            wanted[wantedCount] = suffixes.fingerprint(index: index)
+            wantedCount += 1
         }
-        return decide(facts, suffixes: suffixes)
+        rules.prefetchDomainRules(fingerprints: wanted.span.extracting(0..<wantedCount))
+        return decide(facts, host: host, suffixes: suffixes)
     }
 
     /// The fingerprints of a name's suffixes. `forEachSuffix` yields the
     /// top-level label first, so index i has i + 1 labels and depth d (0 is
-    /// the whole name) is at index `count - 1 - d`. The first 16 are kept on
+    /// the whole name) is at index `count - 1 - d`. The first 8 are kept on
     /// the stack; a longer name (up to 127 labels) moves them to the heap.
     private struct Suffixes {
-        let host: HostName
-        private let inline: InlineArray<16, UInt64>
-        private let spilled: [UInt64]
-        let count: Int
+        private var inline = InlineArray<8, UInt64>(repeating: 0)
+        private var spilled: [UInt64] = []
+        private(set) var count = 0
 
-        init(_ host: HostName) {
-            var inline = InlineArray<16, UInt64>(repeating: 0)
-            var spilled: [UInt64] = []
-            var count = 0
-            SuffixFingerprints.forEachSuffix(host.bytes.span) { _, fingerprint in
-                if count < inline.count {
-                    inline[count] = fingerprint
-                } else {
-                    if spilled.isEmpty { spilled = (0..<inline.count).map { inline[$0] } }
-                    spilled.append(fingerprint)
-                }
-                count += 1
+        @inline(__always)
+        mutating func append(_ fingerprint: UInt64) {
+            if count < inline.count {
+                inline[count] = fingerprint
+            } else {
+                if spilled.isEmpty { spilled = (0..<inline.count).map { inline[$0] } }
+                spilled.append(fingerprint)
             }
-            self.host = host
-            self.inline = inline
-            self.spilled = spilled
-            self.count = count
+            count += 1
         }
 
         func fingerprint(index: Int) -> UInt64 { count <= inline.count ? inline[index] : spilled[index] }
         func fingerprint(depth: Int) -> UInt64 { fingerprint(index: count - 1 - depth) }
-
-        /// The suffix at `depth` as written in a rule: the name after its first `depth` dots.
-        func text(depth: Int) -> String {
-            var start = 0
-            for _ in 0..<depth {
-                guard let dot = host.bytes[start...].firstIndex(of: UInt8(ascii: ".")) else { break }
-                start = dot + 1
-            }
-            return String(decoding: host.bytes[start...], as: UTF8.self)
-        }
     }
 
-    private func decide(_ facts: FlowFacts, suffixes: Suffixes) -> Decision {
+    /// The suffix of `host` at `depth` as written in a rule: the name after its first `depth` dots.
+    private func suffixText(_ host: HostName, depth: Int) -> String {
+        let bytes = host.bytes.span
+        var start = 0
+        var dots = 0
+        while dots < depth, start < bytes.count {
+            if bytes[start] == UInt8(ascii: ".") { dots += 1 }
+            start += 1
+        }
+        return String(decoding: host.bytes[start...], as: UTF8.self)
+    }
+
+    private func decide(_ facts: FlowFacts, host: HostName, suffixes: Suffixes) -> Decision {
         var path = facts.path
         if let raw = path, raw.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) {
             path = raw.lowercased()
@@ -196,7 +193,7 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
                     let reason = Reason(
                         source: .category,
                         category: categoryName(category),
-                        rule: suffixes.text(depth: depth) + prefix.decodedText
+                        rule: suffixText(host, depth: depth) + prefix.decodedText
                     )
                     if isBlocked(category) { blocked = reason } else if firstKnown == nil { firstKnown = reason }
                 }
@@ -213,10 +210,10 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
             if let (category, kind) = blocked {
                 return Decision(
                     .drop,
-                    Reason(source: .category, category: categoryName(category), rule: kind.marker + suffixes.text(depth: depth)))
+                    Reason(source: .category, category: categoryName(category), rule: kind.marker + suffixText(host, depth: depth)))
             }
             if firstKnown == nil, let (category, kind) = known {
-                firstKnown = Reason(source: .category, category: categoryName(category), rule: kind.marker + suffixes.text(depth: depth))
+                firstKnown = Reason(source: .category, category: categoryName(category), rule: kind.marker + suffixText(host, depth: depth))
             }
         }
         if let destination = facts.destination, let blocked = blockedNetworkReason(destination) {

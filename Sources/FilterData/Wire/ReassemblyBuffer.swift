@@ -41,29 +41,36 @@ struct ReassemblyBuffer: Sendable {
             let words = (storage.count + 63) >> 6
             if filled.count < words { filled.append(contentsOf: repeatElement(0, count: words - filled.count)) }
         }
-        // The part of `piece` that lands inside the buffer, range-checked once.
+        // The part of `piece` that lands inside the buffer, range-checked once, and
+        // one mutable span of the storage for all the writes (one uniqueness check).
+        // The storage is moved out while written, so the span borrows a local.
         let source = piece.extracting((start - offset)..<(end - offset))
-        var index = start
-        while index < end {
-            // Whole unfilled 64-bit words are copied at once; the rest byte by byte.
-            let word = index >> 6
-            if index & 63 == 0, end - index >= 64, filled[word] == 0 {
-                // The source range-checked once for the block; one span of the storage for its writes.
-                let block = source.extracting((index - start)..<(index - start + 64))
-                var target = storage.mutableSpan
-                for byteIndex in 0..<64 { target[index + byteIndex] = block[byteIndex] }
-                filled[word] = ~0
-                if index >= contiguousCount { bytesBeyondPrefix += 64 }
-                index += 64
-                continue
+        var bytes = storage
+        storage = []
+        do {
+            var target = bytes.mutableSpan
+            var index = start
+            while index < end {
+                // Whole unfilled 64-bit words are copied at once; the rest byte by byte.
+                let word = index >> 6
+                if index & 63 == 0, end - index >= 64, filled[word] == 0 {
+                    let block = source.extracting((index - start)..<(index - start + 64))
+                    for byteIndex in 0..<64 { target[index + byteIndex] = block[byteIndex] }
+                    filled[word] = ~0
+                    if index >= contiguousCount { bytesBeyondPrefix += 64 }
+                    index += 64
+                    continue
+                }
+                let bit: UInt64 = 1 << UInt64(index & 63)
+                if filled[word] & bit == 0 {
+                    target[index] = source[index - start]
+                    filled[word] |= bit
+                    if index >= contiguousCount { bytesBeyondPrefix += 1 }
+                }
+                index += 1
             }
-            if !isFilled(index) {
-                storage[index] = source[index - start]
-                filled[word] |= 1 << UInt64(index & 63)
-                if index >= contiguousCount { bytesBeyondPrefix += 1 }
-            }
-            index += 1
         }
+        storage = bytes
         let before = contiguousCount
         while contiguousCount < storage.count {
             let word = contiguousCount >> 6

@@ -136,7 +136,8 @@ extension Span where Element == UInt8 {
     func copied(_ range: Range<Int>) -> [UInt8] {
         let part = extracting(range)
         var copy = [UInt8](repeating: 0, count: part.count)
-        for index in part.indices { copy[index] = part[index] }
+        var output = copy.mutableSpan
+        for index in part.indices { output[index] = part[index] }
         return copy
     }
 
@@ -144,7 +145,8 @@ extension Span where Element == UInt8 {
     func lowercasedASCII(_ range: Range<Int>) -> [UInt8] {
         let part = extracting(range)
         var copy = [UInt8](repeating: 0, count: part.count)
-        for index in part.indices { copy[index] = ASCII.lowercased(part[index]) }
+        var output = copy.mutableSpan
+        for index in part.indices { output[index] = ASCII.lowercased(part[index]) }
         return copy
     }
 
