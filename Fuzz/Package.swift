@@ -3,8 +3,7 @@
 // The libFuzzer driver for hallpass's fuzz targets. A package of its own, so
 // the main package's build (and CI's `swift build --build-tests`) never sees
 // -sanitize=fuzzer: scripts/fuzz.sh builds this one with
-//   swift build -c release --scratch-path .build-fuzz \
-//     -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library
+//   swift build -c release --scratch-path .build-fuzz -Xswiftc -sanitize=fuzzer,address
 // and the entry points live in the main package (Fuzz/Targets), where the
 // regression test replays crash inputs through them. See docs/fuzzing.md.
 import Foundation
@@ -17,10 +16,14 @@ let package = Package(
     name: "hallpass-fuzz",
     dependencies: [.package(path: "..")],
     targets: [
+        // libFuzzer's LLVMFuzzerRunDriver, declared for Swift.
+        .target(name: "CLibFuzzer"),
         .executableTarget(
             name: "hallpass-fuzz",
-            dependencies: [.product(name: "HallpassFuzzTargets", package: root.lastPathComponent.lowercased())],
-            swiftSettings: [.strictMemorySafety(), .treatWarning("StrictMemorySafety", as: .error)]
+            dependencies: ["CLibFuzzer", .product(name: "HallpassFuzzTargets", package: root.lastPathComponent.lowercased())],
+            swiftSettings: [.strictMemorySafety(), .treatWarning("StrictMemorySafety", as: .error)],
+            // The toolchain's lld: Debian's gold stops with an internal error on this link.
+            linkerSettings: [.unsafeFlags(["-use-ld=lld"])]
         )
     ]
 )

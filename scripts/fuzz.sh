@@ -30,8 +30,7 @@ if [ "${1:-}" = "--build" ]; then build_only=1; fi
 
 build() {
     # A scratch path of its own: the sanitizers instrument every module, dependencies included.
-    (cd Fuzz && swift build -c release --scratch-path ../.build-fuzz \
-        -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library 2>&1 | tail -3)
+    (cd Fuzz && swift build -c release --scratch-path ../.build-fuzz -Xswiftc -sanitize=fuzzer,address 2>&1 | tail -3)
     [ -x "$binary" ] || { echo "fuzz.sh: the build did not produce $binary" >&2; exit 1; }
 }
 build
@@ -56,20 +55,20 @@ for target in "${selected_targets[@]}"; do
     corpus="$out/corpus/$target"
     crashes="$out/crashes/$target"
     mkdir -p "$corpus" "$crashes"
-    seeds=()
+    # Leak checks are off: the Swift runtime and Foundation keep caches for the life of the process.
+    environment=(ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" HALLPASS_FUZZ_TARGET="$target" HALLPASS_TESTDATA="$testdata")
     # The first run writes the seeds into the corpus (the driver reads HALLPASS_FUZZ_SEEDS).
-    if [ -z "$(ls -A "$corpus")" ]; then seeds=(env HALLPASS_FUZZ_SEEDS="$corpus"); fi
+    if [ -z "$(ls -A "$corpus")" ]; then environment+=(HALLPASS_FUZZ_SEEDS="$corpus"); fi
     if [ -n "$runs" ]; then limit=(-runs="$runs"); else limit=(-max_total_time="$seconds"); fi
     log="$out/logs/$target.log"
     echo "== $target (${runs:+$runs runs}${runs:-$seconds s})"
     status=0
-    # Leak checks are off: the Swift runtime keeps caches for the life of the process.
-    "${seeds[@]}" HALLPASS_FUZZ_TARGET="$target" HALLPASS_TESTDATA="$testdata" nice -n 10 "$binary" \
+    env "${environment[@]}" nice -n 10 "$binary" \
         -rss_limit_mb=2048 -timeout=10 -detect_leaks=0 -max_len="$(max_len "$target")" -print_final_stats=1 \
         -artifact_prefix="$crashes/" "${limit[@]}" ${HALLPASS_FUZZ_FLAGS:-} "$corpus" >"$log" 2>&1 || status=$?
-    executions=$(awk '/stat::number_of_executed_units/ {print $2}' "$log" | tail -1)
-    rate=$(awk '/stat::average_exec_per_sec/ {print $2}' "$log" | tail -1)
-    coverage=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -1)
+    executions=$(awk '/stat::number_of_executed_units/ {print $2}' "$log" | tail -1 || true)
+    rate=$(awk '/stat::average_exec_per_sec/ {print $2}' "$log" | tail -1 || true)
+    coverage=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -1 || true)
     found=$(find "$crashes" -type f | wc -l)
     line="$target: ${executions:-?} executions, ${rate:-?} exec/s, ${coverage:-cov: ? ft: ?}, $found crash inputs, exit $status"
     echo "$line"

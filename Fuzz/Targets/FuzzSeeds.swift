@@ -16,15 +16,21 @@ extension FuzzTarget {
         var seeds: [[UInt8]]
         switch self {
         case .ip: seeds = captures.packets
-        case .tls: seeds = captures.tcpPayloads.filter { $0.first == 22 }
-        case .http: seeds = captures.tcpPayloads.filter { $0.first.map { $0 >= 0x41 && $0 <= 0x5A } ?? false }
+        case .tls: seeds = captures.tlsRecords
+        case .http:
+            seeds = [
+                "GET / HTTP/1.1\r\nHost: www.example.com\r\n\r\n", "POST /form?a=1 HTTP/1.0\nHost: a.b:8080\nContent-Length: 3\n\nabc",
+                "CONNECT [2001:db8::1]:443 HTTP/1.1\r\nHost: [2001:db8::1]:443\r\n\r\n",
+                "GET http://user:pw@Example.COM./path#x HTTP/1.1\r\nHost: other\r\n\r\n", "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n",
+                "GET / HTTP/1.1\r\nX: 1\r\n folded\r\nHost:  spaced.example \r\n\r\n",
+            ].map { Array($0.utf8) } + captures.httpRequests
         case .stream:
             // flags, segment count, sizes, then the stream: in order, reversed, odd first.
-            seeds = captures.tcpPayloads.prefix(limit / 3).flatMap { payload in
+            seeds = (captures.tlsRecords.prefix(limit / 6) + captures.httpRequests.prefix(limit / 6)).flatMap { payload in
                 [[0, 3, 40, 200, 255, 255] + payload, [1, 7, 1, 2, 3, 5, 8, 13, 21, 255] + payload, [6, 2, 100, 255, 255] + payload]
             }
         case .quic:
-            seeds = captures.tcpPayloads.filter { $0.count > 9 && $0.first == 22 }.prefix(limit / 2).flatMap { record -> [[UInt8]] in
+            seeds = captures.tlsRecords.filter { $0.count > 9 }.prefix(limit / 2).flatMap { record -> [[UInt8]] in
                 let message = Array(record.dropFirst(5))
                 let frame: [UInt8] = [0x06, 0x00, 0x40 | UInt8((message.count >> 8) & 0x3F), UInt8(message.count & 0xFF)] + message
                 let dcid: [UInt8] = [0x83, 0x94, 0xc8, 0xf0, 0x3e, 0x51, 0x57, 0x08]
@@ -78,7 +84,9 @@ extension FuzzTarget {
 struct CaptureSeeds {
     var files: [[UInt8]] = []
     var packets: [[UInt8]] = []
-    var tcpPayloads: [[UInt8]] = []
+    /// Client payloads that start a TLS record, and ones that start an HTTP request.
+    var tlsRecords: [[UInt8]] = []
+    var httpRequests: [[UInt8]] = []
     var udpPayloads: [[UInt8]] = []
     var dnsMessages: [[UInt8]] = []
     var stores: [[UInt8]] = []
@@ -98,7 +106,10 @@ struct CaptureSeeds {
                 if packets.count < limit { packets.append(ip) }
                 let payload = Array(ip[packet.payload])
                 guard !payload.isEmpty else { continue }
-                if packet.protocolNumber == 6, tcpPayloads.count < limit { tcpPayloads.append(payload) }
+                if packet.protocolNumber == 6, payload[0] == 22, tlsRecords.count < limit { tlsRecords.append(payload) }
+                if packet.protocolNumber == 6, httpRequests.count < limit, case .request = HTTPRequestHeadParser.parse(payload) {
+                    httpRequests.append(payload)
+                }
                 if packet.protocolNumber == 17, udpPayloads.count < limit { udpPayloads.append(payload) }
                 if packet.protocolNumber == 17, packet.sourcePort == 53 || packet.destinationPort == 53, dnsMessages.count < limit {
                     dnsMessages.append(payload)
