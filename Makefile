@@ -1,11 +1,14 @@
-# hallpass: build and install on a lab machine (README, "Installing").
+# hallpass: build, install and package for lab machines (README, "Installing").
 #
 #   make deps         Debian packages needed to build and run (root)
 #   make              release build of filterctl, filter-control, filter-data
-#   make install      install them, the systemd unit, the configuration example
-#                     (only if no configuration exists) and the rule folder (root)
+#   make install      install them, the systemd unit, the man pages, filterctl's
+#                     completions, the configuration example (only if no
+#                     configuration exists) and the rule folder (root)
 #   make uninstall    remove what install put there, keeping the configuration
 #                     and the installed rules
+#   make deb          dist/hallpass_VERSION_amd64.deb, built by debian/rules
+#                     (debhelper); VERSION comes from debian/changelog
 #
 # DESTDIR stages an install into a folder (for packaging); PREFIX moves the
 # programs (default /usr/local).
@@ -14,18 +17,36 @@ PREFIX     ?= /usr/local
 SYSCONFDIR ?= /etc
 STATEDIR   ?= /var/lib/hallpass
 UNITDIR    ?= /etc/systemd/system
+ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
 DESTDIR    ?=
 SWIFT      ?= swift
 # The Swift runtime is linked into the programs, so a lab machine needs no Swift installation.
 SWIFTFLAGS ?= -c release --static-swift-stdlib
 
+# scripts/test.sh packages its debug build (one build in CI): the programs
+# are linked again with the Swift runtime inside, which takes seconds and
+# compiles nothing. The objects were compiled against the shared Foundation,
+# whose link entries do not name the static archives that the static
+# Foundation needs besides itself; they are named here, in a group because
+# they refer to one another. (The list is the difference of
+# swift-autolink-extract between a file importing Foundation compiled with
+# and without -static-stdlib.)
+STATIC_RELINK = --static-swift-stdlib -Xlinker --start-group \
+	$(foreach lib,Foundation FoundationEssentials FoundationInternationalization CoreFoundation \
+	  _FoundationICU _FoundationCShims _FoundationCollections swiftSynchronization,-Xlinker -l$(lib)) \
+	-Xlinker --end-group
+
 BINDIR  = $(DESTDIR)$(PREFIX)/bin
 SBINDIR = $(DESTDIR)$(PREFIX)/sbin
 DOCDIR  = $(DESTDIR)$(PREFIX)/share/doc/hallpass
+MANDIR  = $(DESTDIR)$(PREFIX)/share/man
+BASHCOMP = $(DESTDIR)$(PREFIX)/share/bash-completion/completions/filterctl
+ZSHCOMP  = $(DESTDIR)$(ZSHCOMPDIR)/_filterctl
 CONFIG  = $(DESTDIR)$(SYSCONFDIR)/hallpass/hallpass.yaml
-BUILT   = $(shell $(SWIFT) build $(SWIFTFLAGS) --show-bin-path)
+# Asked once, when first used (swift build takes seconds to answer).
+BUILT   = $(eval BUILT := $$(shell $(SWIFT) build $(SWIFTFLAGS) --show-bin-path))$(BUILT)
 
-.PHONY: all build deps install uninstall
+.PHONY: all build deps install uninstall deb deb-from-debug
 
 all: build
 
@@ -38,7 +59,8 @@ build:
 	$(SWIFT) build $(SWIFTFLAGS) --product filter-data
 
 install: build
-	install -d -m 0755 $(BINDIR) $(SBINDIR) $(DOCDIR) $(DESTDIR)$(UNITDIR)
+	install -d -m 0755 $(BINDIR) $(SBINDIR) $(DOCDIR) $(DESTDIR)$(UNITDIR) $(MANDIR)/man5 $(MANDIR)/man8 \
+	    $(dir $(BASHCOMP)) $(dir $(ZSHCOMP))
 	# -s: without their debug symbols the programs are a fraction of the size.
 	install -s -m 0755 $(BUILT)/filterctl $(BINDIR)/filterctl
 	# filter-control starts the filter-data next to it.
@@ -46,6 +68,12 @@ install: build
 	sed -e 's|/usr/local/|$(PREFIX)/|g' -e 's|/etc/hallpass/|$(SYSCONFDIR)/hallpass/|g' \
 	    -e 's|/var/lib/hallpass|$(STATEDIR)|g' packaging/hallpass.service > $(DESTDIR)$(UNITDIR)/hallpass.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/hallpass.service
+	install -m 0644 docs/man/*.8 $(MANDIR)/man8/
+	install -m 0644 docs/man/*.5 $(MANDIR)/man5/
+	# A completion is sourced, not run: no #! line.
+	$(BUILT)/filterctl --generate-completion-script bash | sed -e '1{/^#!/d}' > $(BASHCOMP)
+	$(BUILT)/filterctl --generate-completion-script zsh > $(ZSHCOMP)
+	chmod 0644 $(BASHCOMP) $(ZSHCOMP)
 	install -m 0644 README.md $(DOCDIR)/
 	install -m 0644 docs/*.md $(DOCDIR)/
 	install -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/hallpass
@@ -65,6 +93,24 @@ install: build
 uninstall:
 	if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl disable --now hallpass || true; fi
 	rm -f $(BINDIR)/filterctl $(SBINDIR)/filter-control $(SBINDIR)/filter-data $(DESTDIR)$(UNITDIR)/hallpass.service
+	rm -f $(MANDIR)/man8/filterctl.8 $(MANDIR)/man8/filter-control.8 $(MANDIR)/man8/filter-data.8 $(MANDIR)/man5/hallpass.yaml.5
+	rm -f $(BASHCOMP) $(ZSHCOMP)
 	rm -rf $(DOCDIR)
 	if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 	@echo "kept $(SYSCONFDIR)/hallpass and $(STATEDIR) (the configuration and the installed rules)"
+
+# The package is built the way dpkg-buildpackage builds a binary package
+# (debian/rules clean, build, binary), but the .deb lands in dist/ rather
+# than in the folder above the clone, and no .changes is made (nothing is
+# uploaded from here). `dpkg-buildpackage -b --no-sign` works too, the Debian way.
+deb:
+	dpkg-checkbuilddeps
+	debian/rules clean
+	HALLPASS_SWIFTFLAGS='$(SWIFTFLAGS)' debian/rules build
+	HALLPASS_SWIFTFLAGS='$(SWIFTFLAGS)' HALLPASS_DEB_DESTDIR=dist debian/rules binary
+	debian/rules clean
+	@echo "built dist/hallpass_$$(dpkg-parsechangelog -S Version)_$$(dpkg-architecture -qDEB_HOST_ARCH).deb"
+
+# The package from the debug build scripts/test.sh made (see STATIC_RELINK).
+deb-from-debug:
+	HALLPASS_DEB_COMPRESSION='-Zgzip -z1' $(MAKE) deb SWIFTFLAGS='$(STATIC_RELINK)'

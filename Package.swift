@@ -34,7 +34,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
-        .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        // 1.16: LogEvent, which the handlers implement.
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
@@ -43,6 +44,9 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.0.0"),
         .package(url: "https://github.com/swift-extras/swift-extras-base64.git", from: "1.0.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         // MARK: C libraries (only the kernel-facing files of FilterData import these)
@@ -123,6 +127,12 @@ let package = Package(
                 "CHallpassSys",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
+                // filter-control's long-running parts are services of one group.
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                // The Prometheus endpoint (metrics:).
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "SystemPackage", package: "swift-system"),
                 // Rule downloads: a small HTTPS GET client with SPKI pins (Sources/FilterControl/Rules).
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -150,7 +160,9 @@ let package = Package(
         ),
         .executableTarget(
             name: "FilterControlMain",
-            dependencies: ["FilterControl", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "FilterControl", .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict
         ),
         .executableTarget(name: "FilterDataMain", dependencies: ["FilterData"], swiftSettings: strict),
@@ -184,11 +196,42 @@ let package = Package(
         .testTarget(name: "VerdictCoreTests", dependencies: ["VerdictCore"]),
         .testTarget(name: "SharedStoreTests", dependencies: ["SharedStore", "VerdictCore"]),
         .testTarget(name: "FilterDataTests", dependencies: ["FilterData", "VerdictCore", "SharedStore"]),
-        .testTarget(name: "BlockPageTests", dependencies: ["BlockPage"]),
-        .testTarget(name: "FilterControlTests", dependencies: ["FilterControl", "VerdictCore", "SharedStore"]),
+        .testTarget(
+            name: "BlockPageTests",
+            dependencies: [
+                "BlockPage",
+                // The HTTPS certificate tests read certificates and make TLS handshakes on loopback.
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ]),
+        .testTarget(
+            name: "FilterControlTests",
+            dependencies: [
+                "FilterControl", "VerdictCore", "SharedStore",
+                // The audit log's tests: a logger for it, and a collector stand-in on loopback (TCP and TLS).
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]),
         // Every input a fuzzer crashed on, replayed in the ordinary debug build.
         .testTarget(name: "FuzzRegressionTests", dependencies: ["HallpassFuzzTargets"]),
         // Root-only: real kernel queue, network namespaces, nginx and curl.
-        .testTarget(name: "IntegrationTests", dependencies: ["FilterControl"]),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: [
+                "FilterControl", "FilterData", "VerdictCore", "SharedStore", "CHallpassSys",
+                // The audit log sent to rsyslog from a test namespace (an event loop whose thread is in it).
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            // The Python peers the tests run (aioquic, the notice listener), read from the source tree.
+            exclude: ["Helpers"]),
     ]
 )

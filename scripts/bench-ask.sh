@@ -31,11 +31,15 @@ cat >"$work/hallpass.yaml" <<YAML
 queue:
   number: 6
 rules:
+  directory: $work/lib
   source: file://$work/source/
 policy:
   block: [ demo ]
   unknown: ask
   askDefault: block
+log:
+  file: $work/audit.jsonl
+  journald: false
 admin:
   socket: $work/control.sock
 YAML

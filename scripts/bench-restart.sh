@@ -29,9 +29,14 @@ cat >"$work/hallpass.yaml" <<YAML
 queue:
   number: $bench_queue
   failMode: closed
+rules:
+  directory: $work/lib
 policy:
   block: [ demo ]
   unknown: allow
+log:
+  file: $work/audit.jsonl
+  journald: false
 admin:
   socket: $work/control.sock
 YAML

@@ -39,12 +39,12 @@ cleanup() {
 trap cleanup EXIT
 
 echo "== compiling rules/ into a store"
-"$filterctl" compile --out "$work/rules.hpstore" --quiet rules/ut1 rules/demo
+"$filterctl" compile --out "$work/rules.hpstore" --quiet rules/ut1 rules/bypass rules/demo
 
 echo "== publishing a signed bundle (a school's server does this)"
 key=$("$filterctl" bundle keygen --out "$work/signing-key.pem")
 echo "public key for rules.trustedKeys: $key"
-"$filterctl" bundle build --key "$work/signing-key.pem" --version 1 --expires 30d --out "$work/bundle" rules/ut1 rules/demo 2>/dev/null
+"$filterctl" bundle build --key "$work/signing-key.pem" --version 1 --expires 30d --out "$work/bundle" rules/ut1 rules/bypass rules/demo 2>/dev/null
 
 echo "== verifying the bundle as a lab machine would"
 "$filterctl" bundle verify "$work/bundle" --trusted-key "$key"
@@ -111,6 +111,9 @@ blockPage:
   requestAccess:
     text: "Ask your teacher"
     url: builtin
+log:
+  file: $work/audit.jsonl
+  journald: false
 admin:
   socket: $work/control.sock
 YAML

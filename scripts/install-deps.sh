@@ -2,28 +2,46 @@
 # Installs the Debian 12 packages hallpass needs to build and test.
 # Idempotent: installs only what is missing. Needs root.
 #   scripts/install-deps.sh           build, run and test (what CI needs)
-#   scripts/install-deps.sh --build   build and run only (what `make install` needs)
+#   scripts/install-deps.sh --build   build and run only (what `make install` and `make deb` need)
+#   scripts/install-deps.sh --bypass-matrix   the tests' set and the servers and clients of scripts/bypass-matrix.sh
 set -euo pipefail
 
 packages=(
-    # build: the C libraries filter-data talks to the kernel with, and make for `make install`
-    pkg-config libnetfilter-queue-dev libmnl-dev libseccomp-dev make
+    # build: the C libraries filter-data talks to the kernel with, make for `make install`,
+    # debhelper and dpkg-dev for `make deb`
+    pkg-config libnetfilter-queue-dev libmnl-dev libseccomp-dev make debhelper dpkg-dev
     # run: kernel rules
     iptables iproute2
 )
 tests=1
+matrix=0
 case "${1:-}" in
     --build) tests=0 ;;
+    --bypass-matrix) matrix=1 ;;
     "") ;;
-    *) echo "install-deps: unknown option '$1' (use --build, or nothing)" >&2; exit 64 ;;
+    *) echo "install-deps: unknown option '$1' (use --build, --bypass-matrix, or nothing)" >&2; exit 64 ;;
 esac
 if [ "$tests" = 1 ]; then
     # integration tests: real servers and clients inside test namespaces
     packages+=(nginx-light curl openssl dnsmasq-base bind9-dnsutils)
     # scripts/check-install.sh: systemd-analyze checks the unit
     packages+=(systemd)
+    # the Debian package: lintian checks it, scripts/test-systemd.sh boots a Debian root
+    # (debootstrap) with systemd-nspawn and installs it there
+    packages+=(lintian systemd-container debootstrap)
     # the block page in a real browser: Chromium, certutil for its NSS database, CJK fonts for the Korean screenshots
     packages+=(chromium libnss3-tools fonts-noto-cjk)
+    # the audit log's collector (rsyslog in a test namespace) and the desktop notice (a real
+    # session bus, and a listener that owns org.freedesktop.Notifications in Debian's python3)
+    packages+=(rsyslog dbus-daemon python3-dbus python3-gi)
+    # a reload filter-data refuses by itself: an ACL that shuts its user out of a rules folder
+    packages+=(acl)
+fi
+if [ "$matrix" = 1 ]; then
+    # scripts/bypass-matrix.sh: DoH and DoT (dnsdist, kdig), OpenVPN, WireGuard in user space (the kernel
+    # may lack its module), a SOCKS5 server, an HTTP CONNECT proxy, ping through the tunnel, tcpdump for
+    # --capture; DoQ comes from aioquic below
+    packages+=(dnsdist knot-dnsutils openvpn wireguard-tools wireguard-go microsocks tinyproxy python3-venv iputils-ping tcpdump)
 fi
 
 missing=()
@@ -49,6 +67,17 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 command -v swift >/dev/null || { echo "install-deps: swift is not on PATH (Swift 6.2 or later is needed: the parsers use Span)" >&2; exit 1; }
 [ "$tests" = 1 ] || exit 0
+if [ "$matrix" = 1 ]; then
+    # The bypass matrix runs its clients as test users, who cannot reach a Python under /root
+    # (pyenv): aioquic in a virtualenv of Debian's own Python.
+    bypass_venv=.build/bypass-venv
+    if [ ! -x "$bypass_venv/bin/python" ] || ! "$bypass_venv/bin/python" -c "import aioquic" 2>/dev/null; then
+        echo "install-deps: preparing $bypass_venv with aioquic (Debian's python3)"
+        mkdir -p .build
+        /usr/bin/python3 -m venv "$bypass_venv"
+        "$bypass_venv/bin/pip" install -q --disable-pip-version-check "aioquic>=1.2,<2"
+    fi
+fi
 # The QUIC peer of the integration tests: aioquic from PyPI, in a virtualenv under .build.
 venv=.build/test-venv
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import aioquic" 2>/dev/null; then

@@ -27,9 +27,14 @@ cat >"$work/hallpass.yaml" <<YAML
 queue:
   number: 0            # the harness's PB_QUEUE
   failMode: open
+rules:
+  directory: $work/lib
 policy:
   block: [ demo ]
   unknown: allow
+log:
+  file: $work/audit.jsonl
+  journald: false
 YAML
 
 export FILTER_NAME=hallpass

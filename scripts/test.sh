@@ -1,12 +1,33 @@
 #!/usr/bin/env bash
 # The whole hallpass test suite, as CI runs it (.ci/run calls this script).
 # Run as root on Debian 12: it installs the packages it needs, builds once
-# (debug) and runs every test target.
+# (debug) and runs every test target; then checks make install, the man
+# pages, and the Debian package made from that same build: lintian, and
+# the package under a real systemd in a container (scripts/test-systemd.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
+
+# The container's Debian root (about a minute of downloads, cached in
+# .build/systemd-rootfs) is made while Swift builds.
+mkdir -p .build
+rootfs_log=.build/systemd-rootfs.log
+setsid scripts/systemd-rootfs.sh >"$rootfs_log" 2>&1 &
+rootfs_pid=$!
+stop_rootfs() { kill -0 "$rootfs_pid" 2>/dev/null && kill -- "-$rootfs_pid" 2>/dev/null; true; }
+trap stop_rootfs EXIT
+
 swift build --build-tests
 swift test --skip-build
 # make install / uninstall into a staging folder, with the debug build above.
 scripts/check-install.sh
+scripts/generate-man.sh --check
+
+wait "$rootfs_pid" || { cat "$rootfs_log" >&2; echo "test.sh: making the container's root file system failed" >&2; exit 1; }
+# The package from the debug build above, linked again with the Swift runtime inside.
+make -s deb-from-debug >.build/deb.log 2>&1 || { cat .build/deb.log >&2; echo "test.sh: make deb-from-debug failed" >&2; exit 1; }
+deb=dist/hallpass_$(dpkg-parsechangelog -S Version)_$(dpkg-architecture -qDEB_HOST_ARCH).deb
+echo "lintian $deb:"
+lintian --fail-on error "$deb"
+scripts/test-systemd.sh "$deb"

@@ -12,6 +12,12 @@ import NIOSSL
 /// on the addresses blocked names resolve to and on the page's own port.
 /// One request per connection (the answer closes it), bodies bounded by
 /// the form's limit, an idle connection closed after 10 s.
+///
+/// HTTPS: one TLS context for every HTTPS listener; each handshake gets a
+/// certificate for the name it asked for (or, without a name, for the first
+/// HTTPS listener's address) from `BlockPageCertificates`, which makes it
+/// again when it grows old or the CA changes. No restart is needed for
+/// either, nor for a CA made after start (`useAuthority(_:)`).
 public final class BlockPageServer: Sendable {
     public struct Listener: Sendable, Hashable, CustomStringConvertible {
         public var address: String
@@ -29,11 +35,30 @@ public final class BlockPageServer: Sendable {
 
     private let responder: NIOLockedValueBox<BlockPageResponder>
     private let channels = NIOLockedValueBox<[(listener: Listener, channel: any Channel)]>([])
+    /// The HTTPS side once there is a CA; until then, the HTTPS listeners waiting for one.
+    private let https = NIOLockedValueBox<HTTPS>(.waiting([]))
     private let group: any EventLoopGroup
+    private let certificatePolicy: LeafCertificatePolicy
+    private let clock: any CertificateClock
+    private let report: @Sendable (BlockPageCertificateEvent) -> Void
 
-    public init(responder: BlockPageResponder, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
+    private enum HTTPS {
+        case waiting([Listener])
+        case serving(context: NIOSSLContext, certificates: BlockPageCertificates)
+    }
+
+    /// `certificates` and `clock` decide when HTTPS certificates are made
+    /// again; `report` hears of CA changes found while serving.
+    public init(
+        responder: BlockPageResponder, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        certificates: LeafCertificatePolicy = LeafCertificatePolicy(), clock: any CertificateClock = WallClock(),
+        report: @escaping @Sendable (BlockPageCertificateEvent) -> Void = { _ in }
+    ) {
         self.responder = NIOLockedValueBox(responder)
         self.group = group
+        self.certificatePolicy = certificates
+        self.clock = clock
+        self.report = report
     }
 
     /// New pages (templates, strings, organization) for the next requests.
@@ -42,32 +67,75 @@ public final class BlockPageServer: Sendable {
     }
 
     /// Binds every listener it can; HTTPS ones need `authority` (one set of
-    /// certificates serves them all). Returns a problem per listener that
-    /// could not be set up; the others serve.
+    /// certificates serves them all) and without it wait for
+    /// `useAuthority(_:)`. Returns the problems (one per listener that could
+    /// not be set up); the other listeners serve.
     public func start(_ listeners: [Listener], authority: LocalCertificateAuthority?) -> [BlockPageError] {
         var problems: [BlockPageError] = []
-        var tls: NIOSSLContext? = nil
-        if let authority, let first = listeners.first(where: \.tls) {
-            do {
-                tls = try Self.tlsContext(authority: authority, defaultName: first.address)
-            } catch {
-                problems.append(BlockPageError(code: "tls.setup", message: "cannot set up HTTPS for the block page: \(error)"))
-            }
+        for listener in listeners where !listener.tls {
+            problems += bind([listener], tls: nil)
         }
-        for listener in listeners {
-            guard !listener.tls || tls != nil else {
-                if authority == nil {
-                    problems.append(BlockPageError(code: "ca.missing", message: "\(listener) needs the local CA ('filterctl ca init')"))
+        let secure = listeners.filter(\.tls)
+        guard !secure.isEmpty else { return problems }
+        https.withLockedValue { $0 = .waiting(secure) }
+        guard let authority else {
+            problems.append(
+                BlockPageError(
+                    code: "ca.missing",
+                    message: "\(secure.map(\.description).joined(separator: ", ")) wait for the local CA ('filterctl ca init', then 'filterctl reload')"))
+            return problems
+        }
+        return problems + useAuthority(authority).problems
+    }
+
+    /// What `useAuthority(_:)` did.
+    public struct AuthorityChange: Sendable {
+        /// The HTTPS listeners started now (they were waiting for a CA).
+        public var started: [String] = []
+        /// The certificates come from this CA from now on (it replaced another).
+        public var replaced = false
+        public var problems: [BlockPageError] = []
+    }
+
+    /// Uses `authority` for HTTPS from now on: the HTTPS listeners waiting
+    /// for a CA start; when serving already, names get certificates from
+    /// the new CA at their next handshake (nothing changes when it is the
+    /// CA in use). filter-control calls it on `filterctl reload`.
+    @discardableResult
+    public func useAuthority(_ authority: LocalCertificateAuthority) -> AuthorityChange {
+        // Under the lock throughout: two callers never both start the waiting listeners.
+        https.withLockedValue { https in
+            var change = AuthorityChange()
+            switch https {
+            case .serving(_, let certificates):
+                change.replaced = certificates.use(authority)
+            case .waiting(let listeners):
+                guard let first = listeners.first else { return change }
+                let context: NIOSSLContext
+                let certificates: BlockPageCertificates
+                do {
+                    certificates = try BlockPageCertificates(authority: authority, policy: certificatePolicy, clock: clock, report: report)
+                    context = try Self.tlsContext(certificates: certificates, defaultName: first.address)
+                } catch {
+                    change.problems.append(BlockPageError(code: "tls.setup", message: "cannot set up HTTPS for the block page: \(error)"))
+                    return change
                 }
-                continue
+                https = .serving(context: context, certificates: certificates)
+                change.problems = bind(listeners, tls: context)
+                let bound = Set(listening)
+                change.started = listeners.map(\.description).filter(bound.contains)
             }
-            do {
-                try bind(listener, tls: listener.tls ? tls : nil)
-            } catch {
-                problems.append(BlockPageError(code: "listen", message: "the block page cannot listen on \(listener): \(error)"))
-            }
+            return change
         }
-        return problems
+    }
+
+    /// Whether HTTPS has a CA (its listeners started, or tried to).
+    public var servesHTTPS: Bool { certificates != nil }
+
+    /// The certificates of the HTTPS listeners, once they serve.
+    var certificates: BlockPageCertificates? {
+        if case .serving(_, let certificates) = https.withLockedValue({ $0 }) { return certificates }
+        return nil
     }
 
     /// Closes every listener (open connections finish their answer).
@@ -82,6 +150,24 @@ public final class BlockPageServer: Sendable {
     /// The listeners that are serving, as URLs.
     public var listening: [String] {
         channels.withLockedValue { $0.map(\.listener.description) }
+    }
+
+    /// The ports the listeners are bound to (a listener asked for port 0 gets one from the kernel).
+    var boundPorts: [Listener: Int] {
+        channels.withLockedValue { Dictionary($0.map { ($0.listener, $0.channel.localAddress?.port ?? $0.listener.port) }, uniquingKeysWith: { a, _ in a }) }
+    }
+
+    /// Binds each listener; a problem for each that cannot.
+    private func bind(_ listeners: [Listener], tls: NIOSSLContext?) -> [BlockPageError] {
+        var problems: [BlockPageError] = []
+        for listener in listeners {
+            do {
+                try bind(listener, tls: tls)
+            } catch {
+                problems.append(BlockPageError(code: "listen", message: "the block page cannot listen on \(listener): \(error)"))
+            }
+        }
+        return problems
     }
 
     private func bind(_ listener: Listener, tls: NIOSSLContext?) throws {
@@ -104,19 +190,19 @@ public final class BlockPageServer: Sendable {
         channels.withLockedValue { $0.append((listener, channel)) }
     }
 
-    static func tlsContext(authority: LocalCertificateAuthority, defaultName: String) throws -> NIOSSLContext {
-        let certificates = try BlockPageCertificates(authority: authority)
-        let fallback = try certificates.override(for: defaultName)
+    static func tlsContext(certificates: BlockPageCertificates, defaultName: String) throws -> NIOSSLContext {
+        // The configuration needs a certificate, but every handshake gets its
+        // own below: this one is never sent (it would never be renewed).
+        let initial = try certificates.override(for: defaultName)
         var configuration = TLSConfiguration.makeServerConfiguration(
-            certificateChain: fallback.certificateChain ?? [], privateKey: fallback.privateKey!)
+            certificateChain: initial.certificateChain ?? [], privateKey: initial.privateKey!)
         configuration.minimumTLSVersion = .tlsv12
         configuration.applicationProtocols = ["http/1.1"]
         configuration.sslContextCallback = { values, promise in
-            // A certificate for the name the browser asked for (SNI); none: the block page's own address.
-            guard let name = values.serverHostname, !name.isEmpty else {
-                promise.succeed(.noChanges)
-                return
-            }
+            // A certificate for the name the browser asked for (SNI); none
+            // (a visit by address): the block page's own address. Renewal
+            // and a new CA happen here, when a certificate is picked.
+            let name = values.serverHostname.flatMap { $0.isEmpty ? nil : $0 } ?? defaultName
             do {
                 promise.succeed(try certificates.override(for: name))
             } catch {

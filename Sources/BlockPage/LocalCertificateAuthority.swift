@@ -1,7 +1,5 @@
-public import Crypto
+import Crypto
 public import Foundation
-import NIOConcurrencyHelpers
-import NIOSSL
 import SharedStore
 import VerdictCore
 import SwiftASN1
@@ -20,6 +18,10 @@ public struct LocalCertificateAuthority: Sendable {
 
     public let certificate: Certificate
     let key: P256.Signing.PrivateKey
+    /// The folder it was read from, watched for a replacement (`filterctl ca init --force`).
+    public let folder: String
+    /// What the folder's two files looked like when they were read.
+    let files: AuthorityFiles?
 
     /// `folder`'s key and certificate; a clear error when either is missing or does not match.
     public init(folder: String) throws(BlockPageError) {
@@ -27,6 +29,9 @@ public struct LocalCertificateAuthority: Sendable {
         let certificatePath = folder + "/" + Self.certificateFile
         let keyText: String
         let certificateText: String
+        self.folder = folder
+        // Taken before reading: a CA replaced in between looks changed at the next look, never the reverse.
+        files = AuthorityFiles(folder: folder)
         do {
             keyText = try String(contentsOfFile: keyPath, encoding: .utf8)
             certificateText = try String(contentsOfFile: certificatePath, encoding: .utf8)
@@ -107,9 +112,11 @@ public struct LocalCertificateAuthority: Sendable {
     }
 
     /// An end certificate for `host` (a DNS name or an IP address) signed by
-    /// this CA with `key`, valid from an hour ago for 30 days (within what
-    /// browsers accept).
-    func issue(for host: String, key: P256.Signing.PrivateKey, now: Date = Date()) throws -> Certificate {
+    /// this CA for `key`, valid as `policy` says from `now` (by default from
+    /// an hour ago for 30 days, within what browsers accept).
+    func issue(
+        for host: String, key: P256.Signing.PrivateKey, now: Date = Date(), policy: LeafCertificatePolicy = LeafCertificatePolicy()
+    ) throws -> Certificate {
         let subject = try DistinguishedName { CommonName(String(host.prefix(64))) }
         let alternativeName: GeneralName =
             if let address = IPAddress(host) {
@@ -120,7 +127,7 @@ public struct LocalCertificateAuthority: Sendable {
         return try Certificate(
             version: .v3, serialNumber: Certificate.SerialNumber(),
             publicKey: .init(key.publicKey),
-            notValidBefore: now.addingTimeInterval(-3600), notValidAfter: now.addingTimeInterval(30 * 86_400),
+            notValidBefore: now.addingTimeInterval(-policy.backdating), notValidAfter: now.addingTimeInterval(policy.lifetime),
             issuer: certificate.subject, subject: subject, signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.notCertificateAuthority)
@@ -133,48 +140,33 @@ public struct LocalCertificateAuthority: Sendable {
     }
 }
 
-/// End certificates for the names browsers ask the block page for, made on
-/// first use and kept (at most `capacity` names, the oldest dropped first).
-/// One key for all of them: it never leaves filter-control's memory.
-final class BlockPageCertificates: Sendable {
-    let authority: LocalCertificateAuthority
-    private let key = P256.Signing.PrivateKey()
-    private let privateKey: NIOSSLPrivateKey
-    private let cache = NIOLockedValueBox<(order: [String], chains: [String: [NIOSSLCertificate]])>(([], [:]))
-    private let capacity = 1024
-
-    init(authority: LocalCertificateAuthority) throws {
-        self.authority = authority
-        privateKey = try NIOSSLPrivateKey(bytes: Array(key.pemRepresentation.utf8), format: .pem)
+/// The identity of a CA folder's two files (inode, size, modification
+/// time): `filterctl ca init --force` writes each file anew and renames it
+/// into place, so a replaced CA always looks different here.
+struct AuthorityFiles: Hashable, Sendable {
+    struct Stamp: Hashable, Sendable {
+        var inode: UInt64
+        var size: UInt64
+        var modified: Date
     }
 
-    /// The NIOSSL override for a handshake that asked for `host`.
-    func override(for host: String) throws -> NIOSSLContextConfigurationOverride {
-        var result = NIOSSLContextConfigurationOverride()
-        result.certificateChain = try chain(for: host).map { .certificate($0) }
-        result.privateKey = .privateKey(privateKey)
-        return result
-    }
+    var key: Stamp
+    var certificate: Stamp
 
-    func chain(for host: String) throws -> [NIOSSLCertificate] {
-        let name = host.lowercased()
-        if let chain = cache.withLockedValue({ $0.chains[name] }) { return chain }
-        let leaf = try authority.issue(for: name, key: key)
-        var serializer = DER.Serializer()
-        try serializer.serialize(leaf)
-        var caSerializer = DER.Serializer()
-        try caSerializer.serialize(authority.certificate)
-        let chain = [
-            try NIOSSLCertificate(bytes: serializer.serializedBytes, format: .der),
-            try NIOSSLCertificate(bytes: caSerializer.serializedBytes, format: .der),
-        ]
-        cache.withLockedValue { cache in
-            if cache.chains[name] == nil {
-                cache.order.append(name)
-                if cache.order.count > capacity { cache.chains[cache.order.removeFirst()] = nil }
-            }
-            cache.chains[name] = chain
+    /// Nil when either file cannot be looked at.
+    init?(folder: String) {
+        func stamp(_ path: String) -> Stamp? {
+            guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+                let inode = (attributes[.systemFileNumber] as? NSNumber)?.uint64Value,
+                let size = (attributes[.size] as? NSNumber)?.uint64Value,
+                let modified = attributes[.modificationDate] as? Date
+            else { return nil }
+            return Stamp(inode: inode, size: size, modified: modified)
         }
-        return chain
+        guard let key = stamp(folder + "/" + LocalCertificateAuthority.keyFile),
+            let certificate = stamp(folder + "/" + LocalCertificateAuthority.certificateFile)
+        else { return nil }
+        self.key = key
+        self.certificate = certificate
     }
 }

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "CHallpassSys.h"
 
+#include <netinet/in.h>  // before the linux/ headers (struct in_addr)
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -11,8 +12,16 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/ptrace.h>
+#include <sched.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
+#include <stdlib.h>
 #include <unistd.h>
+#include <linux/inet_diag.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nfnetlink_conntrack.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 
 _Static_assert(sizeof(uid_t) == 4, "uid_t is 32 bits on Linux");
 
@@ -91,4 +100,150 @@ int hp_close_from(int lowest) {
     long highest = getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY ? (long)limit.rlim_cur : 65536;
     for (long fd = lowest; fd < highest; fd++) close((int)fd);
     return 0;
+}
+
+// MARK: cutting open connections (filter-control, when the policy turns against them)
+
+
+/// A netlink request buffer with attribute helpers (no libmnl in filter-control).
+struct hp_nl_message {
+    union {
+        struct nlmsghdr header;
+        unsigned char bytes[512];
+    } buffer;
+};
+
+static struct nlattr *hp_nl_put(struct hp_nl_message *message, uint16_t type, const void *data, uint16_t length) {
+    struct nlattr *attribute = (struct nlattr *)(message->buffer.bytes + NLMSG_ALIGN(message->buffer.header.nlmsg_len));
+    attribute->nla_type = type;
+    attribute->nla_len = (uint16_t)(NLA_HDRLEN + length);
+    if (length > 0) memcpy((unsigned char *)attribute + NLA_HDRLEN, data, length);
+    message->buffer.header.nlmsg_len = NLMSG_ALIGN(message->buffer.header.nlmsg_len) + NLA_ALIGN(attribute->nla_len);
+    return attribute;
+}
+
+static void hp_nl_end_nest(struct hp_nl_message *message, struct nlattr *nest) {
+    nest->nla_len = (uint16_t)((message->buffer.bytes + message->buffer.header.nlmsg_len) - (unsigned char *)nest);
+}
+
+/// Sends one request and reads its acknowledgement: 0, or the negative errno the kernel answered.
+static int hp_nl_transact(int protocol, struct nlmsghdr *request) {
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, protocol);
+    if (fd < 0) return -errno;
+    struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+    int result = 0;
+    if (sendto(fd, request, request->nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0) {
+        result = -errno;
+    } else {
+        unsigned char answer[1024];
+        ssize_t count = recv(fd, answer, sizeof(answer), 0);
+        if (count < 0) {
+            result = -errno;
+        } else {
+            struct nlmsghdr *header = (struct nlmsghdr *)answer;
+            if (NLMSG_OK(header, (unsigned int)count) && header->nlmsg_type == NLMSG_ERROR) {
+                result = ((struct nlmsgerr *)NLMSG_DATA(header))->error;
+            }
+        }
+    }
+    close(fd);
+    return result;
+}
+
+int hp_conntrack_set_mark(int family, uint8_t protocol, const uint8_t *source, const uint8_t *destination, uint16_t source_port,
+                          uint16_t destination_port, uint32_t value, uint32_t mask) {
+    struct hp_nl_message message;
+    memset(&message, 0, sizeof(message));
+    message.buffer.header.nlmsg_len = NLMSG_LENGTH(sizeof(struct nfgenmsg));
+    message.buffer.header.nlmsg_type = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_NEW;
+    message.buffer.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+    struct nfgenmsg *generic = NLMSG_DATA(&message.buffer.header);
+    generic->nfgen_family = (uint8_t)family;
+    generic->version = NFNETLINK_V0;
+    size_t address_length = family == AF_INET ? 4 : 16;
+    struct nlattr *tuple = hp_nl_put(&message, CTA_TUPLE_ORIG | NLA_F_NESTED, NULL, 0);
+    struct nlattr *ip = hp_nl_put(&message, CTA_TUPLE_IP | NLA_F_NESTED, NULL, 0);
+    hp_nl_put(&message, family == AF_INET ? CTA_IP_V4_SRC : CTA_IP_V6_SRC, source, (uint16_t)address_length);
+    hp_nl_put(&message, family == AF_INET ? CTA_IP_V4_DST : CTA_IP_V6_DST, destination, (uint16_t)address_length);
+    hp_nl_end_nest(&message, ip);
+    struct nlattr *ports = hp_nl_put(&message, CTA_TUPLE_PROTO | NLA_F_NESTED, NULL, 0);
+    hp_nl_put(&message, CTA_PROTO_NUM, &protocol, 1);
+    uint16_t source_be = htons(source_port), destination_be = htons(destination_port);
+    hp_nl_put(&message, CTA_PROTO_SRC_PORT, &source_be, 2);
+    hp_nl_put(&message, CTA_PROTO_DST_PORT, &destination_be, 2);
+    hp_nl_end_nest(&message, ports);
+    hp_nl_end_nest(&message, tuple);
+    uint32_t value_be = htonl(value), mask_be = htonl(mask);
+    hp_nl_put(&message, CTA_MARK, &value_be, 4);
+    hp_nl_put(&message, CTA_MARK_MASK, &mask_be, 4);
+    return hp_nl_transact(NETLINK_NETFILTER, &message.buffer.header);
+}
+
+int hp_socket_destroy(int family, uint8_t protocol, const uint8_t *local, const uint8_t *remote, uint16_t local_port, uint16_t remote_port) {
+    struct {
+        struct nlmsghdr header;
+        struct inet_diag_req_v2 request;
+    } message;
+    memset(&message, 0, sizeof(message));
+    message.header.nlmsg_len = sizeof(message);
+    message.header.nlmsg_type = SOCK_DESTROY;
+    message.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+    message.request.sdiag_family = (uint8_t)family;
+    message.request.sdiag_protocol = protocol;
+    message.request.idiag_states = ~0U;
+    message.request.id.idiag_sport = htons(local_port);
+    message.request.id.idiag_dport = htons(remote_port);
+    size_t address_length = family == AF_INET ? 4 : 16;
+    memcpy(message.request.id.idiag_src, local, address_length);
+    memcpy(message.request.id.idiag_dst, remote, address_length);
+    message.request.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
+    message.request.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+    return hp_nl_transact(NETLINK_SOCK_DIAG, &message.header);
+}
+
+int hp_enter_network_namespace(int fd) { return setns(fd, CLONE_NEWNET); }
+
+int hp_connect_unix_as(const char *path, uid_t uid, gid_t gid) {
+    struct sockaddr_un address;
+    memset(&address, 0, sizeof(address));
+    address.sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof(address.sun_path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    strcpy(address.sun_path, path);
+    uid_t real_uid, effective_uid, saved_uid;
+    gid_t real_gid, effective_gid, saved_gid;
+    gid_t groups[256];
+    if (getresuid(&real_uid, &effective_uid, &saved_uid) != 0 || getresgid(&real_gid, &effective_gid, &saved_gid) != 0) return -1;
+    int group_count = getgroups(256, groups);
+    if (group_count < 0) return -1;
+    // Groups first (that needs CAP_SETGID, which the uid change takes away).
+    // -1 keeps the saved ids, so the thread may take back its own.
+    if (syscall(SYS_setgroups, 1, &gid) != 0) return -1;
+    if (syscall(SYS_setresgid, gid, gid, (gid_t)-1) != 0) {
+        int error = errno;
+        if (syscall(SYS_setgroups, group_count, groups) != 0) abort();
+        errno = error;
+        return -1;
+    }
+    int result = -1, error = 0;
+    if (syscall(SYS_setresuid, uid, uid, (uid_t)-1) != 0) {
+        error = errno;
+    } else {
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            error = errno;
+        } else if (connect(fd, (struct sockaddr *)&address, sizeof(address)) != 0) {
+            error = errno;
+            close(fd);
+        } else {
+            result = fd;
+        }
+        if (syscall(SYS_setresuid, real_uid, effective_uid, saved_uid) != 0) abort();
+    }
+    if (syscall(SYS_setresgid, real_gid, effective_gid, saved_gid) != 0) abort();
+    if (syscall(SYS_setgroups, group_count, groups) != 0) abort();
+    errno = error;
+    return result;
 }

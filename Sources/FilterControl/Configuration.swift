@@ -81,9 +81,23 @@ public struct Configuration: Sendable, Hashable {
     public var queue = Queue()
     public var rules = Rules()
     public var policy = Policy()
+    /// The policy keys written in this file's `policy:` (to tell an
+    /// unset key from a default when a bundle brings the school's policy).
+    public var policyKeys = PolicyKeys()
     public var blockPage = BlockPage()
     public var admin = Admin()
     public var blockedDNS = BlockedDNS.rewrite
+    /// The audit records: file, journald, syslog, and what they say about people.
+    public var log = AuditSettings()
+    /// The desktop notice for blocked flows that get no block page.
+    public var notify = NoticeSettings()
+    /// The Prometheus endpoint; nil (no `metrics:`): none.
+    public var metrics: Metrics?
+
+    public struct Metrics: Sendable, Hashable {
+        public var address = "127.0.0.1"
+        public var port: UInt16 = 9733
+    }
 
     public init() { applyBlockedDNS() }
 }
@@ -114,11 +128,11 @@ extension Configuration {
         do {
             root = try Yams.compose(yaml: yaml)
         } catch {
-            throw ConfigurationError(key: "", message: "not valid YAML: \(error)")
+            throw ConfigurationError(notYAML: error)
         }
         self.init()
         guard let root else { return }
-        let top = try ConfigNode(root, key: "").mapping(allowed: ["queue", "rules", "policy", "blockPage", "admin"])
+        let top = try ConfigNode(root, key: "").mapping(allowed: ["queue", "rules", "policy", "blockPage", "admin", "log", "notify", "metrics"])
 
         if let queue = top["queue"] {
             let fields = try queue.mapping(allowed: ["number", "failMode", "peekBytes"])
@@ -169,40 +183,9 @@ extension Configuration {
             }
         }
         if let policy = top["policy"] {
-            let fields = try policy.mapping(allowed: [
-                "block", "allow", "deny", "unknown", "noName", "askDefault", "askTimeout", "blockedDNS",
-            ])
-            if let block = fields["block"] {
-                if case .scalar = block.node, try block.string() == "all" {
-                    self.policy.blockedCategories = .all
-                } else {
-                    let names = try block.list().map { node throws(ConfigurationError) in
-                        let name = try node.string().lowercased()
-                        guard RuleStoreBuilder.isValidCategoryName(name) else {
-                            throw node.error("'\(name)' is not a category name (a-z, 0-9, '-', '_')")
-                        }
-                        return name
-                    }
-                    self.policy.blockedCategories = .only(Set(names))
-                }
-            }
-            for key in ["allow", "deny"] {
-                guard let list = fields[key] else { continue }
-                let patterns = try list.list().map { node throws(ConfigurationError) in
-                    do {
-                        return try RulePattern(node.string())
-                    } catch let error as RulePattern.ParseError {
-                        throw node.error(error.description)
-                    } catch {
-                        throw error as! ConfigurationError
-                    }
-                }
-                if key == "allow" { self.policy.allow = patterns } else { self.policy.deny = patterns }
-            }
-            if let unknown = fields["unknown"] { self.policy.unknown = try unknown.choice(Policy.UnknownAction.self) }
-            if let noName = fields["noName"] { self.policy.noName = try noName.choice(Policy.NoNameAction.self) }
-            if let askDefault = fields["askDefault"] { self.policy.askDefault = try askDefault.choice(Policy.DefaultAction.self) }
-            if let askTimeout = fields["askTimeout"] { self.policy.askTimeoutMilliseconds = try askTimeout.milliseconds(in: 10...60_000) }
+            let fields = try policy.mapping(allowed: PolicyKeys.fieldNames + ["blockedDNS"])
+            self.policyKeys = try PolicyKeys(fields)
+            self.policyKeys.apply(to: &self.policy)
             if let blockedDNS = fields["blockedDNS"] { self.blockedDNS = try blockedDNS.choice(BlockedDNS.self) }
         }
         if let page = top["blockPage"] {
@@ -257,6 +240,19 @@ extension Configuration {
             if let socket = fields["socket"] { self.admin.socket = try socket.absolutePath() }
             if let group = fields["group"] { self.admin.group = try group.string() }
         }
+        if let log = top["log"] { self.log = try AuditSettings(log) }
+        if let notify = top["notify"] { self.notify = try NoticeSettings(notify) }
+        if let metrics = top["metrics"] {
+            let fields = try metrics.mapping(allowed: ["address", "port"])
+            var endpoint = Metrics()
+            if let address = fields["address"] {
+                let text = try address.string()
+                guard IPAddress(text) != nil else { throw address.error("'\(text)' is not an IP address (127.0.0.1 keeps the metrics on the machine)") }
+                endpoint.address = text
+            }
+            if let port = fields["port"] { endpoint.port = try port.integer(in: 1...65535).narrowed() }
+            self.metrics = endpoint
+        }
         applyBlockedDNS()
     }
 
@@ -273,114 +269,6 @@ extension Configuration {
     }
 }
 
-/// A YAML node with the dotted key it was found under, for error messages.
-private struct ConfigNode {
-    let node: Node
-    let key: String
-
-    init(_ node: Node, key: String) {
-        self.node = node
-        self.key = key
-    }
-
-    func error(_ message: String) -> ConfigurationError {
-        ConfigurationError(key: key, line: node.mark.map { $0.line }, message: message)
-    }
-
-    func mapping(allowed: [String]) throws(ConfigurationError) -> [String: ConfigNode] {
-        guard case .mapping(let mapping) = node else {
-            if case .scalar = node, node.null != nil { return [:] }
-            throw error("expected a mapping of keys (\(allowed.joined(separator: ", ")))")
-        }
-        var result: [String: ConfigNode] = [:]
-        for (keyNode, value) in mapping {
-            guard let name = keyNode.string else { throw error("a key is not a string") }
-            let path = key.isEmpty ? name : key + "." + name
-            guard allowed.contains(name) else {
-                throw ConfigurationError(
-                    key: path, line: keyNode.mark.map { $0.line },
-                    message: "unknown key (known here: \(allowed.joined(separator: ", ")))")
-            }
-            guard result[name] == nil else {
-                throw ConfigurationError(key: path, line: keyNode.mark.map { $0.line }, message: "the key appears twice")
-            }
-            result[name] = ConfigNode(value, key: path)
-        }
-        return result
-    }
-
-    func string() throws(ConfigurationError) -> String {
-        guard case .scalar(let scalar) = node else { throw error("expected a single value") }
-        return scalar.string
-    }
-
-    func list() throws(ConfigurationError) -> [ConfigNode] {
-        switch node {
-        case .sequence(let sequence):
-            return sequence.enumerated().map { ConfigNode($1, key: "\(key)[\($0)]") }
-        case .scalar where node.null != nil:
-            return []
-        default:
-            throw error("expected a list, e.g. [ a, b ]")
-        }
-    }
-
-    func integer(in range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
-        guard let value = Int(try string()), range.contains(value) else {
-            throw error("expected a whole number from \(range.lowerBound) to \(range.upperBound)")
-        }
-        return value
-    }
-
-    func choice<Choice: RawRepresentable & CaseIterable>(_ type: Choice.Type) throws(ConfigurationError) -> Choice
-    where Choice.RawValue == String {
-        let text = try string()
-        guard let value = Choice(rawValue: text) else {
-            throw error("expected one of \(Choice.allCases.map(\.rawValue).joined(separator: ", ")), got '\(text)'")
-        }
-        return value
-    }
-
-    func absolutePath() throws(ConfigurationError) -> String {
-        let text = try string()
-        guard text.hasPrefix("/") else { throw error("expected an absolute path, got '\(text)'") }
-        return text
-    }
-
-    /// `500ms`, `2s`, or a number of milliseconds.
-    func milliseconds(in range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
-        let text = try string()
-        var value: Int?
-        if text.hasSuffix("ms") {
-            value = Int(text.dropLast(2))
-        } else if text.hasSuffix("s") {
-            value = Int(text.dropLast()).map { $0 * 1000 }
-        } else {
-            value = Int(text)
-        }
-        guard let value, range.contains(value) else {
-            throw error("expected a duration like 500ms or 2s, from \(range.lowerBound)ms to \(range.upperBound / 1000)s")
-        }
-        return value
-    }
-
-    /// `90s`, `30m`, `6h`, `1d`, or a number of seconds.
-    func duration(minimum: Int) throws(ConfigurationError) -> Int {
-        let text = try string()
-        let units: [Character: Int] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
-        var seconds: Int?
-        if let unit = text.last, let factor = units[unit], let value = Int(text.dropLast()) {
-            seconds = value * factor
-        } else if let value = Int(text) {
-            seconds = value
-        }
-        guard let seconds, seconds >= minimum, seconds <= 30 * 86_400 else {
-            throw error("expected a duration like 90s, 30m, 6h or 1d, at least \(minimum) seconds and at most 30 days")
-        }
-        return seconds
-    }
-}
-
 extension Int {
-    fileprivate func narrowed<T: FixedWidthInteger>() -> T { T(self) }
+    func narrowed<T: FixedWidthInteger>() -> T { T(self) }
 }

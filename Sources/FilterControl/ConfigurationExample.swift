@@ -4,8 +4,8 @@ extension Configuration {
     public static let example = """
         # hallpass configuration (/etc/hallpass/hallpass.yaml).
         # Every key is optional; the value shown is the default unless marked "example".
-        # filter-control reads this file at start; 'filterctl reload' (or SIGHUP) reads rules.* and policy.*
-        # again, 'systemctl restart hallpass' applies the rest.
+        # filter-control reads this file at start; 'filterctl reload' (or SIGHUP) reads rules.*, policy.*,
+        # the block page's wording and its CA again, 'systemctl restart hallpass' applies the rest.
 
         queue:
           # The NFQUEUE number the kernel rules send undecided flows to.
@@ -22,11 +22,12 @@ extension Configuration {
           # The shared rule folder: one subfolder per installed version and a 'current' link.
           directory: /var/lib/hallpass
           # Where signed bundles come from: an https:// folder URL, or file:/// for offline installs.
-          # Plain http:// is refused. Leave it out to keep whatever is installed. (example)
-          source: https://rules.example.org/hallpass/
+          # Plain http:// is refused. Leave it out to keep whatever is installed; while it is
+          # not set and no rules are installed, systemd does not start hallpass. (example)
+          # source: https://rules.example.org/hallpass/
           # Public keys allowed to sign bundles ('filterctl bundle keygen' prints one).
           # List two during a key rotation. (example)
-          trustedKeys: [ "ed25519:11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=" ]
+          # trustedKeys: [ "ed25519:11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=" ]
           # An extra certificate authority for the rule server, besides the system store. (example)
           # caFile: /etc/hallpass/rules-ca.pem
           # SPKI pins of the rule server: 'sha256/' + base64 SHA-256 of its public key. (example)
@@ -57,6 +58,18 @@ extension Configuration {
           noName: allow
           # DNS queries for blocked names: rewrite (the answer points at the block page) | drop.
           blockedDNS: rewrite
+          # SafeSearch locked on for these engines: google, youtube-strict or youtube-moderate,
+          # bing, duckduckgo; or none (docs/bypass.md). (example)
+          safeSearch: [ google, youtube-strict ]
+          # Ways around the filter, each block | allow: DNS over HTTPS/TLS/QUIC and the canary
+          # names, ECH, VPN tunnels and proxies, QUIC that cannot be read; quic: block stops
+          # every QUIC flow (browsers fall back to TCP). These are the defaults.
+          bypass:
+            encryptedDNS: block
+            ech: block
+            tunnels: block
+            unreadableQUIC: block
+            quic: allow
 
         blockPage:
           # Where filter-control serves the block page (local addresses); blocked names
@@ -68,7 +81,8 @@ extension Configuration {
           port: 8080
           httpPort: 80
           httpsPort: 443
-          # The local CA's folder; its key is read by filter-control only.
+          # The local CA's folder; its key is read by filter-control only. A new CA here is
+          # used without a restart (at 'filterctl reload', or within a minute while serving).
           ca: /etc/hallpass/ca
           # The name shown on the page. (example)
           organization: "Example School"
@@ -86,6 +100,46 @@ extension Configuration {
           # filterctl talks to filter-control here; only root and the admin group may connect.
           socket: /run/hallpass/control.sock
           # group: hallpass-admin   (example)
+
+        log:
+          # The audit records: one per blocked flow (and, with allowed: all, per first decision of an
+          # allowed flow) with time, machine, uid, user, group, kind, host, url (plain HTTP only),
+          # destination, port, action, category, rule, reason and rulesVersion ('filterctl log' reads them).
+          # JSON lines, mode 0640 in a 0750 folder; 'none' writes no file. Rotated past maxFileSize
+          # (audit.jsonl.1 is the newest of keepFiles) and on SIGUSR1 (reopened after logrotate moved it).
+          file: /var/log/hallpass/audit.jsonl
+          maxFileSize: 16M
+          keepFiles: 10
+          # Rotated files older than this are removed; the file in use is rotated once its first record is.
+          retentionDays: 365
+          # The systemd journal, with fields HALLPASS_HOST=, HALLPASS_ACTION=, ... (journalctl HALLPASS_ACTION=block).
+          journald: true
+          # The school's collector: RFC 5424 over udp://, tcp:// (RFC 6587 octet counting) or tls://
+          # (system CAs plus caFile), port 514 (udp, tcp) or 6514 (tls) unless given. While it cannot be
+          # reached, up to syslogBuffer records wait (the oldest go first, counted in 'filterctl status'). (example)
+          # syslog: tcp://logs.school.example:514
+          # caFile: /etc/hallpass/logs-ca.pem
+          syslog: none
+          facility: local0
+          syslogBuffer: 10000
+          # What records say about the person: name (login name and uid) | pseudonym (a keyed hash of the
+          # name, the same on every machine holding the school's pseudonymKey; no uid) | none (no name, no uid).
+          users: name
+          # The per-school key of users: pseudonym (32 random bytes, made at first use when missing; copy the
+          # same file to every machine of the school). Default: <rules.directory>/pseudonym.key. (example)
+          # pseudonymKey: /etc/hallpass/pseudonym.key
+          # Allowed flows recorded besides every blocked one: none | all.
+          allowed: none
+          # The machine's name in the records (default: its host name). (example)
+          # machine: lab2-pc07
+
+        # A desktop notice (org.freedesktop.Notifications on the person's session bus) when a flow of theirs is
+        # blocked where no block page can show (HTTPS without the local CA, QUIC, programs that are not browsers):
+        # the name, the reason, blockPage.organization and how to ask for access. 'notify: false' turns it off.
+        notify:
+          enabled: true
+          # At most one notice per person and name in this time.
+          interval: 10m
 
         """
 }

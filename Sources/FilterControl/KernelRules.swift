@@ -1,5 +1,6 @@
 public import FilterData
 import Foundation
+import SharedStore
 
 /// hallpass's own iptables and ip6tables chain on the OUTPUT hook.
 ///
@@ -170,7 +171,9 @@ public struct KernelRules: Sendable {
     /// packets waiting now, dropped because the queue was full, and dropped
     /// because filter-data's socket could not take them. Empty when nobody has the queue.
     public static func queueStatistics(queue: UInt16) -> [String: UInt64] {
-        guard let text = try? String(contentsOfFile: "/proc/net/netfilter/nfnetlink_queue", encoding: .utf8) else { return [:] }
+        // BoundedFile reads to the end; Foundation stops after 4 KB of a /proc file.
+        guard let bytes = try? BoundedFile.read("/proc/net/netfilter/nfnetlink_queue", limit: 1 << 20) else { return [:] }
+        let text = String(decoding: bytes, as: UTF8.self)
         for line in text.split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: true).compactMap { UInt64($0) }
             // queue, portid, waiting, copy mode, copy range, queue dropped, user dropped, id sequence, 1

@@ -5,15 +5,36 @@
 // `filterctl reload`, and on SIGTERM or SIGINT stops filter-data and
 // removes the kernel rules.
 import ArgumentParser
-import Dispatch
 import FilterControl
 import Foundation
+import Logging
 
 @main
-struct FilterControlCommand: ParsableCommand {
+struct FilterControlCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "filter-control",
-        abstract: "Run hallpass: kernel rules, a supervised filter-data, the admin socket.")
+        abstract: "Run hallpass: kernel rules, a supervised filter-data, the admin socket.",
+        discussion: """
+            filter-control runs in the foreground as root (systemd runs it as hallpass.service). In \
+            order, it reads the configuration, opens the installed rules (downloading and installing \
+            the first bundle from rules.source when none are installed), writes the policy for \
+            filter-data to the runtime folder, installs its kernel rules (chains HALLPASS_OUT and \
+            HALLPASS_IN, for iptables and ip6tables; those of an earlier run are replaced), starts \
+            filter-data and restarts it when it dies or stops answering, and serves the admin socket \
+            that filterctl talks to, the block page and filter-data's questions about unknown names.
+
+            SIGHUP, or 'filterctl reload', fetches new rules and reads the policy again. SIGTERM or \
+            SIGINT stops filter-data (held packets get their default), removes the kernel rules and \
+            exits 0.
+
+            Exit status when it cannot start: 65 the rules cannot be used; 66 the configuration cannot \
+            be read, or no rules are installed and rules.source is not set; 71 the kernel rules or \
+            the admin socket cannot be set up (also --remove-rules, when a chain is left); 73 the \
+            runtime folder cannot be written; 75 the first download of rules was refused; 78 the \
+            configuration is invalid. The reason is always printed.
+
+            See hallpass.yaml(5) for the configuration, filterctl(8) and filter-data(8).
+            """)
 
     @Option(name: .long, help: "The configuration file.")
     var config: String = Configuration.defaultPath
@@ -27,37 +48,41 @@ struct FilterControlCommand: ParsableCommand {
     @Option(name: .customLong("data-binary"), help: "The filter-data executable (default: next to this one).")
     var dataBinary: String?
 
-    func run() throws {
+    @Flag(
+        name: .customLong("remove-rules"),
+        help: ArgumentHelp(
+            "Remove hallpass's kernel rules and exit.",
+            discussion: """
+                The unit's ExecStopPost: systemd runs it after every end of filter-control, also after \
+                a SIGKILL or a crash, so that no chain of hallpass stays in the kernel. Removing what \
+                is not there is not an error.
+                """))
+    var removeRules = false
+
+    func run() async throws {
+        if removeRules { return try FilterControlCommand.removeKernelRules() }
         let binary = dataBinary ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
             .deletingLastPathComponent().appendingPathComponent("filter-data").path
-        let daemon: Daemon
-        do {
-            daemon = try Daemon(
-                options: .init(configPath: config, store: store, runtimeDirectory: runtimeDirectory, dataBinary: binary),
-                log: { say($0) })
-            try daemon.start()
-        } catch {
-            say(error.message)
-            throw ExitCode(error.status)
-        }
+        HallpassLogging.bootstrap(identifier: "filter-control")
+        let logger = Logger(label: "hallpass.filter-control")
+        let status = await FilterControlApplication.run(
+            options: .init(configPath: config, store: store, runtimeDirectory: runtimeDirectory, dataBinary: binary), logger: logger)
+        if status != 0 { throw ExitCode(status) }
+    }
+}
 
-        let stop = DispatchSemaphore(value: 0)
-        var sources: [any DispatchSourceSignal] = []
-        for signalNumber in [SIGTERM, SIGINT, SIGHUP] {
-            signal(signalNumber, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-            if signalNumber == SIGHUP {
-                source.setEventHandler { daemon.reload() }
-            } else {
-                source.setEventHandler { stop.signal() }
-            }
-            source.resume()
-            sources.append(source)
+extension FilterControlCommand {
+    /// `--remove-rules`: exits 0 when no chain of hallpass is left, 71 when one is.
+    static func removeKernelRules() throws {
+        let families = KernelRules.Family.allCases
+        let found = families.filter { KernelRules.isInstalled($0) }
+        KernelRules.remove()
+        let left = families.filter { KernelRules.isInstalled($0) }
+        guard left.isEmpty else {
+            say("cannot remove the kernel rules (\(left.map(\.rawValue).joined(separator: " and ")) OUTPUT still jumps to \(KernelRules.chain)); see 'iptables -S OUTPUT' and 'ip6tables -S OUTPUT'")
+            throw ExitCode(71)
         }
-        stop.wait()
-        say("stopping")
-        daemon.stop()
-        _ = sources
+        say(found.isEmpty ? "no kernel rules to remove" : "kernel rules removed")
     }
 }
 

@@ -37,6 +37,9 @@ public struct DataPathCounters: Sendable, Hashable {
     public var dnsRewrites: UInt64 = 0
     /// DNS answers for blocked names that held no A/AAAA record to rewrite (passed as they were).
     public var dnsRewritesEmpty: UInt64 = 0
+    /// Decisions reported to filter-control, and those dropped because the channel stayed full.
+    public var reportsSent: UInt64 = 0
+    public var reportsDropped: UInt64 = 0
 
     public init() {}
 }
@@ -60,6 +63,8 @@ public final class DataPath {
     public private(set) var counters = DataPathCounters()
     private var roundTrips = RoundTripLog(capacity: 1024)
     private var lastSweep: UInt64 = 0
+    /// Reports not sent yet (the channel was full); bounded by `maximumPendingReports`.
+    private var pendingReports: [FlowReport] = []
 
     public init(
         socket: NetfilterQueueSocket, inspector: FlowInspector<RuleStore>, control: ControlChannel? = nil,
@@ -138,6 +143,7 @@ public final class DataPath {
             let now = DataPath.monotonicNanoseconds()
             if !held.isEmpty { settleExpired(now: now) }
             try socket.flushVerdicts()
+            sendReports()
             if now &- lastSweep > 1_000_000_000 {
                 _ = inspector.removeExpiredFlows(now: now, limit: 4096)
                 inspector.removeExpiredAnswers(now: now)
@@ -162,37 +168,100 @@ public final class DataPath {
         }
         let inspection = inspector.inspect(bytes, uid: packet.uid, gid: packet.gid, now: now)
         guard inspection.verdict == .needRules, inspection.finality == .undecided, let key = inspection.flow,
-            let host = inspection.facts.host
+            let question = DataPath.question(for: inspection)
         else {
             let verdict = verdict(for: inspection)
             if verdict == .repeatWithMark(marks.dnsAnswer) { expectAnswer(to: bytes, inspection, now: now) }
             socket.setVerdict(verdict, for: packet.id)
+            report(inspection)
             return
         }
+        let uid = inspection.facts.uid
         guard let control else {
             // Nobody to ask: the default, at once.
-            settle(key, packets: [packet.id], with: inspector.engine.askDefault(Reason(source: .askTimeout)), now: now)
+            settle(key, packets: [packet.id], with: askDefault(uid: uid), uid: uid, now: now)
             return
         }
-        let deadline = now &+ UInt64(inspector.engine.policy.askTimeoutMilliseconds) &* 1_000_000
-        switch held.hold(packet: packet.id, flow: key, host: host, now: now, deadline: deadline) {
+        let timeout = (inspector.engines.engine(for: uid) ?? inspector.engine).policy.askTimeoutMilliseconds
+        let deadline = now &+ UInt64(timeout) &* 1_000_000
+        switch held.hold(packet: packet.id, flow: key, question: question, uid: uid, now: now, deadline: deadline) {
         case .full:
             counters.holdOverflows += 1
-            settle(key, packets: [packet.id] + held.release(key), with: inspector.engine.askDefault(Reason(source: .askTimeout)), now: now)
+            settle(key, packets: [packet.id] + held.release(key), with: askDefault(uid: uid), uid: uid, now: now)
         case .held(newQuestion: false):
             break
         case .held(newQuestion: true):
-            let question = NeedRulesQuestion(
-                host: host, kind: inspection.kind.rawValue, destination: key.destination.description,
-                port: key.destinationPort, uid: inspection.facts.uid)
+            let message: ControlMessage
+            switch question {
+            case .host(let host):
+                message = .ask(
+                    NeedRulesQuestion(
+                        host: host, kind: inspection.kind.rawValue, destination: key.destination.description, port: key.destinationPort, uid: uid))
+            case .user(let uid):
+                message = .askUser(uid)
+            }
             do {
-                try control.send(.ask(question))
+                try control.send(message)
                 counters.questions += 1
             } catch {
                 // filter-control cannot take the question now: do not keep the flow waiting for nothing.
-                settleWaiting(for: host, with: inspector.engine.askDefault(Reason(source: .askTimeout)), now: now)
+                settleWaiting(for: question, with: askDefault(uid: uid), now: now)
             }
         }
+    }
+
+    /// What a flow that needs rules waits for: its user's group, else its name.
+    static func question(for inspection: Inspection) -> HeldQuestion? {
+        if inspection.decision.reason.source == .unknownUser, let uid = inspection.facts.uid { return .user(uid) }
+        return inspection.facts.host.map { .host($0) }
+    }
+
+    /// `policy.askDefault` of `uid`'s policy (no answer in time, too many waiting, or nobody to ask).
+    private func askDefault(uid: UInt32?) -> Decision {
+        (inspector.engines.engine(for: uid) ?? inspector.engine).askDefault(Reason(source: .askTimeout))
+    }
+
+    // MARK: Reports
+
+    /// Keeps a flow's first decision and a blocked DNS query for filter-control
+    /// (the audit log; connections to judge again when the policy changes).
+    private func report(_ inspection: Inspection) {
+        guard control != nil, let key = inspection.flow else { return }
+        switch (inspection.finality, inspection.verdict) {
+        case (.firstDecision, _), (.packetDecision, .drop) where inspection.direction == .clientToServer:
+            break
+        default:
+            return
+        }
+        guard pendingReports.count < DataPath.maximumPendingReports else {
+            counters.reportsDropped += 1
+            return
+        }
+        let facts = inspection.facts
+        pendingReports.append(
+            FlowReport(
+                flow: key, uid: facts.uid, kind: inspection.kind.rawValue, host: facts.host?.description ?? inspection.findings.name,
+                path: inspection.kind == .http ? facts.path : nil, verdict: inspection.verdict, reason: inspection.decision.reason))
+    }
+
+    /// Reports waiting for room in the channel, at most (a full channel drops, and counts, the rest).
+    static let maximumPendingReports = 4096
+
+    /// Sends the waiting reports without ever waiting: what the channel has no room for stays for the next batch.
+    private func sendReports() {
+        guard let control, !pendingReports.isEmpty else { return }
+        var sent = 0
+        while sent < pendingReports.count {
+            let chunk = Array(pendingReports[sent..<min(pendingReports.count, sent + FlowReport.maximumPerMessage)])
+            do {
+                try control.send(.reports(chunk))
+            } catch {
+                break
+            }
+            sent += chunk.count
+        }
+        counters.reportsSent += UInt64(sent)
+        pendingReports.removeFirst(sent)
     }
 
     /// Keeps the judgement of a query whose answer is to be changed.
@@ -231,10 +300,11 @@ public final class DataPath {
     }
 
     /// Decides a held flow with `decision` and gives its packets their verdicts.
-    private func settle(_ key: FlowKey, packets: [UInt32], with decision: Decision, now: UInt64) {
+    private func settle(_ key: FlowKey, packets: [UInt32], with decision: Decision, uid: UInt32?, now: UInt64) {
         let verdict: KernelVerdict
-        if let inspection = inspector.settle(flow: key, with: decision, now: now) {
+        if let inspection = inspector.settle(flow: key, with: decision, uid: uid, now: now) {
             verdict = self.verdict(for: inspection)
+            report(inspection)
         } else {
             // The flow left the table while it waited (idle or evicted): the default, packet by packet.
             verdict = decision.verdict == .allow ? .accept : .drop
@@ -246,21 +316,40 @@ public final class DataPath {
     /// or new rules). A flow still unknown keeps waiting, with its packets
     /// and its deadline.
     private func retry(_ key: FlowKey, now: UInt64) {
-        guard let inspection = inspector.resolve(flow: key, now: now) else {
-            let fallback = inspector.engine.policy.askDefault == .allow ? KernelVerdict.accept : .drop
+        let uid = held.uid(of: key)
+        guard let inspection = inspector.resolve(flow: key, uid: uid, now: now) else {
+            let fallback = askDefault(uid: uid).verdict == .allow ? KernelVerdict.accept : .drop
             for id in held.release(key) { socket.setVerdict(fallback, for: id) }
             return
         }
-        guard inspection.verdict != .needRules else { return }
+        guard inspection.verdict != .needRules else {
+            // It waits for something else now (a user placed, the name still unknown): ask about that.
+            if let question = DataPath.question(for: inspection), held.waiting(for: question) == nil, let control {
+                let message: ControlMessage
+                switch question {
+                case .user(let uid): message = .askUser(uid)
+                case .host(let host):
+                    message = .ask(
+                        NeedRulesQuestion(host: host, kind: inspection.kind.rawValue, destination: key.destination.description, port: key.destinationPort, uid: uid))
+                }
+                let packets = held.release(key)
+                let deadline = now &+ UInt64((inspector.engines.engine(for: uid) ?? inspector.engine).policy.askTimeoutMilliseconds) &* 1_000_000
+                for id in packets { _ = held.hold(packet: id, flow: key, question: question, uid: uid, now: now, deadline: deadline) }
+                if (try? control.send(message)) != nil { counters.questions += 1 }
+            }
+            return
+        }
         let verdict = self.verdict(for: inspection)
+        report(inspection)
         for id in held.release(key) { socket.setVerdict(verdict, for: id) }
     }
 
-    private func settleWaiting(for host: HostName, with decision: Decision?, now: UInt64) {
-        guard let waiting = held.waiting(for: host) else { return }
+    private func settleWaiting(for question: HeldQuestion, with decision: Decision?, now: UInt64) {
+        guard let waiting = held.waiting(for: question) else { return }
         for key in waiting.flows {
             if let decision {
-                settle(key, packets: held.release(key), with: decision, now: now)
+                let uid = held.uid(of: key)
+                settle(key, packets: held.release(key), with: decision, uid: uid, now: now)
             } else {
                 retry(key, now: now)
             }
@@ -270,7 +359,8 @@ public final class DataPath {
     private func settleExpired(now: UInt64) {
         for key in held.expired(now: now) {
             counters.askTimeouts += 1
-            settle(key, packets: held.release(key), with: inspector.engine.askDefault(Reason(source: .askTimeout)), now: now)
+            let uid = held.uid(of: key)
+            settle(key, packets: held.release(key), with: askDefault(uid: uid), uid: uid, now: now)
         }
     }
 
@@ -297,17 +387,28 @@ public final class DataPath {
             counters.answers += 1
             inspector.recordAnswer(
                 LookupAnswers.Answer(categories: categories, expires: now &+ UInt64(timeToLive) &* 1_000_000_000), for: host)
-            if let waiting = held.waiting(for: host) { roundTrips.record(now &- waiting.asked) }
-            settleWaiting(for: host, with: nil, now: now)
+            if let waiting = held.waiting(for: .host(host)) { roundTrips.record(now &- waiting.asked) }
+            settleWaiting(for: .host(host), with: nil, now: now)
         case .noAnswer(let host):
             counters.answers += 1
-            if let waiting = held.waiting(for: host) { roundTrips.record(now &- waiting.asked) }
-            settleWaiting(for: host, with: inspector.engine.askDefault(Reason(source: .askTimeout)), now: now)
+            guard let waiting = held.waiting(for: .host(host)) else { return }
+            roundTrips.record(now &- waiting.asked)
+            for key in waiting.flows {
+                let uid = held.uid(of: key)
+                settle(key, packets: held.release(key), with: askDefault(uid: uid), uid: uid, now: now)
+            }
+        case .userPlacement(let uid, let audience):
+            counters.answers += 1
+            inspector.place(uid: uid, in: audience)
+            if let waiting = held.waiting(for: .user(uid)) { roundTrips.record(now &- waiting.asked) }
+            settleWaiting(for: .user(uid), with: nil, now: now)
         case .useRules(let storePath, let policyPath):
             swapRules(store: storePath, policy: policyPath, now: now)
+        case .usePolicy(let policyPath):
+            swapRules(store: nil, policy: policyPath, now: now)
         case .ping(let number):
             try? control?.send(.pong(number, counters: report()))
-        case .hello, .ask, .rulesLoaded, .rulesRefused, .pong:
+        case .hello, .ask, .askUser, .reports, .rulesLoaded, .rulesRefused, .pong:
             counters.invalidControlMessages += 1
         }
     }
@@ -316,18 +417,23 @@ public final class DataPath {
     /// swaps (between two batches), so every packet is judged by the old
     /// rules or by the new ones, whole. The old store is unmapped when the
     /// last reference to it goes, right after the swap.
-    private func swapRules(store storePath: String, policy policyPath: String, now: UInt64) {
-        let engine: VerdictEngine<RuleStore>
+    /// With no `store`, only the policy set is read again (the store in force stays mapped).
+    private func swapRules(store storePath: String?, policy policyPath: String, now: UInt64) {
+        let engines: PolicyEngines<RuleStore>
         do {
-            engine = try DataPath.loadEngine(store: storePath, policy: policyPath, answers: inspector.engine.answers)
+            if let storePath {
+                engines = try DataPath.loadEngines(store: storePath, policy: policyPath, answers: inspector.engines.answers)
+            } else {
+                engines = PolicyEngines(rules: inspector.engines.rules, set: try DataPath.loadPolicySet(policyPath), answers: inspector.engines.answers)
+            }
         } catch {
             counters.ruleSwapsRefused += 1
             try? control?.send(.rulesRefused(code: error.code, message: error.description))
             return
         }
-        inspector.replaceEngine(engine)
+        inspector.replaceEngines(engines)
         counters.ruleSwaps += 1
-        try? control?.send(.rulesLoaded(version: engine.rules.version))
+        try? control?.send(.rulesLoaded(version: engines.rules.version))
         // Flows waiting for rules may be decided now; the others keep waiting.
         for key in held.allFlows { retry(key, now: now) }
     }
@@ -338,33 +444,34 @@ public final class DataPath {
         public var description: String
     }
 
-    /// Opens a store (checked in full) and a policy file into an engine.
-    public static func loadEngine(
+    /// Opens a store (checked in full) and a policy set (or a plain policy
+    /// file: one policy for everyone) into the engines of every audience.
+    public static func loadEngines(
         store storePath: String, policy policyPath: String?, answers: LookupAnswers = LookupAnswers()
-    ) throws(LoadFailure) -> VerdictEngine<RuleStore> {
+    ) throws(LoadFailure) -> PolicyEngines<RuleStore> {
         let store: RuleStore
         do {
             store = try RuleStore(path: storePath, verification: .full)
         } catch {
             throw LoadFailure(code: error.code, description: "\(storePath): \(error)")
         }
-        var policy = Policy()
-        if let policyPath {
-            let bytes: [UInt8]
-            do {
-                bytes = try BoundedFile.read(policyPath, limit: 4 << 20)
-            } catch {
-                throw LoadFailure(code: "policy.unreadable", description: "\(policyPath): \(error)")
-            }
-            do {
-                policy = try PolicyText.parse(String(decoding: bytes, as: UTF8.self))
-            } catch {
-                throw LoadFailure(code: "policy.invalid", description: "\(policyPath): \(error)")
-            }
+        let set = try policyPath.map { path throws(LoadFailure) in try loadPolicySet(path) } ?? PolicySet(single: Policy())
+        return PolicyEngines(rules: store, set: set, answers: answers)
+    }
+
+    /// Reads a policy set written by filter-control.
+    public static func loadPolicySet(_ path: String) throws(LoadFailure) -> PolicySet {
+        let bytes: [UInt8]
+        do {
+            bytes = try BoundedFile.read(path, limit: 16 << 20)
+        } catch {
+            throw LoadFailure(code: "policy.unreadable", description: "\(path): \(error)")
         }
-        var engine = VerdictEngine(rules: store, policy: policy)
-        engine.answers = answers
-        return engine
+        do {
+            return try PolicySet.parse(String(decoding: bytes, as: UTF8.self))
+        } catch {
+            throw LoadFailure(code: "policy.invalid", description: "\(path): \(error)")
+        }
     }
 
     /// The counters filter-control asks for (`pong`), by name.
@@ -392,6 +499,8 @@ public final class DataPath {
             .init("invalidControlMessages", counters.invalidControlMessages),
             .init("dnsRewrites", counters.dnsRewrites),
             .init("dnsRewritesEmpty", counters.dnsRewritesEmpty),
+            .init("reportsSent", counters.reportsSent),
+            .init("reportsDropped", counters.reportsDropped),
             .init("verdictsSent", queue.verdictsSent),
             .init("netlinkErrors", queue.netlinkErrors),
             .init("receiveOverruns", queue.receiveOverruns),

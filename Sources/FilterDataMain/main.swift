@@ -113,9 +113,9 @@ if options.sandboxSelfTest {
     exit(allRefused ? 0 : 1)
 }
 
-let engine: VerdictEngine<RuleStore>
+let engines: PolicyEngines<RuleStore>
 do {
-    engine = try DataPath.loadEngine(store: options.store!, policy: options.policy)
+    engines = try DataPath.loadEngines(store: options.store!, policy: options.policy)
 } catch {
     fail("\(error.description) [\(error.code)]", status: error.code.hasPrefix("policy.") ? 78 : 65)
 }
@@ -137,11 +137,11 @@ lockDown()
 
 var settings = FlowInspectorSettings()
 settings.limits.streamPeekBound = options.peekBytes
-let path = DataPath(socket: socket, inspector: FlowInspector(engine: engine, settings: settings), control: control)
+let path = DataPath(socket: socket, inspector: FlowInspector(engines: engines, settings: settings), control: control)
 say(
-    "filtering queue \(options.queue) (fail \(options.failOpen ? "open" : "closed")) with rules version \(engine.rules.version), \(engine.rules.domainNameCount) names"
+    "filtering queue \(options.queue) (fail \(options.failOpen ? "open" : "closed")) with rules version \(engines.rules.version), \(engines.rules.domainNameCount) names, \(engines.engines.count) policies"
 )
-try? control?.send(.hello(pid: getpid(), rulesVersion: engine.rules.version))
+try? control?.send(.hello(pid: getpid(), rulesVersion: engines.rules.version))
 let stop: DataPath.Stop
 do {
     stop = try path.run()

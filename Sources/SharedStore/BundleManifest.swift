@@ -33,6 +33,8 @@ public struct BundleManifest: Sendable, Hashable {
     public static let signatureFileName = "manifest.sig"
     /// The store inside a bundle.
     public static let storeFileName = "rules.hpstore"
+    /// The school's policy (groups, schedules, exams), when the bundle carries one.
+    public static let policyFileName = "policy.yaml"
     public static let maximumManifestBytes = 64 * 1024
     /// `manifest.sig` is one short line; anything longer is not a signature file.
     public static let maximumSignatureBytes = 4096

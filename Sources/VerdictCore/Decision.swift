@@ -90,6 +90,16 @@ public struct Reason: Sendable, Hashable, CustomStringConvertible {
         case lookupUnknown = "lookup-unknown"
         /// With `unknown: ask`, no answer came in time or too many flows waited (`policy.askDefault`).
         case askTimeout = "ask-timeout"
+        /// A teacher's override (`filterctl allow`, an approved access request).
+        case overrideAllow = "override-allow"
+        /// A teacher's override (`filterctl block`).
+        case overrideBlock = "override-block"
+        /// An exam is in force and the name is on the exam's list.
+        case examList = "exam-list"
+        /// An exam is in force and the name is not on the exam's list.
+        case exam
+        /// filter-control has not said yet which group the flow's user is in.
+        case unknownUser = "unknown-user"
     }
 
     public var source: Source
@@ -132,6 +142,17 @@ public struct Reason: Sendable, Hashable, CustomStringConvertible {
             bytes.append(contentsOf: (category ?? "?").utf8)
         case .lookupUnknown: bytes.append(contentsOf: "the lookup service does not know this name (policy.askDefault)".utf8)
         case .askTimeout: bytes.append(contentsOf: "no answer from filter-control in time (policy.askDefault)".utf8)
+        case .overrideAllow:
+            bytes.append(contentsOf: "allowed by a teacher's override, rule ".utf8)
+            bytes.append(contentsOf: (rule ?? "?").utf8)
+        case .overrideBlock:
+            bytes.append(contentsOf: "blocked by a teacher's override, rule ".utf8)
+            bytes.append(contentsOf: (rule ?? "?").utf8)
+        case .examList:
+            bytes.append(contentsOf: "an exam is in force; on the exam's list, rule ".utf8)
+            bytes.append(contentsOf: (rule ?? "?").utf8)
+        case .exam: bytes.append(contentsOf: "an exam is in force: only the exam's list is reachable".utf8)
+        case .unknownUser: bytes.append(contentsOf: "waiting for filter-control to say which group the user is in".utf8)
         }
     }
 }

@@ -2,6 +2,10 @@
 /// are blocked, the local allow and deny lists, and the defaults.
 ///
 /// Precedence (first that applies wins; see `VerdictEngine`):
+/// 0. an exam in force (`exam`): a name, URL or address on the exam's list
+///    is allowed, everything else is blocked, whatever follows;
+/// 0. teacher overrides (`overrideAllow`, `overrideBlock`): the most
+///    specific matching entry decides, block on a tie; by name, then by address;
 /// 1. the local lists, by name: the most specific matching entry of `allow`
 ///    or `deny` decides; on a tie `deny` wins;
 /// 2. the local lists, by destination address (most specific block);
@@ -74,6 +78,25 @@ public struct Policy: Sendable, Hashable {
     public var askTimeoutMilliseconds: Int
     /// nil: DNS queries for blocked names are dropped (the name does not resolve).
     public var dnsRewrite: DNSRewrite?
+    /// Teacher overrides in force, checked before the lists (see the precedence above).
+    public var overrideAllow: [RulePattern] = []
+    public var overrideBlock: [RulePattern] = []
+    /// An exam in force: only its list reaches the network.
+    public var exam: Exam?
+    /// Encrypted DNS, ECH, tunnels, QUIC and SafeSearch (`safeSearch:`, `bypass:`).
+    public var bypass = BypassPolicy()
+
+    /// While an exam runs, the people it applies to reach only `allow`.
+    public struct Exam: Sendable, Hashable {
+        public var allow: [RulePattern]
+        /// When it ends (Unix seconds), for the block page; nil: until stopped.
+        public var until: Int64?
+
+        public init(allow: [RulePattern], until: Int64? = nil) {
+            self.allow = allow
+            self.until = until
+        }
+    }
 
     public init(
         blockedCategories: CategorySelection = .all,

@@ -11,7 +11,19 @@
 /// askDefault allow               # allow | block (unknown ask: no answer in time)
 /// askTimeout 2000                # milliseconds
 /// dnsRewrite 127.0.0.1 ::1 10    # blocked names resolve to these (TTL 10 s); absent: dropped
+/// overrideAllow khanacademy.org  # teacher overrides, checked before the lists
+/// overrideBlock games.example
+/// exam 1767261600                # an exam in force, until (Unix seconds; '-' until stopped)
+/// examAllow exams.example.org    # what the exam lets through
+/// encryptedDNS block             # the bypass keys: block | allow each
+/// ech block
+/// tunnels block
+/// unreadableQUIC block
+/// quic allow
+/// safeSearch google youtube-strict   # or: safeSearch none
 /// ```
+/// A file without the bypass lines gets their defaults (every way around
+/// the filter blocked, QUIC allowed, no SafeSearch).
 public enum PolicyText {
     public struct ParseError: Error, Hashable, Sendable, CustomStringConvertible {
         public var line: Int
@@ -34,6 +46,20 @@ public enum PolicyText {
         if let rewrite = policy.dnsRewrite {
             lines.append("dnsRewrite \(rewrite.ipv4) \(rewrite.ipv6) \(rewrite.timeToLive)")
         }
+        lines += policy.overrideAllow.map { "overrideAllow \($0)" }
+        lines += policy.overrideBlock.map { "overrideBlock \($0)" }
+        if let exam = policy.exam {
+            lines.append("exam " + (exam.until.map(String.init) ?? "-"))
+            lines += exam.allow.map { "examAllow \($0)" }
+        }
+        let bypass = policy.bypass
+        lines.append("encryptedDNS \(bypass.encryptedDNS.rawValue)")
+        lines.append("ech \(bypass.ech.rawValue)")
+        lines.append("tunnels \(bypass.tunnels.rawValue)")
+        lines.append("unreadableQUIC \(bypass.unreadableQUIC.rawValue)")
+        lines.append("quic \(bypass.quic.rawValue)")
+        let engines = SafeSearchEngine.allCases.filter(bypass.safeSearch.contains).map(\.rawValue)
+        lines.append("safeSearch " + (engines.isEmpty ? "none" : engines.joined(separator: " ")))
         return lines.joined(separator: "\n") + "\n"
     }
 
@@ -52,7 +78,7 @@ public enum PolicyText {
                 guard !sawBlock else { throw ParseError(line: number, reason: "'block' appears twice") }
                 sawBlock = true
                 policy.blockedCategories = values == ["all"] ? .all : .only(Set(values.map(String.init)))
-            case "allow", "deny":
+            case "allow", "deny", "overrideAllow", "overrideBlock", "examAllow":
                 guard values.count == 1 else { throw ParseError(line: number, reason: "expected '\(key) ENTRY'") }
                 let pattern: RulePattern
                 do {
@@ -60,7 +86,21 @@ public enum PolicyText {
                 } catch {
                     throw ParseError(line: number, reason: error.description)
                 }
-                if key == "allow" { policy.allow.append(pattern) } else { policy.deny.append(pattern) }
+                switch key {
+                case "allow": policy.allow.append(pattern)
+                case "deny": policy.deny.append(pattern)
+                case "overrideAllow": policy.overrideAllow.append(pattern)
+                case "overrideBlock": policy.overrideBlock.append(pattern)
+                default:
+                    guard policy.exam != nil else { throw ParseError(line: number, reason: "'examAllow' before 'exam'") }
+                    policy.exam!.allow.append(pattern)
+                }
+            case "exam":
+                guard policy.exam == nil else { throw ParseError(line: number, reason: "'exam' appears twice") }
+                guard values.count == 1, values.first! == "-" || Int64(values.first!) != nil else {
+                    throw ParseError(line: number, reason: "expected 'exam UNTIL' (Unix seconds, or '-')")
+                }
+                policy.exam = Policy.Exam(allow: [], until: Int64(values.first!))
             case "unknown":
                 guard values.count == 1, let action = Policy.UnknownAction(rawValue: String(values.first!)) else {
                     throw ParseError(line: number, reason: "expected 'unknown allow|block|ask'")
@@ -88,6 +128,29 @@ public enum PolicyText {
                     let ttl = UInt32(values[values.startIndex + 2]), ttl <= 86_400
                 else { throw ParseError(line: number, reason: usage) }
                 policy.dnsRewrite = Policy.DNSRewrite(ipv4: ipv4, ipv6: ipv6, timeToLive: ttl)
+            case "encryptedDNS", "ech", "tunnels", "unreadableQUIC", "quic":
+                guard values.count == 1, let action = BypassPolicy.Action(rawValue: String(values.first!)) else {
+                    throw ParseError(line: number, reason: "expected '\(key) block|allow'")
+                }
+                switch key {
+                case "encryptedDNS": policy.bypass.encryptedDNS = action
+                case "ech": policy.bypass.ech = action
+                case "tunnels": policy.bypass.tunnels = action
+                case "unreadableQUIC": policy.bypass.unreadableQUIC = action
+                default: policy.bypass.quic = action
+                }
+            case "safeSearch":
+                var engines: Set<SafeSearchEngine> = []
+                if values != ["none"] {
+                    for value in values {
+                        guard let engine = SafeSearchEngine(rawValue: String(value)) else {
+                            let known = SafeSearchEngine.allCases.map(\.rawValue).joined(separator: ", ")
+                            throw ParseError(line: number, reason: "'\(value)' is not a SafeSearch engine (\(known), or none)")
+                        }
+                        engines.insert(engine)
+                    }
+                }
+                policy.bypass.safeSearch = engines
             default:
                 throw ParseError(line: number, reason: "unknown key '\(key)'")
             }

@@ -38,38 +38,61 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
     public var answers = LookupAnswers()
     /// `categoryBlocked[id]` for every category of `rules`.
     private let categoryBlocked: [Bool]
-    private let localNames: [UInt64: [LocalEntry]]
-    private let localURLs: [UInt64: [LocalEntry]]
-    private let localNetworks: [LocalEntry]
+    /// The exam's list, while an exam is in force.
+    private let examList: ListLayer?
+    /// Teacher overrides, checked before the lists.
+    private let overrides: ListLayer
+    /// The policy's allow and deny lists.
+    private let local: ListLayer
 
     private struct LocalEntry: Sendable {
         var pattern: RulePattern
         var allows: Bool
     }
 
+    /// Allow and deny entries checked together: the most specific match
+    /// decides, deny on a tie; a layer before another wins whatever the
+    /// specificity (overrides before the lists).
+    private struct ListLayer: Sendable {
+        var names: [UInt64: [LocalEntry]] = [:]
+        var urls: [UInt64: [LocalEntry]] = [:]
+        var networks: [LocalEntry] = []
+        let allowSource: Reason.Source
+        let denySource: Reason.Source
+
+        init(deny: [RulePattern], allow: [RulePattern], allowSource: Reason.Source, denySource: Reason.Source) {
+            self.allowSource = allowSource
+            self.denySource = denySource
+            // Deny entries go in first, so the first match on a tie is a deny.
+            for (list, allows) in [(deny, false), (allow, true)] {
+                for pattern in list {
+                    let entry = LocalEntry(pattern: pattern, allows: allows)
+                    switch pattern {
+                    case .domain(let host, _):
+                        names[SuffixFingerprints.fingerprint(of: host), default: []].append(entry)
+                    case .urlPrefix(let host, _):
+                        urls[SuffixFingerprints.fingerprint(of: host), default: []].append(entry)
+                    case .network:
+                        networks.append(entry)
+                    }
+                }
+            }
+        }
+
+        var hasNames: Bool { !names.isEmpty || !urls.isEmpty }
+
+        func decision(_ entry: LocalEntry) -> Decision {
+            Decision(entry.allows ? .allow : .drop, Reason(source: entry.allows ? allowSource : denySource, rule: entry.pattern.description))
+        }
+    }
+
     public init(rules: Rules, policy: Policy) {
         self.rules = rules
         self.policy = policy
         self.categoryBlocked = rules.categoryNames.map { policy.blockedCategories.blocks($0) }
-        var names: [UInt64: [LocalEntry]] = [:]
-        var urls: [UInt64: [LocalEntry]] = [:]
-        var networks: [LocalEntry] = []
-        for (list, allows) in [(policy.deny, false), (policy.allow, true)] {
-            for pattern in list {
-                let entry = LocalEntry(pattern: pattern, allows: allows)
-                switch pattern {
-                case .domain(let host, _):
-                    names[SuffixFingerprints.fingerprint(of: host), default: []].append(entry)
-                case .urlPrefix(let host, _):
-                    urls[SuffixFingerprints.fingerprint(of: host), default: []].append(entry)
-                case .network:
-                    networks.append(entry)
-                }
-            }
-        }
-        self.localNames = names
-        self.localURLs = urls
-        self.localNetworks = networks
+        self.examList = policy.exam.map { ListLayer(deny: [], allow: $0.allow, allowSource: .examList, denySource: .exam) }
+        self.overrides = ListLayer(deny: policy.overrideBlock, allow: policy.overrideAllow, allowSource: .overrideAllow, denySource: .overrideBlock)
+        self.local = ListLayer(deny: policy.deny, allow: policy.allow, allowSource: .localAllowList, denySource: .localDenyList)
     }
 
     /// The decision for a flow, with its reason. See `Policy` for the precedence.
@@ -152,34 +175,18 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
             path = raw.lowercased()
         }
 
-        // 1. Local lists by name: the most specific entry wins, deny on a tie.
-        if !localNames.isEmpty || !localURLs.isEmpty {
-            for depth in 0..<suffixes.count {
-                let fingerprint = suffixes.fingerprint(depth: depth)
-                var match: LocalEntry? = nil
-                if let path, let entries = localURLs[fingerprint] {
-                    match = entries.first {
-                        if case .urlPrefix(_, let prefix) = $0.pattern { return path.hasPrefix(prefix) }
-                        return false
-                    }
-                }
-                if match == nil, let entries = localNames[fingerprint] {
-                    // Deny entries come first in the table, so the first match is deny on a tie.
-                    match = entries.first {
-                        if case .domain(_, let kind) = $0.pattern { return kind.applies(atDepth: depth) }
-                        return false
-                    }
-                }
-                if let entry = match {
-                    return Decision(
-                        entry.allows ? .allow : .drop,
-                        Reason(source: entry.allows ? .localAllowList : .localDenyList, rule: entry.pattern.description)
-                    )
-                }
-            }
+        // 0. An exam: its list or nothing.
+        if let examList {
+            if let decision = nameDecision(examList, suffixes: suffixes, path: path) { return decision }
+            return decideNameless(facts, literal: nil)
         }
+        // 0. Teacher overrides, by name and by address.
+        if overrides.hasNames, let decision = nameDecision(overrides, suffixes: suffixes, path: path) { return decision }
+        if let destination = facts.destination, let decision = networkDecision(overrides, destination) { return decision }
+        // 1. Local lists by name: the most specific entry wins, deny on a tie.
+        if local.hasNames, let decision = nameDecision(local, suffixes: suffixes, path: path) { return decision }
         // 2. Local lists by address.
-        if let destination = facts.destination, let decision = localNetworkDecision(destination) {
+        if let destination = facts.destination, let decision = networkDecision(local, destination) {
             return decision
         }
 
@@ -236,6 +243,29 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
         }
     }
 
+    /// The most specific entry of `layer` for the name (URL prefixes before
+    /// domains at each depth), deny on a tie; nil when none matches.
+    private func nameDecision(_ layer: ListLayer, suffixes: Suffixes, path: String?) -> Decision? {
+        for depth in 0..<suffixes.count {
+            let fingerprint = suffixes.fingerprint(depth: depth)
+            var match: LocalEntry? = nil
+            if let path, let entries = layer.urls[fingerprint] {
+                match = entries.first {
+                    if case .urlPrefix(_, let prefix) = $0.pattern { return path.hasPrefix(prefix) }
+                    return false
+                }
+            }
+            if match == nil, let entries = layer.names[fingerprint] {
+                match = entries.first {
+                    if case .domain(_, let kind) = $0.pattern { return kind.applies(atDepth: depth) }
+                    return false
+                }
+            }
+            if let entry = match { return layer.decision(entry) }
+        }
+        return nil
+    }
+
     /// Judges filter-control's answer for a name like a category rule.
     private func decide(_ answer: LookupAnswers.Answer) -> Decision {
         if let blocked = answer.categories.first(where: { policy.blockedCategories.blocks($0) }) {
@@ -253,8 +283,13 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
     }
 
     private func decideNameless(_ facts: FlowFacts, literal: IPAddress?) -> Decision {
+        if let examList {
+            if let address = literal ?? facts.destination, let decision = networkDecision(examList, address) { return decision }
+            return Decision(.drop, Reason(source: .exam))
+        }
         if let address = literal ?? facts.destination {
-            if let decision = localNetworkDecision(address) { return decision }
+            if let decision = networkDecision(overrides, address) { return decision }
+            if let decision = networkDecision(local, address) { return decision }
             if let blocked = blockedNetworkReason(address) { return Decision(.drop, blocked) }
         }
         let reason = Reason(source: .noName)
@@ -273,10 +308,10 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
         return blocked
     }
 
-    private func localNetworkDecision(_ address: IPAddress) -> Decision? {
+    private func networkDecision(_ layer: ListLayer, _ address: IPAddress) -> Decision? {
         var best: LocalEntry? = nil
         var bestLength = -1
-        for entry in localNetworks {
+        for entry in layer.networks {
             guard case .network(let network) = entry.pattern, network.contains(address) else { continue }
             // Strictly longer wins; deny entries come first, so deny wins a tie.
             if network.prefixLength > bestLength {
@@ -285,10 +320,7 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
             }
         }
         guard let best else { return nil }
-        return Decision(
-            best.allows ? .allow : .drop,
-            Reason(source: best.allows ? .localAllowList : .localDenyList, rule: best.pattern.description)
-        )
+        return layer.decision(best)
     }
 
     private func blockedNetworkReason(_ address: IPAddress) -> Reason? {

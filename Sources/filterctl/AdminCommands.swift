@@ -97,6 +97,23 @@ struct Status: ParsableCommand {
         lines.append(
             "kernel:      queue drops \(count("queueDropped")) (full) + \(count("queueUserDropped")) (socket), netlink errors \(count("netlinkErrors")), \(count("queueWaiting")) waiting"
         )
+        if let policy = status.policy {
+            lines.append("policy:      from \(policy.source); groups: \(policy.groups.isEmpty ? "none" : policy.groups.joined(separator: ", "))")
+            lines.append("             school clock \(policy.clock); exam: \(policy.exam); \(policy.overrides) override(s); \(policy.placedUsers) user(s) placed")
+            for schedules in policy.schedulesInForce { lines.append("             schedules in force: \(schedules)") }
+            for key in policy.ignoredLocalKeys { lines.append("             note: \(key) in hallpass.yaml has no effect (the school's policy is in force)") }
+        }
+        lines.append(
+            "reports:     \(count("reportsSent")) decisions reported, \(count("reportsDropped")) dropped; \(count("connectionsRecorded")) open connections recorded"
+        )
+        if counters["auditQueued"] != nil {
+            lines.append(
+                "audit log:   \(count("auditWritten")) written, \(count("auditDropped")) dropped, \(count("auditFileFailed")) file errors"
+                    + (counters["syslogSent"] != nil ? "; syslog \(count("syslogSent")) sent, \(count("syslogBuffered")) waiting, \(counters["syslogConnected"] == 1 ? "connected" : "not connected")" : ""))
+        }
+        if counters["noticesSent"] != nil {
+            lines.append("notices:     \(count("noticesSent")) sent, \(count("noticesRateLimited")) held back, \(count("noticesFailed")) failed")
+        }
         return lines.joined(separator: "\n") + "\n"
     }
 }

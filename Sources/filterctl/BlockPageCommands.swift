@@ -127,7 +127,7 @@ struct CACommand: ParsableCommand {
                 let authority = try LocalCertificateAuthority.create(
                     folder: configuration.blockPage.ca, organization: configuration.blockPage.organization, replace: force)
                 print("created the local CA in \(configuration.blockPage.ca) (SHA-256 \(authority.fingerprint))")
-                print("next: 'filterctl ca export --out FILE', install FILE in the browsers, restart filter-control")
+                print("next: 'filterctl ca export --out FILE', install FILE in the browsers, then 'filterctl reload' (filter-control uses it from then on, no restart)")
             } catch {
                 throw fail(error.message, status: error.code == "ca.exists" ? ExitStatus.cannotCreate : ExitStatus.ioError)
             }

@@ -2,6 +2,7 @@ import ArgumentParser
 import FilterControl
 import Foundation
 import SharedStore
+import VerdictCore
 
 struct BundleCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -46,6 +47,9 @@ struct BundleCommand: ParsableCommand {
         @Option(name: .long, help: "The bundle folder to write (created if needed).")
         var out: String
 
+        @Option(name: .long, help: "The school's policy file (groups, schedules, exams; docs/school-policy.md), signed with the rules.")
+        var policy: String?
+
         @Argument(help: "[CATEGORY=]PATH of a list file or folder.")
         var sources: [String]
 
@@ -66,6 +70,19 @@ struct BundleCommand: ParsableCommand {
             } catch {
                 throw fail("\(key): \(error)", status: ExitStatus.dataError)
             }
+            var policyBytes: [UInt8]? = nil
+            if let policy {
+                guard let data = FileManager.default.contents(atPath: policy) else {
+                    throw fail("cannot read the policy file \(policy)", status: ExitStatus.noInput)
+                }
+                // A school never publishes a policy its machines would refuse.
+                do {
+                    _ = try SchoolPolicy(yaml: String(decoding: data, as: UTF8.self))
+                } catch {
+                    throw fail("\(policy): \(error)", status: ExitStatus.dataError)
+                }
+                policyBytes = Array(data)
+            }
             let now = BundleVerifier.currentTime()
             let result: RuleCompiler.Result
             do {
@@ -75,14 +92,21 @@ struct BundleCommand: ParsableCommand {
             } catch let error as RuleCompiler.CompileError {
                 throw fail(error.message, status: ExitStatus.dataError)
             }
-            let manifest = BundleSigner.manifest(
-                files: [(BundleManifest.storeFileName, result.bytes)], version: version, issuedAt: now,
-                expiresAt: now + parseDuration(expires)!)
+            var files = [(BundleManifest.storeFileName, result.bytes)]
+            if let policyBytes { files.append((BundleManifest.policyFileName, policyBytes)) }
+            let manifest = BundleSigner.manifest(files: files, version: version, issuedAt: now, expiresAt: now + parseDuration(expires)!)
             let manifestBytes = manifest.encoded
             do {
                 try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
                 let folder = URL(fileURLWithPath: out)
                 try Data(result.bytes).write(to: folder.appendingPathComponent(BundleManifest.storeFileName), options: .atomic)
+                let policyFile = folder.appendingPathComponent(BundleManifest.policyFileName)
+                if let policyBytes {
+                    try Data(policyBytes).write(to: policyFile, options: .atomic)
+                } else if FileManager.default.fileExists(atPath: policyFile.path) {
+                    // A folder reused from an earlier build must not keep a policy this bundle does not sign.
+                    try FileManager.default.removeItem(at: policyFile)
+                }
                 try Data(signingKey.signatureFile(for: manifestBytes)).write(
                     to: folder.appendingPathComponent(BundleManifest.signatureFileName), options: .atomic)
                 try Data(manifestBytes).write(to: folder.appendingPathComponent(BundleManifest.fileName), options: .atomic)
@@ -91,6 +115,7 @@ struct BundleCommand: ParsableCommand {
             }
             printSummary(result, quiet: true, to: out + "/" + BundleManifest.storeFileName)
             print("bundle \(out): version \(version), expires \(UTCTime.format(manifest.expiresAt)), signed by \(signingKey.publicKey.keyID)")
+            if policyBytes != nil { print("with the school's policy from \(policy!)") }
         }
     }
 
@@ -117,11 +142,17 @@ struct BundleCommand: ParsableCommand {
                 keys.append(key)
             }
             let bundle: VerifiedBundle
+            var school: SchoolPolicy? = nil
             do {
                 bundle = try BundleVerifier(signatures: .trusted(keys)).verify(directory: directory)
                 if bundle.manifest.files.contains(where: { $0.name == BundleManifest.storeFileName }) {
                     _ = try RuleStore(path: bundle.path(of: BundleManifest.storeFileName), verification: .full)
                 }
+                if bundle.manifest.files.contains(where: { $0.name == BundleManifest.policyFileName }) {
+                    school = try PolicyInForce.bundlePolicy(inFolder: directory)
+                }
+            } catch let error as ConfigurationError {
+                throw fail("refused (bundle.policy-invalid): \(error)", status: ExitStatus.dataError)
             } catch let error as BundleError {
                 let status = if case .missingManifest = error { ExitStatus.noInput } else { ExitStatus.dataError }
                 throw fail("refused (\(error.code)): \(error.description)", status: status)
@@ -132,6 +163,7 @@ struct BundleCommand: ParsableCommand {
             print(
                 "ok: version \(manifest.version), issued \(UTCTime.format(manifest.issuedAt)), expires \(UTCTime.format(manifest.expiresAt)), signed by \(bundle.signerKeyID ?? "?"), \(manifest.files.count) file(s)"
             )
+            print(school.map(PolicySummary.describe) ?? "no school policy: machines apply their own hallpass.yaml policy")
         }
     }
 }

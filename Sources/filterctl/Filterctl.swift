@@ -10,6 +10,8 @@ enum ExitStatus {
     static let success: Int32 = 0
     /// `check`: at least one target could not be read (its line says `error`).
     static let someTargetsInvalid: Int32 = 1
+    /// `config ready`: neither rules.source nor installed rules.
+    static let notConfigured: Int32 = 1
     /// Wrong arguments (swift-argument-parser's usage error code).
     static let usage: Int32 = 64
     /// A store, bundle or list is invalid, or a bundle is refused.
@@ -42,15 +44,17 @@ struct Filterctl: ParsableCommand {
         discussion: """
             Offline commands (no daemon needed): compile, check --store/--bundle, replay, bundle, config.
             Commands for the running filter-control (its admin socket): status, reload, check without --store.
+            The audit records (log.file): log, top.
 
-            Exit status: 0 success; 1 check: some targets could not be read; 64 usage error;
+            Exit status: 0 success; 1 check: some targets could not be read, config ready: not configured yet; 64 usage error;
             65 invalid or refused store, bundle, list or capture; 66 input missing or unreadable;
             69 filter-control is not running or cannot be reached; 73 cannot write output;
             74 I/O error; 77 not allowed to use the admin socket; 78 invalid configuration.
             """,
         subcommands: [
             Compile.self, Check.self, Replay.self, Status.self, Reload.self, RequestsCommand.self, CACommand.self, BundleCommand.self,
-            ConfigCommand.self,
+            ConfigCommand.self, PolicyCommand.self, ExamCommand.self, AllowCommand.self, BlockCommand.self, OverridesCommand.self,
+            LogCommand.self, TopCommand.self, BrowserPoliciesCommand.self,
         ]
     )
 }
@@ -154,6 +158,18 @@ struct Check: ParsableCommand {
     @Option(name: .long, help: "The admin socket of the running filter-control.")
     var socket: String?
 
+    @Option(name: .long, help: "As this uid would get it (its group, through the running filter-control).")
+    var uid: UInt32?
+
+    @Option(name: .long, help: "As this user would get it (the name is looked up by filter-control).")
+    var user: String?
+
+    @Option(name: .long, help: "At this time on the school's clock, e.g. 2026-11-25T10:15 (default: now).")
+    var at: String?
+
+    @Option(name: .long, help: "With --bundle: as a person of this group of the bundle's policy would get it.")
+    var group: String?
+
     func run() throws {
         guard rules.isOffline else {
             var list: [String] = []
@@ -165,12 +181,16 @@ struct Check: ParsableCommand {
                 }
             }
             let reply = try AdminCommand.reply(
-                AdminRequest(command: .check, targets: list, json: json), socket: AdminCommand.socketPath(socket, config: rules.config))
+                AdminRequest(command: .check, targets: list, json: json, uid: uid, user: user, at: at),
+                socket: AdminCommand.socketPath(socket, config: rules.config))
             FileHandle.standardOutput.write(Data(reply.output.utf8))
             if reply.exitCode != 0 { throw ExitCode(ExitStatus.someTargetsInvalid) }
             return
         }
-        var runner = CheckRunner(engine: try rules.loadEngine(), format: json ? .json : .text)
+        guard uid == nil, user == nil else {
+            throw ValidationError("--uid and --user ask the running filter-control (which knows the users): leave out --store and --bundle")
+        }
+        var runner = CheckRunner(engine: try rules.loadEngine(group: group, at: at), format: json ? .json : .text)
         for target in targets {
             if target == "-" {
                 if case .failure(let error) = Result(catching: { () throws(CheckIOError) in
@@ -193,8 +213,8 @@ struct Check: ParsableCommand {
 struct ConfigCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "config",
-        abstract: "Print the example configuration, or check a configuration file.",
-        subcommands: [Example.self, Validate.self]
+        abstract: "Print the example configuration, check a configuration file, or say whether hallpass can start.",
+        subcommands: [Example.self, Validate.self, Ready.self]
     )
 
     struct Example: ParsableCommand {
@@ -218,6 +238,41 @@ struct ConfigCommand: ParsableCommand {
                 throw fail("\(file): \(error)", status: ExitStatus.configError)
             }
             print("\(file): ok")
+        }
+    }
+
+    struct Ready: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Say whether filter-control has rules to start with.",
+            discussion: """
+                Ready when rules.source is set or rules are installed in rules.directory. The systemd unit \
+                runs this as its ExecCondition: a package installs hallpass enabled, and until the school's \
+                rule source is configured systemd skips starting it (not a failure, no restarts). A \
+                configuration with errors counts as ready, so that filter-control starts and says what is wrong.
+                Exit status: 0 ready; 1 not configured yet; 66 the file cannot be read.
+                """)
+
+        @Argument(help: "The configuration file.")
+        var file: String = Configuration.defaultPath
+
+        func run() throws {
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+                throw fail("cannot read \(file)", status: ExitStatus.noInput)
+            }
+            guard let configuration = try? Configuration(yaml: text) else {
+                print("\(file) has errors ('filterctl config check' shows them); filter-control will report them")
+                return
+            }
+            if let source = configuration.rules.source {
+                print("ready: rules come from \(source)")
+            } else if let installed = RuleUpdater.installed(directory: configuration.rules.directory) {
+                print("ready: rules version \(installed.version) is installed in \(configuration.rules.directory)")
+            } else {
+                throw fail(
+                    "hallpass is not configured yet: \(file) sets no rules.source and no rules are installed in "
+                        + "\(configuration.rules.directory). Set rules.source and rules.trustedKeys, then 'systemctl start hallpass'.",
+                    status: ExitStatus.notConfigured)
+            }
         }
     }
 }

@@ -33,14 +33,18 @@ struct RulesOptions: ParsableArguments {
     }
 
     /// The engine for these rules and this policy, or an exit with the matching status.
-    func loadEngine() throws -> VerdictEngine<RuleStore> {
+    /// A bundle carrying the school's policy brings it: as a person of
+    /// `group` (none: people in no group) gets it at `at` (default now).
+    func loadEngine(group: String? = nil, at: String? = nil) throws -> VerdictEngine<RuleStore> {
         var policy = Policy()
+        var configuration = Configuration()
         if let config {
             guard let text = try? String(contentsOfFile: config, encoding: .utf8) else {
                 throw fail("cannot read the configuration \(config)", status: ExitStatus.noInput)
             }
             do {
-                policy = try Configuration(yaml: text).policy
+                configuration = try Configuration(yaml: text)
+                policy = configuration.policy
             } catch {
                 throw fail("\(config): \(error)", status: ExitStatus.configError)
             }
@@ -57,7 +61,33 @@ struct RulesOptions: ParsableArguments {
             return try RuleLoading.openBundle(directory: bundle!, trustedKeys: keys).0
         }) {
         case .success(let rules):
-            return VerdictEngine(rules: rules, policy: policy)
+            guard let bundle else {
+                guard group == nil, at == nil else { throw ValidationError("--group and --at need a --bundle carrying the school's policy") }
+                return VerdictEngine(rules: rules, policy: policy)
+            }
+            let school: SchoolPolicy?
+            do {
+                school = try PolicyInForce.bundlePolicy(inFolder: bundle)
+            } catch {
+                throw fail("\(bundle): \(error)", status: ExitStatus.dataError)
+            }
+            guard let school else {
+                guard group == nil, at == nil else { throw ValidationError("--group and --at need a --bundle carrying the school's policy") }
+                return VerdictEngine(rules: rules, policy: policy)
+            }
+            let inForce = PolicyInForce(bundlePolicy: school, configuration: configuration)
+            if let group, !school.groups.contains(where: { $0.name == group }) {
+                throw fail("the bundle's policy has no group '\(group)' (it has \(school.groups.map(\.name).joined(separator: ", ")))", status: ExitStatus.usage)
+            }
+            let clock = PolicyClock(zoneName: school.timeZone)
+            var date = Date()
+            if let at {
+                guard let parsed = clock.date(parsing: at) else { throw ValidationError("--at takes a date and time like 2026-11-25T10:15") }
+                date = parsed
+            }
+            let moment = PolicyMoment(time: clock.localTime(at: date), now: Int64(date.timeIntervalSince1970))
+            let effective = inForce.effectivePolicy(for: group.map { .group($0) } ?? .ungrouped, at: moment)
+            return VerdictEngine(rules: rules, policy: effective.policy)
         case .failure(let error):
             var missing = false
             if case .store(.cannotOpen(_, let code)) = error { missing = code == ENOENT }

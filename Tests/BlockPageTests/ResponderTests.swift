@@ -87,9 +87,9 @@ final class RecordingBackend: BlockPageBackend, @unchecked Sendable {
         #expect(reloaded.certificate == authority.certificate)
 
         let certificates = try BlockPageCertificates(authority: reloaded)
-        let chain = try certificates.chain(for: "Games.Example")
+        let chain = try certificates.certificate(for: "Games.Example").chain
         #expect(chain.count == 2)
-        #expect(try certificates.chain(for: "games.example") == chain)  // cached, by lower-cased name
+        #expect(try certificates.certificate(for: "games.example").chain == chain)  // cached, by lower-cased name
         let leaf = try reloaded.issue(for: "games.example", key: .init())
         #expect(leaf.issuer == reloaded.certificate.subject)
         #expect(reloaded.certificate.publicKey.isValidSignature(leaf.signature, for: leaf))

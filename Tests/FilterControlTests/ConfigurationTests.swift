@@ -1,6 +1,9 @@
 import FilterControl
 import Foundation
 import SharedStore
+import Logging
+import NIOPosix
+import ServiceLifecycle
 import Testing
 import VerdictCore
 
@@ -9,17 +12,30 @@ import VerdictCore
         let configuration = try Configuration(yaml: Configuration.example)
         #expect(configuration.queue.number == 0)
         #expect(configuration.queue.failMode == .open)
-        #expect(configuration.rules.source == "https://rules.example.org/hallpass/")
-        #expect(configuration.rules.trustedKeys.count == 1)
+        // The rule source and its key are the school's to fill in: commented out.
+        #expect(configuration.rules.source == nil)
+        #expect(configuration.rules.trustedKeys.isEmpty)
         #expect(configuration.rules.refresh == 1800)
         #expect(configuration.rules.maxBundleBytes == 256 << 20)
         #expect(configuration.policy.blockedCategories == .only(["adult", "gambling"]))
         #expect(configuration.policy.allow == [try RulePattern("khanacademy.org")])
         #expect(configuration.policy.unknown == .allow)
         #expect(configuration.policy.askDefault == .allow && configuration.policy.askTimeoutMilliseconds == 2000)
+        var bypass = BypassPolicy()
+        bypass.safeSearch = [.google, .youtubeStrict]
+        #expect(configuration.policy.bypass == bypass, "the bypass keys as written are the defaults")
         #expect(configuration.blockPage.organization == "Example School")
         #expect(configuration.blockPage.requestAccess?.url == "https://help.example.org/unblock?url={url}")
         #expect(configuration.admin.socket == "/run/hallpass/control.sock")
+    }
+
+    @Test func theExamplesRuleSourceLinesAreValidOnceUncommented() throws {
+        let text = Configuration.example
+            .replacingOccurrences(of: "  # source: ", with: "  source: ")
+            .replacingOccurrences(of: "  # trustedKeys: ", with: "  trustedKeys: ")
+        let configuration = try Configuration(yaml: text)
+        #expect(configuration.rules.source == "https://rules.example.org/hallpass/")
+        #expect(configuration.rules.trustedKeys.count == 1)
     }
 
     @Test func anEmptyFileGivesTheDefaults() throws {
@@ -111,21 +127,29 @@ extension ConfigurationTests {
 }
 
 @Suite struct AdminSocketTests {
-    @Test func aRequestAndItsAnswerCrossTheSocket() throws {
+    @Test func aRequestAndItsAnswerCrossTheSocket() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("hallpass-admin-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let path = folder + "/control.sock"
-        let server = try AdminServer(path: path, group: nil) { request in
-            let reply = AdminReply(exitCode: 0, output: "\(request.command.rawValue) \(request.targets ?? [])\n")
+        let server = try await AdminService(path: path, group: nil, logger: Logger(label: "test")) { request, peer in
+            let reply = AdminReply(exitCode: 0, output: "\(request.command.rawValue) \(request.targets ?? []) uid \(peer.uid)\n")
             return try! AdminCoding.encoder.encode(reply)
         }
-        server.start()
-        defer { server.stop() }
+        let group = ServiceGroup(services: [server], logger: Logger(label: "test"))
+        let running = Task { try await group.run() }
+        defer {
+            Task { await group.triggerGracefulShutdown() }
+        }
         var status = stat()
         #expect(stat(path, &status) == 0 && status.st_mode & 0o777 == 0o600, "only the owner may connect without an admin group")
-        let data = try AdminClient.send(AdminRequest(command: .check, targets: ["a.example"]), to: path)
+        // The client blocks its thread while the service answers on the
+        // cooperative pool (two threads on a two-core machine): the client
+        // goes to a thread of its own.
+        let data = try await NIOThreadPool.singleton.runIfActive {
+            try AdminClient.send(AdminRequest(command: .check, targets: ["a.example"]), to: path)
+        }
         let reply = try AdminCoding.decoder.decode(AdminReply.self, from: data)
-        #expect(reply.output == "check [\"a.example\"]\n")
+        #expect(reply.output == "check [\"a.example\"] uid \(getuid())\n", "the peer's uid comes from SO_PEERCRED")
         // Nonsense gets an answer saying so, not a hang or a crash.
         let client = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(client) }
@@ -137,9 +161,15 @@ extension ConfigurationTests {
         }
         #expect(connected == 0)
         _ = "not json\n".withCString { write(client, $0, 9) }
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let count = read(client, &buffer, buffer.count)
-        #expect(count > 0 && String(decoding: buffer[0..<max(0, count)], as: UTF8.self).contains("admin.bad-request"))
+        let answer = try await NIOThreadPool.singleton.runIfActive {
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let count = read(client, &buffer, buffer.count)
+            return String(decoding: buffer[0..<max(0, count)], as: UTF8.self)
+        }
+        #expect(answer.contains("admin.bad-request"))
+        await group.triggerGracefulShutdown()
+        try await running.value
+        #expect(stat(path, &status) != 0, "the socket file goes with the service")
     }
 
     @Test func noDaemonIsAClearError() {

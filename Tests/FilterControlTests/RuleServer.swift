@@ -1,5 +1,6 @@
 import FilterControl
 import Foundation
+import SharedStore
 import Testing
 
 struct RuleServerError: Error, CustomStringConvertible {
@@ -153,7 +154,9 @@ final class RuleServer {
     /// Whether a socket listens on 127.0.0.1:`port`, read from /proc/net/tcp
     /// (for a server that must not see a probe connection).
     static func hasListener(_ port: Int) -> Bool {
-        let table = (try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)) ?? ""
+        // Read to the end: Foundation's String(contentsOfFile:) stops after the
+        // first 4 KB of a /proc table, and a busy machine's table is longer.
+        let table = String(decoding: (try? BoundedFile.read("/proc/net/tcp", limit: 64 << 20)) ?? [], as: UTF8.self)
         let local = "0100007F:" + String(format: "%04X", port)
         return table.split(separator: "\n").contains { line in
             let fields = line.split(separator: " ")

@@ -53,7 +53,10 @@ extension FilterIntegrationTests {
         blockPage:
           organization: "Lakeside Middle School"
           ca: \(network.folder)/ca
-        \(requestAccess ? "  requestAccess:\n    text: \"Ask your teacher\"\n    url: builtin\n" : "")admin:
+        \(requestAccess ? "  requestAccess:\n    text: \"Ask your teacher\"\n    url: builtin\n" : "")log:
+          file: \(network.folder)/audit.jsonl
+          journald: false
+        admin:
           socket: \(network.folder)/control.sock
         """
     }
@@ -97,20 +100,33 @@ extension FilterIntegrationTests {
         #expect(!hostile.lowercased().contains("<script"), "\(hostile)")
         #expect(!hostile.contains("owned</title>"))
 
-        // The school makes its CA; the browsers trust it; filter-control restarts.
+        // The school makes its CA; the browsers trust it; a reload starts HTTPS (no restart).
         let created = try shell("\(ctl) ca init --config \(config)")
         #expect(created.status == 0, "\(created.output)")
         let exported = try shell("\(ctl) ca export --config \(config) --out \(network.folder)/school-ca.pem")
         #expect(exported.status == 0, "\(exported.output)")
         try browser.trust(network.folder + "/school-ca.pem")
-        hallpass.stop()
-        hallpass = try startHallpass(network, config: config, store: store)
+        #expect(try shell("\(ctl) reload --socket \(network.folder)/control.sock").status == 0)
 
         // HTTPS: the same page, no certificate warning (Chromium's interstitial would replace it).
         let secure = try browser.load("https://www.blocked.test/", screenshot: "blocked-https-en")
-        #expect(secure.contains("Lakeside Middle School") && secure.contains("https://www.blocked.test/"), "\(secure)")
-        let verified = try network.inClient("curl -sS -m 5 --cacert \(network.folder)/school-ca.pem -o /dev/null -w '%{http_code}' https://blocked.test/")
+        #expect(secure.contains("Lakeside Middle School") && secure.contains("https://www.blocked.test/"), "\(secure)\n\(network.log("filter-control"))")
+        func httpsStatus(trusting certificate: String) throws -> (status: Int32, output: String) {
+            let result = try network.inClient("curl -sS -m 5 --cacert \(certificate) -o /dev/null -w '%{http_code}' https://blocked.test/")
+            return (result.status, result.output)
+        }
+        let verified = try httpsStatus(trusting: network.folder + "/school-ca.pem")
         #expect(verified.status == 0 && verified.output == "403", "curl: \(verified.status) \(verified.output)")
+
+        // A new CA (ca init --force) and a reload: certificates come from it at once, blocked.test's
+        // (made from the old CA a moment ago) included; the old CA no longer verifies them.
+        #expect(try shell("\(ctl) ca init --force --config \(config)").status == 0)
+        #expect(try shell("\(ctl) ca export --config \(config) --out \(network.folder)/school-ca-2.pem").status == 0)
+        #expect(try shell("\(ctl) reload --socket \(network.folder)/control.sock").status == 0)
+        let fromNew = try httpsStatus(trusting: network.folder + "/school-ca-2.pem")
+        #expect(fromNew.status == 0 && fromNew.output == "403", "curl: \(fromNew.status) \(fromNew.output)")
+        let fromOld = try httpsStatus(trusting: network.folder + "/school-ca.pem")
+        #expect(fromOld.status == 60, "curl with the old CA: \(fromOld.status) \(fromOld.output)")
 
         // The request-access form, posted as the browser does; the admin approves it.
         let posted = try network.inClient(
@@ -138,6 +154,9 @@ extension FilterIntegrationTests {
         #expect(try shell("\(ctl) requests deny \(id) --socket \(network.folder)/control.sock").status == 0)
         let denied = try network.inClient("curl -sS -m 5 -o /dev/null -w '%{http_code}' http://blocked.test/")
         #expect(denied.output == "403", "\(denied.output)")
+        // HTTPS came back with the restart, from the CA in the folder.
+        let afterRestart = try httpsStatus(trusting: network.folder + "/school-ca-2.pem")
+        #expect(afterRestart.status == 0 && afterRestart.output == "403", "curl: \(afterRestart.status) \(afterRestart.output)")
 
         // A school without a request-access link: the page shows none (after a reload, no restart).
         try blockPageConfig(network, requestAccess: false).write(toFile: config, atomically: true, encoding: .utf8)

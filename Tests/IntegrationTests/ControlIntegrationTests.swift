@@ -34,11 +34,15 @@ extension FilterIntegrationTests {
               number: 3
             rules:
               source: file://\(source)/
+              directory: \(network.folder)/lib
             policy:
               block: [ demo, gambling ]
               unknown: ask
               askDefault: block
               askTimeout: 2s
+            log:
+              file: \(network.folder)/audit.jsonl
+              journald: false
             admin:
               socket: \(network.folder)/control.sock
             """.write(toFile: config, atomically: true, encoding: .utf8)

@@ -16,19 +16,25 @@ import Testing
             queue:
               number: 3
               failMode: \(failMode)
+            rules:
+              directory: \(network.folder)/lib
             policy:
               block: [ demo ]
               unknown: allow
+            log:
+              file: \(network.folder)/audit.jsonl
+              journald: false
             admin:
               socket: \(network.folder)/control.sock
             """.write(toFile: config, atomically: true, encoding: .utf8)
         return (config, store)
     }
 
-    func startHallpass(_ network: TestNetwork, config: String, store: String) throws -> ChildProcess {
+    /// `wrapper` runs filter-control (e.g. setpriv with fewer capabilities).
+    func startHallpass(_ network: TestNetwork, config: String, store: String, wrapper: [String] = []) throws -> ChildProcess {
         let process = try network.start(
-            [
-                "ip", "netns", "exec", network.client, TestNetwork.binaries + "/filter-control", "--config", config, "--store", store,
+            ["ip", "netns", "exec", network.client] + wrapper + [
+                TestNetwork.binaries + "/filter-control", "--config", config, "--store", store,
                 "--runtime-dir", network.folder + "/run",
             ], log: "filter-control")
         try network.waitFor("filter-data to bind queue 3") {

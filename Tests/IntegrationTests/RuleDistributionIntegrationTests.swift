@@ -127,6 +127,9 @@ extension FilterIntegrationTests {
               block: [ demo ]
               unknown: block
               noName: block
+            log:
+              file: \(network.folder)/audit.jsonl
+              journald: false
             admin:
               socket: \(network.folder)/control.sock
             """.write(toFile: config, atomically: true, encoding: .utf8)
@@ -196,7 +199,43 @@ extension FilterIntegrationTests {
         #expect(rollback.status == 65 && rollback.output.contains("rollback"), "\(rollback.output)")
         #expect(try network.curl("https", "blocked.test").status == 0)
 
-        // A restart starts from the installed version 2 without downloading it again.
+        // filter-data opens every later store as uid 65534: a folder on the
+        // way it cannot search is named before anything is handed over, and
+        // version 2 stays in force.
+        try publish(network, version: 3, demo: "blocked.test", school: "allowed.test", key: key)
+        let lib = network.folder + "/lib"
+        #expect(chmod(lib, 0o700) == 0)
+        let closed = try reload(network)
+        #expect(closed.status == 65 && closed.output.contains("cannot search \(lib)"), "\(closed.output)")
+        #expect(chmod(lib, 0o755) == 0)
+        #expect(try network.curl("https", "blocked.test").status == 0)
+
+        // What mode bits do not show (an ACL shutting uid 65534 out of the new
+        // version's folder) filter-data refuses itself. It keeps version 2,
+        // and so does its next start: refused files are not kept for later.
+        let acl = try shell("setfacl -m u:65534:--- \(lib)/versions/3")
+        #expect(acl.status == 0, "\(acl.output)")
+        let denied = try reload(network)
+        #expect(denied.status == 65 && denied.output.contains("filter-data refused them"), "\(denied.output)")
+        #expect(try network.curl("https", "blocked.test").status == 0)
+        let refusing = try filterData(network)
+        #expect(kill(refusing, SIGKILL) == 0)
+        try network.waitFor("filter-data to start again") {
+            network.log("filter-control").contains("is filtering with rules version 2")
+                || network.log("filter-control").contains("is filtering with rules version 3")
+        }
+        #expect(network.log("filter-control").contains("is filtering with rules version 2"), "\(network.log("filter-control"))")
+        #expect(try network.curl("https", "blocked.test").status == 0)
+        #expect(isReset(try network.curl("https", "allowed.test")))
+
+        // With the ACL gone, the installed version 3 goes in.
+        #expect(try shell("setfacl -b \(lib)/versions/3").status == 0)
+        let third = try reload(network)
+        #expect(third.status == 0 && third.output.contains("rules version 3 now in force (was 2)"), "\(third.output)")
+        #expect(isReset(try network.curl("https", "blocked.test")))
+        #expect(try network.curl("https", "allowed.test").status == 0)
+
+        // A restart starts from the installed version 3 without downloading it again.
         process.stop()
         let before = network.ruleRequests.count
         let restarted = try network.start(
@@ -204,9 +243,9 @@ extension FilterIntegrationTests {
                 "ip", "netns", "exec", network.client, TestNetwork.binaries + "/filter-control", "--config", config,
                 "--runtime-dir", network.folder + "/run",
             ], log: "filter-control-2")
-        try network.waitFor("the restarted filter-control") { network.log("filter-control-2").contains("is filtering with rules version 2") }
+        try network.waitFor("the restarted filter-control") { network.log("filter-control-2").contains("is filtering with rules version 3") }
         #expect(network.ruleRequests.count == before)
-        #expect(isReset(try network.curl("https", "allowed.test")))
+        #expect(isReset(try network.curl("https", "blocked.test")))
         restarted.stop()
     }
 }

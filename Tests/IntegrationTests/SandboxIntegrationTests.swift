@@ -1,5 +1,6 @@
 import FilterControl
 import Foundation
+import SharedStore
 import Testing
 
 /// What the running filter-data holds: its standard streams, the control
@@ -44,7 +45,8 @@ extension FilterIntegrationTests {
         ]
         var result: [String: String] = [:]
         for table in tables {
-            let text = (try? String(contentsOfFile: "/proc/\(pid)/net/\(table.file)", encoding: .utf8)) ?? ""
+            // BoundedFile reads to the end (Foundation stops after 4 KB of a /proc table).
+            let text = String(decoding: (try? BoundedFile.read("/proc/\(pid)/net/\(table.file)", limit: 64 << 20)) ?? [], as: UTF8.self)
             for line in text.split(separator: "\n").dropFirst() {
                 let fields = line.split(separator: " ", omittingEmptySubsequences: true)
                 let inode = table.inodeField.flatMap { $0 < fields.count ? fields[$0] : nil } ?? fields.last

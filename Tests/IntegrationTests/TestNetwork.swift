@@ -205,7 +205,9 @@ final class TestNetwork {
             if try condition() { return }
             usleep(100_000)
         }
-        throw TestNetworkError("timed out waiting for \(what)")
+        // filter-control's log says why, when it runs (CI shows only this message).
+        let control = log("filter-control")
+        throw TestNetworkError("timed out waiting for \(what)" + (control.isEmpty ? "" : "; filter-control's log ends:\n" + control.suffix(6000)))
     }
 
     /// Stops what the test started (by pid), removes kernel rules in the

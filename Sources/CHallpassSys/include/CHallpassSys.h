@@ -56,4 +56,32 @@ int hp_close_from(int lowest);
 
 static inline void hp_prefetch_read(const void *address) { __builtin_prefetch(address, 0, 1); }
 
+/// Changes the connection mark of the conntrack entry whose original
+/// direction is this tuple (addresses in network order, 4 or 16 bytes by
+/// family): the bits in `mask` become those of `value`, the others stay
+/// (ctnetlink, CTA_MARK with CTA_MARK_MASK). 0, or a negative errno
+/// (-ENOENT: no such connection).
+int hp_conntrack_set_mark(int family, uint8_t protocol, const uint8_t *source, const uint8_t *destination, uint16_t source_port,
+                          uint16_t destination_port, uint32_t value, uint32_t mask);
+
+/// Destroys the local socket with this 4-tuple (sock_diag SOCK_DESTROY): a
+/// TCP connection is reset at once (the program sees ECONNABORTED, the peer
+/// an RST), a UDP socket reports an error. 0, or a negative errno.
+int hp_socket_destroy(int family, uint8_t protocol, const uint8_t *local, const uint8_t *remote, uint16_t local_port, uint16_t remote_port);
+
+/// setns(fd, CLONE_NEWNET) for the calling thread (tests run code inside a test namespace).
+int hp_enter_network_namespace(int fd);
+
+/// Connects a new AF_UNIX stream socket (close-on-exec) to `path` as the
+/// user `uid` with group `gid`: the calling thread alone takes that uid and
+/// gid (raw setresuid/setresgid/setgroups system calls, which change one
+/// thread where glibc's wrappers change every thread), connects, and takes
+/// its own identity back before returning. The kernel records the
+/// connecting credentials (SO_PEERCRED) at connect, so the peer (a user's
+/// D-Bus daemon) sees that user; nothing else runs as the user. Needs
+/// CAP_SETUID and CAP_SETGID. Returns the descriptor, or -1 with errno set.
+/// If the thread cannot take its identity back, the process aborts rather
+/// than go on with a thread of the wrong identity.
+int hp_connect_unix_as(const char *path, uid_t uid, gid_t gid);
+
 #endif

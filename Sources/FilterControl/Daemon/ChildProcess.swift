@@ -1,12 +1,14 @@
 import CHallpassSys
 public import Foundation
 import SharedStore
+import FilterData
 
 /// A child process started with posix_spawn and reaped by its pid.
 ///
 /// unsafe in this file: the posix_spawn file actions and attributes and the
 /// signal sets are locals passed by address and destroyed before return;
-/// argv holds strdup'ed copies freed by a defer after posix_spawnp returned;
+/// argv and the environment hold strdup'ed copies freed by a defer after
+/// posix_spawn returned;
 /// the pipe calls write into local arrays of two descriptors; reads and
 /// writes touch an array's storage inside its closure, within its count.
 ///
@@ -33,9 +35,11 @@ public final class ChildProcess: @unchecked Sendable {
     /// the copy); standard input is /dev/null unless mapped. Standard output
     /// and error are appended to `outputPath` when given, else inherited
     /// unless mapped. Every other descriptor of this process is closed in
-    /// the child.
+    /// the child. The child gets this process's environment with
+    /// `environment` set on top.
     public init(
-        executable: String, arguments: [String], descriptors: [(from: Int32, to: Int32)] = [], outputPath: String? = nil
+        executable: String, arguments: [String], descriptors: [(from: Int32, to: Int32)] = [], outputPath: String? = nil,
+        environment extra: [String: String] = [:]
     ) throws(LaunchError) {
         var actions = unsafe posix_spawn_file_actions_t()
         unsafe posix_spawn_file_actions_init(&actions)
@@ -78,10 +82,22 @@ public final class ChildProcess: @unchecked Sendable {
         var argv: [UnsafeMutablePointer<CChar>?] = unsafe ([executable] + arguments).map { unsafe strdup($0) } + [nil]
         defer { unsafe argv.forEach { unsafe free($0) } }
         var child: pid_t = 0
+        // This process's environment, with `extra` set on top.
+        var environment: [UnsafeMutablePointer<CChar>?] = unsafe []
+        // unsafe: `environ` is the NULL-terminated array libc keeps; each entry is copied with
+        // strdup before the next one is read, and the copies are freed by the defer below.
+        var cursor = unsafe environ
+        while let entry = unsafe cursor.pointee {
+            let text = unsafe String(cString: entry)
+            if let name = text.split(separator: "=", maxSplits: 1).first, extra[String(name)] == nil { unsafe environment.append(strdup(entry)) }
+            unsafe cursor += 1
+        }
+        unsafe environment += extra.map { unsafe strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { unsafe environment.forEach { unsafe free($0) } }
         let result =
             unsafe executable.contains("/")
-            ? posix_spawn(&child, executable, &actions, &attributes, &argv, environ)
-            : posix_spawnp(&child, executable, &actions, &attributes, &argv, environ)
+            ? posix_spawn(&child, executable, &actions, &attributes, &argv, &environment)
+            : posix_spawnp(&child, executable, &actions, &attributes, &argv, &environment)
         guard result == 0 else { throw LaunchError(executable: executable, errno: result) }
         pid = child
     }
@@ -123,14 +139,35 @@ public final class ChildProcess: @unchecked Sendable {
         }
     }
 
-    /// SIGTERM, then SIGKILL after `grace` seconds; returns the exit status.
+    /// Sends `signal` unless the child has ended; returns why the kernel
+    /// refused it, or nil. Root may signal a process that runs as another
+    /// user (filter-data drops to uid 65534) only with CAP_KILL.
+    public func send(_ signal: Int32) -> String? {
+        guard isRunning, kill(pid, signal) != 0 else { return nil }
+        let code = errno
+        if code == ESRCH { return nil }
+        return systemErrorText(code) + (code == EPERM ? " (signalling another user's process needs CAP_KILL)" : "")
+    }
+
+    /// Waits at most `seconds` for the child to end; its exit status, or nil while it runs.
+    public func wait(atMost seconds: Double) -> Int32? {
+        let deadline = Date().addingTimeInterval(seconds)
+        while isRunning {
+            if Date() >= deadline { return nil }
+            usleep(10_000)
+        }
+        return exitStatus
+    }
+
+    /// SIGTERM, then SIGKILL after `grace` seconds; returns the exit status,
+    /// or nil when the child is still there `grace` seconds after the
+    /// SIGKILL (the signals were refused): a stop never waits forever.
     @discardableResult
-    public func stop(grace: Double = 5) -> Int32 {
-        if isRunning { kill(pid, SIGTERM) }
-        let deadline = Date().addingTimeInterval(grace)
-        while isRunning, Date() < deadline { usleep(10_000) }
-        if isRunning { kill(pid, SIGKILL) }
-        return wait()
+    public func stop(grace: Double = 5) -> Int32? {
+        _ = send(SIGTERM)
+        if let status = wait(atMost: grace) { return status }
+        _ = send(SIGKILL)
+        return wait(atMost: grace)
     }
 
     /// `arguments[0]` with the rest, output appended to `logPath` (test servers, shells).
@@ -216,6 +253,25 @@ final class ChildOutput {
         writeEnd = -1
     }
 
+    /// Lines logged in the current second, and lines dropped beyond the limit.
+    private var second: Int = 0
+    private var linesThisSecond = 0
+    private var dropped = 0
+    /// At most this many lines a second reach the log (a child gone wrong must not flood the journal).
+    static let linesPerSecond = 50
+
+    private func emit(_ line: String, to log: (String) -> Void) {
+        let now = Int(DataPath.monotonicNanoseconds() / 1_000_000_000)
+        if now != second {
+            if dropped > 0 { log("(\(dropped) more lines of filter-data's output dropped)") }
+            second = now
+            linesThisSecond = 0
+            dropped = 0
+        }
+        linesThisSecond += 1
+        if linesThisSecond <= Self.linesPerSecond { log(line) } else { dropped += 1 }
+    }
+
     /// Logs every complete line waiting in the pipe; with `untilEnd` (the
     /// child has exited) also the last, unterminated one.
     func forwardLines(to log: (String) -> Void, untilEnd: Bool = false) {
@@ -225,17 +281,21 @@ final class ChildOutput {
             if count <= 0 { break }
             partial.append(contentsOf: buffer[0..<count])
             while let newline = partial.firstIndex(of: UInt8(ascii: "\n")) {
-                log(String(decoding: partial[..<min(newline, Self.longestLine)], as: UTF8.self))
+                emit(String(decoding: partial[..<min(newline, Self.longestLine)], as: UTF8.self), to: log)
                 partial.removeSubrange(...newline)
             }
             if partial.count > Self.longestLine {
-                log(String(decoding: partial.prefix(Self.longestLine), as: UTF8.self) + "...")
+                emit(String(decoding: partial.prefix(Self.longestLine), as: UTF8.self) + "...", to: log)
                 partial.removeAll()
             }
         }
         if untilEnd, !partial.isEmpty {
-            log(String(decoding: partial, as: UTF8.self))
+            emit(String(decoding: partial, as: UTF8.self), to: log)
             partial.removeAll()
+        }
+        if untilEnd, dropped > 0 {
+            log("(\(dropped) more lines of filter-data's output dropped)")
+            dropped = 0
         }
     }
 }

@@ -9,7 +9,14 @@ public import Foundation
 /// New rules go to the running process (`useRules`) and are the ones the
 /// next start uses.
 ///
-/// One thread runs the loop; the public methods may be called from any thread.
+/// One thread runs the loop: it waits in poll(2) on the control channel and
+/// filter-data's output (a SOCK_SEQPACKET pair, whose one-message-per-read
+/// framing an event loop's coalesced writes would break), which is the one
+/// blocking wait of filter-control that is not an event loop's. The public
+/// methods may be called from any thread or task.
+///
+/// What filter-data asks besides names (which group a user is in) and the
+/// decisions it reports reach `onEvent`, on the loop thread.
 public final class DataSupervisor: @unchecked Sendable {
     // @unchecked Sendable: the mutable state is guarded by `lock`; the loop
     // thread alone touches `child` and `channel`.
@@ -53,7 +60,19 @@ public final class DataSupervisor: @unchecked Sendable {
     private var state = Status()
     private var rules: (store: String, policy: String)
     private var stopping = false
-    private var pendingRules = false
+    /// What to hand the running filter-data next (nil: nothing new).
+    private var pending: Pending?
+    /// The channel to the running filter-data, for `send` from other threads.
+    private var currentChannel: ControlChannel?
+    private let onEvent: @Sendable (DataEvent) -> Void
+    /// How long filter-control took to answer a needRules question (for the metrics).
+    public var onAnswered: @Sendable (Duration) -> Void = { _ in }
+
+    private enum Pending {
+        case rules(store: String, policy: String)
+        /// The policy set only: the store in force stays mapped.
+        case policy(String)
+    }
     private var thread: Thread?
     private let finished = DispatchSemaphore(value: 0)
 
@@ -68,11 +87,23 @@ public final class DataSupervisor: @unchecked Sendable {
     private var lastPing = Date.distantPast
     private var lastHeard = Date()
 
-    public init(launch: Launch, store: String, policy: String, answerer: NeedRulesAnswerer, log: @escaping @Sendable (String) -> Void) {
+    public init(
+        launch: Launch, store: String, policy: String, answerer: NeedRulesAnswerer, log: @escaping @Sendable (String) -> Void,
+        onEvent: @escaping @Sendable (DataEvent) -> Void = { _ in }
+    ) {
         self.launch = launch
         self.rules = (store, policy)
         self.answerer = answerer
         self.log = log
+        self.onEvent = onEvent
+    }
+
+    /// Sends a message to the running filter-data now; false when none runs
+    /// or it cannot take it (it asks again, or starts with the files).
+    @discardableResult
+    public func send(_ message: ControlMessage) -> Bool {
+        guard let channel = lock.withLock({ currentChannel }) else { return false }
+        return (try? channel.send(message)) != nil
     }
 
     public var status: Status { lock.withLock { state } }
@@ -98,8 +129,51 @@ public final class DataSupervisor: @unchecked Sendable {
     public func useRules(store: String, policy: String) {
         lock.withLock {
             rules = (store, policy)
-            pendingRules = true
+            pending = .rules(store: store, policy: policy)
         }
+    }
+
+    /// The policy set at `policy` was written again (same path or not): the
+    /// running filter-data reads it, keeping its store.
+    public func usePolicy(_ policy: String) {
+        lock.withLock {
+            rules.policy = policy
+            if case .rules(let store, _) = pending {
+                pending = .rules(store: store, policy: policy)
+            } else {
+                pending = .policy(policy)
+            }
+        }
+    }
+
+    /// `useRules` or `usePolicy` (no `store`), waiting without blocking a
+    /// thread (at most `timeout`) for filter-data to say what it made of them.
+    /// Refused files are not kept: a later start of filter-data uses the
+    /// files it had before. Loaded or pending, they are what later starts use.
+    public func apply(store: String?, policy: String, waitingAtMost timeout: Duration) async -> RulesAnswer {
+        let (before, previous) = lock.withLock { (state.rulesAnswers, rules) }
+        if let store { useRules(store: store, policy: policy) } else { usePolicy(policy) }
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let answer: RulesAnswer? = lock.withLock {
+                guard state.rulesAnswers > before else { return nil }
+                if let refusal = state.lastRulesRefusal {
+                    rules = previous
+                    return .refused(refusal)
+                }
+                return .loaded(version: state.rulesVersion ?? 0)
+            }
+            if let answer { return answer }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return .pending
+    }
+
+    /// The files later starts of filter-data use, without sending anything
+    /// to the running one (which already uses the same rules under another
+    /// name, or will be told separately).
+    public func useAtNextStart(store: String, policy: String) {
+        lock.withLock { rules = (store, policy) }
     }
 
     /// What the running filter-data made of the rules of the last `useRules`.
@@ -137,11 +211,15 @@ public final class DataSupervisor: @unchecked Sendable {
                 usleep(20_000)
                 continue
             }
-            let sendRules: (store: String, policy: String)? = lock.withLock {
-                defer { pendingRules = false }
-                return pendingRules ? rules : nil
+            let next: Pending? = lock.withLock {
+                defer { pending = nil }
+                return pending
             }
-            if let sendRules { send(.useRules(store: sendRules.store, policy: sendRules.policy)) }
+            switch next {
+            case .rules(let store, let policy): sendOnLoop(.useRules(store: store, policy: policy))
+            case .policy(let policy): sendOnLoop(.usePolicy(policy))
+            case nil: break
+            }
             var ready = [pollfd(fd: channel.descriptor, events: Int16(POLLIN), revents: 0)]
             if let output { ready.append(pollfd(fd: output.descriptor, events: Int16(POLLIN), revents: 0)) }
             _ = FileSystem.poll(&ready, timeoutMilliseconds: 200)
@@ -150,13 +228,39 @@ public final class DataSupervisor: @unchecked Sendable {
             checkHealth()
         }
         if let child {
-            let status = child.stop(grace: 3)
+            stop(child)
             output?.forwardLines(to: log, untilEnd: true)
-            log("filter-data stopped (status \(status))")
         }
+        lock.withLock { currentChannel = nil }
         channel = nil
         child = nil
         output = nil
+    }
+
+    /// Asks filter-data to stop in two ways, so that either is enough: the
+    /// end of the control channel (it reads it, gives held packets their
+    /// default and exits; this needs no privilege) and SIGTERM. SIGKILL
+    /// after 3 seconds. filter-data runs as uid 65534, so the signals need
+    /// CAP_KILL; when they are refused and filter-data does not go, this
+    /// gives up after 2 more seconds rather than wait forever (the kernel
+    /// rules must still be removed).
+    private func stop(_ child: ChildProcess) {
+        if let channel { shutdown(channel.descriptor, Int32(SHUT_RDWR)) }
+        if let refused = child.send(SIGTERM) { log("cannot send SIGTERM to filter-data \(child.pid): \(refused)") }
+        var status = child.wait(atMost: 3)
+        if status == nil {
+            if let refused = child.send(SIGKILL) { log("cannot kill filter-data \(child.pid): \(refused)") }
+            status = child.wait(atMost: 2)
+        }
+        if let status {
+            log("filter-data stopped (\(DataSupervisor.describe(status)))")
+        } else {
+            log("filter-data \(child.pid) did not stop; going on without it")
+        }
+    }
+
+    static func describe(_ status: Int32) -> String {
+        status > 128 ? "killed by signal \(status - 128)" : "exit status \(status)"
     }
 
     private func start(rules: (store: String, policy: String)) {
@@ -180,7 +284,11 @@ public final class DataSupervisor: @unchecked Sendable {
         do {
             let process = try ChildProcess(
                 executable: launch.executable, arguments: arguments,
-                descriptors: [(output.writeEnd, 1), (output.writeEnd, 2), (pair.1.descriptor, Self.controlDescriptor)])
+                descriptors: [(output.writeEnd, 1), (output.writeEnd, 2), (pair.1.descriptor, Self.controlDescriptor)],
+                // The Swift runtime's crash backtracer forks and execs a helper, which the
+                // sandbox refuses: with it on, a crash would loop in its handler instead of
+                // ending the process (filter-control restarts it at once).
+                environment: ["SWIFT_BACKTRACE": "enable=no"])
             output.closeWriteEnd()
             child = process
             channel = pair.0
@@ -190,7 +298,8 @@ public final class DataSupervisor: @unchecked Sendable {
             lock.withLock {
                 state.pid = process.pid
                 state.startedAt = Date()
-                pendingRules = false
+                pending = nil
+                currentChannel = pair.0
             }
             log("filter-data started (pid \(process.pid))")
         } catch {
@@ -217,7 +326,10 @@ public final class DataSupervisor: @unchecked Sendable {
                 lock.withLock { state.rulesVersion = version }
                 log("filter-data \(pid) is filtering with rules version \(version)")
             case .ask(let question):
+                let asked = ContinuousClock.now
+                let answered = onAnswered
                 answerer.answer(question) { reply in
+                    answered(ContinuousClock.now - asked)
                     // A send from the lookup's thread is safe: one datagram, no shared buffer.
                     try? channel.send(reply)
                 }
@@ -240,7 +352,11 @@ public final class DataSupervisor: @unchecked Sendable {
                     state.countersAt = Date()
                     if let version = state.counters["rulesVersion"] { state.rulesVersion = version }
                 }
-            case .useRules, .answer, .noAnswer, .ping:
+            case .askUser(let uid):
+                onEvent(.askUser(uid))
+            case .reports(let reports):
+                onEvent(.reports(reports))
+            case .useRules, .usePolicy, .userPlacement, .answer, .noAnswer, .ping:
                 log("filter-data sent a message meant for filter-control")
             }
         }
@@ -251,18 +367,18 @@ public final class DataSupervisor: @unchecked Sendable {
         let now = Date()
         if now.timeIntervalSince(lastPing) >= 1 {
             pingNumber += 1
-            send(.ping(pingNumber))
+            sendOnLoop(.ping(pingNumber))
             lastPing = now
         }
         if now.timeIntervalSince(lastHeard) > unresponsiveAfter {
             log("filter-data \(child.pid) has not answered for \(Int(unresponsiveAfter)) seconds; killing it")
-            kill(child.pid, SIGKILL)
+            if let refused = child.send(SIGKILL) { log("cannot kill filter-data \(child.pid): \(refused)") }
             lastHeard = now
         }
         if !child.isRunning { ended() }
     }
 
-    private func send(_ message: ControlMessage) {
+    private func sendOnLoop(_ message: ControlMessage) {
         do {
             try channel?.send(message)
         } catch ControlChannel.Failure.closed {
@@ -282,8 +398,9 @@ public final class DataSupervisor: @unchecked Sendable {
         self.child = nil
         channel = nil
         let stopping = lock.withLock { () -> Bool in
+            currentChannel = nil
             state.pid = nil
-            state.lastExit = status > 128 ? "killed by signal \(status - 128)" : "exit status \(status)"
+            state.lastExit = DataSupervisor.describe(status)
             return self.stopping
         }
         guard !stopping else { return }
@@ -299,4 +416,12 @@ public final class DataSupervisor: @unchecked Sendable {
         failuresInARow += 1
         nextLaunch = Date().addingTimeInterval(delay)
     }
+}
+
+/// What filter-data tells filter-control besides names, health and rules.
+public enum DataEvent: Sendable {
+    /// A flow of this user waits: which group are they in?
+    case askUser(UInt32)
+    /// Decisions to record (first decisions of flows, blocked DNS queries).
+    case reports([FlowReport])
 }

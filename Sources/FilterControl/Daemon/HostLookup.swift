@@ -25,14 +25,18 @@ public enum LookupResult: Sendable, Hashable {
 /// form). Each non-empty line not starting with `#` is a category name; a
 /// line `ttl SECONDS` sets how long the answer is kept (default one hour).
 /// No file (HTTP 404) means the service does not know the name either: the
-/// flow gets `policy.askDefault`, and that answer is kept for the default
-/// time too. Anything else (unreachable, other statuses) is no answer.
+/// flow gets `policy.askDefault`, and that answer is kept for five minutes
+/// only, so a file the school adds later is seen soon. Anything else
+/// (unreachable, other statuses) is no answer: nothing is kept, and
+/// filter-control logs why.
 public protocol HostLookup: Sendable {
     func lookUp(_ host: HostName) async -> LookupResult
 }
 
 extension LookupResult {
     public static let defaultTimeToLive: UInt32 = 3600
+    /// How long "the service does not know this name" is kept.
+    public static let unknownTimeToLive: UInt32 = 300
 
     /// Reads a lookup file's text.
     public static func parse(_ text: String) -> LookupResult {
@@ -72,7 +76,7 @@ public struct FolderLookup: HostLookup {
             let bytes = try BoundedFile.read(path, limit: 64 * 1024)
             return LookupResult.parse(String(decoding: bytes, as: UTF8.self))
         } catch .missing {
-            return .categories([], timeToLive: LookupResult.defaultTimeToLive)
+            return .categories([], timeToLive: LookupResult.unknownTimeToLive)
         } catch {
             return .unavailable(reason: "\(path): \(error)")
         }
@@ -94,10 +98,17 @@ public final class NeedRulesAnswerer: @unchecked Sendable {
     private let lock = NSLock()
     private var cache: [HostName: (result: LookupResult, expires: Date)] = [:]
     private let capacity: Int
+    private let log: @Sendable (String) -> Void
+    // Failed lookups are logged at most once per `failureLogInterval`; the
+    // ones in between are counted and named in the next line.
+    private var lastFailureLogged: Date = .distantPast
+    private var failuresNotLogged = 0
+    private static let failureLogInterval: TimeInterval = 10
 
-    public init(lookup: any HostLookup, capacity: Int = 16_384) {
+    public init(lookup: any HostLookup, capacity: Int = 16_384, log: @escaping @Sendable (String) -> Void = { _ in }) {
         self.lookup = lookup
         self.capacity = capacity
+        self.log = log
     }
 
     /// The message that answers `host`: `answer` with categories, or `noanswer`.
@@ -124,14 +135,37 @@ public final class NeedRulesAnswerer: @unchecked Sendable {
         }
         Task {
             let result = await lookup.lookUp(host)
-            if case .categories(_, let timeToLive) = result, timeToLive > 0 {
+            switch result {
+            case .categories(_, let timeToLive) where timeToLive > 0:
                 lock.withLock {
                     if cache.count >= capacity { cache.removeAll(keepingCapacity: true) }
                     cache[host] = (result, Date().addingTimeInterval(Double(timeToLive)))
                 }
+            case .categories:
+                break
+            case .unavailable(let reason):
+                noteFailure(host: host, reason: reason)
             }
             reply(NeedRulesAnswerer.message(for: host, result))
         }
+    }
+}
+
+extension NeedRulesAnswerer {
+    private func noteFailure(host: HostName, reason: String) {
+        let line: String? = lock.withLock {
+            let now = Date()
+            guard now.timeIntervalSince(lastFailureLogged) >= NeedRulesAnswerer.failureLogInterval else {
+                failuresNotLogged += 1
+                return nil
+            }
+            lastFailureLogged = now
+            let earlier = failuresNotLogged
+            failuresNotLogged = 0
+            let more = earlier > 0 ? " (and \(earlier) more failed lookups since the last line)" : ""
+            return "no lookup answer for \(host), so askDefault applies: \(reason)\(more)"
+        }
+        if let line { log(line) }
     }
 }
 
@@ -165,7 +199,7 @@ public struct HTTPSLookup: HostLookup {
                 body.withLockedValue { $0.append(contentsOf: buffer.readableBytesView) }
             }
         } catch .httpStatus(_, 404) {
-            return .categories([], timeToLive: LookupResult.defaultTimeToLive)
+            return .categories([], timeToLive: LookupResult.unknownTimeToLive)
         } catch {
             return .unavailable(reason: error.description)
         }

@@ -10,6 +10,11 @@ import SharedStore
 /// naming the path. Paths are plain strings; nothing here follows a symbolic
 /// link it did not make itself.
 ///
+/// The rest of filter-control (the audit log, the admin socket's folder, the
+/// policy state, the readability check) makes its file-system calls through
+/// the plain helpers here too, which return false or -1 with errno set, so
+/// that no other file of the module needs unsafe code for them.
+///
 /// unsafe in this file: C calls that take a path (a Swift string passed as a
 /// C string for that call only), a local by address (`stat`, the `pollfd`
 /// array) or an array's storage inside its `withUnsafe...` closure, within
@@ -67,6 +72,100 @@ enum FileSystem {
         unsafe unlink(path)
     }
 
+    /// What stat(2) says about a file, in the fields filter-control reads.
+    struct Status {
+        /// The file type bits (`S_IFREG`, `S_IFDIR`, `S_IFSOCK`, ...).
+        var type: mode_t
+        /// The permission bits (set-id and sticky bits included).
+        var permissions: mode_t
+        var owner: UInt32
+        var group: UInt32
+        var size: Int
+        /// The last modification, in whole seconds since 1970.
+        var modificationTime: Int
+        /// The device and inode: which file this is, whatever its name now.
+        var device: UInt64
+        var inode: UInt64
+
+        init(_ status: stat) {
+            type = status.st_mode & S_IFMT
+            permissions = status.st_mode & 0o7777
+            owner = status.st_uid
+            group = status.st_gid
+            size = Int(status.st_size)
+            modificationTime = Int(status.st_mtim.tv_sec)
+            device = UInt64(status.st_dev)
+            inode = UInt64(status.st_ino)
+        }
+
+        var isSocket: Bool { type == S_IFSOCK }
+    }
+
+    /// stat(2) of `path` (symbolic links followed); nil with errno set when it fails.
+    static func status(_ path: String) -> Status? {
+        var status = stat()
+        // unsafe: stat fills the local `status`; the path is passed for the call only.
+        guard unsafe stat(path, &status) == 0 else { return nil }
+        return Status(status)
+    }
+
+    /// fstat(2) of an open file; nil with errno set when it fails.
+    static func status(of descriptor: Int32) -> Status? {
+        var status = stat()
+        // unsafe: fstat fills the local `status`.
+        guard unsafe fstat(descriptor, &status) == 0 else { return nil }
+        return Status(status)
+    }
+
+    /// open(2), EINTR retried: the descriptor, or -1 with errno set.
+    static func openFile(_ path: String, _ flags: Int32, mode: mode_t = 0) -> Int32 {
+        retrying { unsafe Glibc.open(path, flags, mode) }
+    }
+
+    /// mkdir(2); false with errno set when it fails.
+    static func createDirectory(_ path: String, mode: mode_t) -> Bool {
+        unsafe mkdir(path, mode) == 0
+    }
+
+    /// A new folder named `prefix` and six random characters (mkdtemp(3),
+    /// mode 0700); nil with errno set when it cannot be made.
+    static func makeUniqueDirectory(prefix: String) -> String? {
+        var template = Array((prefix + "XXXXXX").utf8CString)
+        // unsafe: mkdtemp rewrites the six X of the NUL-terminated template in place, inside its
+        // own storage, and returns a pointer into it that is copied before the closure ends.
+        return unsafe template.withUnsafeMutableBufferPointer { buffer in
+            unsafe mkdtemp(buffer.baseAddress!).map { unsafe String(cString: $0) }
+        }
+    }
+
+    /// rmdir(2) of an empty folder; nothing when it fails.
+    static func removeDirectory(_ path: String) {
+        unsafe rmdir(path)
+    }
+
+    /// chmod(2); false with errno set when it fails.
+    static func changeMode(_ path: String, _ mode: mode_t) -> Bool {
+        unsafe chmod(path, mode) == 0
+    }
+
+    /// chown(2); false with errno set when it fails.
+    static func changeOwner(_ path: String, uid: UInt32, gid: UInt32) -> Bool {
+        unsafe chown(path, uid, gid) == 0
+    }
+
+    /// rename(2), replacing what `to` names; false with errno set when it fails.
+    static func renameItem(_ from: String, to: String) -> Bool {
+        unsafe Glibc.rename(from, to) == 0
+    }
+
+    /// The absolute path with every symbolic link, `.` and `..` resolved (realpath(3)); nil when it cannot be.
+    static func canonicalPath(_ path: String) -> String? {
+        // unsafe: realpath allocates the result, which is copied and then freed here.
+        guard let resolved = unsafe realpath(path, nil) else { return nil }
+        defer { unsafe free(resolved) }
+        return unsafe String(cString: resolved)
+    }
+
     /// Creates `path` and its missing parents with mode 0755 (whatever the
     /// umask: the unprivileged filter-data must get through them); an existing
     /// folder is left as it is.
@@ -99,7 +198,7 @@ enum FileSystem {
     }
 
     static func setMode(_ path: String, _ mode: mode_t) throws(RuleUpdateError) {
-        guard unsafe chmod(path, mode) == 0 else { throw failure(path, "cannot set permissions") }
+        guard changeMode(path, mode) else { throw failure(path, "cannot set permissions") }
     }
 
     /// Flushes a file or folder to disk (for a folder: the names in it).
@@ -111,7 +210,7 @@ enum FileSystem {
     }
 
     static func rename(_ from: String, _ to: String) throws(RuleUpdateError) {
-        guard unsafe Glibc.rename(from, to) == 0 else { throw failure(to, "cannot rename \(from) to it") }
+        guard renameItem(from, to: to) else { throw failure(to, "cannot rename \(from) to it") }
     }
 
     static func symlink(target: String, at path: String) throws(RuleUpdateError) {

@@ -96,8 +96,18 @@ struct HTTPSClient: Sendable {
         do {
             return try await withTaskCancellationHandler {
                 try await channel.executeThenClose { inbound, outbound in
-                    try await outbound.write(.head(request))
-                    try await outbound.write(.end(nil))
+                    // One write for the whole request: a server that answers a
+                    // GET as soon as its head is in and closes (Connection:
+                    // close) must not turn a complete answer into "I/O on
+                    // closed channel" for a second write. Should the write
+                    // fail anyway, whatever the server sent is still read; the
+                    // write's error is only reported when nothing came back.
+                    var writeError: (any Error)?
+                    do {
+                        try await outbound.write(contentsOf: [.head(request), .end(nil)])
+                    } catch {
+                        writeError = error
+                    }
                     var response: Response?
                     for try await part in inbound {
                         switch part {
@@ -127,6 +137,7 @@ struct HTTPSClient: Sendable {
                             return response
                         }
                     }
+                    if response == nil, let writeError { throw writeError }
                     throw RuleUpdateError.truncated(file: file)
                 }
             } onCancel: {

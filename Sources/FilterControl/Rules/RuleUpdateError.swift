@@ -42,6 +42,8 @@ public enum RuleUpdateError: Error, Hashable, Sendable, CustomStringConvertible 
     case bundle(BundleError)
     /// The bundle's rule store cannot be read.
     case store(StoreError)
+    /// The school's policy in the bundle is not one this machine can apply.
+    case policy(ConfigurationError)
     /// The bundle's version is not newer than the one installed.
     case rollback(offered: UInt64, installed: UInt64)
     /// Reading or writing the rule folder failed.
@@ -69,6 +71,7 @@ public enum RuleUpdateError: Error, Hashable, Sendable, CustomStringConvertible 
         case .badResponse: "fetch.protocol"
         case .bundle(let error): error.code
         case .store(let error): error.code
+        case .policy: "bundle.policy-invalid"
         case .rollback: "install.rollback"
         case .io: "install.io"
         case .busy: "install.busy"
@@ -117,6 +120,8 @@ public enum RuleUpdateError: Error, Hashable, Sendable, CustomStringConvertible 
             error.description
         case .store(let error):
             error.description
+        case .policy(let error):
+            "the school's policy in the bundle cannot be applied: \(error); the installed rules and policy stay in force"
         case .rollback(let offered, let installed):
             "the bundle has version \(offered), not newer than the installed version \(installed): refused (no rollback); publish a bundle with a higher version"
         case .io(let path, let reason):

@@ -33,6 +33,8 @@ public struct InstalledRules: Sendable, Hashable {
     public var storePath: String
     /// `rules.directory/versions/<version>/rules.hpstore`: the same file, not through the link.
     public var versionStorePath: String
+    /// `rules.directory/versions/<version>`: the bundle's files (the school's policy among them, if it has one).
+    public var versionDirectory: String
 }
 
 /// Fetches, verifies and installs signed rule bundles; the one entry point
@@ -147,7 +149,8 @@ public actor RuleUpdater {
         return InstalledRules(
             version: version,
             storePath: installer.currentLink + "/" + BundleManifest.storeFileName,
-            versionStorePath: installer.versionDirectory(version) + "/" + BundleManifest.storeFileName)
+            versionStorePath: installer.versionDirectory(version) + "/" + BundleManifest.storeFileName,
+            versionDirectory: installer.versionDirectory(version))
     }
 
     /// The recorded state (installed version, last attempt and result).
@@ -267,6 +270,12 @@ public actor RuleUpdater {
                 _ = try RuleStore(path: staging + "/" + BundleManifest.storeFileName, verification: .full)
             } catch {
                 throw .store(error)
+            }
+            // A policy this machine cannot read would leave it with none: refused like a bad store.
+            do {
+                _ = try PolicyInForce.bundlePolicy(inFolder: staging)
+            } catch {
+                throw .policy(error)
             }
             let previous = try installer.install(staging: staging, version: manifest.version)
             state.installedVersion = manifest.version

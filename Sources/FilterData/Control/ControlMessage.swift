@@ -8,6 +8,8 @@
 //
 //   filter-control -> filter-data
 //     rules STORE POLICY          map this store and policy, swap, unmap the old (rulesChanged)
+//     policy POLICY               read the policy set again, keep the store (a schedule, an exam, an override)
+//     user UID AUDIENCE           the group of a user filter-data asked about ('-' no group, 'system')
 //     answer HOST TTL CATEGORY... the lookup's categories of HOST (none: known, but in no category)
 //     noanswer HOST               no answer for HOST: its waiting flows get policy.askDefault now
 //     ping N                      health check; filter-data answers pong N with its counters
@@ -15,6 +17,8 @@
 //   filter-data -> filter-control
 //     hello PID VERSION           running, sandboxed, with this rules version
 //     ask HOST KIND DEST PORT UID needRules: a flow to HOST waits (UID '-' when unknown)
+//     askuser UID                 a flow of UID waits: which group is this user in?
+//     report LINE...              decisions worth recording, one per line (FlowReport, tab-separated)
 //     loaded VERSION              a `rules` message was applied
 //     refused CODE MESSAGE        a `rules` message was refused; the old rules stay
 //     pong N KEY=VALUE...         the answer to ping N, with counters
@@ -22,12 +26,16 @@ public import VerdictCore
 
 public enum ControlMessage: Sendable, Hashable {
     case useRules(store: String, policy: String)
+    case usePolicy(String)
+    case userPlacement(uid: UInt32, audience: Audience)
     case answer(host: HostName, categories: [String], timeToLive: UInt32)
     case noAnswer(host: HostName)
     case ping(UInt64)
 
     case hello(pid: Int32, rulesVersion: UInt64)
     case ask(NeedRulesQuestion)
+    case askUser(UInt32)
+    case reports([FlowReport])
     case rulesLoaded(version: UInt64)
     case rulesRefused(code: String, message: String)
     case pong(UInt64, counters: [Counter])
@@ -54,6 +62,10 @@ public enum ControlMessage: Sendable, Hashable {
         var fields: [String]
         switch self {
         case .useRules(let store, let policy): fields = ["rules", store, policy]
+        case .usePolicy(let policy): fields = ["policy", policy]
+        case .userPlacement(let uid, let audience): fields = ["user", String(uid), PolicySet.token(audience)]
+        case .askUser(let uid): fields = ["askuser", String(uid)]
+        case .reports(let reports): fields = ["report"] + reports.map(\.line)
         case .answer(let host, let categories, let timeToLive): fields = ["answer", host.description, String(timeToLive)] + categories
         case .noAnswer(let host): fields = ["noanswer", host.description]
         case .ping(let number): fields = ["ping", String(number)]
@@ -125,6 +137,25 @@ public enum ControlMessage: Sendable, Hashable {
             let uid: UInt32? = values[4] == "-" ? nil : try number(values[4])
             self = .ask(
                 NeedRulesQuestion(host: try host(values[0]), kind: values[1], destination: values[2], port: try number(values[3]), uid: uid))
+        case "policy":
+            try count(1)
+            guard values[0].hasPrefix("/") else { throw DecodingError(reason: "the policy path must be absolute") }
+            self = .usePolicy(values[0])
+        case "user":
+            try count(2)
+            guard let audience = PolicySet.audience(token: values[1]) else { throw DecodingError(reason: "'\(values[1])' is not a group") }
+            self = .userPlacement(uid: try number(values[0]), audience: audience)
+        case "askuser":
+            try count(1)
+            self = .askUser(try number(values[0]))
+        case "report":
+            guard values.count <= FlowReport.maximumPerMessage else { throw DecodingError(reason: "more than \(FlowReport.maximumPerMessage) reports") }
+            var reports: [FlowReport] = []
+            for line in values {
+                guard let report = FlowReport(line: line) else { throw DecodingError(reason: "'\(line.prefix(64))' is not a report") }
+                reports.append(report)
+            }
+            self = .reports(reports)
         case "loaded":
             try count(1)
             self = .rulesLoaded(version: try number(values[0]))
@@ -166,5 +197,67 @@ public struct NeedRulesQuestion: Sendable, Hashable {
         self.destination = destination
         self.port = port
         self.uid = uid
+    }
+}
+
+/// A decision filter-data reports to filter-control: every flow's first
+/// decision and every blocked DNS query, with what it was made on. filter-
+/// control keeps the allowed connections' reports to judge them again when
+/// the policy changes, and writes the audit log from them.
+public struct FlowReport: Sendable, Hashable {
+    public var flow: FlowKey
+    public var uid: UInt32?
+    public var kind: String
+    public var host: String?
+    /// The HTTP request's path (plain HTTP only).
+    public var path: String?
+    public var verdict: Verdict
+    public var reason: Reason
+
+    public init(flow: FlowKey, uid: UInt32?, kind: String, host: String?, path: String?, verdict: Verdict, reason: Reason) {
+        self.flow = flow
+        self.uid = uid
+        self.kind = kind
+        self.host = host
+        self.path = path
+        self.verdict = verdict
+        self.reason = reason
+    }
+
+    /// Reports per message: a full one stays well under `ControlMessage.maximumSize`
+    /// (a path is cut to 256 bytes, a name is at most 253).
+    public static let maximumPerMessage = 12
+
+    /// `PROTO SRC SPORT DST DPORT UID KIND HOST VERDICT SOURCE CATEGORY RULE PATH`, tab-separated, '-' for none.
+    var line: String {
+        func field(_ text: String?) -> String {
+            guard let text, !text.isEmpty else { return "-" }
+            return String(text.filter { $0 != "\t" && $0 != "\n" }.prefix(256))
+        }
+        return [
+            String(flow.protocolNumber), flow.source.description, String(flow.sourcePort), flow.destination.description, String(flow.destinationPort),
+            uid.map(String.init) ?? "-", field(kind), field(host), verdict.rawValue, reason.source.rawValue, field(reason.category), field(reason.rule),
+            field(path),
+        ].joined(separator: "\t")
+    }
+
+    init?(line: String) {
+        let fields = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+        guard fields.count == 13, let proto = UInt8(fields[0]), let source = IPAddress(fields[1]), let sourcePort = UInt16(fields[2]),
+            let destination = IPAddress(fields[3]), let destinationPort = UInt16(fields[4]), let verdict = Verdict(rawValue: fields[8]),
+            let reasonSource = Reason.Source(rawValue: fields[9])
+        else { return nil }
+        func optional(_ text: String) -> String? { text == "-" ? nil : text }
+        let uid: UInt32?
+        if fields[5] == "-" {
+            uid = nil
+        } else {
+            guard let number = UInt32(fields[5]) else { return nil }
+            uid = number
+        }
+        self.init(
+            flow: FlowKey(protocolNumber: proto, source: source, sourcePort: sourcePort, destination: destination, destinationPort: destinationPort),
+            uid: uid, kind: fields[6], host: optional(fields[7]), path: optional(fields[12]), verdict: verdict,
+            reason: Reason(source: reasonSource, category: optional(fields[10]), rule: optional(fields[11])))
     }
 }

@@ -135,7 +135,11 @@ public struct Inspection: Sendable {
 
 /// Runs packets through flows and decides them against a `VerdictEngine`.
 public struct FlowInspector<Rules: RuleSource>: Sendable {
-    public private(set) var engine: VerdictEngine<Rules>
+    /// One engine per audience: a flow is judged with its user's policy.
+    public private(set) var engines: PolicyEngines<Rules>
+    /// The engine of people in no group; the machine's own settings (DNS
+    /// rewriting) are the same in every engine.
+    public var engine: VerdictEngine<Rules> { engines.fallback }
     public let settings: FlowInspectorSettings
     public private(set) var table: FlowTable<FlowStateMachine>
     private var tally = InspectorCounters()
@@ -151,10 +155,15 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
     /// The answer for packets outside any flow (rule 1 above).
     public static var untrackedDecision: Decision { Decision(.allow, Reason(source: .noName)) }
 
-    public init(engine: VerdictEngine<Rules>, settings: FlowInspectorSettings = FlowInspectorSettings()) {
-        self.engine = engine
+    public init(engines: PolicyEngines<Rules>, settings: FlowInspectorSettings = FlowInspectorSettings()) {
+        self.engines = engines
         self.settings = settings
         self.table = FlowTable(settings: settings.table)
+    }
+
+    /// One policy for everyone.
+    public init(engine: VerdictEngine<Rules>, settings: FlowInspectorSettings = FlowInspectorSettings()) {
+        self.init(engines: PolicyEngines(single: engine), settings: settings)
     }
 
     // MARK: Packets
@@ -199,38 +208,50 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
     /// Uses new rules (or a new policy) for every decision from now on.
     /// Decided flows keep their decisions; flows waiting for rules are
     /// decided again by `resolve(flow:now:)` or `resolveWaitingFlows(now:)`.
+    public mutating func replaceEngines(_ engines: PolicyEngines<Rules>) {
+        self.engines = engines
+    }
+
+    /// One policy for everyone from now on.
     public mutating func replaceEngine(_ engine: VerdictEngine<Rules>) {
-        self.engine = engine
+        replaceEngines(PolicyEngines(single: engine))
+    }
+
+    /// filter-control placed `uid` in `audience`: flows of that user waiting
+    /// for it are decided by `resolve(flow:uid:now:)`.
+    public mutating func place(uid: UInt32, in audience: Audience) {
+        engines.place(uid: uid, in: audience)
     }
 
     /// Records filter-control's answer to a needRules question. Waiting
     /// flows are not decided here: call `resolve(flow:now:)` for them.
     public mutating func recordAnswer(_ answer: LookupAnswers.Answer, for host: HostName) {
-        engine.answers.record(answer, for: host)
+        engines.recordAnswer(answer, for: host)
     }
 
     /// Forgets answers whose time to live has passed.
     @discardableResult
     public mutating func removeExpiredAnswers(now: UInt64) -> Int {
-        engine.answers.removeExpired(now: now)
+        engines.removeExpiredAnswers(now: now)
     }
 
     /// Gives a flow that waits for rules this decision, without asking the
     /// engine (no answer in time: `policy.askDefault`). Nil when the flow is
     /// unknown or not waiting.
-    public mutating func settle(flow key: FlowKey, with decision: Decision, now: UInt64) -> Inspection? {
+    public mutating func settle(flow key: FlowKey, with decision: Decision, uid: UInt32? = nil, now: UInt64) -> Inspection? {
         guard let slot = table.find(key, now: now) else { return nil }
         guard let step = table[slot].rulesChanged(), case .decide(let findings) = step else { return nil }
-        let facts = makeFacts(findings, key: key, uid: nil, gid: nil)
+        let facts = makeFacts(findings, key: key, uid: uid, gid: nil)
         return conclude(slot, key, findings, facts: facts, direction: .clientToServer, created: false, decision: decision)
     }
 
     /// Decides a flow that waits for rules (or a DNS flow holding a query)
-    /// again with the current engine. Nil when the flow is unknown or not waiting.
-    public mutating func resolve(flow key: FlowKey, now: UInt64) -> Inspection? {
+    /// again with the current engines, as a flow of `uid`. Nil when the flow
+    /// is unknown or not waiting.
+    public mutating func resolve(flow key: FlowKey, uid: UInt32? = nil, now: UInt64) -> Inspection? {
         guard let slot = table.find(key, now: now) else { return nil }
         guard let step = table[slot].rulesChanged(), case .decide(let findings) = step else { return nil }
-        let facts = makeFacts(findings, key: key, uid: nil, gid: nil)
+        let facts = makeFacts(findings, key: key, uid: uid, gid: nil)
         return conclude(slot, key, findings, facts: facts, direction: .clientToServer, created: false)
     }
 
@@ -381,7 +402,7 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
             var facts = makeFacts(findings, key: key, uid: uid, gid: gid)
             facts.mayRevealName = true
             return Inspection(flow: key, direction: direction, createdFlow: created, finality: .undecided,
-                              decision: engine.decide(facts), facts: facts, findings: findings)
+                              decision: engines.decide(facts), facts: facts, findings: findings)
         case .holdForRules(let findings):
             let facts = makeFacts(findings, key: key, uid: uid, gid: gid)
             return Inspection(flow: key, direction: direction, createdFlow: created, finality: .undecided,
@@ -395,7 +416,7 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
     /// Asks the engine, records the answer in the flow, and reports it.
     private mutating func conclude(_ slot: FlowSlot, _ key: FlowKey, _ findings: FlowFindings, facts: FlowFacts,
                                    direction: Inspection.Direction, created: Bool, decision given: Decision? = nil) -> Inspection {
-        let decision = given ?? engine.decide(facts)
+        let decision = given ?? engines.decide(facts)
         let wasQueries: Bool
         if case .judgingQueries = table[slot].state { wasQueries = true } else { wasQueries = false }
         let stage = table[slot].apply(decision, findings: findings, facts: facts)

@@ -1,20 +1,30 @@
 public import VerdictCore
 
+/// What filter-data asks filter-control about before it can decide a flow.
+public enum HeldQuestion: Sendable, Hashable {
+    /// A name no rule knows (needRules).
+    case host(HostName)
+    /// A local user filter-control has not placed in a group yet.
+    case user(UInt32)
+}
+
 /// The packets filter-data holds back (no verdict yet) while their flows
-/// wait for filter-control's answer (needRules), grouped by flow and by the
-/// name asked about. Bounded: the kernel counts held packets against the
+/// wait for filter-control's answer (needRules, or which group a user is
+/// in), grouped by flow and by the question asked. Bounded: the kernel counts held packets against the
 /// queue's length, so at `capacity` a new packet is refused and its flow
 /// gets the default at once. Pure: time is passed in.
 public struct HeldPackets: Sendable {
     public struct Flow: Sendable, Hashable {
-        public var host: HostName
+        public var question: HeldQuestion
+        /// The socket's user, to decide the flow with that user's policy once the answer is in.
+        public var uid: UInt32?
         public var packets: [UInt32]
         /// When the flow stops waiting and gets `policy.askDefault`.
         public var deadline: UInt64
     }
 
     public enum HoldResult: Sendable, Hashable {
-        /// Held; `newQuestion` when no flow was waiting for this name yet (ask filter-control).
+        /// Held; `newQuestion` when no flow was waiting for this answer yet (ask filter-control).
         case held(newQuestion: Bool)
         /// Not held: `capacity` packets are already waiting.
         case full
@@ -24,7 +34,7 @@ public struct HeldPackets: Sendable {
     public private(set) var packetCount = 0
     private var flows: [FlowKey: Flow] = [:]
     /// The flows waiting for each name, and when the question was asked.
-    private var questions: [HostName: (asked: UInt64, flows: Set<FlowKey>)] = [:]
+    private var questions: [HeldQuestion: (asked: UInt64, flows: Set<FlowKey>)] = [:]
 
     public init(capacity: Int = 1024) {
         precondition(capacity > 0)
@@ -34,21 +44,21 @@ public struct HeldPackets: Sendable {
     public var flowCount: Int { flows.count }
     public var isEmpty: Bool { flows.isEmpty }
 
-    /// Holds `packet` of `flow`, which waits for an answer about `host`.
+    /// Holds `packet` of `flow` (of `uid`), which waits for the answer to `question`.
     /// The deadline is set by the flow's first held packet.
-    public mutating func hold(packet: UInt32, flow key: FlowKey, host: HostName, now: UInt64, deadline: UInt64) -> HoldResult {
+    public mutating func hold(packet: UInt32, flow key: FlowKey, question: HeldQuestion, uid: UInt32?, now: UInt64, deadline: UInt64) -> HoldResult {
         guard packetCount < capacity else { return .full }
         packetCount += 1
         if flows[key] != nil {
             flows[key]!.packets.append(packet)
             return .held(newQuestion: false)
         }
-        flows[key] = Flow(host: host, packets: [packet], deadline: deadline)
-        if questions[host] != nil {
-            questions[host]!.flows.insert(key)
+        flows[key] = Flow(question: question, uid: uid, packets: [packet], deadline: deadline)
+        if questions[question] != nil {
+            questions[question]!.flows.insert(key)
             return .held(newQuestion: false)
         }
-        questions[host] = (now, [key])
+        questions[question] = (now, [key])
         return .held(newQuestion: true)
     }
 
@@ -59,18 +69,21 @@ public struct HeldPackets: Sendable {
     public mutating func release(_ key: FlowKey) -> [UInt32] {
         guard let flow = flows.removeValue(forKey: key) else { return [] }
         packetCount -= flow.packets.count
-        if var question = questions[flow.host] {
-            question.flows.remove(key)
-            questions[flow.host] = question.flows.isEmpty ? nil : question
+        if var waiting = questions[flow.question] {
+            waiting.flows.remove(key)
+            questions[flow.question] = waiting.flows.isEmpty ? nil : waiting
         }
         return flow.packets
     }
 
-    /// The flows waiting for `host`, and when it was asked about (nil: nobody waits).
-    public func waiting(for host: HostName) -> (asked: UInt64, flows: [FlowKey])? {
-        guard let question = questions[host] else { return nil }
-        return (question.asked, Array(question.flows))
+    /// The flows waiting for the answer to `question`, and when it was asked (nil: nobody waits).
+    public func waiting(for question: HeldQuestion) -> (asked: UInt64, flows: [FlowKey])? {
+        guard let waiting = questions[question] else { return nil }
+        return (waiting.asked, Array(waiting.flows))
     }
+
+    /// The user of a held flow (nil when it is not held or has none).
+    public func uid(of key: FlowKey) -> UInt32? { flows[key]?.uid }
 
     /// Every flow held, for a rules change (each may now be decided).
     public var allFlows: [FlowKey] { Array(flows.keys) }

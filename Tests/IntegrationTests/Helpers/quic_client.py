@@ -1,8 +1,11 @@
-"""A QUIC client for hallpass's integration tests (aioquic, sans I/O over a
-connected UDP socket, so an ICMP rejection is seen at once).
+"""A QUIC client for hallpass's integration tests and scripts/soak.sh
+(aioquic, sans I/O over a connected UDP socket, so an ICMP rejection is seen
+at once).
 
-Prints the server's answer and exits 0; exits 3 when the network refuses the
-flow (ICMP unreachable), 2 when nothing answers before the deadline."""
+Run as a program: prints the server's answer and exits 0; exits 3 when the
+network refuses the flow (ICMP unreachable), 2 when nothing answers before
+the deadline, 4 when the connection is closed without an answer. Imported:
+`request(...)` returns the same status with the text and the local port."""
 import argparse
 import socket
 import ssl
@@ -14,6 +17,54 @@ from aioquic.quic.connection import QuicConnection
 from aioquic.quic.events import ConnectionTerminated, HandshakeCompleted, StreamDataReceived
 
 
+def request(address, name, port=443, version="1", deadline=3.0):
+    """One QUIC connection to `address` with server name `name` that sends
+    the name on a stream and reads the answer. Returns (status, text,
+    local port): 0 and the answer, 3 "refused", 2 "timeout", 4 "terminated: ..."."""
+    configuration = QuicConfiguration(is_client=True, alpn_protocols=["hq-interop"], server_name=name)
+    configuration.verify_mode = ssl.CERT_NONE
+    if version == "2":
+        configuration.supported_versions = [0x6B3343CF]
+        configuration.original_version = 0x6B3343CF
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as sock:
+        sock.connect((address, port))
+        peer = sock.getpeername()
+        local_port = sock.getsockname()[1]
+        connection = QuicConnection(configuration=configuration)
+        connection.connect(peer, now=time.time())
+        end = time.time() + deadline
+        stream = None
+        answer = b""
+        while time.time() < end:
+            for data, _ in connection.datagrams_to_send(now=time.time()):
+                try:
+                    sock.send(data)
+                except ConnectionRefusedError:
+                    return 3, "refused", local_port
+            timer = connection.get_timer()
+            wait = max(0.01, min(end, timer if timer else end) - time.time())
+            sock.settimeout(wait)
+            try:
+                data = sock.recv(65536)
+                connection.receive_datagram(data, peer, now=time.time())
+            except socket.timeout:
+                connection.handle_timer(now=time.time())
+            except ConnectionRefusedError:
+                return 3, "refused", local_port
+            while (event := connection.next_event()) is not None:
+                if isinstance(event, HandshakeCompleted):
+                    stream = connection.get_next_available_stream_id()
+                    connection.send_stream_data(stream, name.encode(), end_stream=True)
+                elif isinstance(event, StreamDataReceived) and event.stream_id == stream:
+                    answer += event.data
+                    if event.end_stream:
+                        return 0, answer.decode().strip(), local_port
+                elif isinstance(event, ConnectionTerminated):
+                    return 4, f"terminated: {event.reason_phrase}", local_port
+        return 2, "timeout", local_port
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--address", required=True)
@@ -22,53 +73,9 @@ def main():
     parser.add_argument("--version", default="1", choices=["1", "2"])
     parser.add_argument("--deadline", type=float, default=3.0)
     arguments = parser.parse_args()
-
-    configuration = QuicConfiguration(is_client=True, alpn_protocols=["hq-interop"], server_name=arguments.name)
-    configuration.verify_mode = ssl.CERT_NONE
-    if arguments.version == "2":
-        configuration.supported_versions = [0x6B3343CF]
-        configuration.original_version = 0x6B3343CF
-    family = socket.AF_INET6 if ":" in arguments.address else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_DGRAM)
-    sock.connect((arguments.address, arguments.port))
-    peer = sock.getpeername()
-    connection = QuicConnection(configuration=configuration)
-    connection.connect(peer, now=time.time())
-    deadline = time.time() + arguments.deadline
-    stream = None
-    answer = b""
-    while time.time() < deadline:
-        for data, _ in connection.datagrams_to_send(now=time.time()):
-            try:
-                sock.send(data)
-            except ConnectionRefusedError:
-                print("refused", flush=True)
-                return 3
-        timer = connection.get_timer()
-        wait = max(0.01, min(deadline, timer if timer else deadline) - time.time())
-        sock.settimeout(wait)
-        try:
-            data = sock.recv(65536)
-            connection.receive_datagram(data, peer, now=time.time())
-        except socket.timeout:
-            connection.handle_timer(now=time.time())
-        except ConnectionRefusedError:
-            print("refused", flush=True)
-            return 3
-        while (event := connection.next_event()) is not None:
-            if isinstance(event, HandshakeCompleted):
-                stream = connection.get_next_available_stream_id()
-                connection.send_stream_data(stream, arguments.name.encode(), end_stream=True)
-            elif isinstance(event, StreamDataReceived) and event.stream_id == stream:
-                answer += event.data
-                if event.end_stream:
-                    print(answer.decode().strip(), flush=True)
-                    return 0
-            elif isinstance(event, ConnectionTerminated):
-                print(f"terminated: {event.reason_phrase}", flush=True)
-                return 4
-    print("timeout", flush=True)
-    return 2
+    status, text, _ = request(arguments.address, arguments.name, arguments.port, arguments.version, arguments.deadline)
+    print(text, flush=True)
+    return status
 
 
 if __name__ == "__main__":

@@ -1,0 +1,274 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+public import Foundation
+public import Logging
+import NIOConcurrencyHelpers
+public import NIOCore
+public import NIOPosix
+import SharedStore
+
+/// filter-control's audit writer: takes `DecisionRecord`s without ever
+/// making the caller wait, and writes each as an `AuditRecord` to the
+/// outputs `log:` turns on (the JSON-lines file, the journal, the school's
+/// syslog collector).
+///
+/// `record` puts the decision in a bounded queue (`queueCapacity`); when it
+/// is full the decision is dropped and counted. `run` takes them off in
+/// order, names the user (NSS, cached), writes the file on a thread of its
+/// own, sends the journal datagram and hands the message to the
+/// `SyslogForwarder`, which has its own bounded buffer for a collector that
+/// is down. `counters` says what each step did and dropped.
+///
+/// To run it as a service: `run()` until shutdown, with `finish()` on
+/// graceful shutdown (the queue is drained, the collector gets up to two
+/// seconds for what it holds, then `run` returns); `reopen()` on SIGUSR1.
+public final class AuditLog: Sendable {
+    public struct Counters: Sendable, Hashable, Codable {
+        /// Decisions taken into the queue.
+        public var queued: UInt64 = 0
+        /// Decisions dropped because the queue was full (or the log was finished).
+        public var droppedQueue: UInt64 = 0
+        /// Allowed decisions not recorded (`log.allowed: none`).
+        public var skippedAllowed: UInt64 = 0
+        /// Records written by every output that is on.
+        public var written: UInt64 = 0
+        public var fileWritten: UInt64 = 0
+        public var fileFailed: UInt64 = 0
+        public var fileLastError: String?
+        public var journalSent: UInt64 = 0
+        public var journalDropped: UInt64 = 0
+        public var syslog: SyslogForwarder.Counters?
+    }
+
+    public struct Failure: Error, Sendable, CustomStringConvertible {
+        public var message: String
+        public var description: String { message }
+    }
+
+    /// Who a uid and gid are: the user's name and the group's name, when known.
+    public typealias PersonLookup = @Sendable (_ uid: UInt32?, _ gid: UInt32?) async -> (user: String?, group: String?)
+
+    public static let queueCapacity = 4096
+
+    public let settings: AuditSettings
+    private let maker: AuditRecordMaker
+    private let logger: Logger
+    private let lookup: PersonLookup
+    private let stream: AsyncStream<DecisionRecord>
+    private let continuation: AsyncStream<DecisionRecord>.Continuation
+    private let state = NIOLockedValueBox(Counters())
+    private let file: NIOLockedValueBox<AuditFile>?
+    /// One thread: file writes block on the disk and must stay in order.
+    private let fileThread: NIOThreadPool?
+    private let reopenRequested = NIOLockedValueBox(false)
+    private let journal: JournalOutput?
+    private let forwarder: SyslogForwarder?
+    private let processID = getpid()
+
+    /// Checks the settings and opens nothing yet but the pseudonym key
+    /// (made when missing). `journalSocket`, `lookup` and `eventLoopGroup`
+    /// (where the collector's connection lives) are for tests.
+    public init(
+        settings: AuditSettings, rulesDirectory: String, logger: Logger, journalSocket: String = JournalOutput.defaultSocket,
+        syslogBackoff: SyslogForwarder.Backoff = .init(), lookup: PersonLookup? = nil, queueCapacity: Int = AuditLog.queueCapacity,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) throws(Failure) {
+        self.settings = settings
+        self.logger = logger
+        var pseudonyms: Pseudonyms?
+        if settings.users == .pseudonym {
+            let path = settings.pseudonymKeyPath(rulesDirectory: rulesDirectory)
+            do {
+                pseudonyms = Pseudonyms(key: try Pseudonyms.loadKey(path: path, create: true))
+            } catch {
+                throw Failure(message: "log.users is pseudonym, but \(error)")
+            }
+        }
+        maker = AuditRecordMaker(machine: settings.machine ?? AuditRecordMaker.hostName(), users: settings.users, pseudonyms: pseudonyms)
+        self.lookup = lookup ?? AuditLog.systemLookup()
+        (stream, continuation) = AsyncStream.makeStream(of: DecisionRecord.self, bufferingPolicy: .bufferingOldest(max(1, queueCapacity)))
+        if let path = settings.file {
+            file = NIOLockedValueBox(
+                AuditFile(path: path, maxBytes: settings.maxFileBytes, keepFiles: settings.keepFiles, retention: Double(settings.retentionDays) * 86_400))
+            fileThread = NIOThreadPool(numberOfThreads: 1)
+        } else {
+            file = nil
+            fileThread = nil
+        }
+        journal = settings.journald ? JournalOutput(socketPath: journalSocket) : nil
+        if settings.journald, journal == nil {
+            logger.info("audit: no journal socket; records go to the other outputs", metadata: ["hallpass.audit.journal": "\(journalSocket)"])
+        }
+        forwarder = settings.syslog.map {
+            SyslogForwarder(
+                target: $0, caFile: settings.caFile, capacity: settings.syslogBuffer, backoff: syslogBackoff, logger: logger, group: eventLoopGroup)
+        }
+    }
+
+    /// Takes one decision; never waits. Allowed ones only with `log.allowed: all`.
+    public func record(_ decision: DecisionRecord) {
+        if decision.action == .allow, settings.allowed == .none {
+            state.withLockedValue { $0.skippedAllowed += 1 }
+            return
+        }
+        switch continuation.yield(decision) {
+        case .enqueued: state.withLockedValue { $0.queued += 1 }
+        case .dropped, .terminated: state.withLockedValue { $0.droppedQueue += 1 }
+        @unknown default: state.withLockedValue { $0.droppedQueue += 1 }
+        }
+    }
+
+    /// Closes the file; the next record opens the path again (logrotate's SIGUSR1).
+    public func reopen() {
+        reopenRequested.withLockedValue { $0 = true }
+    }
+
+    /// Stops taking decisions; `run` writes what is queued and returns.
+    public func finish() {
+        continuation.finish()
+    }
+
+    public func counters() async -> Counters {
+        var result = state.withLockedValue { $0 }
+        result.syslog = await forwarder?.currentCounters()
+        return result
+    }
+
+    /// Writes records until `finish()` (then drains the queue) or cancellation.
+    public func run() async {
+        fileThread?.start()
+        logger.info(
+            "audit: writing records",
+            metadata: [
+                "hallpass.audit.file": "\(settings.file ?? "none")", "hallpass.audit.journal": "\(journal != nil)",
+                "hallpass.audit.syslog": "\(settings.syslog.map(String.init(describing:)) ?? "none")",
+                "hallpass.audit.users": "\(settings.users.rawValue)",
+            ])
+        await withTaskGroup(of: Void.self) { group in
+            if let forwarder { group.addTask { await forwarder.run() } }
+            if file != nil {
+                // Retention holds while nothing is blocked too.
+                group.addTask {
+                    while !Task.isCancelled {
+                        await self.maintainFile(now: Date())
+                        try? await Task.sleep(for: .seconds(3600))
+                    }
+                }
+            }
+            var cache = PersonCache()
+            for await decision in stream {
+                let person = await cache.person(uid: decision.uid, gid: decision.gid, now: Date(), lookup: lookup)
+                await write(maker.record(decision, person: person))
+            }
+            if let forwarder {
+                await forwarder.finish()
+                // The collector gets two seconds for what it still holds
+                // (the first child to end is the forwarder or this sleep).
+                group.addTask {
+                    try? await Task.sleep(for: .seconds(2))
+                }
+                _ = await group.next()
+            }
+            group.cancelAll()
+        }
+        try? await fileThread?.shutdownGracefully()
+        logger.info("audit: stopped", metadata: ["hallpass.audit.written": "\(state.withLockedValue { $0.written })"])
+    }
+
+    func maintainFile(now: Date) async {
+        guard let file, let fileThread else { return }
+        let outcome = try? await fileThread.runIfActive {
+            file.withLockedValue { file in Result { () throws(AuditFile.Failure) in try file.maintain(now: now) } }
+        }
+        if case .failure(let error)? = outcome {
+            logger.error("audit: cannot rotate or prune the audit file", metadata: ["hallpass.error": "\(error)"])
+        }
+    }
+
+    private func write(_ record: AuditRecord) async {
+        if let file, let fileThread {
+            let reopen = reopenRequested.withLockedValue { value in
+                defer { value = false }
+                return value
+            }
+            let line = AuditFormat.jsonLine(record)
+            let outcome: Result<Void, AuditFile.Failure>
+            do {
+                outcome = try await fileThread.runIfActive {
+                    file.withLockedValue { file in
+                        if reopen { file.reopen() }
+                        return Result { () throws(AuditFile.Failure) in try file.append(line, firstTime: record.time) }
+                    }
+                }
+            } catch {
+                outcome = .failure(AuditFile.Failure(path: settings.file ?? "", reason: "the writer is stopped"))
+            }
+            let firstFailure: Bool = state.withLockedValue { counters in
+                switch outcome {
+                case .success:
+                    counters.fileWritten += 1
+                    counters.fileLastError = nil
+                    return false
+                case .failure(let error):
+                    counters.fileFailed += 1
+                    defer { counters.fileLastError = error.description }
+                    return counters.fileLastError == nil
+                }
+            }
+            if firstFailure, case .failure(let error) = outcome {
+                logger.error("audit: cannot write the audit file", metadata: ["hallpass.error": "\(error)"])
+            }
+        }
+        if let journal {
+            let (sent, error) = journal.send(AuditFormat.journalDatagram(record))
+            let firstFailure: Bool = state.withLockedValue { counters in
+                if sent {
+                    counters.journalSent += 1
+                    return false
+                }
+                counters.journalDropped += 1
+                return counters.journalDropped == 1
+            }
+            if firstFailure {
+                logger.warning(
+                    "audit: the journal did not take a record (counted; later ones are not logged)",
+                    metadata: ["hallpass.error": "\(systemErrorText(error))"])
+            }
+        }
+        if let forwarder {
+            await forwarder.enqueue(AuditFormat.syslogMessage(record, facility: settings.facility, processID: processID))
+        }
+        state.withLockedValue { $0.written += 1 }
+    }
+
+    /// Names from the system's user and group databases (NSS), asked on NIO's
+    /// thread pool: a directory service (LDAP, SSSD) may be slow.
+    public static func systemLookup() -> PersonLookup {
+        { uid, gid in
+            (try? await NIOThreadPool.singleton.runIfActive {
+                let users = UserDirectory()
+                return (uid.flatMap(users.userName(uid:)), gid.flatMap(users.groupName(gid:)))
+            }) ?? (nil, nil)
+        }
+    }
+}
+
+/// Names of uids and gids for ten minutes, at most 4096 of each.
+struct PersonCache {
+    private var entries: [Key: (person: (user: String?, group: String?), at: Date)] = [:]
+    private struct Key: Hashable {
+        var uid: UInt32?
+        var gid: UInt32?
+    }
+
+    mutating func person(uid: UInt32?, gid: UInt32?, now: Date, lookup: AuditLog.PersonLookup) async -> (user: String?, group: String?) {
+        let key = Key(uid: uid, gid: gid)
+        if let entry = entries[key], now.timeIntervalSince(entry.at) < 600 { return entry.person }
+        if uid == nil, gid == nil { return (nil, nil) }
+        let person = await lookup(uid, gid)
+        if entries.count >= 4096 { entries.removeAll() }
+        entries[key] = (person, now)
+        return person
+    }
+}

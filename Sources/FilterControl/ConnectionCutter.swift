@@ -1,0 +1,79 @@
+import CHallpassSys
+public import FilterData
+public import VerdictCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An open connection of this machine, as the kernel's connection tracking
+/// keys it: the local end first (hallpass judges what leaves the machine).
+public struct OpenConnection: Sendable, Hashable, CustomStringConvertible {
+    public var protocolNumber: UInt8
+    public var local: IPAddress
+    public var localPort: UInt16
+    public var remote: IPAddress
+    public var remotePort: UInt16
+
+    public init(protocolNumber: UInt8, local: IPAddress, localPort: UInt16, remote: IPAddress, remotePort: UInt16) {
+        self.protocolNumber = protocolNumber
+        self.local = local
+        self.localPort = localPort
+        self.remote = remote
+        self.remotePort = remotePort
+    }
+
+    public var description: String {
+        (protocolNumber == 6 ? "tcp " : protocolNumber == 17 ? "udp " : "proto \(protocolNumber) ") + "\(local):\(localPort) -> \(remote):\(remotePort)"
+    }
+}
+
+/// Cuts open connections that the policy in force now blocks (a lesson
+/// starts, an exam, an override): the connection's mark says "blocked" from
+/// now on, so any later packet of it meets the kernel rules' reject, and the
+/// local socket is destroyed (sock_diag SOCK_DESTROY), so the program learns
+/// at once, even from a connection that is idle: a TCP program sees its
+/// connection reset, a UDP program an error. Needs CAP_NET_ADMIN in the
+/// connection's network namespace (filter-control has it).
+///
+/// The two netlink requests (conntrack, sock_diag) are kernel calls in the C
+/// shim; this file hands them the addresses and is, like the other files
+/// that face the kernel, where their unsafe code stays.
+public struct ConnectionCutter: Sendable {
+    public let marks: FlowMarks
+
+    public init(marks: FlowMarks = FlowMarks()) {
+        self.marks = marks
+    }
+
+    public struct Outcome: Sendable, Hashable {
+        /// The connection mark now says blocked (false: conntrack has no such connection any more).
+        public var marked: Bool
+        /// The local socket was destroyed (false: no such socket, or not ours to see).
+        public var socketDestroyed: Bool
+        /// Errors other than "no such connection", as errno values.
+        public var errors: [Int32]
+    }
+
+    public func cut(_ connection: OpenConnection) -> Outcome {
+        let family = connection.local.isIPv4 ? AF_INET : AF_INET6
+        let local = connection.local.networkBytes
+        let remote = connection.remote.networkBytes
+        // unsafe: the C calls read the 4 or 16 address bytes (as `family` says) for the call only.
+        let marked = unsafe local.withUnsafeBufferPointer { localBytes in
+            unsafe remote.withUnsafeBufferPointer { remoteBytes in
+                unsafe hp_conntrack_set_mark(
+                    family, connection.protocolNumber, localBytes.baseAddress, remoteBytes.baseAddress, connection.localPort, connection.remotePort,
+                    marks.block, marks.mask)
+            }
+        }
+        // unsafe: as above.
+        let destroyed = unsafe local.withUnsafeBufferPointer { localBytes in
+            unsafe remote.withUnsafeBufferPointer { remoteBytes in
+                unsafe hp_socket_destroy(
+                    family, connection.protocolNumber, localBytes.baseAddress, remoteBytes.baseAddress, connection.localPort, connection.remotePort)
+            }
+        }
+        let errors = [marked, destroyed].filter { $0 < 0 && $0 != -ENOENT }.map { -$0 }
+        return Outcome(marked: marked == 0, socketDestroyed: destroyed == 0, errors: errors)
+    }
+}

@@ -1,0 +1,182 @@
+public import VerdictCore
+import Foundation
+import Yams
+
+/// The school's policy file (YAML), as a school publishes it in its bundle
+/// (`filterctl bundle build --policy FILE`) and checks it first
+/// (`filterctl policy check FILE`). docs/school-policy.md has a complete
+/// example; every problem is an error naming the key and the line.
+///
+/// ```yaml
+/// timezone: Europe/London            # the schedules' clock (default: the machine's)
+/// overrides: allow                   # what teachers may do on a machine: allow | block-only | none
+/// systemUsers: staff                 # the group of flows without a person (default: the top-level keys, no exams)
+/// groups:                            # in order: a person is in the first group that matches
+///   staff:    { unixGroups: [staff] }
+///   students: { uids: ["10000-19999"], unixGroups: [students], users: [alice] }
+/// schedules:
+///   lessons: { days: [mon, tue, wed, thu, fri], times: ["08:30-12:00", "13:00-15:30"] }
+/// policy:                            # people in no group; what groups inherit
+///   block: [adult, gambling]
+///   during: { lessons: { block: [adult, gambling, games] } }
+///   groups:
+///     staff: { block: [adult], exam: exempt }
+/// exam:
+///   allow: [exams.example.org]
+///   groups: [students]               # default: every group not exempt
+///   during: [exams]                  # schedules; or `filterctl exam start`
+/// ```
+extension SchoolPolicy {
+    /// The largest policy file a bundle may carry.
+    public static let maximumFileBytes = 1 << 20
+
+    public init(yaml: String) throws(ConfigurationError) {
+        guard yaml.utf8.count <= Self.maximumFileBytes else {
+            throw ConfigurationError(key: "", message: "the policy file is larger than \(Self.maximumFileBytes / 1024) KiB")
+        }
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: yaml)
+        } catch {
+            throw ConfigurationError(notYAML: error)
+        }
+        self.init()
+        guard let root else { return }
+        let top = try ConfigNode(root, key: "").mapping(allowed: ["timezone", "overrides", "systemUsers", "groups", "schedules", "policy", "exam"])
+
+        if let zone = top["timezone"] {
+            let name = try zone.string()
+            guard TimeZone(identifier: name) != nil else { throw zone.error("'\(name)' is not a time zone this machine knows (e.g. Europe/London)") }
+            timeZone = name
+        }
+        if let overrides = top["overrides"] { self.overrides = try overrides.choice(OverridePermission.self) }
+
+        var schedules: [String: Schedule] = [:]
+        for (name, node) in try top["schedules"]?.orderedMapping() ?? [] {
+            try Self.checkName(name, node)
+            let fields = try node.mapping(allowed: ["days", "times"])
+            guard let days = fields["days"], let times = fields["times"] else { throw node.error("a schedule needs both days and times") }
+            let weekdays = try days.list().map { day throws(ConfigurationError) in
+                let text = try day.string()
+                guard let weekday = Weekday(shortName: text) else { throw day.error("'\(text)' is not a day (mon, tue, wed, thu, fri, sat, sun)") }
+                return weekday
+            }
+            let ranges = try times.list().map { time throws(ConfigurationError) in
+                do {
+                    return try TimeRange(time.string())
+                } catch let error as TimeRange.ParseError {
+                    throw time.error(error.description)
+                } catch {
+                    throw error as! ConfigurationError
+                }
+            }
+            guard !weekdays.isEmpty, !ranges.isEmpty else { throw node.error("a schedule needs at least one day and one time range") }
+            schedules[name] = Schedule(days: Set(weekdays), times: ranges)
+        }
+        self.schedules = schedules
+
+        var groups: [PolicyGroup] = []
+        for (name, node) in try top["groups"]?.orderedMapping() ?? [] {
+            try Self.checkName(name, node)
+            let fields = try node.mapping(allowed: ["uids", "unixGroups", "users"])
+            var members = GroupMembers()
+            members.uids = try fields["uids"]?.list().map { entry throws(ConfigurationError) in try Self.uidRange(entry) } ?? []
+            members.unixGroups = try fields["unixGroups"]?.list().map { entry throws(ConfigurationError) in try entry.string() } ?? []
+            members.users = try fields["users"]?.list().map { entry throws(ConfigurationError) in try entry.string() } ?? []
+            guard !members.uids.isEmpty || !members.unixGroups.isEmpty || !members.users.isEmpty else {
+                throw node.error("a group needs members: uids, unixGroups or users")
+            }
+            groups.append(PolicyGroup(name: name, members: members))
+        }
+
+        if let policy = top["policy"] {
+            let fields = try policy.mapping(allowed: PolicyKeys.fieldNames + ["during", "groups"])
+            topLevel = try Self.level(fields, schedules: schedules)
+            for (name, node) in try fields["groups"]?.orderedMapping() ?? [] {
+                guard let index = groups.firstIndex(where: { $0.name == name }) else {
+                    throw node.error("no group '\(name)' under groups: (known: \(groups.map(\.name).joined(separator: ", ")))")
+                }
+                let groupFields = try node.mapping(allowed: PolicyKeys.fieldNames + ["during", "exam"])
+                groups[index].policy = try Self.level(groupFields, schedules: schedules)
+                if let exam = groupFields["exam"] {
+                    guard try exam.string() == "exempt" else { throw exam.error("the only value is 'exempt' (leave it out otherwise)") }
+                    groups[index].examExempt = true
+                }
+            }
+        }
+        self.groups = groups
+
+        if let node = top["systemUsers"] {
+            let name = try node.string()
+            guard groups.contains(where: { $0.name == name }) else { throw node.error("no group '\(name)' under groups:") }
+            systemUsers = name
+        }
+
+        if let node = top["exam"] {
+            let fields = try node.mapping(allowed: ["allow", "groups", "during"])
+            var exam = ExamSettings()
+            exam.allow = try fields["allow"]?.patterns() ?? []
+            if let names = fields["groups"] {
+                exam.groups = try names.list().map { entry throws(ConfigurationError) in
+                    let name = try entry.string()
+                    guard groups.contains(where: { $0.name == name }) else { throw entry.error("no group '\(name)' under groups:") }
+                    return name
+                }
+            }
+            exam.during = try fields["during"]?.list().map { entry throws(ConfigurationError) in
+                let name = try entry.string()
+                guard schedules[name] != nil else { throw entry.error("no schedule '\(name)' under schedules:") }
+                return name
+            } ?? []
+            self.exam = exam
+        }
+    }
+
+    /// Group and schedule names: what filterctl and the logs show.
+    private static func checkName(_ name: String, _ node: ConfigNode) throws(ConfigurationError) {
+        guard (1...64).contains(name.count), name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else {
+            throw node.error("'\(name)' is not a name (1 to 64 of a-z, A-Z, 0-9, '-', '_')")
+        }
+    }
+
+    /// `"5001"` or `"10000-19999"`.
+    private static func uidRange(_ node: ConfigNode) throws(ConfigurationError) -> ClosedRange<UInt32> {
+        let text = try node.string()
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        guard (1...2).contains(parts.count), let low = UInt32(parts[0]), let high = UInt32(parts.last!), low <= high else {
+            throw node.error("'\(text)' is not a uid or a range of uids like 10000-19999")
+        }
+        return low...high
+    }
+
+    private static func level(_ fields: [String: ConfigNode], schedules: [String: Schedule]) throws(ConfigurationError) -> PolicyLevel {
+        var level = PolicyLevel(keys: try PolicyKeys(fields))
+        for (name, node) in try fields["during"]?.orderedMapping() ?? [] {
+            guard schedules[name] != nil else { throw node.error("no schedule '\(name)' under schedules:") }
+            level.during.append((schedule: name, keys: try PolicyKeys(node.mapping(allowed: PolicyKeys.fieldNames))))
+        }
+        return level
+    }
+}
+
+extension ConfigNode {
+    /// A mapping's entries in the order written (group order matters), each
+    /// key once; an empty or null node has none.
+    func orderedMapping() throws(ConfigurationError) -> [(String, ConfigNode)] {
+        guard case .mapping(let mapping) = node else {
+            if case .scalar = node, node.null != nil { return [] }
+            throw error("expected a mapping of names")
+        }
+        var seen: Set<String> = []
+        var result: [(String, ConfigNode)] = []
+        for (keyNode, value) in mapping {
+            guard let name = keyNode.string else { throw error("a key is not a string") }
+            let path = key.isEmpty ? name : key + "." + name
+            guard seen.insert(name).inserted else {
+                throw ConfigurationError(key: path, line: keyNode.mark.map { $0.line }, message: "the name appears twice")
+            }
+            result.append((name, ConfigNode(value, key: path)))
+        }
+        return result
+    }
+}

@@ -1,0 +1,125 @@
+import BlockPage
+import Foundation
+import Logging
+import SharedStore
+import VerdictCore
+
+/// The block page as filter-control runs it: listeners, the school's page,
+/// the local CA, and the backend that says why a page is blocked (with the
+/// visitor's own policy) and records access requests.
+enum BlockPageSetup {
+    static func settings(_ configuration: Configuration) -> BlockPageSettings {
+        let access: RequestAccess? = configuration.blockPage.requestAccess.map {
+            $0.url == "builtin" ? .builtIn(text: $0.text) : .link(text: $0.text, urlTemplate: $0.url)
+        }
+        return BlockPageSettings(
+            organization: configuration.blockPage.organization, requestAccess: access, templateFolder: configuration.blockPage.templates,
+            defaultLanguage: configuration.blockPage.language)
+    }
+
+    static func responder(configuration: Configuration, control: Control) throws(BlockPageError) -> BlockPageResponder {
+        let renderer = try BlockPageRenderer(settings: settings(configuration))
+        let page = configuration.blockPage
+        let own: Set<String> = [page.address, page.address6, "localhost"]
+        return BlockPageResponder(renderer: renderer, backend: PageBackend(control: control), ownNames: own)
+    }
+
+    /// Listens where people are sent: the page's own port, and with DNS
+    /// rewriting ports 80 and 443 of both block page addresses (443 with the
+    /// local CA; without one, HTTPS starts on the first reload that finds
+    /// it). A listener that cannot bind is logged; filtering goes on without it.
+    static func start(configuration: Configuration, control: Control, logger: Logger) throws(Control.StartError) -> BlockPageServer {
+        let responder: BlockPageResponder
+        do {
+            responder = try self.responder(configuration: configuration, control: control)
+        } catch {
+            throw Control.StartError(message: "blockPage: \(error.message) [\(error.code)]", status: 78)
+        }
+        let page = configuration.blockPage
+        var listeners = [BlockPageServer.Listener(address: page.address, port: Int(page.port), tls: false)]
+        var authority: LocalCertificateAuthority? = nil
+        if configuration.policy.dnsRewrite != nil {
+            do {
+                authority = try LocalCertificateAuthority(folder: page.ca)
+            } catch {
+                logger.info("block page: no HTTPS until a reload finds the local CA (\(error.message))")
+            }
+            for address in [page.address, page.address6] {
+                listeners.append(.init(address: address, port: Int(page.httpPort), tls: false))
+                listeners.append(.init(address: address, port: Int(page.httpsPort), tls: true))
+            }
+        }
+        let server = BlockPageServer(responder: responder) { event in
+            switch event {
+            case .authorityReplaced(let fingerprint):
+                logger.notice("block page: a new local CA in \(page.ca) (SHA-256 \(fingerprint)); HTTPS certificates come from it now")
+            case .authorityUnusable(let error):
+                logger.warning("block page: \(error.message); HTTPS keeps the CA it has")
+            }
+        }
+        // Without a CA the HTTPS listeners wait; the line above said why.
+        for problem in server.start(listeners, authority: authority) where problem.code != "ca.missing" {
+            logger.warning("block page: \(problem.message)")
+        }
+        logger.info("block page on \(server.listening.isEmpty ? "nothing" : server.listening.joined(separator: ", "))")
+        return server
+    }
+
+    /// On reload: the local CA in `blockPage.ca` for HTTPS (a new one
+    /// replaces the one in use; a first one starts the HTTPS listeners).
+    static func reloadAuthority(configuration: Configuration, server: BlockPageServer?, logger: Logger) {
+        guard configuration.policy.dnsRewrite != nil, let server else { return }
+        let authority: LocalCertificateAuthority
+        do {
+            authority = try LocalCertificateAuthority(folder: configuration.blockPage.ca)
+        } catch {
+            if server.servesHTTPS { logger.warning("block page: \(error.message); HTTPS keeps the CA it has") }
+            return
+        }
+        let change = server.useAuthority(authority)
+        if change.replaced {
+            logger.notice("block page: HTTPS certificates come from the local CA in \(configuration.blockPage.ca) now (SHA-256 \(authority.fingerprint))")
+        }
+        if !change.started.isEmpty { logger.info("block page on \(change.started.joined(separator: ", "))") }
+        for problem in change.problems { logger.warning("block page: \(problem.message)") }
+    }
+}
+
+/// The block page's view of filter-control: reads the policy set in force
+/// from the snapshot (on the page's event loops, no actor hop) and records
+/// access requests in the store.
+private struct PageBackend: BlockPageBackend {
+    let control: Control
+
+    func explain(host: String, url: String, user: String?) -> BlockedRequest {
+        let view = control.pageView.withLock { $0 }
+        var blocked = BlockedRequest(host: host, url: url, user: user)
+        // The visitor's own policy: the block page found the socket's owner.
+        let uid = user.flatMap { UserDirectory().uid(named: $0) ?? UInt32($0) }
+        let engine = view.engines.engine(for: uid) ?? view.engines.fallback
+        let target = url.isEmpty ? host : url
+        if let parsed = try? CheckTarget(utf8: Array(target.utf8)[...]) {
+            let reason = engine.decide(parsed.facts).reason
+            blocked.category = reason.category
+            blocked.rule = reason.rule
+            blocked.reason = reason.description
+            if reason.source == .exam {
+                let until = engine.policy.exam?.until.map { view.clock.describe(Date(timeIntervalSince1970: TimeInterval($0))) }
+                blocked.reason = "an exam is in force" + (until.map { " until \($0)" } ?? "") + "; only the exam's list can be reached"
+            }
+        }
+        return blocked
+    }
+
+    func submit(_ form: AccessRequestForm, user: String?) -> Result<String, BlockPageError> {
+        do {
+            let request = try control.requests.submit(host: form.host, url: form.url, category: form.category, reason: form.reason, user: user)
+            control.logger.notice(
+                "access request", metadata: ["hallpass.request": "\(request.id)", "hallpass.host": "\(request.host)", "hallpass.user": "\(user ?? "-")"])
+            return .success(request.id)
+        } catch {
+            control.logger.warning("access request refused: \(error.message)")
+            return .failure(BlockPageError(code: error.code, message: error.message))
+        }
+    }
+}

@@ -1,0 +1,126 @@
+public import FilterData
+import Foundation
+import Synchronization
+public import VerdictCore
+
+/// What each connection allowed while filter-control runs was judged on (its
+/// name, its user), from filter-data's reports: the record that lets a
+/// change of policy judge open connections again, even those long gone from
+/// filter-data's flow table (their packets bypass user space). Bounded: the
+/// oldest records go first; a record of a connection that has ended costs
+/// nothing but its room (cutting it finds nothing).
+public final class ConnectionRecords: Sendable {
+    public struct Record: Sendable, Hashable {
+        public var flow: FlowKey
+        public var uid: UInt32?
+        public var kind: String
+        public var host: String?
+        public var path: String?
+
+        /// The connection as the kernel's tables key it (the local end first).
+        public var connection: OpenConnection {
+            OpenConnection(
+                protocolNumber: flow.protocolNumber, local: flow.source, localPort: flow.sourcePort, remote: flow.destination,
+                remotePort: flow.destinationPort)
+        }
+
+        /// The facts to judge it on again, as filter-data judged it first.
+        var facts: FlowFacts {
+            let name = host.flatMap { try? HostName($0) }
+            let source: FlowFacts.NameSource? =
+                switch kind {
+                case "tls": .tlsServerName
+                case "http": .httpHost
+                case "quic": .quicServerName
+                default: nil
+                }
+            return FlowFacts(
+                host: name, nameSource: name == nil ? nil : source, path: path, destination: flow.destination, destinationPort: flow.destinationPort,
+                transport: flow.protocolNumber == 6 ? .tcp : .udp, uid: uid)
+        }
+    }
+
+    /// Records kept, at most.
+    public let capacity: Int
+    private let state: Mutex<(records: [FlowKey: Record], order: [FlowKey])>
+
+    public init(capacity: Int = 65_536) {
+        self.capacity = capacity
+        state = Mutex(([:], []))
+    }
+
+    public var count: Int { state.withLock { $0.records.count } }
+
+    /// Keeps the first decision of an allowed connection (DNS queries are judged one by one: not connections).
+    public func record(_ report: FlowReport) {
+        guard report.verdict == .allow, report.kind != "dns", report.flow.protocolNumber == 6 || report.flow.protocolNumber == 17 else { return }
+        let record = Record(flow: report.flow, uid: report.uid, kind: report.kind, host: report.host, path: report.path)
+        state.withLock { state in
+            if state.records.updateValue(record, forKey: report.flow) == nil { state.order.append(report.flow) }
+            while state.records.count > capacity, !state.order.isEmpty {
+                state.records[state.order.removeFirst()] = nil
+            }
+            // The order list only grows with new keys; compact it when forgotten keys pile up.
+            if state.order.count > 2 * capacity { state.order = state.order.filter { state.records[$0] != nil } }
+        }
+    }
+
+    public func forget(_ flow: FlowKey) {
+        state.withLock { _ = $0.records.removeValue(forKey: flow) }
+    }
+
+    /// The records whose connection these engines block now.
+    public func blocked<Rules: RuleSource>(by engines: PolicyEngines<Rules>) -> [Record] {
+        let records = state.withLock { Array($0.records.values) }
+        return records.filter { record in engines.decide(record.facts).verdict == .drop }
+    }
+
+    /// Kept across a restart of filter-control (in the runtime folder: gone at reboot, as the connections are).
+    public func save(to path: String) {
+        let records = state.withLock { Array($0.records.values) }
+        guard let data = try? JSONEncoder().encode(records) else { return }
+        try? data.write(to: URL(fileURLWithPath: path), options: .atomic)
+    }
+
+    public func load(from path: String) {
+        guard let data = FileManager.default.contents(atPath: path), let records = try? JSONDecoder().decode([Record].self, from: data) else { return }
+        state.withLock { state in
+            for record in records.prefix(capacity) where state.records.updateValue(record, forKey: record.flow) == nil {
+                state.order.append(record.flow)
+            }
+        }
+    }
+}
+
+extension ConnectionRecords.Record: Codable {
+    private enum CodingKeys: String, CodingKey {
+        case proto, source, sourcePort, destination, destinationPort, uid, kind, host, path
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        guard let source = IPAddress(try container.decode(String.self, forKey: .source)),
+            let destination = IPAddress(try container.decode(String.self, forKey: .destination))
+        else { throw DecodingError.dataCorruptedError(forKey: .source, in: container, debugDescription: "not an address") }
+        flow = FlowKey(
+            protocolNumber: try container.decode(UInt8.self, forKey: .proto), source: source, sourcePort: try container.decode(UInt16.self, forKey: .sourcePort),
+            destination: destination, destinationPort: try container.decode(UInt16.self, forKey: .destinationPort))
+        uid = try container.decodeIfPresent(UInt32.self, forKey: .uid)
+        kind = try container.decode(String.self, forKey: .kind)
+        host = try container.decodeIfPresent(String.self, forKey: .host)
+        path = try container.decodeIfPresent(String.self, forKey: .path)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(flow.protocolNumber, forKey: .proto)
+        try container.encode(flow.source.description, forKey: .source)
+        try container.encode(flow.sourcePort, forKey: .sourcePort)
+        try container.encode(flow.destination.description, forKey: .destination)
+        try container.encode(flow.destinationPort, forKey: .destinationPort)
+        try container.encodeIfPresent(uid, forKey: .uid)
+        try container.encode(kind, forKey: .kind)
+        try container.encodeIfPresent(host, forKey: .host)
+        try container.encodeIfPresent(path, forKey: .path)
+    }
+}

@@ -1,0 +1,718 @@
+import BlockPage
+import FilterData
+public import Foundation
+public import Logging
+import NIOConcurrencyHelpers
+import NIOPosix
+import SharedStore
+import Synchronization
+import VerdictCore
+
+/// filter-control's state and everything that changes it: the rules and the
+/// policy in force, who is in which group, the policy set filter-data
+/// judges with, overrides and exams, access requests, and the connections
+/// to judge again when the policy changes. The services (FilterControlServices)
+/// drive it; the admin socket asks it; nothing else mutates it.
+public actor Control {
+    public struct Options: Sendable {
+        public var configPath: String
+        /// A store to use instead of the installed rules (no downloads then).
+        public var store: String?
+        public var runtimeDirectory: String
+        public var dataBinary: String
+
+        public init(configPath: String, store: String?, runtimeDirectory: String, dataBinary: String) {
+            self.configPath = configPath
+            self.store = store
+            self.runtimeDirectory = runtimeDirectory
+            self.dataBinary = dataBinary
+        }
+    }
+
+    /// Why filter-control cannot start, and the exit status it ends with.
+    public struct StartError: Error, CustomStringConvertible {
+        public var message: String
+        public var status: Int32
+        public var description: String { message }
+    }
+
+    public let options: Options
+    let logger: Logger
+    private(set) var configuration: Configuration
+    /// The store in force: `--store`, or the installed version's own path
+    /// (`versions/N/rules.hpstore`, so a later switch of `current` cannot
+    /// change what filter-data maps behind filter-control's back).
+    private(set) var store: RuleStore
+    private(set) var storePath: String
+    private var storeOpenedAt = Date()
+    /// The installed bundle's folder (the school's policy lives there); nil with `--store`.
+    private var bundleFolder: String?
+    private(set) var policy: PolicyInForce
+    let clock: @Sendable () -> Date
+    private var policyClock: PolicyClock
+    let policyState: PolicyStateStore
+    public let requests: AccessRequestStore
+    /// Users filter-data asked about, placed through NSS (kept: a new policy set carries them).
+    private var placements: [UInt32: (audience: Audience, user: LocalUser)] = [:]
+    /// What filter-data judges with now, and what it was made of.
+    private var policySet: PolicySet?
+    private(set) var effective: [Audience: EffectivePolicy] = [:]
+    private var lastReload: (at: Date, result: String, code: String)?
+    /// The last policy set filter-data refused (not offered again by the clock).
+    private var refusedPolicySet: PolicySet?
+    /// A hand-over to filter-data runs, and who waits for their turn.
+    private var handingOver = false
+    private var handOverWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Downloads and installs bundles; nil with `--store`.
+    private(set) var updater: RuleUpdater?
+    let supervisor: DataSupervisor
+    private(set) var blockPage: BlockPageServer?
+    /// What the block page reads from its event loops (no actor hop there).
+    let pageView: Mutex<PageView>
+    let connections = ConnectionRecords()
+    let cutter = ConnectionCutter()
+    /// The SafeSearch enforcement hosts' addresses (looked up by `SafeSearchService`).
+    let safeSearch = SafeSearchResolver(socketMark: FlowMarks().allow)
+    private let users = UserDirectory()
+    /// The audit log (`log:`) and desktop notices (`notify:`); nil when switched off.
+    let audit: AuditLog?
+    let notifier: DesktopNotifier?
+    /// The Prometheus counters (`metrics:`); nil when there is no endpoint.
+    let metrics: HallpassMetrics?
+    /// The policy groups of placed users, for the audit log's `group` (read off the actor).
+    let groupNames = NIOLockedValueBox<[UInt32: String]>([:])
+
+    /// The engines of the policy set in force, for the block page's "why" and `filterctl check`.
+    struct PageView: Sendable {
+        var engines: PolicyEngines<RuleStore>
+        /// The school's clock, for "an exam is in force until ...".
+        var clock: PolicyClock
+    }
+
+    public var policyPath: String { options.runtimeDirectory + "/policy" }
+
+    /// Reads the configuration and the rules (downloading the first bundle
+    /// when none is installed); starts nothing yet.
+    public init(options: Options, logger: Logger, clock: @escaping @Sendable () -> Date = { Date() }) async throws(StartError) {
+        self.options = options
+        self.logger = logger
+        self.clock = clock
+        let configuration = try Control.readConfiguration(options.configPath)
+        self.configuration = configuration
+        // Access requests and the policy state (overrides, a manual exam) live
+        // in rules.directory, also with --store, which installs nothing there.
+        do {
+            try FileManager.default.createDirectory(
+                atPath: configuration.rules.directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        } catch {
+            logger.warning("cannot create rules.directory \(configuration.rules.directory): \(error.localizedDescription); access requests and overrides cannot be kept")
+        }
+        requests = AccessRequestStore(path: configuration.rules.directory + "/requests.json") { logger.warning("\($0)") }
+        policyState = PolicyStateStore(path: configuration.rules.directory + "/" + PolicyStateStore.fileName) { logger.warning("\($0)") }
+        var bundleFolder: String? = nil
+        if let store = options.store {
+            storePath = store
+        } else {
+            let updater = RuleUpdater(settings: Control.updaterSettings(configuration))
+            self.updater = updater
+            if updater.installed() == nil {
+                guard let source = configuration.rules.source else {
+                    throw StartError(
+                        message: "no rules are installed in \(configuration.rules.directory) and rules.source is not set: set it, or give --store FILE",
+                        status: 66)
+                }
+                logger.info("no rules installed yet; fetching them", metadata: ["hallpass.rules.source": "\(source)"])
+                let outcome = await updater.update()
+                if case .refused(let code, let message) = outcome {
+                    throw StartError(message: "no rules installed yet, and the first download was refused: \(message) [\(code)]", status: 75)
+                }
+                logger.info("rules \(outcome)")
+            }
+            guard let installed = updater.installed() else {
+                throw StartError(message: "no rules installed in \(configuration.rules.directory)", status: 66)
+            }
+            storePath = installed.versionStorePath
+            bundleFolder = installed.versionDirectory
+        }
+        self.bundleFolder = bundleFolder
+        do {
+            store = try RuleStore(path: storePath, verification: .full)
+        } catch {
+            throw StartError(message: "\(storePath): \(error) [\(error.code)]", status: 65)
+        }
+        do {
+            policy = PolicyInForce(bundlePolicy: try bundleFolder.flatMap(PolicyInForce.bundlePolicy(inFolder:)), configuration: configuration)
+        } catch {
+            throw StartError(message: "the school's policy in \(bundleFolder ?? "the bundle"): \(error)", status: 65)
+        }
+        policyClock = PolicyClock(zoneName: policy.school.timeZone)
+        let arguments = [
+            "--queue", String(configuration.queue.number), configuration.queue.failMode == .open ? "--fail-open" : "--fail-closed",
+            "--peek-bytes", String(configuration.queue.peekBytes),
+        ]
+        let events = ControlEvents()
+        supervisor = DataSupervisor(
+            launch: .init(executable: options.dataBinary, arguments: arguments), store: storePath, policy: options.runtimeDirectory + "/policy",
+            answerer: NeedRulesAnswerer(
+                lookup: Control.lookup(for: configuration, logger: logger),
+                log: { [logger] line in logger.warning("\(line)") }),
+            log: { [logger] line in logger.info("\(line)", metadata: ["hallpass.source": "filter-data"]) }, onEvent: events.deliver)
+        let set = PolicySet(single: policy.base)
+        pageView = Mutex(PageView(engines: PolicyEngines(rules: store, set: set), clock: policyClock))
+        let groupNames = self.groupNames
+        let hasOutput = configuration.log.file != nil || configuration.log.journald || configuration.log.syslog != nil
+        do {
+            audit =
+                hasOutput
+                ? try AuditLog(settings: configuration.log, rulesDirectory: configuration.rules.directory, logger: logger) { uid, gid in
+                    // The person's name through NSS; the group is the school's policy group filter-control placed them in.
+                    let names = await AuditLog.systemLookup()(uid, gid)
+                    return (names.user, uid.flatMap { uid in groupNames.withLockedValue { $0[uid] } } ?? names.group)
+                } : nil
+        } catch {
+            throw StartError(message: "log: \(error.message)", status: 78)
+        }
+        if configuration.notify.enabled {
+            let page = configuration.blockPage
+            let caServes = configuration.policy.dnsRewrite != nil && (try? LocalCertificateAuthority(folder: page.ca)) != nil
+            notifier = DesktopNotifier(
+                rule: NoticeRule(interval: TimeInterval(configuration.notify.interval), noticeForDNS: !caServes),
+                text: NoticeText(
+                    organization: page.organization, requestAccessURL: page.requestAccess?.url,
+                    blockPageURL: "http://\(page.address):\(page.port)/"),
+                logger: logger)
+        } else {
+            notifier = nil
+        }
+        let metrics = configuration.metrics == nil ? nil : HallpassMetrics()
+        self.metrics = metrics
+        if let metrics { supervisor.onAnswered = { metrics.answered(after: $0) } }
+        events.control = self
+        for ignored in policy.ignoredLocalKeys {
+            logger.warning("\(ignored) in \(options.configPath) has no effect: the bundle brings the school's policy (docs/school-policy.md)")
+        }
+    }
+
+    static func readConfiguration(_ path: String) throws(StartError) -> Configuration {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw StartError(message: "cannot read the configuration \(path)", status: 66)
+        }
+        do {
+            return try Configuration(yaml: text)
+        } catch {
+            throw StartError(message: "\(path): \(error)", status: 78)
+        }
+    }
+
+    /// The download settings of the `rules` section. filter-control's own
+    /// connections carry the allow mark, so the kernel rules let them pass
+    /// without queueing them (DESIGN.md: the control process's traffic is
+    /// exempt); its name lookups still go through the filter like anyone's.
+    static func updaterSettings(_ configuration: Configuration) -> RuleUpdater.Settings {
+        var settings = RuleUpdater.Settings(configuration)
+        settings.socketMark = FlowMarks().allow
+        return settings
+    }
+
+    /// The lookup service next to the bundle (`<rules.source>lookup/`), for `policy.unknown: ask`.
+    public static func lookup(for configuration: Configuration, logger: Logger) -> any HostLookup {
+        guard let text = configuration.rules.source, let source = try? BundleSource(parsing: text) else { return NoLookup() }
+        switch source {
+        case .directory(let path):
+            return FolderLookup(folder: (path.hasSuffix("/") ? path : path + "/") + "lookup")
+        case .https(let host, let port, let path):
+            do {
+                return try HTTPSLookup(
+                    host: host, port: port, path: path, caFile: configuration.rules.caFile, pins: configuration.rules.pins,
+                    socketMark: FlowMarks().allow)
+            } catch {
+                logger.warning("no lookups: \(error)")
+                return NoLookup()
+            }
+        }
+    }
+
+    // MARK: Start and stop
+
+    /// Writes the policy set for filter-data (before it starts, which reads it).
+    func prepare() throws(StartError) {
+        do {
+            try FileManager.default.createDirectory(atPath: options.runtimeDirectory, withIntermediateDirectories: true)
+        } catch {
+            throw StartError(message: "cannot create \(options.runtimeDirectory): \(error.localizedDescription)", status: 73)
+        }
+        let (set, _) = computePolicySet(now: clock())
+        do {
+            try writePolicySet(set)
+        } catch {
+            throw StartError(message: error.message, status: 73)
+        }
+        connections.load(from: options.runtimeDirectory + "/connections")
+        if let problem = DataReadable.problem(path: storePath) {
+            logger.warning("\(problem); filter-data starts with these rules (it opens them before its sandbox) but would refuse every reload")
+        }
+    }
+
+    /// The block page, listening where people are sent (see `BlockPageSetup`).
+    func startBlockPage() throws(StartError) {
+        let server = try BlockPageSetup.start(configuration: configuration, control: self, logger: logger)
+        blockPage = server
+    }
+
+    func stopBlockPage() {
+        blockPage?.stop()
+        blockPage = nil
+    }
+
+    /// On stop: the connection records are kept for the next start.
+    func saveConnections() {
+        connections.save(to: options.runtimeDirectory + "/connections")
+    }
+
+    // MARK: The policy set
+
+    /// Every audience's policy at `now`, and the users placed so far.
+    func computePolicySet(now: Date) -> (PolicySet, [Audience: EffectivePolicy]) {
+        computePolicySet(now: now, policy: policy, placements: placements.mapValues(\.audience), policyClock: policyClock)
+    }
+
+    /// The same for a policy not (yet) in force.
+    func computePolicySet(
+        now: Date, policy: PolicyInForce, placements: [UInt32: Audience], policyClock: PolicyClock
+    ) -> (PolicySet, [Audience: EffectivePolicy]) {
+        let seconds = Int64(now.timeIntervalSince1970)
+        let state = policyState.current(now: seconds)
+        let moment = PolicyMoment(time: policyClock.localTime(at: now), now: seconds, manualExam: state.exam, overrides: overridesInForce(state))
+        var policies: [Audience: Policy] = [:]
+        var effective: [Audience: EffectivePolicy] = [:]
+        for audience in policy.school.audiences {
+            let result = policy.effectivePolicy(for: audience, at: moment)
+            policies[audience] = result.policy
+            effective[audience] = result
+        }
+        var set = PolicySet(policies: policies, users: placements, askUsers: !policy.school.groups.isEmpty)
+        set.safeSearchTargets = safeSearch.targets(for: set.safeSearchEngines, now: now)
+        return (set, effective)
+    }
+
+    /// The engines whose SafeSearch some audience's policy enforces now.
+    func safeSearchEngines() -> Set<SafeSearchEngine> {
+        (policySet ?? computePolicySet(now: clock()).0).safeSearchEngines
+    }
+
+    /// Overrides in force: the admins' and the approved access requests'
+    /// (an approval is an allow override for everyone, until its time).
+    private func overridesInForce(_ state: PolicyState) -> [PolicyOverride] {
+        let now = clock()
+        let approvals = requests.list().filter { $0.allows(at: now) }.map { request in
+            PolicyOverride(
+                id: "request-" + request.id, action: .allow, target: request.host, group: nil,
+                until: request.allowUntil.map { Int64($0.timeIntervalSince1970) }, createdAt: Int64((request.decidedAt ?? now).timeIntervalSince1970),
+                by: "request \(request.id)")
+        }
+        return state.overrides + approvals
+    }
+
+    struct WriteFailure: Error {
+        var message: String
+    }
+
+    private func writePolicySet(_ set: PolicySet, to path: String? = nil) throws(WriteFailure) {
+        let path = path ?? policyPath
+        do {
+            try AtomicFile.write(Array(PolicySet.render(set).utf8), to: path, mode: 0o644)
+        } catch {
+            throw WriteFailure(message: "cannot write \(path): \(error)")
+        }
+    }
+
+    /// Where a policy set waits while filter-data decides whether to take it.
+    var candidatePolicyPath: String { options.runtimeDirectory + "/policy.next" }
+
+    /// Why filter-data did not take new files.
+    enum HandOverFailure: Error {
+        /// filter-data could not or would not read them; it keeps what it had.
+        case refused(String)
+        /// They could not even be written; filter-data was not asked.
+        case notWritten(String)
+    }
+
+    /// Hands `set` (and `store`, when given) to filter-data. The set goes
+    /// through a candidate file: only once filter-data took it (or is
+    /// restarting, and starts with it) does it become the policy file that
+    /// later starts read. Refused, nothing changes: filter-data and its
+    /// later starts keep the files in force. One hand-over at a time.
+    func handOver(store: String?, set: PolicySet, waitingAtMost timeout: Duration) async throws(HandOverFailure) -> DataSupervisor.RulesAnswer {
+        await handOverTurn()
+        defer { handOverDone() }
+        if let store, let problem = DataReadable.problem(path: store) { throw .refused(problem) }
+        if let problem = DataReadable.problem(path: candidatePolicyPath) { throw .refused(problem) }
+        do {
+            try writePolicySet(set, to: candidatePolicyPath)
+        } catch {
+            throw .notWritten(error.message)
+        }
+        let answer = await supervisor.apply(store: store, policy: candidatePolicyPath, waitingAtMost: timeout)
+        if case .refused(let why) = answer { throw .refused(why) }
+        do {
+            try writePolicySet(set)
+            supervisor.useAtNextStart(store: store ?? storePath, policy: policyPath)
+        } catch {
+            // filter-data has the set; a later start reads the candidate, which stays.
+            logger.warning("\(error.message); filter-data's next start reads \(candidatePolicyPath)")
+        }
+        return answer
+    }
+
+    private func handOverTurn() async {
+        guard handingOver else {
+            handingOver = true
+            return
+        }
+        await withCheckedContinuation { handOverWaiters.append($0) }
+    }
+
+    private func handOverDone() {
+        if handOverWaiters.isEmpty {
+            handingOver = false
+        } else {
+            handOverWaiters.removeFirst().resume()
+        }
+    }
+
+    /// Computes the policy set for now; when it differs from the one in
+    /// force, hands it to filter-data and judges the open connections again.
+    /// Returns what changed, for the log and the admin's answer.
+    /// A set filter-data refused is not offered again (the clock ticks every
+    /// second); a different set, or a reload, is.
+    @discardableResult
+    func applyPolicy(reason: String, skipWhenBusy: Bool = false) async -> String? {
+        // The clock's tick skips a turn while another hand-over runs; the next tick catches up.
+        if skipWhenBusy && handingOver { return nil }
+        let (set, effective) = computePolicySet(now: clock())
+        guard set != policySet, set != refusedPolicySet else { return nil }
+        do {
+            _ = try await handOver(store: nil, set: set, waitingAtMost: .seconds(2))
+        } catch {
+            switch error {
+            case .refused(let why):
+                refusedPolicySet = set
+                logger.error("filter-data refused the new policy, the one in force stays: \(why)")
+            case .notWritten(let why):
+                logger.error("\(why); the policy in force stays")
+            }
+            return nil
+        }
+        // What was handed over is in force now. Should anything have changed
+        // while filter-data answered, the next tick hands that over too.
+        let inForce = effective
+        let previous = self.effective
+        policySet = set
+        refusedPolicySet = nil
+        self.effective = inForce
+        pageView.withLock { view in
+            view.engines = PolicyEngines(rules: store, set: set, answers: view.engines.answers)
+            view.clock = policyClock
+        }
+        let change = Control.describeChange(from: previous, to: inForce)
+        if !previous.isEmpty {
+            logger.notice("policy in force changed (\(reason)): \(change)", metadata: ["hallpass.policy.change": "\(reason)"])
+        }
+        await judgeOpenConnections(set: set)
+        return change
+    }
+
+    static func describeChange(from old: [Audience: EffectivePolicy], to new: [Audience: EffectivePolicy]) -> String {
+        var parts: [String] = []
+        for (audience, now) in new.sorted(by: { $0.key.description < $1.key.description }) {
+            let before = old[audience]
+            if before?.schedules != now.schedules {
+                parts.append("\(audience): schedules " + (now.schedules.isEmpty ? "none" : now.schedules.joined(separator: ", ")))
+            }
+            if (before?.exam != nil) != (now.exam != nil) { parts.append("\(audience): exam \(now.exam == nil ? "over" : "started")") }
+            if before?.overrides != now.overrides { parts.append("\(audience): \(now.overrides.count) override(s)") }
+        }
+        return parts.isEmpty ? "policy keys" : parts.joined(separator: "; ")
+    }
+
+    /// Cuts every recorded open connection the new policy blocks.
+    func judgeOpenConnections(set: PolicySet) async {
+        let engines = PolicyEngines(rules: store, set: set)
+        let doomed = connections.blocked(by: engines)
+        guard !doomed.isEmpty else { return }
+        let cutter = self.cutter
+        let outcomes = (try? await NIOThreadPool.singleton.runIfActive { doomed.map { ($0, cutter.cut($0.connection)) } }) ?? []
+        for (record, outcome) in outcomes {
+            connections.forget(record.flow)
+            logger.notice(
+                "cut an open connection the policy now blocks",
+                metadata: [
+                    "hallpass.connection": "\(record.connection)", "hallpass.host": "\(record.host ?? "-")",
+                    "hallpass.uid": "\(record.uid.map(String.init) ?? "-")", "hallpass.cut.socket": "\(outcome.socketDestroyed)",
+                    "hallpass.cut.marked": "\(outcome.marked)",
+                ])
+        }
+    }
+
+    // MARK: Events from filter-data
+
+    /// filter-data asks which group `uid` is in: resolved through NSS, off the actor's executor.
+    func place(uid: UInt32) async {
+        if let known = placements[uid] {
+            supervisor.send(.userPlacement(uid: uid, audience: known.audience))
+            return
+        }
+        let users = self.users
+        let user = (try? await NIOThreadPool.singleton.runIfActive { users.user(uid: uid) }) ?? LocalUser(uid: uid)
+        let audience = policy.school.audience(of: user)
+        if placements.count >= PolicySet.maximumUsers, let any = placements.keys.first { placements[any] = nil }
+        placements[uid] = (audience, user)
+        groupNames.withLockedValue { $0[uid] = audience.groupName ?? audience.description }
+        logger.info(
+            "placed a user", metadata: ["hallpass.uid": "\(uid)", "hallpass.user": "\(user.name ?? "-")", "hallpass.group": "\(audience)"])
+        supervisor.send(.userPlacement(uid: uid, audience: audience))
+    }
+
+    /// Decisions filter-data reported: allowed connections are kept to be
+    /// judged again; every report goes to the audit log (which keeps what
+    /// `log.allowed` asks for); a blocked flow that got no block page is
+    /// told to its person (a flow that reaches the block page goes to the
+    /// block page's own address, which hallpass never judges).
+    func record(_ reports: [FlowReport]) {
+        let version = store.version
+        for report in reports {
+            connections.record(report)
+            metrics?.record(report)
+            guard audit != nil || notifier != nil else { continue }
+            let decision = Control.decisionRecord(report, at: clock(), rulesVersion: version)
+            audit?.record(decision)
+            if decision.action == .block { notifier?.consider(decision) }
+        }
+    }
+
+    static func decisionRecord(_ report: FlowReport, at time: Date, rulesVersion: UInt64) -> DecisionRecord {
+        let kind = DecisionRecord.Kind(rawValue: report.kind) ?? .other
+        var url: String? = nil
+        if kind == .http, let host = report.host { url = "http://" + host + (report.path ?? "/") }
+        return DecisionRecord(
+            time: time, uid: report.uid, kind: kind, host: report.host, url: url, destination: report.flow.destination.description,
+            port: report.flow.destinationPort, action: report.verdict == .allow ? .allow : .block, category: report.reason.category,
+            rule: report.reason.rule, reason: report.reason.source.rawValue, rulesVersion: rulesVersion)
+    }
+
+    // MARK: Reload
+
+    /// Fetches new rules now (with a `rules.source`; with `--store`, opens
+    /// that file again), reads the configuration again, checks both and
+    /// hands them to filter-data. Returns what `filterctl reload` prints.
+    @discardableResult
+    public func reload() async -> AdminReply {
+        let reply: AdminReply
+        do throws(StartError) {
+            reply = try await reloadOrFail()
+        } catch {
+            reply = AdminReply(exitCode: error.status, output: "reload refused, the current rules stay in force: \(error.message)\n", code: "reload.refused")
+            metrics?.rulesRefused(code: updater?.state().lastCode ?? "reload.refused")
+        }
+        lastReload = (clock(), reply.output.trimmingCharacters(in: .whitespacesAndNewlines), reply.code ?? "")
+        if reply.exitCode == 0 {
+            logger.notice("\(reply.output.trimmingCharacters(in: .whitespacesAndNewlines))")
+        } else {
+            logger.warning("\(reply.output.trimmingCharacters(in: .whitespacesAndNewlines))", metadata: ["hallpass.code": "\(reply.code ?? "")"])
+        }
+        return reply
+    }
+
+    /// Fetches (unless `--store`), checks everything, hands the new rules
+    /// and policy set to filter-data, and only once it took them (or is
+    /// restarting and starts with them) makes them filter-control's too.
+    /// Any refusal leaves everything as it was: filter-control, filter-data
+    /// and the files its later starts read.
+    private func reloadOrFail() async throws(StartError) -> AdminReply {
+        let configuration = try Control.readConfiguration(options.configPath)
+        var outcome: UpdateOutcome? = nil
+        var path = storePath
+        var folder = bundleFolder
+        var updater = self.updater
+        if options.store == nil, var current = updater {
+            if self.configuration.rules != configuration.rules {
+                // rules.* changed in the file: fetch with the new settings.
+                current = RuleUpdater(settings: Control.updaterSettings(configuration))
+                updater = current
+            }
+            if configuration.rules.source != nil {
+                let fetched = await current.update()
+                outcome = fetched
+                if case .refused(let code, let message) = fetched {
+                    throw StartError(message: "\(message) [\(code)]; rules version \(store.version) stays in force", status: 65)
+                }
+            }
+            if let installed = current.installed() {
+                path = installed.versionStorePath
+                folder = installed.versionDirectory
+            }
+        }
+        let newStore: RuleStore
+        do {
+            newStore = try RuleStore(path: path, verification: .full)
+        } catch {
+            throw StartError(message: "\(path): \(error) [\(error.code)]", status: 65)
+        }
+        let newPolicy: PolicyInForce
+        do {
+            newPolicy = PolicyInForce(bundlePolicy: try folder.flatMap(PolicyInForce.bundlePolicy(inFolder:)), configuration: configuration)
+        } catch {
+            throw StartError(message: "the school's policy: \(error)", status: 65)
+        }
+        let responder: BlockPageResponder?
+        do {
+            responder = blockPage == nil ? nil : try BlockPageSetup.responder(configuration: configuration, control: self)
+        } catch {
+            throw StartError(message: "blockPage: \(error.message) [\(error.code)]", status: 78)
+        }
+        // Users are placed again under the new groups.
+        let users = self.users
+        let known = placements.keys.map { $0 }
+        let resolved = (try? await NIOThreadPool.singleton.runIfActive { known.map { users.user(uid: $0) } }) ?? []
+        let newPlacements = Dictionary(uniqueKeysWithValues: resolved.map { ($0.uid, (newPolicy.school.audience(of: $0), $0)) })
+        let newClock = PolicyClock(zoneName: newPolicy.school.timeZone)
+        let (set, effective) = computePolicySet(
+            now: clock(), policy: newPolicy, placements: newPlacements.mapValues(\.0), policyClock: newClock)
+
+        let answer: DataSupervisor.RulesAnswer
+        do {
+            answer = try await handOver(store: path, set: set, waitingAtMost: .seconds(3))
+        } catch {
+            switch error {
+            case .refused(let reason): throw StartError(message: "filter-data refused them: \(reason)", status: 65)
+            case .notWritten(let reason): throw StartError(message: reason, status: 73)
+            }
+        }
+
+        // filter-data has them: they are in force.
+        let previous = store.version
+        self.configuration = configuration
+        self.updater = updater
+        store = newStore
+        storePath = path
+        bundleFolder = folder
+        storeOpenedAt = clock()
+        policy = newPolicy
+        policyClock = newClock
+        placements = newPlacements
+        groupNames.withLockedValue { names in
+            for (uid, placed) in newPlacements { names[uid] = placed.0.groupName ?? placed.0.description }
+        }
+        policySet = set
+        refusedPolicySet = nil
+        self.effective = effective
+        pageView.withLock { view in
+            view.engines = PolicyEngines(rules: newStore, set: set)
+            view.clock = newClock
+        }
+        if let responder { blockPage?.use(responder) }
+        BlockPageSetup.reloadAuthority(configuration: configuration, server: blockPage, logger: logger)
+        for ignored in newPolicy.ignoredLocalKeys {
+            logger.warning("\(ignored) in \(options.configPath) has no effect: the bundle brings the school's policy (docs/school-policy.md)")
+        }
+        var text: String
+        if newStore.version == previous {
+            text = "rules version \(newStore.version) is current" + (outcome.map { " (\($0))" } ?? "") + "; policy read again"
+        } else {
+            text = "rules version \(newStore.version) now in force (was \(previous)); policy read again"
+        }
+        if newPolicy.fromBundle { text += " (the school's policy from the bundle)" }
+        if case .pending = answer { text += "; filter-data is restarting and starts with them" }
+        await judgeOpenConnections(set: set)
+        return AdminReply(exitCode: 0, output: text + "\n", code: newStore.version == previous ? "reload.current" : "reload.installed")
+    }
+
+    // MARK: What the status shows
+
+    public func status() async -> AdminStatus {
+        let state = updater?.state()
+        func date(_ seconds: Int64?) -> Date? { seconds.map { Date(timeIntervalSince1970: TimeInterval($0)) } }
+        let data = supervisor.status
+        var counters = data.counters
+        for (name, value) in KernelRules.queueStatistics(queue: configuration.queue.number) { counters[name] = value }
+        counters["connectionsRecorded"] = UInt64(connections.count)
+        if let audit {
+            let log = await audit.counters()
+            counters["auditQueued"] = log.queued
+            counters["auditWritten"] = log.written
+            counters["auditDropped"] = log.droppedQueue + log.journalDropped + (log.syslog?.dropped ?? 0)
+            counters["auditFileFailed"] = log.fileFailed
+            if let syslog = log.syslog {
+                counters["syslogSent"] = syslog.sent
+                counters["syslogBuffered"] = UInt64(syslog.buffered)
+                counters["syslogConnected"] = syslog.connected ? 1 : 0
+            }
+        }
+        if let notifier {
+            let notices = notifier.counters()
+            counters["noticesSent"] = notices.sent
+            counters["noticesRateLimited"] = notices.rateLimited
+            counters["noticesFailed"] = notices.failed + notices.dropped
+        }
+        let seconds = Int64(clock().timeIntervalSince1970)
+        let policyState = self.policyState.current(now: seconds)
+        let policyStatus = AdminStatus.PolicyStatus(
+            source: policy.fromBundle ? "bundle version \(store.version)" : options.configPath,
+            groups: policy.school.groups.map(\.name),
+            schedulesInForce: effective.sorted { $0.key.description < $1.key.description }.compactMap { audience, effective in
+                effective.schedules.isEmpty ? nil : "\(audience): \(effective.schedules.joined(separator: ", "))"
+            },
+            exam: effective.values.compactMap(\.exam).first.map { exam in
+                "in force (\(exam.startedBy))" + (exam.until.map { ", until \(policyClock.describe(Date(timeIntervalSince1970: TimeInterval($0))))" } ?? ", until stopped")
+            } ?? "none",
+            overrides: policyState.overrides.count, placedUsers: placements.count, ignoredLocalKeys: policy.ignoredLocalKeys,
+            clock: policyClock.describe(clock()))
+        return AdminStatus(
+            rules: .init(
+                version: data.rulesVersion ?? store.version, store: storePath, installedAt: date(state?.installedAt) ?? storeOpenedAt,
+                source: configuration.rules.source,
+                lastFetchAt: date(state?.lastAttemptAt) ?? lastReload?.at,
+                lastFetchResult: state?.lastResult.map { result in
+                    result.rawValue + (state?.lastMessage.map { ": " + $0 } ?? "")
+                } ?? lastReload?.result,
+                lastFetchCode: state?.lastCode ?? lastReload?.code),
+            dataProcess: .init(
+                pid: data.pid, startedAt: data.startedAt, restarts: data.restarts, lastExit: data.lastExit,
+                lastRulesRefusal: data.lastRulesRefusal, countersAt: data.countersAt),
+            queue: configuration.queue.number, failMode: configuration.queue.failMode.rawValue, counters: counters, now: clock(),
+            policy: policyStatus)
+    }
+}
+
+/// Carries filter-data's events (on the supervisor's thread) into the actor.
+final class ControlEvents: @unchecked Sendable {
+    // @unchecked Sendable: `control` is set once, right after init, before the supervisor starts.
+    weak var control: Control?
+
+    func deliver(_ event: DataEvent) {
+        guard let control else { return }
+        switch event {
+        case .askUser(let uid): Task { await control.place(uid: uid) }
+        case .reports(let reports): Task { await control.record(reports) }
+        }
+    }
+}
+
+extension Control {
+    /// What Prometheus scrapes: the counters filter-data, the kernel and the
+    /// audit log keep, brought up to date, and the rules' version and age.
+    func metricsExposition() async -> [UInt8] {
+        guard let metrics else { return [] }
+        let status = await status()
+        let counters = status.counters
+        metrics.mirror("hallpass_dns_rewrites_total", total: counters["dnsRewrites"] ?? 0)
+        metrics.mirror("hallpass_netlink_errors_total", total: counters["netlinkErrors"] ?? 0)
+        metrics.mirror("hallpass_queue_drops_total", total: (counters["queueDropped"] ?? 0) + (counters["queueUserDropped"] ?? 0))
+        metrics.mirror("hallpass_filter_data_restarts_total", total: UInt64(status.dataProcess.restarts))
+        metrics.mirror("hallpass_audit_dropped_total", total: counters["auditDropped"] ?? 0)
+        metrics.mirror("hallpass_reports_dropped_total", total: counters["reportsDropped"] ?? 0)
+        let lastSuccess = updater?.state().lastSuccessAt.map { Date(timeIntervalSince1970: TimeInterval($0)) } ?? status.rules.installedAt
+        metrics.rules(version: status.rules.version ?? store.version, lastSuccess: lastSuccess)
+        return metrics.exposition()
+    }
+}

@@ -1,0 +1,240 @@
+import FilterData
+import Foundation
+public import Logging
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+import UnixSignals
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// filter-control as one group of services (swift-service-lifecycle): what
+/// must be in place before anything filters (the configuration, the rules,
+/// the kernel rules, the admin socket) is set up first, in order; then the
+/// services run until SIGTERM or SIGINT; they stop in the reverse order of
+/// `services` (the admin socket first, filter-data last); then the kernel
+/// rules go. SIGHUP reloads, like `filterctl reload`.
+public enum FilterControlApplication {
+    /// Runs filter-control to its end; returns the exit status.
+    public static func run(options: Control.Options, logger: Logger) async -> Int32 {
+        let control: Control
+        do {
+            control = try await Control(options: options, logger: logger)
+            try await control.prepare()
+        } catch {
+            logger.error("\(error.message)")
+            return error.status
+        }
+        let configuration = await control.configuration
+        let rules = KernelRules(queue: configuration.queue.number, failOpen: configuration.queue.failMode == .open)
+        if KernelRules.Family.allCases.contains(where: { KernelRules.isInstalled($0) }) {
+            // An earlier filter-control ended without removing them (killed outside
+            // systemd, whose ExecStopPost would have): install rewrites the chains
+            // in one step and adds no second jump.
+            logger.notice("kernel rules of an earlier run found; replacing them")
+        }
+        do {
+            try rules.install()
+        } catch {
+            KernelRules.remove()
+            logger.error("cannot install the kernel rules: \(error)")
+            return 71
+        }
+        logger.info(
+            "kernel rules installed",
+            metadata: ["hallpass.queue": "\(configuration.queue.number)", "hallpass.failMode": "\(configuration.queue.failMode.rawValue)"])
+        defer {
+            KernelRules.remove()
+            logger.info("kernel rules removed")
+        }
+        let admin: AdminService
+        do {
+            admin = try await AdminService(path: configuration.admin.socket, group: configuration.admin.group, logger: logger) { request, peer in
+                await control.answer(request, peer: peer)
+            }
+        } catch {
+            logger.error("cannot open the admin socket: \(error)")
+            return 71
+        }
+        do {
+            try await control.startBlockPage()
+        } catch {
+            logger.error("\(error.message)")
+            return error.status
+        }
+        var services: [any Service] = [
+            DataSupervisorService(control: control, logger: logger),
+            PolicyClockService(control: control),
+            SafeSearchService(control: control, logger: logger),
+            RuleRefreshService(control: control, interval: .seconds(configuration.rules.refresh), enabled: options.store == nil && configuration.rules.source != nil),
+            SignalService(control: control, logger: logger),
+            admin,
+        ]
+        if let endpoint = configuration.metrics {
+            do {
+                services.append(
+                    try await MetricsService(address: endpoint.address, port: Int(endpoint.port), logger: logger) {
+                        await control.metricsExposition()
+                    })
+            } catch {
+                logger.error("cannot serve the metrics on \(endpoint.address):\(endpoint.port): \(error)")
+                return 71
+            }
+        }
+        if let audit = control.audit { services.insert(DrainingService { await audit.run() } finish: { audit.finish() }, at: 1) }
+        if let notifier = control.notifier { services.insert(DrainingService { await notifier.run() } finish: { notifier.finish() }, at: 1) }
+        let group = ServiceGroup(
+            configuration: .init(services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        do {
+            try await group.run()
+        } catch {
+            logger.error("stopped on an error: \(error)")
+        }
+        logger.info("stopping")
+        await control.stopBlockPage()
+        await control.saveConnections()
+        return 0
+    }
+}
+
+/// Runs filter-data (DataSupervisor's loop thread) until the shutdown, then
+/// stops it: it gives held packets their default and sends the verdicts in
+/// hand. It is the last service to stop, so filtering goes on until the end.
+struct DataSupervisorService: Service {
+    let control: Control
+    let logger: Logger
+
+    func run() async throws {
+        let supervisor = control.supervisor
+        supervisor.start()
+        try? await gracefulShutdown()
+        // The stop blocks (filter-data's exit, at most 5 s): on a thread of its own, not a task's.
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            let thread = Thread {
+                supervisor.stop()
+                done.resume()
+            }
+            thread.name = "hallpass.supervisor.stop"
+            thread.start()
+        }
+    }
+}
+
+/// The school's clock: every second the policy in force is worked out again
+/// (schedules switch at the minute, exams and overrides end at their time, a
+/// stepped clock is simply read again); a change reaches filter-data and
+/// cuts the open connections it now blocks.
+struct PolicyClockService: Service {
+    let control: Control
+
+    func run() async throws {
+        await control.applyPolicy(reason: "start")
+        // Cancelled at the shutdown: the sleep ends early, and that is no error.
+        await cancelWhenGracefulShutdown {
+            while (try? await Task.sleep(for: .seconds(1))) != nil {
+                await control.applyPolicy(reason: "the school's clock", skipWhenBusy: true)
+            }
+        }
+    }
+}
+
+/// Looks up the SafeSearch enforcement hosts the policy needs, when their
+/// answers are due (every 5 s it checks); the school's clock hands new
+/// addresses to filter-data at its next tick.
+struct SafeSearchService: Service {
+    let control: Control
+    let logger: Logger
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            repeat {
+                let engines = await control.safeSearchEngines()
+                guard !engines.isEmpty else { continue }
+                for failure in await control.safeSearch.refresh(engines: engines, now: Date()) {
+                    logger.warning("SafeSearch: \(failure)")
+                }
+            } while (try? await Task.sleep(for: .seconds(5))) != nil
+        }
+    }
+}
+
+/// Asks `rules.source` for a newer bundle every `rules.refresh` (±10 %).
+struct RuleRefreshService: Service {
+    let control: Control
+    let interval: Duration
+    let enabled: Bool
+
+    func run() async throws {
+        guard enabled else {
+            try? await gracefulShutdown()
+            return
+        }
+        let seconds = Double(interval.components.seconds)
+        await cancelWhenGracefulShutdown {
+            while (try? await Task.sleep(for: .seconds(seconds * Double.random(in: 0.9...1.1)))) != nil {
+                _ = await control.refresh()
+            }
+        }
+    }
+}
+
+/// SIGHUP reloads (systemd's reload runs `filterctl reload`, which reports
+/// the result; SIGHUP from elsewhere gets the same reload, logged). SIGUSR1
+/// reopens the audit log's file (logrotate's convention).
+struct SignalService: Service {
+    let control: Control
+    let logger: Logger
+
+    func run() async throws {
+        let signals = await UnixSignalsSequence(trapping: .sighup, .sigusr1)
+        await cancelWhenGracefulShutdown {
+            for await signal in signals {
+                if signal == .sigusr1 {
+                    logger.info("SIGUSR1: reopening the audit log")
+                    control.audit?.reopen()
+                } else {
+                    logger.info("SIGHUP: reloading")
+                    _ = await control.reload()
+                }
+            }
+        }
+    }
+}
+
+/// A service that works through a queue: on shutdown it is told to finish,
+/// writes what is queued, and returns (the audit log, the desktop notices).
+/// Listed after filter-data's supervisor, it stops before it, so the last
+/// reports of a stopping filter-data may still arrive after it finished;
+/// they are counted as dropped.
+struct DrainingService: Service {
+    let body: @Sendable () async -> Void
+    let finish: @Sendable () -> Void
+
+    init(_ body: @escaping @Sendable () async -> Void, finish: @escaping @Sendable () -> Void) {
+        self.body = body
+        self.finish = finish
+    }
+
+    func run() async throws {
+        await withGracefulShutdownHandler {
+            await body()
+        } onGracefulShutdown: {
+            finish()
+        }
+    }
+}
+
+extension Control {
+    /// The periodic refresh: reload only when a newer bundle was installed.
+    func refresh() async -> UpdateOutcome? {
+        guard let updater else { return nil }
+        let outcome = await updater.update()
+        if case .installed = outcome {
+            await reload()
+        } else {
+            logger.info("rule refresh: \(outcome)")
+        }
+        return outcome
+    }
+}

@@ -1,0 +1,69 @@
+/// One engine per audience of a policy set, sharing one rule source and one
+/// overlay of lookup answers: what filter-data decides with. A flow is
+/// judged by the engine of its socket's user's audience; a user filter-control
+/// has not placed yet has none (the flow waits for filter-control's answer).
+public struct PolicyEngines<Rules: RuleSource>: Sendable {
+    public private(set) var set: PolicySet
+    public private(set) var engines: [Audience: VerdictEngine<Rules>]
+    public let rules: Rules
+
+    public init(rules: Rules, set: PolicySet, answers: LookupAnswers = LookupAnswers()) {
+        self.rules = rules
+        self.set = set
+        var engines: [Audience: VerdictEngine<Rules>] = [:]
+        for (audience, policy) in set.policies {
+            var engine = VerdictEngine(rules: rules, policy: policy)
+            engine.answers = answers
+            engines[audience] = engine
+        }
+        self.engines = engines
+    }
+
+    /// One policy for everyone.
+    public init(single engine: VerdictEngine<Rules>) {
+        self.rules = engine.rules
+        self.set = PolicySet(single: engine.policy)
+        self.engines = [.ungrouped: engine, .system: engine]
+    }
+
+    /// People in no group: what decides when a flow's user does not matter
+    /// (a flow still waiting for its name) and the machine's own settings
+    /// (the same in every audience).
+    public var fallback: VerdictEngine<Rules> { engines[.ungrouped]! }
+
+    /// The engine for a flow of `uid`; nil when filter-control must be asked first.
+    public func engine(for uid: UInt32?) -> VerdictEngine<Rules>? {
+        switch set.placement(uid: uid) {
+        case .audience(let audience): engines[audience] ?? fallback
+        case .unknown: nil
+        }
+    }
+
+    /// The engine's decision for a flow; `needRules` with reason `unknownUser`
+    /// when its user is not placed yet.
+    public func decide(_ facts: FlowFacts) -> Decision {
+        if facts.mayRevealName, facts.host == nil { return fallback.decide(facts) }
+        guard let engine = engine(for: facts.uid) else { return Decision(.needRules, Reason(source: .unknownUser)) }
+        return engine.decide(facts)
+    }
+
+    /// filter-control placed `uid` in `audience`.
+    public mutating func place(uid: UInt32, in audience: Audience) {
+        guard set.users.count < PolicySet.maximumUsers || set.users[uid] != nil else { return }
+        set.users[uid] = audience
+    }
+
+    /// The lookup answers, shared by every engine.
+    public var answers: LookupAnswers { fallback.answers }
+
+    public mutating func recordAnswer(_ answer: LookupAnswers.Answer, for host: HostName) {
+        for audience in engines.keys { engines[audience]!.answers.record(answer, for: host) }
+    }
+
+    @discardableResult
+    public mutating func removeExpiredAnswers(now: UInt64) -> Int {
+        var removed = 0
+        for audience in engines.keys { removed = engines[audience]!.answers.removeExpired(now: now) }
+        return removed
+    }
+}

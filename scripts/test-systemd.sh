@@ -1,0 +1,357 @@
+#!/usr/bin/env bash
+# hallpass's Debian package under a real systemd: boots systemd 252 in a
+# container (systemd-nspawn) on an overlay of a minimal Debian 12 root
+# (scripts/systemd-rootfs.sh, cached), installs the package there with apt,
+# and drives the packaged unit as an admin would, with the container in a
+# test network namespace that reaches nginx and dnsmasq in a second one:
+#
+#   the package pulls what it needs (libnetfilter-queue1 comes from Depends),
+#   installs the unit enabled and its configuration as a conffile; systemd
+#   skips the unit until a rule source is configured; start filters traffic
+#   (HTTP and DNS); reload installs a new bundle, a refused bundle makes
+#   `systemctl reload` fail with the reason in the journal and the rules in
+#   force stay; stop returns within 2 s with filter-data gone and no kernel
+#   rule left; chains left by an earlier run are replaced, not doubled; a
+#   SIGKILL of filter-control is followed by a restart with one set of
+#   chains; `journalctl -u hallpass` tells all of it; purge removes the state.
+#
+# Everything it starts is stopped by pid and everything it makes is removed,
+# also when a check fails; the container's journal and console log are kept
+# in test-artifacts/systemd/.
+#   scripts/test-systemd.sh [PACKAGE.deb]    (default: the newest dist/hallpass_*.deb)
+# Run as root (scripts/test.sh runs it after `make deb-from-debug`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+deb=${1:-$(ls -t dist/hallpass_*.deb 2>/dev/null | head -1)}
+[ -n "$deb" ] && [ -f "$deb" ] || { echo "test-systemd: no package: give one, or run 'make deb' first" >&2; exit 66; }
+deb=$(realpath "$deb")
+[ "$(id -u)" = 0 ] || { echo "test-systemd: needs root (containers, network namespaces, iptables)" >&2; exit 77; }
+for tool in systemd-nspawn nsenter nginx dnsmasq dig curl; do
+    command -v "$tool" >/dev/null || { echo "test-systemd: $tool is missing (scripts/install-deps.sh installs it)" >&2; exit 1; }
+done
+bin=$(swift build --show-bin-path)
+filterctl=$bin/filterctl
+[ -x "$filterctl" ] || { echo "test-systemd: $filterctl is missing (swift build first): it signs the test bundles" >&2; exit 1; }
+
+rootfs=$(scripts/systemd-rootfs.sh)
+work=$(mktemp -d /tmp/hallpass-systemd.XXXXXX)
+artifacts=$PWD/test-artifacts/systemd
+net=$(( $$ % 250 + 1 ))
+client=hps$$c
+server=hps$$s
+client_ip=10.78.$net.1
+server_ip=10.78.$net.2
+nspawn_pid=""
+leader=""
+pids=()
+failed=0
+
+cleanup() {
+    local status=$?
+    set +e
+    if [ -n "$leader" ]; then
+        mkdir -p "$artifacts"
+        in_container journalctl --no-pager -o short-precise >"$artifacts/journal.txt" 2>&1
+    fi
+    if [ -n "$nspawn_pid" ] && kill -0 "$nspawn_pid" 2>/dev/null; then
+        # SIGTERM makes systemd-nspawn shut the container down in order.
+        kill -TERM "$nspawn_pid"
+        for _ in $(seq 1 60); do kill -0 "$nspawn_pid" 2>/dev/null || break; sleep 0.5; done
+        kill -0 "$nspawn_pid" 2>/dev/null && kill -KILL "$nspawn_pid"
+        wait "$nspawn_pid" 2>/dev/null
+    fi
+    [ -f "$work/console.log" ] && mkdir -p "$artifacts" && cp "$work/console.log" "$artifacts/console.log"
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; done
+    mountpoint -q "$work/root" && umount "$work/root"
+    ip netns del "$client" 2>/dev/null
+    ip netns del "$server" 2>/dev/null
+    rm -rf "$work"
+    if [ "$status" != 0 ] || [ "$failed" != 0 ]; then
+        echo "test-systemd: FAILED (the container's journal: $artifacts/journal.txt)" >&2
+        exit 1
+    fi
+}
+trap cleanup EXIT
+
+fail() {
+    failed=1
+    echo "test-systemd: FAIL: $*" >&2
+    exit 1
+}
+step() { echo "== $*"; }
+# A command inside the booted container (all its namespaces), with a plain environment.
+in_container() { nsenter -t "$leader" -a env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin SYSTEMD_PAGER= "$@"; }
+# The client namespace is the container's: the kernel rules it installs apply here.
+in_client() { ip netns exec "$client" "$@"; }
+now() { date +%s%N; }
+seconds_since() { awk -v start="$1" -v end="$(now)" 'BEGIN { printf "%.2f", (end - start) / 1e9 }'; }
+wait_until() {
+    local what=$1 tries=$2
+    shift 2
+    for _ in $(seq 1 "$tries"); do
+        "$@" >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    fail "timed out after $((tries / 10)) s waiting for $what"
+}
+queue_bound() { in_client awk '$1 == 0 { found = 1 } END { exit !found }' /proc/net/netfilter/nfnetlink_queue; }
+# Every line of the kernel's rule sets (iptables and ip6tables, all tables) that names a chain of hallpass.
+hallpass_rules() { { in_client iptables-save; in_client ip6tables-save; } | grep HALLPASS || true; }
+count_rules() { hallpass_rules | grep -c -- "$1" || true; }
+expect_one_set_of_chains() {
+    local jumps
+    for family in iptables ip6tables; do
+        for hook in OUTPUT:HALLPASS_OUT INPUT:HALLPASS_IN; do
+            jumps=$(in_client "$family-save" | grep -c -- "^-A ${hook%%:*} -j ${hook##*:}\$" || true)
+            [ "$jumps" = 1 ] || fail "$1: $family has $jumps jumps from ${hook%%:*} to ${hook##*:}, not 1: $(hallpass_rules | grep -- "^-A ${hook%%:*}")"
+            [ "$(in_client "$family-save" | grep -c -- "^:${hook##*:} ")" = 1 ] || fail "$1: $family has no chain ${hook##*:} (or more than one)"
+        done
+    done
+}
+# The unit's journal, and what came after a mark (the journal only grows).
+unit_journal() { in_container journalctl -u hallpass --no-pager -o cat; }
+declare -A marks
+mark_journal() { marks[$1]=$(unit_journal | wc -l); }
+journal_since() { unit_journal | tail -n "+$((marks[$1] + 1))"; }
+http() { in_client curl -sS -m 5 --resolve "$1:80:$server_ip" "http://$1/" 2>&1; }
+expect_allowed() { local out; out=$(http "$1") || fail "$2: $1 should load: $out"; [ "$out" = "ok $1" ] || fail "$2: $1 answered '$out'"; }
+expect_blocked() {
+    local out status=0
+    out=$(http "$1") || status=$?
+    [ "$status" != 0 ] || fail "$2: $1 should be blocked, but loaded: $out"
+    # 28 is curl's timeout: a hang, not the reset a block gives at once.
+    [ "$status" != 28 ] || fail "$2: $1 hung (curl timed out) instead of being reset"
+}
+show() { in_container systemctl show hallpass -p "$1" --value; }
+data_pids() {
+    in_container sh -c 'for p in /proc/[0-9]*; do tr "\0" " " <$p/cmdline 2>/dev/null | grep -q "^/usr/sbin/filter-data " && echo ${p#/proc/}; done; true'
+}
+
+step "a root file system with systemd, and the package"
+echo "rootfs: $rootfs"
+echo "package: $deb ($(du -h "$deb" | cut -f1))"
+depends=$(dpkg-deb -f "$deb" Depends)
+echo "Depends: $depends"
+for library in libnetfilter-queue1 libmnl0 libseccomp2 iptables; do
+    [[ ", $depends" == *", $library"* ]] || fail "the package's Depends does not name $library"
+done
+
+# The test's root: an overlay of the cached one, thrown away at the end.
+mkdir -p "$work/upper" "$work/overlay-work" "$work/root"
+mount -t overlay overlay -o "lowerdir=$rootfs,upperdir=$work/upper,workdir=$work/overlay-work" "$work/root"
+root=$work/root
+[ ! -e "$root/usr/lib/x86_64-linux-gnu/libnetfilter_queue.so.1" ] || fail "the root already has libnetfilter-queue1: the test would not show that Depends pulls it"
+
+step "apt-get install ./$(basename "$deb") in the container (host network, the host's apt sources)"
+rm -f "$root/etc/apt/sources.list"
+for file in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+    [ -f "$file" ] && cp "$file" "$root$file"
+done
+cp -r /etc/apt/apt.conf.d/. "$root/etc/apt/apt.conf.d/"
+[ -d /etc/apt/trusted.gpg.d ] && cp -r /etc/apt/trusted.gpg.d/. "$root/etc/apt/trusted.gpg.d/"
+[ -f /etc/apt/trusted.gpg ] && cp /etc/apt/trusted.gpg "$root/etc/apt/"
+cp "$deb" "$root/var/tmp/"
+started=$(now)
+systemd-nspawn -q -D "$root" --register=no --keep-unit --pipe -E DEBIAN_FRONTEND=noninteractive \
+    sh -c "apt-get update -qq && apt-get install -y -qq --no-install-recommends /var/tmp/$(basename "$deb")" \
+    >"$work/apt.log" 2>&1 || { cat "$work/apt.log" >&2; fail "apt-get install of the package failed"; }
+echo "installed in $(seconds_since "$started") s"
+rm -f "$root/var/tmp/$(basename "$deb")"
+[ -e "$root/usr/lib/x86_64-linux-gnu/libnetfilter_queue.so.1" ] || fail "apt did not install libnetfilter-queue1 with the package"
+[ -L "$root/etc/systemd/system/multi-user.target.wants/hallpass.service" ] || fail "the package did not enable hallpass.service"
+grep -q "^ /etc/hallpass/hallpass.yaml " <(systemd-nspawn -q -D "$root" --register=no --keep-unit --pipe dpkg-query -W -f='${Conffiles}\n' hallpass 2>/dev/null) ||
+    fail "/etc/hallpass/hallpass.yaml is not a conffile of the package"
+for file in /lib/systemd/system/hallpass.service /usr/share/man/man8/filterctl.8.gz /usr/share/man/man8/filter-control.8.gz \
+    /usr/share/man/man8/filter-data.8.gz /usr/share/man/man5/hallpass.yaml.5.gz /usr/share/bash-completion/completions/filterctl \
+    /usr/share/zsh/vendor-completions/_filterctl /usr/share/doc/hallpass/copyright; do
+    [ -f "$root$file" ] || fail "the package did not install $file"
+done
+
+step "the test network: the container in $client ($client_ip), nginx and dnsmasq in $server ($server_ip)"
+ip netns add "$client"
+ip netns add "$server"
+ip link add "hs$$c" type veth peer name "hs$$s"
+ip link set "hs$$c" netns "$client"
+ip link set "hs$$s" netns "$server"
+ip -n "$client" link set lo up
+ip -n "$server" link set lo up
+ip -n "$client" addr add "$client_ip/24" dev "hs$$c"
+ip -n "$server" addr add "$server_ip/24" dev "hs$$s"
+ip -n "$client" addr add "fd78:$net::1/64" dev "hs$$c" nodad
+ip -n "$server" addr add "fd78:$net::2/64" dev "hs$$s" nodad
+ip -n "$client" link set "hs$$c" up
+ip -n "$server" link set "hs$$s" up
+cat >"$work/nginx.conf" <<NGINX
+daemon off; master_process off; worker_processes 1; user root; pid $work/nginx.pid; error_log $work/nginx-error.log;
+events { worker_connections 64; }
+http { access_log off; client_body_temp_path $work/b; proxy_temp_path $work/p; fastcgi_temp_path $work/f;
+  uwsgi_temp_path $work/u; scgi_temp_path $work/s;
+  server { listen $server_ip:80; location / { return 200 "ok \$host\n"; } } }
+NGINX
+ip netns exec "$server" nginx -c "$work/nginx.conf" -p "$work" &
+pids+=($!)
+ip netns exec "$server" dnsmasq --no-daemon --no-resolv --no-hosts --bind-interfaces --listen-address="$server_ip" \
+    --address="/test/$server_ip" --local-ttl=1 --user=root --pid-file="$work/dnsmasq.pid" 2>"$work/dnsmasq.log" &
+pids+=($!)
+wait_until "nginx to listen" 50 in_client curl -s -m 1 "http://$server_ip/"
+echo "nameserver $server_ip" >"$root/etc/resolv.conf"
+
+step "bundles: version 1 blocks blocked.test; version 2 also newly.test; version 3 is signed with a key the machine does not trust"
+mkdir -p "$work/lists/games" "$work/published"
+key=$("$filterctl" bundle keygen --out "$work/school.pem")
+"$filterctl" bundle keygen --out "$work/stranger.pem" >/dev/null
+publish() {
+    local version=$1 signer=$2
+    shift 2
+    printf '%s\n' "$@" >"$work/lists/games/domains"
+    rm -rf "$work/published/bundle"
+    "$filterctl" bundle build --key "$work/$signer.pem" --version "$version" --out "$work/published/bundle" "$work/lists/" >/dev/null 2>&1 ||
+        fail "cannot build bundle $version"
+}
+publish 1 school blocked.test
+
+step "boot systemd in the container"
+started=$(now)
+systemd-nspawn --boot -D "$root" --register=no --keep-unit --console=read-only --resolv-conf=off \
+    --network-namespace-path="/run/netns/$client" --capability=CAP_NET_ADMIN,CAP_NET_RAW \
+    --bind-ro="$work/published:/srv/hallpass" >"$work/console.log" 2>&1 </dev/null &
+nspawn_pid=$!
+# The container's init: systemd-nspawn's child that runs systemd (earlier children are helpers that go away).
+find_leader() {
+    local child
+    for child in $(cat "/proc/$nspawn_pid/task/$nspawn_pid/children" 2>/dev/null); do
+        [ "$(cat "/proc/$child/comm" 2>/dev/null)" = systemd ] && leader=$child && return 0
+    done
+    return 1
+}
+wait_until "systemd-nspawn to start the container's systemd" 100 find_leader
+wait_until "the container's systemd to listen" 100 in_container test -S /run/systemd/private
+state=$(in_container systemctl is-system-running --wait || true)
+echo "systemd: $state after $(seconds_since "$started") s ($(in_container systemctl --version | head -1))"
+[ "$state" = running ] || [ "$state" = degraded ] || fail "the container's systemd did not come up: $state"
+[ "$state" = running ] || in_container systemctl --failed --no-legend
+
+step "installed enabled, skipped until a rule source is configured"
+[ "$(in_container systemctl is-enabled hallpass)" = enabled ] || fail "hallpass is not enabled after the install"
+[ "$(show ActiveState)" = inactive ] || fail "hallpass should not run before it is configured: $(show ActiveState)"
+[ "$(show Result)" = exec-condition ] || fail "systemd should have skipped hallpass by its ExecCondition, Result=$(show Result)"
+unit_journal | grep -q "hallpass is not configured yet" ||
+    fail "the journal does not say why hallpass did not start"
+[ -z "$(hallpass_rules)" ] || fail "kernel rules exist though hallpass never ran"
+
+step "configure (closed mode) and start"
+in_container sh -c "cat >/etc/hallpass/hallpass.yaml" <<YAML
+queue:
+  failMode: closed
+rules:
+  source: file:///srv/hallpass/bundle/
+  trustedKeys: [ "$key" ]
+policy:
+  block: [ games ]
+YAML
+in_container filterctl config check >/dev/null || fail "the test configuration does not pass 'filterctl config check'"
+started=$(now)
+in_container systemctl start hallpass || fail "systemctl start hallpass failed"
+wait_until "filter-data to bind the queue" 100 queue_bound
+echo "filtering $(seconds_since "$started") s after systemctl start"
+[ "$(show ActiveState)" = active ] || fail "hallpass is $(show ActiveState) after start"
+in_container filterctl status | grep -q "rules:       version 1" || fail "filterctl status does not show rules version 1: $(in_container filterctl status)"
+expect_one_set_of_chains "after start"
+expect_allowed allowed.test "after start"
+expect_blocked blocked.test "after start"
+answer=$(in_client dig +short +time=2 +tries=1 "@$server_ip" blocked.test A)
+[ "$answer" = 127.0.0.1 ] || fail "the DNS answer for blocked.test should point at the block page (127.0.0.1), got '$answer'"
+answer=$(in_client dig +short +time=2 +tries=1 "@$server_ip" allowed.test A)
+[ "$answer" = "$server_ip" ] || fail "the DNS answer for allowed.test should be $server_ip, got '$answer'"
+
+step "systemctl reload with a new bundle: installed"
+publish 2 school blocked.test newly.test
+mark_journal reload-good
+in_container systemctl reload hallpass || fail "systemctl reload failed for a good bundle: $(journal_since reload-good)"
+journal_since reload-good | grep -q "rules version 2 now in force" || fail "the journal does not show the reload's result: $(journal_since reload-good)"
+expect_blocked newly.test "after the reload"
+expect_allowed allowed.test "after the reload"
+
+step "systemctl reload with a bundle signed by an unknown key: refused, and says why"
+publish 3 stranger blocked.test
+mark_journal reload-refused
+status=0
+in_container systemctl reload hallpass 2>"$work/reload.err" || status=$?
+[ "$status" != 0 ] || fail "systemctl reload succeeded for a bundle signed by an unknown key"
+echo "systemctl reload exited $status: $(head -1 "$work/reload.err")"
+refusal=$(journal_since reload-refused)
+grep -q "reload refused" <<<"$refusal" || fail "the journal does not show the refusal: $refusal"
+in_container journalctl -u hallpass -t filterctl -o cat | grep -q "reload refused" ||
+    fail "filterctl reload (ExecReload) did not write the refusal into the journal"
+grep -qi "key" <<<"$refusal" || fail "the journal's refusal does not name the key problem: $refusal"
+echo "journal: $(grep -m1 "reload refused" <<<"$refusal")"
+[ "$(show ActiveState)" = active ] || fail "a refused reload stopped hallpass: $(show ActiveState)"
+in_container filterctl status | grep -q "rules:       version 2" || fail "the refused bundle changed the rules in force"
+expect_blocked newly.test "after the refused reload"
+
+step "systemctl stop: within 2 s, filter-data gone, no kernel rule left"
+mark_journal stop
+started=$(now)
+in_container systemctl stop hallpass || fail "systemctl stop failed"
+took=$(seconds_since "$started")
+echo "systemctl stop took $took s"
+awk -v took="$took" 'BEGIN { exit !(took <= 2) }' || fail "systemctl stop took $took s; the bound is 2 s (a hung stop takes TimeoutStopSec, 15 s): $(journal_since stop)"
+[ "$(show ActiveState)" = inactive ] || fail "hallpass is $(show ActiveState) after stop"
+[ "$(show Result)" = success ] || fail "the stop did not end cleanly: Result=$(show Result): $(journal_since stop)"
+[ -z "$(data_pids)" ] || fail "filter-data is still running after stop"
+[ -z "$(hallpass_rules)" ] || fail "kernel rules are left after stop: $(hallpass_rules)"
+journal_since stop | grep -q "filter-control: kernel rules removed" || fail "the journal does not show the rules removed: $(journal_since stop)"
+# Closed mode, and still not cut off: nothing of hallpass is in the way.
+expect_allowed blocked.test "after stop (no filter)"
+
+step "chains left by an earlier run are replaced at start, not doubled"
+in_client iptables -N HALLPASS_OUT
+in_client iptables -A HALLPASS_OUT -p tcp --dport 9 -j REJECT
+in_client iptables -I OUTPUT -j HALLPASS_OUT
+mark_journal stale
+in_container systemctl start hallpass || fail "systemctl start failed over stale chains"
+wait_until "filter-data to bind the queue" 100 queue_bound
+journal_since stale | grep -q "kernel rules of an earlier run found; replacing them" || fail "the start did not notice the stale chains: $(journal_since stale)"
+expect_one_set_of_chains "after a start over stale chains"
+[ "$(count_rules "--dport 9 ")" = 0 ] || fail "the stale rule is still in HALLPASS_OUT"
+expect_blocked blocked.test "after a start over stale chains"
+
+step "kill -9 of filter-control: systemd removes the chains and starts it again"
+main=$(show MainPID)
+restarts=$(show NRestarts)
+old_data=$(data_pids)
+mark_journal kill
+started=$(now)
+in_container systemctl kill --signal=SIGKILL --kill-whom=main hallpass
+restarted() { [ "$(show MainPID)" != "$main" ] && [ "$(show MainPID)" != 0 ] && [ "$(show ActiveState)" = active ] && queue_bound; }
+wait_until "systemd to start hallpass again" 200 restarted
+echo "filtering again $(seconds_since "$started") s after the SIGKILL (RestartSec=$(show RestartUSec))"
+[ "$(show NRestarts)" = $((restarts + 1)) ] || fail "NRestarts went from $restarts to $(show NRestarts)"
+kill_log=$(journal_since kill)
+grep -q "code=killed, status=9/KILL" <<<"$kill_log" || fail "the journal does not show the SIGKILL: $kill_log"
+grep -q "filter-control: kernel rules removed" <<<"$kill_log" || fail "ExecStopPost did not remove the rules after the SIGKILL: $kill_log"
+data=$(data_pids)
+[ "$(wc -w <<<"$data")" = 1 ] && [ "$data" != "$old_data" ] || fail "expected one new filter-data, found pids '$data' (before: '$old_data')"
+expect_one_set_of_chains "after the restart"
+expect_blocked blocked.test "after the restart"
+expect_allowed allowed.test "after the restart"
+
+step "journalctl -u hallpass"
+journal=$(unit_journal)
+for line in "hallpass is not configured yet" "kernel rules installed (queue 0, fail closed)" "rules version 2 now in force" \
+    "reload refused" "filter-data stopped" "kernel rules removed" "Main process exited, code=killed, status=9/KILL" \
+    "Scheduled restart job"; do
+    grep -qF "$line" <<<"$journal" || fail "journalctl -u hallpass lacks '$line'"
+done
+echo "$(wc -l <<<"$journal") lines, the whole story (kept in $artifacts/journal.txt)"
+
+step "apt-get purge: the service stops, the state and the configuration go"
+in_container apt-get purge -y -qq hallpass >"$work/purge.log" 2>&1 || { cat "$work/purge.log" >&2; fail "apt-get purge failed"; }
+[ -z "$(data_pids)" ] || fail "filter-data still runs after the purge"
+[ -z "$(hallpass_rules)" ] || fail "kernel rules are left after the purge: $(hallpass_rules)"
+for path in /var/lib/hallpass /etc/hallpass /lib/systemd/system/hallpass.service /etc/systemd/system/multi-user.target.wants/hallpass.service; do
+    in_container test ! -e "$path" || fail "$path is still there after the purge"
+done
+
+echo "test-systemd: the package under systemd $(in_container systemctl --version | head -1 | cut -d' ' -f2): ok"
