@@ -78,6 +78,19 @@ if [ "$matrix" = 1 ]; then
         "$bypass_venv/bin/pip" install -q --disable-pip-version-check "aioquic>=1.2,<2"
     fi
 fi
+# The metrics endpoint's test: a real Prometheus scrapes it in a test namespace and promtool
+# (same package) checks its text. Debian's package is unpacked under .build, not installed:
+# installing it would add a system user to the host and a service (both Go programs need
+# only the C library).
+prometheus_root=.build/prometheus
+if [ ! -x "$prometheus_root/usr/bin/prometheus" ] || [ ! -x "$prometheus_root/usr/bin/promtool" ]; then
+    echo "install-deps: unpacking Debian's prometheus into $prometheus_root"
+    download=$(mktemp -d)
+    (cd "$download" && apt-get download -qq prometheus >/dev/null 2>&1 || { apt-get update -qq && apt-get download -qq prometheus; })
+    mkdir -p "$prometheus_root"
+    dpkg-deb -x "$download"/prometheus_*.deb "$prometheus_root"
+    rm -rf "$download"
+fi
 # The QUIC peer of the integration tests: aioquic from PyPI, in a virtualenv under .build.
 venv=.build/test-venv
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import aioquic" 2>/dev/null; then

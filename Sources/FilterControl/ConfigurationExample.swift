@@ -110,7 +110,8 @@ extension Configuration {
           file: /var/log/hallpass/audit.jsonl
           maxFileSize: 16M
           keepFiles: 10
-          # Rotated files older than this are removed; the file in use is rotated once its first record is.
+          # Rotated files older than this are removed; the file in use is rotated once its first record is
+          # retentionDays / keepFiles old (at least a day), so a record is kept at least retentionDays.
           retentionDays: 365
           # The systemd journal, with fields HALLPASS_HOST=, HALLPASS_ACTION=, ... (journalctl HALLPASS_ACTION=block).
           journald: true
@@ -118,12 +119,16 @@ extension Configuration {
           # (system CAs plus caFile), port 514 (udp, tcp) or 6514 (tls) unless given. While it cannot be
           # reached, up to syslogBuffer records wait (the oldest go first, counted in 'filterctl status'). (example)
           # syslog: tcp://logs.school.example:514
-          # caFile: /etc/hallpass/logs-ca.pem
           syslog: none
+          # An extra CA for a tls:// collector's certificate, besides the system store (tls:// only). (example)
+          # caFile: /etc/hallpass/logs-ca.pem
+          # The syslog facility of the records: user, daemon, auth, authpriv, local0 ... local7.
           facility: local0
           syslogBuffer: 10000
           # What records say about the person: name (login name and uid) | pseudonym (a keyed hash of the
           # name, the same on every machine holding the school's pseudonymKey; no uid) | none (no name, no uid).
+          # 'group' is the school's policy group in every mode; without policy groups it is the person's primary
+          # group with 'name' only (a Debian account's primary group is named after the person).
           users: name
           # The per-school key of users: pseudonym (32 random bytes, made at first use when missing; copy the
           # same file to every machine of the school). Default: <rules.directory>/pseudonym.key. (example)
@@ -140,6 +145,14 @@ extension Configuration {
           enabled: true
           # At most one notice per person and name in this time.
           interval: 10m
+
+        # Prometheus metrics at http://address:port/metrics (hallpass_decisions_total{action,category,kind},
+        # hallpass_audit_dropped_total, ...: docs/fleet.md); none while 'metrics' is left out. 127.0.0.1 keeps them
+        # on the machine; for a central Prometheus, this machine's school-network address, with the port open to
+        # the Prometheus server only. (example)
+        # metrics:
+        #   address: 127.0.0.1
+        #   port: 9733
 
         """
 }

@@ -82,7 +82,8 @@ public struct UserDirectory: Sendable {
         }
     }
 
-    private func passwdEntry(uid: UInt32) -> (name: String, group: gid_t)? {
+    /// The name and primary group of the user with this uid, nil when the database has none.
+    func passwdEntry(uid: UInt32) -> (name: String, group: gid_t)? {
         withEntryBuffer { buffer in
             var entry = unsafe passwd()
             var result: UnsafeMutablePointer<passwd>? = nil

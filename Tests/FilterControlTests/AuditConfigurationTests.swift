@@ -1,4 +1,4 @@
-import FilterControl
+@testable import FilterControl
 import Foundation
 import Testing
 
@@ -14,6 +14,51 @@ import Testing
             .replacingOccurrences(of: "  # syslog: tcp://", with: "  syslog: tcp://")
             .replacingOccurrences(of: "  syslog: none\n", with: "")
         #expect(try Configuration(yaml: uncommented).log.syslog == AuditSettings.SyslogTarget(transport: .tcp, host: "logs.school.example", port: 514))
+    }
+
+    @Test func theExamplesCommentedLogAndMetricsLinesAreValidOnceUncommented() throws {
+        let text = Configuration.example
+            .replacingOccurrences(of: "  # syslog: tcp://logs.school.example:514\n", with: "")
+            .replacingOccurrences(of: "  syslog: none\n", with: "  syslog: tls://logs.school.example\n")
+            .replacingOccurrences(of: "  # caFile: ", with: "  caFile: ")
+            .replacingOccurrences(of: "  # pseudonymKey: ", with: "  pseudonymKey: ")
+            .replacingOccurrences(of: "  # machine: ", with: "  machine: ")
+            .replacingOccurrences(of: "# metrics:\n#   address: 127.0.0.1\n#   port: 9733\n", with: "metrics:\n  address: 127.0.0.1\n  port: 9733\n")
+        let configuration = try Configuration(yaml: text)
+        #expect(configuration.log.syslog == AuditSettings.SyslogTarget(transport: .tls, host: "logs.school.example", port: 6514))
+        #expect(configuration.log.caFile == "/etc/hallpass/logs-ca.pem")
+        #expect(configuration.log.pseudonymKey == "/etc/hallpass/pseudonym.key")
+        #expect(configuration.log.machine == "lab2-pc07")
+        #expect(configuration.metrics == Configuration.Metrics(address: "127.0.0.1", port: 9733))
+    }
+
+    /// Every key `log:`, `notify:` and `metrics:` take is in `filterctl config
+    /// example` (set or commented) and named in README's configuration section.
+    @Test func everyLogNotifyAndMetricsKeyIsInTheExampleAndTheREADME() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        let start = try #require(readme.range(of: "\n## Configuration\n"), "README has no section '## Configuration'")
+        let section = String(readme[start.upperBound...]).components(separatedBy: "\n## ").first ?? ""
+        let example = Configuration.example
+        /// The example from `first` to `end`, or to its end.
+        func part(from first: String, to end: String? = nil) -> Substring {
+            guard let from = example.range(of: first) else { return "" }
+            let to = end.flatMap { example.range(of: $0, range: from.upperBound..<example.endIndex)?.lowerBound } ?? example.endIndex
+            return example[from.lowerBound..<to]
+        }
+        // The keys the parser accepts (Configuration.swift: NoticeSettings and metrics read theirs inline).
+        let sections: [(name: String, keys: [String], text: Substring)] = [
+            ("log", AuditSettings.keys, part(from: "\nlog:\n", to: "\n# A desktop notice")),
+            ("notify", ["enabled", "interval"], part(from: "\nnotify:\n", to: "\n# Prometheus")),
+            ("metrics", ["address", "port"], part(from: "\n# metrics:\n")),
+        ]
+        for (name, keys, text) in sections {
+            #expect(!text.isEmpty, "no \(name) section in the example")
+            for key in keys {
+                #expect(text.contains("  \(key): ") || text.contains("  # \(key): ") || text.contains("#   \(key): "), "\(name).\(key) is not in the example")
+                #expect(section.contains("`\(name).\(key)`"), "\(name).\(key) is not named in README's configuration section")
+            }
+        }
     }
 
     @Test func everyKeyIsRead() throws {

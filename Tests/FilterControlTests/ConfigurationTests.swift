@@ -27,6 +27,15 @@ import VerdictCore
         #expect(configuration.blockPage.organization == "Example School")
         #expect(configuration.blockPage.requestAccess?.url == "https://help.example.org/unblock?url={url}")
         #expect(configuration.admin.socket == "/run/hallpass/control.sock")
+        // The audit log, the notice and the metrics endpoint, as written.
+        let log = configuration.log
+        #expect(log.file == "/var/log/hallpass/audit.jsonl" && log.maxFileBytes == 16 << 20 && log.keepFiles == 10 && log.retentionDays == 365)
+        #expect(log.journald && log.syslog == nil && log.caFile == nil, "the collector is an example")
+        #expect(log.facility == .local0 && log.syslogBuffer == 10_000)
+        #expect(log.users == .name && log.allowed == .none)
+        #expect(log.pseudonymKey == nil && log.machine == nil, "the key's path and the machine's name are examples")
+        #expect(configuration.notify.enabled && configuration.notify.interval == 600)
+        #expect(configuration.metrics == nil, "the metrics endpoint is an example: none unless written")
     }
 
     @Test func theExamplesRuleSourceLinesAreValidOnceUncommented() throws {

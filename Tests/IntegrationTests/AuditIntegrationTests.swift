@@ -6,6 +6,34 @@ import NIOCore
 import NIOPosix
 import Testing
 
+extension TestNetwork {
+    /// rsyslogd (Debian's package) in the server namespace with
+    /// docs/examples/rsyslog-collector.conf, the school's collector of the
+    /// fleet guide, listening on TCP and UDP port 514 of the server. Returns
+    /// the folder where it writes one file per machine (`<machine>.log`).
+    func startCollector() throws -> String {
+        guard access("/usr/sbin/rsyslogd", X_OK) == 0 else {
+            throw TestNetworkError("rsyslogd is missing: scripts/install-deps.sh installs Debian's rsyslog")
+        }
+        let collected = folder + "/collector"
+        let example = try String(contentsOfFile: TestNetwork.packageRoot + "/docs/examples/rsyslog-collector.conf", encoding: .utf8)
+        guard example.contains("/var/log/hallpass-collector") else {
+            throw TestNetworkError("docs/examples/rsyslog-collector.conf no longer writes under /var/log/hallpass-collector")
+        }
+        let configuration =
+            "global(workDirectory=\"\(folder)/rsyslog-work\")\n"
+            + example.replacingOccurrences(of: "/var/log/hallpass-collector", with: collected)
+        try FileManager.default.createDirectory(atPath: folder + "/rsyslog-work", withIntermediateDirectories: true)
+        try configuration.write(toFile: folder + "/rsyslog.conf", atomically: true, encoding: .utf8)
+        try start(["ip", "netns", "exec", server, "rsyslogd", "-n", "-f", folder + "/rsyslog.conf", "-i", folder + "/rsyslog.pid"], log: "rsyslog")
+        try waitFor("rsyslog to listen") {
+            try shell("ip netns exec \(server) ss -ltn | grep -q ':514 '").status == 0
+                && shell("ip netns exec \(server) ss -lun | grep -q ':514 '").status == 0
+        }
+        return collected
+    }
+}
+
 /// The audit log and the desktop notice against real peers: rsyslog (the
 /// school's collector, with docs/examples/rsyslog-collector.conf) in a
 /// server namespace, and a real session bus (dbus-daemon) of a test uid with
@@ -33,21 +61,7 @@ import Testing
     @Test func rsyslogReceivesTheRecordsOverTCPAndUDP() async throws {
         let network = try TestNetwork()
         defer { network.tearDown() }
-        let collected = network.folder + "/collector"
-        let example = try String(contentsOfFile: TestNetwork.packageRoot + "/docs/examples/rsyslog-collector.conf", encoding: .utf8)
-        #expect(example.contains("/var/log/hallpass-collector"))
-        let configuration =
-            "global(workDirectory=\"\(network.folder)/rsyslog-work\")\n"
-            + example.replacingOccurrences(of: "/var/log/hallpass-collector", with: collected)
-        try FileManager.default.createDirectory(atPath: network.folder + "/rsyslog-work", withIntermediateDirectories: true)
-        try configuration.write(toFile: network.folder + "/rsyslog.conf", atomically: true, encoding: .utf8)
-        try network.start(
-            ["ip", "netns", "exec", network.server, "rsyslogd", "-n", "-f", network.folder + "/rsyslog.conf", "-i", network.folder + "/rsyslog.pid"],
-            log: "rsyslog")
-        try network.waitFor("rsyslog to listen") {
-            try shell("ip netns exec \(network.server) ss -ltn | grep -q ':514 '").status == 0
-                && shell("ip netns exec \(network.server) ss -lun | grep -q ':514 '").status == 0
-        }
+        let collected = try network.startCollector()
 
         let group = try Self.eventLoopGroup(inNamespace: network.client)
         do {

@@ -193,11 +193,14 @@ final class TestNetwork {
 
     /// curl from the client to `name` at the server (no DNS: --resolve), returning
     /// curl's exit status and the body. Connection errors come back fast; a
-    /// timeout (exit 28) would mean a hang.
-    func curl(_ scheme: String, _ name: String, ipv6: Bool = false, path: String = "/") throws -> (status: Int32, output: String) {
+    /// timeout (exit 28) would mean a hang. `person`: curl runs as them.
+    func curl(
+        _ scheme: String, _ name: String, ipv6: Bool = false, path: String = "/", as person: TestPerson? = nil
+    ) throws -> (status: Int32, output: String) {
         let address = ipv6 ? "[\(serverIPv6)]" : serverIPv4
         let port = scheme == "https" ? 443 : 80
-        return try inClient("curl -sS -k -m 5 --resolve \(name):\(port):\(address) \(scheme)://\(name)\(path)")
+        let command = "curl -sS -k -m 5 --resolve \(name):\(port):\(address) '\(scheme)://\(name)\(path)'"
+        return try inClient(person.map { $0.running(command) } ?? command)
     }
 
     func waitFor(_ what: String, attempts: Int = 100, _ condition: () throws -> Bool) throws {

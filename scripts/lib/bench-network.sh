@@ -1,7 +1,8 @@
 # Shared by the scripts/bench-*.sh benchmarks and scripts/soak.sh (sourced,
 # not run): a release build, a client and a server network namespace joined
 # by a veth pair, servers in the server (nginx; optionally HTTPS and a rule
-# server, dnsmasq, a QUIC server), hallpass in the client, and a cleanup
+# server, dnsmasq, a QUIC server, an rsyslog collector), hallpass in the
+# client, names the client resolves without DNS, and a cleanup
 # that stops what the script started (by pid) and removes the namespaces,
 # also when the script fails or is interrupted. Nothing leaves the machine.
 #
@@ -60,7 +61,32 @@ bench_cleanup() {
     [ -n "$nginx_pid" ] && kill "$nginx_pid" 2>/dev/null && wait "$nginx_pid" 2>/dev/null || true
     ip netns del "$client" 2>/dev/null || true
     ip netns del "$server" 2>/dev/null || true
+    [ -n "${client:-}" ] && rm -rf "/etc/netns/$client"
     rm -rf "$work"
+}
+
+# Names the client resolves to the server without DNS (getaddrinfo reads
+# /etc/netns/$client/hosts, which `ip netns exec` mounts over /etc/hosts;
+# removed by the cleanup): bench_hosts NAME...
+bench_hosts() {
+    mkdir -p "/etc/netns/$client"
+    printf '%s %s\n' 127.0.0.1 localhost >"/etc/netns/$client/hosts"
+    local name
+    for name in "$@"; do printf '%s %s\n' "$server_ip" "$name"; done >>"/etc/netns/$client/hosts"
+}
+
+# rsyslogd (Debian's rsyslog) in the server with docs/examples/rsyslog-collector.conf,
+# the school's collector of docs/fleet.md: TCP and UDP port 514, one file per
+# machine in $work/collector (MACHINE.log).
+bench_collector() {
+    mkdir -p "$work/collector" "$work/rsyslog-work"
+    {
+        printf 'global(workDirectory="%s")\n' "$work/rsyslog-work"
+        sed "s|/var/log/hallpass-collector|$work/collector|" docs/examples/rsyslog-collector.conf
+    } >"$work/rsyslog.conf"
+    ip netns exec "$server" rsyslogd -n -f "$work/rsyslog.conf" -i "$work/rsyslog.pid" >"$work/rsyslog.log" 2>&1 &
+    bench_pids+=($!)
+    bench_wait_for "rsyslog to listen" ip netns exec "$server" sh -c "ss -ltn | grep -q ':514 '"
 }
 
 # A test CA ($work/ca.pem, known to nobody else) and a certificate it signs

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-public import Foundation
+import Foundation
 public import Logging
 import NIOConcurrencyHelpers
 public import NIOCore
@@ -67,12 +67,13 @@ public final class AuditLog: Sendable {
     private let processID = getpid()
 
     /// Checks the settings and opens nothing yet but the pseudonym key
-    /// (made when missing). `journalSocket`, `lookup` and `eventLoopGroup`
-    /// (where the collector's connection lives) are for tests.
+    /// (made when missing). `socketMark` goes on the collector's sockets
+    /// (filter-control's allow mark). `journalSocket`, `lookup` and
+    /// `eventLoopGroup` (where the collector's connection lives) are for tests.
     public init(
         settings: AuditSettings, rulesDirectory: String, logger: Logger, journalSocket: String = JournalOutput.defaultSocket,
         syslogBackoff: SyslogForwarder.Backoff = .init(), lookup: PersonLookup? = nil, queueCapacity: Int = AuditLog.queueCapacity,
-        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        socketMark: UInt32? = nil, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) throws(Failure) {
         self.settings = settings
         self.logger = logger
@@ -102,7 +103,8 @@ public final class AuditLog: Sendable {
         }
         forwarder = settings.syslog.map {
             SyslogForwarder(
-                target: $0, caFile: settings.caFile, capacity: settings.syslogBuffer, backoff: syslogBackoff, logger: logger, group: eventLoopGroup)
+                target: $0, caFile: settings.caFile, capacity: settings.syslogBuffer, backoff: syslogBackoff, logger: logger,
+                socketMark: socketMark, group: eventLoopGroup)
         }
     }
 
@@ -243,12 +245,15 @@ public final class AuditLog: Sendable {
     }
 
     /// Names from the system's user and group databases (NSS), asked on NIO's
-    /// thread pool: a directory service (LDAP, SSSD) may be slow.
+    /// thread pool: a directory service (LDAP, SSSD) may be slow. Without a
+    /// gid (filter-data reports the socket's uid only) the group is the
+    /// user's primary group.
     public static func systemLookup() -> PersonLookup {
         { uid, gid in
             (try? await NIOThreadPool.singleton.runIfActive {
                 let users = UserDirectory()
-                return (uid.flatMap(users.userName(uid:)), gid.flatMap(users.groupName(gid:)))
+                let user = uid.flatMap(users.passwdEntry(uid:))
+                return (user?.name, (gid ?? user?.group).flatMap(users.groupName(gid:)))
             }) ?? (nil, nil)
         }
     }

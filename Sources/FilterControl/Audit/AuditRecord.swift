@@ -66,7 +66,8 @@ public struct AuditRecord: Sendable, Hashable, Codable {
     public var uid: UInt32?
     /// The login name, its pseudonym (`p-` and 20 hex digits), or nothing, as `log.users` says.
     public var user: String?
-    /// The user's primary group.
+    /// The person's group in the school's policy; without policy groups, with
+    /// `log.users: name` only, their primary group.
     public var group: String?
     public var kind: DecisionRecord.Kind
     public var host: String?

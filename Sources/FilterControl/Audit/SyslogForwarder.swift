@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 public import Logging
 public import NIOCore
 public import NIOPosix
@@ -14,6 +17,11 @@ import NIOSSL
 /// kernel took it: bytes a TCP connection holds when the collector vanishes
 /// mid-stream are lost without a signal (RFC 6587 has no acknowledgement);
 /// the local file keeps every record in any case.
+///
+/// Its sockets carry `socketMark` (filter-control gives its allow mark, as
+/// for rule downloads): the kernel rules pass them without queueing, so the
+/// collector is reached while filter-data restarts in closed mode, and the
+/// connection, which shows no name, is not judged by `policy.noName`.
 public actor SyslogForwarder {
     public struct Counters: Sendable, Hashable, Codable {
         public var sent: UInt64 = 0
@@ -42,6 +50,7 @@ public actor SyslogForwarder {
     private let backoff: Backoff
     private let logger: Logger
     private let group: any EventLoopGroup
+    private let socketMark: UInt32?
     private var buffer = CircularBuffer<[UInt8]>()
     private var counters = Counters()
     private var channel: (any Channel)?
@@ -53,9 +62,10 @@ public actor SyslogForwarder {
 
     public init(
         target: AuditSettings.SyslogTarget, caFile: String?, capacity: Int, backoff: Backoff = Backoff(), logger: Logger,
-        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        socketMark: UInt32? = nil, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) {
         self.target = target
+        self.socketMark = socketMark
         self.caFile = caFile
         self.capacity = max(1, capacity)
         self.backoff = backoff
@@ -143,6 +153,7 @@ public actor SyslogForwarder {
             try? await old.close()
         }
         let target = self.target
+        let mark = socketMark
         switch target.transport {
         case .udp:
             let address = try await resolve(target)
@@ -150,7 +161,11 @@ public actor SyslogForwarder {
             // Made on the event loop's thread, like the stream connections below:
             // the socket belongs to that thread's network namespace.
             let loop = group.next()
-            channel = try await loop.flatSubmit { DatagramBootstrap(group: loop).bind(host: bind, port: 0) }.get()
+            channel = try await loop.flatSubmit {
+                var bootstrap = DatagramBootstrap(group: loop)
+                if let mark { bootstrap = bootstrap.channelOption(.socketOption(.init(rawValue: SO_MARK)), value: SocketOptionValue(mark)) }
+                return bootstrap.bind(host: bind, port: 0)
+            }.get()
             udpAddress = address
         case .tcp, .tls:
             let sslContext: NIOSSLContext?
@@ -167,7 +182,9 @@ public actor SyslogForwarder {
             let loop = group.next()
             // The bootstrap is made on the loop's thread, where it connects.
             channel = try await loop.flatSubmit {
-                ClientBootstrap(group: loop)
+                var bootstrap = ClientBootstrap(group: loop)
+                if let mark { bootstrap = bootstrap.channelOption(.socketOption(.init(rawValue: SO_MARK)), value: SocketOptionValue(mark)) }
+                return bootstrap
                     .connectTimeout(.seconds(10))
                     .channelOption(.socketOption(.so_keepalive), value: 1)
                     .channelInitializer { channel in

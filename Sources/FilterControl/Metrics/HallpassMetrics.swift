@@ -1,81 +1,80 @@
-public import CoreMetrics
 public import FilterData
 public import Foundation
 public import Prometheus
 import Synchronization
 
-/// What filter-control counts for Prometheus, through swift-metrics with
-/// swift-prometheus behind it (its own registry, no global bootstrap).
-/// Counters that filter-data or the kernel keep (rewrites, netlink errors,
-/// queue drops, restarts, audit drops) are brought up to their source's
-/// total at each scrape; a source that started over (filter-data restarted)
-/// adds what it counted since.
+/// What filter-control counts for Prometheus, in swift-prometheus's
+/// registry (its own, no global bootstrap), each metric with its help text
+/// (`promtool check metrics` asks for one). Counters that filter-data or the
+/// kernel keep (rewrites, netlink errors, queue drops, restarts, audit
+/// drops) are brought up to their source's total at each scrape; a source
+/// that started over (filter-data restarted) adds what it counted since.
 public final class HallpassMetrics: Sendable {
     public let registry = PrometheusCollectorRegistry()
-    private let factory: PrometheusMetricsFactory
-    private let decisions = Mutex<[String: CoreMetrics.Counter]>([:])
-    private let flows = Mutex<[String: CoreMetrics.Counter]>([:])
-    private let refusals = Mutex<[String: CoreMetrics.Counter]>([:])
     /// The last value seen of each mirrored total, by metric name.
     private let mirrored = Mutex<[String: UInt64]>([:])
-    private let roundTrip: CoreMetrics.Timer
-    private let rulesVersion: CoreMetrics.Gauge
-    private let lastSuccess: CoreMetrics.Gauge
+    private let roundTrip: DurationHistogram
+    private let rulesVersion: Gauge
+    private let lastSuccess: Gauge
+
+    /// Every metric's help text (docs/fleet.md lists the same).
+    public static let help: [String: String] = [
+        "hallpass_decisions_total": "Decisions filter-data reported: a flow's first decision or a DNS query, by action, category and how the flow showed its name.",
+        "hallpass_flows_total": "Flows judged (DNS queries aside), by how they showed their name.",
+        "hallpass_needrules_round_trip_seconds": "Time from filter-data's needRules question to filter-control's answer.",
+        "hallpass_rules_refused_total": "Bundles or rules refused, by the reason's code.",
+        "hallpass_rules_version": "Version of the rules in force.",
+        "hallpass_rules_last_success_timestamp_seconds": "When rules were last installed or found current (Unix time).",
+        "hallpass_dns_rewrites_total": "DNS answers filter-data rewrote (block page, SafeSearch, bypass names).",
+        "hallpass_netlink_errors_total": "Errors on filter-data's queue socket.",
+        "hallpass_queue_drops_total": "Packets the kernel dropped because the queue was full or filter-data's socket overran.",
+        "hallpass_filter_data_restarts_total": "Times filter-control started filter-data again after it ended.",
+        "hallpass_audit_dropped_total": "Audit records dropped (queue full or a collector's buffer full).",
+        "hallpass_reports_dropped_total": "Decision reports filter-data dropped rather than wait on the control channel.",
+    ]
 
     public init() {
-        var factory = PrometheusMetricsFactory(registry: registry)
-        factory.durationHistogramBuckets["hallpass_needrules_round_trip_seconds"] = [
-            .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5),
-            .milliseconds(10), .milliseconds(50), .milliseconds(100), .milliseconds(500), .seconds(1), .seconds(2),
-        ]
-        self.factory = factory
-        roundTrip = CoreMetrics.Timer(label: "hallpass_needrules_round_trip_seconds", factory: factory)
-        rulesVersion = CoreMetrics.Gauge(label: "hallpass_rules_version", factory: factory)
-        lastSuccess = CoreMetrics.Gauge(label: "hallpass_rules_last_success_timestamp_seconds", factory: factory)
+        roundTrip = registry.makeDurationHistogram(
+            descriptor: Self.descriptor("hallpass_needrules_round_trip_seconds"), labels: [],
+            buckets: [
+                .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5),
+                .milliseconds(10), .milliseconds(50), .milliseconds(100), .milliseconds(500), .seconds(1), .seconds(2),
+            ])
+        rulesVersion = registry.makeGauge(descriptor: Self.descriptor("hallpass_rules_version"), labels: [])
+        lastSuccess = registry.makeGauge(descriptor: Self.descriptor("hallpass_rules_last_success_timestamp_seconds"), labels: [])
+    }
+
+    /// `name` whole (no unit suffix added) with its help text.
+    private static func descriptor(_ name: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(metricName: name, unitName: "", helpText: help[name] ?? "")
+    }
+
+    /// The registry's counter (it keeps one per name and labels).
+    private func counter(_ name: String, _ labels: [(String, String)] = []) -> Counter {
+        registry.makeCounter(descriptor: Self.descriptor(name), labels: labels)
     }
 
     /// A decision filter-data reported (a flow's first, or a blocked DNS query).
     public func record(_ report: FlowReport) {
         let action = report.verdict == .allow ? "allow" : "block"
         let category = report.reason.category ?? "-"
-        let key = action + "\u{0}" + category + "\u{0}" + report.kind
-        let counter = decisions.withLock { counters in
-            if let counter = counters[key] { return counter }
-            let counter = CoreMetrics.Counter(
-                label: "hallpass_decisions_total", dimensions: [("action", action), ("category", category), ("kind", report.kind)], factory: factory)
-            counters[key] = counter
-            return counter
-        }
-        counter.increment()
+        counter("hallpass_decisions_total", [("action", action), ("category", category), ("kind", report.kind)]).increment()
         guard report.kind != "dns" else { return }
-        let flow = flows.withLock { counters in
-            if let counter = counters[report.kind] { return counter }
-            let counter = CoreMetrics.Counter(label: "hallpass_flows_total", dimensions: [("kind", report.kind)], factory: factory)
-            counters[report.kind] = counter
-            return counter
-        }
-        flow.increment()
+        counter("hallpass_flows_total", [("kind", report.kind)]).increment()
     }
 
     /// A needRules question answered, from filter-data's question to filter-control's answer.
     public func answered(after duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        roundTrip.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        roundTrip.record(duration)
     }
 
     public func rulesRefused(code: String) {
-        let counter = refusals.withLock { counters in
-            if let counter = counters[code] { return counter }
-            let counter = CoreMetrics.Counter(label: "hallpass_rules_refused_total", dimensions: [("code", code)], factory: factory)
-            counters[code] = counter
-            return counter
-        }
-        counter.increment()
+        counter("hallpass_rules_refused_total", [("code", code)]).increment()
     }
 
     public func rules(version: UInt64, lastSuccess: Date?) {
-        rulesVersion.record(Double(version))
-        if let lastSuccess { self.lastSuccess.record(lastSuccess.timeIntervalSince1970) }
+        rulesVersion.set(Double(version))
+        if let lastSuccess { self.lastSuccess.set(lastSuccess.timeIntervalSince1970) }
     }
 
     /// Brings a counter kept elsewhere up to `total`.
@@ -86,7 +85,8 @@ public final class HallpassMetrics: Sendable {
             // A total below the last one: its source started over (filter-data restarted).
             return total >= previous ? total - previous : total
         }
-        let counter = CoreMetrics.Counter(label: name, factory: factory)
+        // Made at the first scrape even at zero, so the series exists from the start.
+        let counter = counter(name)
         if increase > 0 { counter.increment(by: Int64(clamping: increase)) }
     }
 

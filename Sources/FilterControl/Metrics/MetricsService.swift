@@ -9,7 +9,7 @@ public import ServiceLifecycle
 /// answers with the text exposition format; anything else is 404. Each
 /// scrape first brings the mirrored counters up to date.
 public struct MetricsService: Service {
-    let server: NIOAsyncChannel<NIOAsyncChannel<HTTPServerRequestPart, HTTPPart<HTTPResponseHead, ByteBuffer>>, Never>
+    let server: NIOAsyncChannel<NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, Never>
     let refresh: @Sendable () async -> [UInt8]
     let logger: Logger
 
@@ -21,7 +21,7 @@ public struct MetricsService: Service {
             .bind(host: address, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    return try NIOAsyncChannel<HTTPServerRequestPart, HTTPPart<HTTPResponseHead, ByteBuffer>>(wrappingChannelSynchronously: channel)
+                    return try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(wrappingChannelSynchronously: channel)
                 }
             }
         logger.info("metrics on http://\(address):\(port)/metrics")
@@ -41,7 +41,7 @@ public struct MetricsService: Service {
         }
     }
 
-    private func serve(_ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPPart<HTTPResponseHead, ByteBuffer>>) async throws {
+    private func serve(_ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>) async throws {
         try await connection.executeThenClose { inbound, outbound in
             for try await part in inbound {
                 guard case .head(let head) = part else { continue }
@@ -52,7 +52,7 @@ public struct MetricsService: Service {
                 headers.add(name: "Content-Length", value: String(body.count))
                 headers.add(name: "Connection", value: "close")
                 try await outbound.write(.head(HTTPResponseHead(version: head.version, status: found ? .ok : .notFound, headers: headers)))
-                try await outbound.write(.body(ByteBuffer(bytes: body)))
+                try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: body))))
                 try await outbound.write(.end(nil))
                 return
             }

@@ -164,11 +164,18 @@ public actor Control {
         do {
             audit =
                 hasOutput
-                ? try AuditLog(settings: configuration.log, rulesDirectory: configuration.rules.directory, logger: logger) { uid, gid in
-                    // The person's name through NSS; the group is the school's policy group filter-control placed them in.
-                    let names = await AuditLog.systemLookup()(uid, gid)
-                    return (names.user, uid.flatMap { uid in groupNames.withLockedValue { $0[uid] } } ?? names.group)
-                } : nil
+                ? try AuditLog(
+                    settings: configuration.log, rulesDirectory: configuration.rules.directory, logger: logger,
+                    lookup: { [users = configuration.log.users] uid, gid in
+                        // The person's name through NSS. The group is the school's policy group filter-control
+                        // placed them in; without one, their primary group, with `users: name` only: a Debian
+                        // account's primary group is usually named after the person.
+                        let names = await AuditLog.systemLookup()(uid, gid)
+                        let placed = uid.flatMap { uid in groupNames.withLockedValue { $0[uid] } }
+                        return (names.user, placed ?? (users == .name ? names.group : nil))
+                    },
+                    // The collector's connection is filter-control's own: never queued (see SyslogForwarder).
+                    socketMark: FlowMarks().allow) : nil
         } catch {
             throw StartError(message: "log: \(error.message)", status: 78)
         }
