@@ -95,6 +95,19 @@ public enum SafeSearch {
     }
 }
 
+/// The ways around a name filter filter-data recognizes a flow as, from
+/// what its client sends first (FilterData's TunnelRecognizer).
+public enum BypassKind: String, Sendable, Hashable, CaseIterable {
+    case wireguard, openvpn, ike, socks, connect, tor
+    /// DNS over TLS (TCP 853, RFC 7858).
+    case dot
+    /// DNS over QUIC (UDP 853 or ALPN "doq", RFC 9250).
+    case doq
+
+    /// Encrypted DNS (`bypass.encryptedDNS`), not a tunnel (`bypass.tunnels`).
+    public var isEncryptedDNS: Bool { self == .dot || self == .doq }
+}
+
 /// Where an engine's SafeSearch sends its names: the enforcement host's
 /// addresses as filter-control last resolved them (with those it saw in the
 /// last hour, so a browser holding a slightly older answer is not cut off),
@@ -134,6 +147,11 @@ public struct BypassPolicy: Sendable, Hashable {
     public var safeSearch: Set<SafeSearchEngine> = []
 
     public init() {}
+
+    /// The category of known DNS-over-HTTPS resolvers (rules/bypass/doh), blocked with `encryptedDNS: block`.
+    public static let encryptedDNSCategory = "doh"
+    /// The category of ECH public names (rules/bypass/ech-front), blocked with `ech: block`.
+    public static let echFrontCategory = "ech-front"
 
     /// The keys under `bypass:`.
     public static let bypassKeyNames = ["encryptedDNS", "ech", "tunnels", "unreadableQUIC", "quic"]

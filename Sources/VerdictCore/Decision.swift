@@ -29,6 +29,10 @@ public struct FlowFacts: Sendable, Hashable {
     public var encryptedClientHello: Bool
     /// The flow may still reveal a name (the peek bound is not reached yet).
     public var mayRevealName: Bool
+    /// The flow was recognized as a way around the filter (a tunnel, a proxy, encrypted DNS).
+    public var bypass: BypassKind?
+    /// The flow is QUIC (IETF or Google); with no `host`, one hallpass could not read.
+    public var quic: Bool
 
     public init(
         host: HostName? = nil,
@@ -40,7 +44,9 @@ public struct FlowFacts: Sendable, Hashable {
         uid: UInt32? = nil,
         gid: UInt32? = nil,
         encryptedClientHello: Bool = false,
-        mayRevealName: Bool = false
+        mayRevealName: Bool = false,
+        bypass: BypassKind? = nil,
+        quic: Bool = false
     ) {
         self.host = host
         self.nameSource = nameSource
@@ -52,6 +58,8 @@ public struct FlowFacts: Sendable, Hashable {
         self.gid = gid
         self.encryptedClientHello = encryptedClientHello
         self.mayRevealName = mayRevealName
+        self.bypass = bypass
+        self.quic = quic
     }
 }
 
@@ -100,6 +108,10 @@ public struct Reason: Sendable, Hashable, CustomStringConvertible {
         case exam
         /// filter-control has not said yet which group the flow's user is in.
         case unknownUser = "unknown-user"
+        /// A way around the filter the policy blocks (`bypass:`); the
+        /// category says which key (`tunnels`, `encryptedDNS`, `quic`,
+        /// `unreadableQUIC`), the rule what was recognized (`wireguard`, `dot`, ...).
+        case bypass
     }
 
     public var source: Source
@@ -153,6 +165,11 @@ public struct Reason: Sendable, Hashable, CustomStringConvertible {
             bytes.append(contentsOf: (rule ?? "?").utf8)
         case .exam: bytes.append(contentsOf: "an exam is in force: only the exam's list is reachable".utf8)
         case .unknownUser: bytes.append(contentsOf: "waiting for filter-control to say which group the user is in".utf8)
+        case .bypass:
+            bytes.append(contentsOf: "a way around the filter (policy.bypass.".utf8)
+            bytes.append(contentsOf: (category ?? "?").utf8)
+            bytes.append(contentsOf: "): ".utf8)
+            bytes.append(contentsOf: (rule ?? "?").utf8)
         }
     }
 }

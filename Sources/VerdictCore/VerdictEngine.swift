@@ -89,7 +89,11 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
     public init(rules: Rules, policy: Policy) {
         self.rules = rules
         self.policy = policy
-        self.categoryBlocked = rules.categoryNames.map { policy.blockedCategories.blocks($0) }
+        // The lists of encrypted DNS resolvers and ECH public names go with their bypass keys.
+        self.categoryBlocked = rules.categoryNames.map { name in
+            policy.blockedCategories.blocks(name) || (name == BypassPolicy.encryptedDNSCategory && policy.bypass.encryptedDNS == .block)
+                || (name == BypassPolicy.echFrontCategory && policy.bypass.ech == .block)
+        }
         self.examList = policy.exam.map { ListLayer(deny: [], allow: $0.allow, allowSource: .examList, denySource: .exam) }
         self.overrides = ListLayer(deny: policy.overrideBlock, allow: policy.overrideAllow, allowSource: .overrideAllow, denySource: .overrideBlock)
         self.local = ListLayer(deny: policy.deny, allow: policy.allow, allowSource: .localAllowList, denySource: .localDenyList)
@@ -97,6 +101,7 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
 
     /// The decision for a flow, with its reason. See `Policy` for the precedence.
     public func decide(_ facts: FlowFacts) -> Decision {
+        if facts.bypass != nil || facts.quic, let decision = bypassDecision(facts) { return decision }
         if let host = facts.host {
             if host.isIPv4Literal, let address = IPAddress(host.description) {
                 // A bare address is no name, but URL-prefix rules may be written on it.
@@ -116,6 +121,22 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
             return Decision(.drop, blocked)
         }
         return decideNameless(facts, literal: nil)
+    }
+
+    /// A way around the filter the policy blocks, before any rule of names:
+    /// a tunnel or encrypted DNS carries every name, so no allow list lets
+    /// it through; `bypass:` allowing it leaves the flow to the rules.
+    private func bypassDecision(_ facts: FlowFacts) -> Decision? {
+        let keys = policy.bypass
+        if let kind = facts.bypass {
+            let (key, action) = kind.isEncryptedDNS ? ("encryptedDNS", keys.encryptedDNS) : ("tunnels", keys.tunnels)
+            return action == .block ? Decision(.drop, Reason(source: .bypass, category: key, rule: kind.rawValue)) : nil
+        }
+        if keys.quic == .block { return Decision(.drop, Reason(source: .bypass, category: "quic", rule: "quic")) }
+        if facts.host == nil, !facts.mayRevealName, keys.unreadableQUIC == .block {
+            return Decision(.drop, Reason(source: .bypass, category: "unreadableQUIC", rule: "quic"))
+        }
+        return nil
     }
 
     private func decide(_ facts: FlowFacts, host: HostName) -> Decision {

@@ -14,6 +14,8 @@ public struct DecisionRecord: Sendable, Hashable {
         case dns, http, tls, quic
         /// No name: a bare address, a protocol filter-data does not read.
         case other
+        /// Ways around the filter filter-data recognized (docs/bypass.md).
+        case wireguard, openvpn, ike, socks, connect, tor, dot, doq
     }
 
     public enum Action: String, Sendable, Hashable, Codable, CaseIterable {

@@ -296,7 +296,8 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
         let isSynAck = header.flags.contains(.syn) && header.flags.contains(.ack)
         let clientKey = isSynAck ? reversedKey : packetKey
         let carriesDNS = clientKey.destinationPort == settings.dnsPort
-        let slot = create(clientKey, FlowStateMachine.tcp(limits: settings.limits, carriesDNS: carriesDNS), now: now)
+        let slot = create(
+            clientKey, FlowStateMachine.tcp(limits: settings.limits, carriesDNS: carriesDNS, serverPort: clientKey.destinationPort), now: now)
         if isSynAck {
             let step = table[slot].serverPacket()
             return finish(step, slot, clientKey, direction: .serverToClient, uid: uid, gid: gid, created: true)
@@ -338,8 +339,16 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
             return finish(step, slot, clientKey, direction: senderIsClient ? .clientToServer : .serverToClient,
                           uid: uid, gid: gid, created: true)
         }
-        let looksLikeQUIC = !payload.isEmpty && payload[0] & 0x80 != 0
-        let machine = looksLikeQUIC ? FlowStateMachine.quic(limits: settings.limits) : FlowStateMachine.nameless()
+        // WireGuard, OpenVPN and IKE show themselves in their first datagram (IKE's
+        // SPI may start with the bit a QUIC long header sets, so this comes first).
+        let machine: FlowStateMachine
+        if case .recognized(let recognition) = TunnelRecognizer.examine(datagram: payload, serverPort: packetKey.destinationPort) {
+            machine = FlowStateMachine.recognized(recognition.kind)
+        } else if !payload.isEmpty && payload[0] & 0x80 != 0 {
+            machine = FlowStateMachine.quic(limits: settings.limits)
+        } else {
+            machine = FlowStateMachine.nameless()
+        }
         let slot = create(packetKey, machine, now: now)
         let step = table[slot].clientDatagram(payload)
         return finish(step, slot, packetKey, direction: .clientToServer, uid: uid, gid: gid, created: true)
@@ -401,8 +410,13 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
             let findings = table[slot].findings
             var facts = makeFacts(findings, key: key, uid: uid, gid: gid)
             facts.mayRevealName = true
+            let decision = engines.decide(facts)
+            // A way around the filter the policy blocks before any name (`bypass.quic: block`): decided now.
+            if decision.verdict == .drop, decision.reason.source == .bypass {
+                return conclude(slot, key, findings, facts: facts, direction: direction, created: created, decision: decision)
+            }
             return Inspection(flow: key, direction: direction, createdFlow: created, finality: .undecided,
-                              decision: engines.decide(facts), facts: facts, findings: findings)
+                              decision: decision, facts: facts, findings: findings)
         case .holdForRules(let findings):
             let facts = makeFacts(findings, key: key, uid: uid, gid: gid)
             return Inspection(flow: key, direction: direction, createdFlow: created, finality: .undecided,
@@ -449,7 +463,9 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
             uid: uid,
             gid: gid,
             encryptedClientHello: findings.encryptedClientHello,
-            mayRevealName: false
+            mayRevealName: false,
+            bypass: findings.kind.bypass,
+            quic: findings.kind == .quic
         )
     }
 

@@ -5,22 +5,31 @@
 
 public import VerdictCore
 
-/// The protocol a flow revealed its name through.
+/// The protocol a flow revealed its name through, or the way around the
+/// filter it was recognized as (a tunnel, a proxy, encrypted DNS).
 public enum FlowKind: String, Sendable, Hashable, CaseIterable {
     case tls, http, quic, dns
     /// No name-bearing protocol was recognised (or not yet).
     case none
+    case wireguard, openvpn, ike, socks, connect, tor, dot, doq
+
+    public init(_ bypass: BypassKind) {
+        self.init(rawValue: bypass.rawValue)!
+    }
 
     /// The `FlowFacts` name source for a name found this way.
     public var nameSource: FlowFacts.NameSource? {
         switch self {
-        case .tls: .tlsServerName
-        case .http: .httpHost
-        case .quic: .quicServerName
+        case .tls, .dot: .tlsServerName
+        case .http, .connect: .httpHost
+        case .quic, .doq: .quicServerName
         case .dns: .dnsQuestion
-        case .none: nil
+        case .none, .wireguard, .openvpn, .ike, .socks, .tor: nil
         }
     }
+
+    /// The way around the filter this kind is, if it is one.
+    public var bypass: BypassKind? { BypassKind(rawValue: rawValue) }
 }
 
 /// What a flow revealed about where it goes.
@@ -114,6 +123,10 @@ public struct FlowStateMachine: Sendable {
         public let limits: FlowLimits
         /// Port 53: the stream carries DNS messages with a length prefix.
         public var carriesDNS: Bool
+        /// The server's port (DNS over TLS is known by it).
+        public var serverPort: UInt16 = 0
+        /// The tunnel recognizers (SOCKS, CONNECT, OpenVPN over TCP) have ruled the stream out.
+        var tunnelRuledOut = false
         /// Do not parse TLS again before the contiguous prefix has this many bytes.
         var tlsBytesNeeded = 0
         /// The prefix bytes already scanned for an HTTP head (it can only
@@ -158,6 +171,8 @@ public struct FlowStateMachine: Sendable {
     public enum State: Sendable {
         /// Can show no name and is not judged yet.
         case nameless
+        /// Recognized as a way around the filter and not judged yet.
+        case recognized(BypassKind)
         indirect case peekingStream(StreamProgress)
         indirect case assemblingQUIC(QUICProgress)
         /// A DNS flow: each query judged on its own (`queryLog` holds what it saw).
@@ -175,8 +190,10 @@ public struct FlowStateMachine: Sendable {
     public var queryLog: QueryLog? { queryStorage?.log }
 
     /// A TCP flow; `carriesDNS` for port 53.
-    public static func tcp(limits: FlowLimits = FlowLimits(), carriesDNS: Bool = false) -> FlowStateMachine {
-        FlowStateMachine(state: .peekingStream(StreamProgress(peek: StreamPeek(capacity: limits.streamPeekBound), limits: limits, carriesDNS: carriesDNS)))
+    public static func tcp(limits: FlowLimits = FlowLimits(), carriesDNS: Bool = false, serverPort: UInt16 = 0) -> FlowStateMachine {
+        var progress = StreamProgress(peek: StreamPeek(capacity: limits.streamPeekBound), limits: limits, carriesDNS: carriesDNS)
+        progress.serverPort = serverPort
+        return FlowStateMachine(state: .peekingStream(progress))
     }
 
     /// A UDP flow whose first client datagram looked like a QUIC long header.
@@ -196,6 +213,13 @@ public struct FlowStateMachine: Sendable {
         FlowStateMachine(state: .nameless)
     }
 
+    /// A flow recognized from its first packet as a way around the filter
+    /// (a WireGuard, OpenVPN or IKE datagram, DNS over QUIC's port): its
+    /// first step decides with that kind.
+    public static func recognized(_ kind: BypassKind) -> FlowStateMachine {
+        FlowStateMachine(state: .recognized(kind))
+    }
+
     private init(state: State) {
         self.state = state
     }
@@ -203,7 +227,7 @@ public struct FlowStateMachine: Sendable {
     /// The table stage this state belongs to.
     public var stage: FlowStage {
         switch state {
-        case .nameless, .peekingStream, .assemblingQUIC: .inspecting
+        case .nameless, .recognized, .peekingStream, .assemblingQUIC: .inspecting
         case .waitingForRules: .waitingForRules
         case .judgingQueries: queryStorage?.log.heldQuery == nil ? .decided : .waitingForRules
         case .decided: .decided
@@ -220,6 +244,7 @@ public struct FlowStateMachine: Sendable {
     public var findings: FlowFindings {
         switch state {
         case .nameless: .nothing
+        case .recognized(let kind): FlowFindings(kind: FlowKind(kind))
         case .peekingStream(let progress): FlowFindings(kind: progress.unfinishedKind)
         case .assemblingQUIC: FlowFindings(kind: .quic)
         case .judgingQueries: queryStorage?.log.firstQuestion ?? FlowFindings(kind: .dns)
@@ -236,6 +261,7 @@ public struct FlowStateMachine: Sendable {
         case .decided(let decided): return .repeatDecision(decided)
         case .waitingForRules(let findings): return .holdForRules(findings)
         case .nameless: return decideNow(.nothing)
+        case .recognized(let kind): return decideNow(FlowFindings(kind: FlowKind(kind)))
         case .assemblingQUIC, .judgingQueries: return .awaitMoreData
         case .peekingStream(var progress):
             // Move the progress out of `state` (its box goes) so the buffer is
@@ -256,6 +282,7 @@ public struct FlowStateMachine: Sendable {
             if let latest = queryStorage?.log.latest { return .repeatDecision(latest) }
             return decideNow(FlowFindings(kind: .dns))
         case .nameless: return decideNow(.nothing)
+        case .recognized(let kind): return decideNow(FlowFindings(kind: FlowKind(kind)))
         case .peekingStream, .assemblingQUIC: return .awaitMoreData
         }
     }
@@ -266,6 +293,7 @@ public struct FlowStateMachine: Sendable {
         case .decided(let decided): return .repeatDecision(decided)
         case .waitingForRules(let findings): return .holdForRules(findings)
         case .nameless: return decideNow(.nothing)
+        case .recognized(let kind): return decideNow(FlowFindings(kind: FlowKind(kind)))
         case .judgingQueries, .peekingStream: return .awaitMoreData
         case .assemblingQUIC(var progress):
             state = .nameless
@@ -347,6 +375,7 @@ public struct FlowStateMachine: Sendable {
         case .peekingStream(let progress): return decideNow(FlowFindings(kind: progress.unfinishedKind))
         case .assemblingQUIC: return decideNow(FlowFindings(kind: .quic))
         case .nameless: return decideNow(.nothing)
+        case .recognized(let kind): return decideNow(FlowFindings(kind: FlowKind(kind)))
         default: return nil
         }
     }
@@ -391,22 +420,39 @@ public struct FlowStateMachine: Sendable {
                 return decideNow(FlowFindings(kind: .dns))
             }
         }
+        // DNS over TLS has its own port (RFC 7858 section 3.1): its ClientHello still names the resolver.
+        let tlsKind: FlowKind = progress.serverPort == TunnelRecognizer.Ports.encryptedDNS ? .dot : .tls
         if !progress.tlsRuledOut {
             guard available >= progress.tlsBytesNeeded else { return .awaitMoreData }
             let outcome = progress.peek.withContiguousPrefix { ClientHelloParser.parse(recordStream: $0) }
             switch outcome {
             case .clientHello(let info):
-                return decideNow(FlowFindings(kind: .tls, wireName: info.serverName, encryptedClientHello: info.hasEncryptedClientHello))
+                return decideNow(FlowFindings(kind: tlsKind, wireName: info.serverName, encryptedClientHello: info.hasEncryptedClientHello))
             case .needMoreData(let total):
                 let needed = total ?? available + 1
                 // A ClientHello that cannot fit in the peek bound never shows its name here.
-                if needed > bound { return decideNow(FlowFindings(kind: .tls)) }
+                if needed > bound { return decideNow(FlowFindings(kind: tlsKind)) }
                 progress.tlsBytesNeeded = max(needed, available + 1)
                 return .awaitMoreData
             case .malformed:
-                return decideNow(FlowFindings(kind: .tls))
+                return decideNow(FlowFindings(kind: tlsKind))
             case .notTLS:
                 progress.tlsRuledOut = true
+            }
+        }
+        if !progress.tunnelRuledOut {
+            // A proxy greeting (SOCKS4/5), a CONNECT request or OpenVPN's length-prefixed
+            // packets; a CONNECT line is also an HTTP head, so this comes first.
+            let serverPort = progress.serverPort
+            switch progress.peek.withContiguousPrefix({ TunnelRecognizer.examine(stream: $0, serverPort: serverPort) }) {
+            case .recognized(let recognition):
+                // A proxy request names where it goes: reported, and judged by it where the policy allows proxies.
+                return decideNow(FlowFindings(kind: FlowKind(recognition.kind), wireName: recognition.target.map { Array($0.host.lowercased().utf8) }))
+            case .needMoreData:
+                // An HTTP head may still decide first; the recognizers look again at the next bytes.
+                break
+            case .notRecognized:
+                progress.tunnelRuledOut = true
             }
         }
         if !progress.httpRuledOut {
@@ -431,8 +477,9 @@ public struct FlowStateMachine: Sendable {
                 progress.httpRuledOut = true
             }
         }
-        // Neither TLS nor HTTP: no name will come from this stream.
-        return decideNow(.nothing)
+        // Neither TLS nor HTTP: no name will come from this stream, and
+        // once the tunnel recognizers have ruled it out too, it is judged as nameless.
+        return progress.tunnelRuledOut ? decideNow(.nothing) : .awaitMoreData
     }
 
     // MARK: QUIC

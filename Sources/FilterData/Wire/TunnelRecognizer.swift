@@ -17,14 +17,9 @@
 //   addresses and ports (2408, 500, 1701, 4500), not by its bytes.
 // - Psiphon, Ultrasurf, SoftEther over HTTPS: TLS with a name, judged by it.
 
-/// The kinds of bypass a flow can be recognized as.
-public enum BypassKind: String, Sendable, Hashable, CaseIterable {
-    case wireguard, openvpn, ike, socks, connect, tor
-    /// DNS over TLS (TCP 853, RFC 7858).
-    case dot
-    /// DNS over QUIC (UDP 853 or ALPN "doq", RFC 9250).
-    case doq
-}
+// The kinds of bypass a flow can be recognized as: VerdictCore's BypassKind.
+
+public import VerdictCore
 
 /// Where a proxy request asks to go (SOCKS, HTTP CONNECT).
 public struct ProxyTarget: Sendable, Hashable, CustomStringConvertible {

@@ -1,0 +1,126 @@
+import FilterData
+import SharedStore
+import Testing
+import VerdictCore
+
+/// Ways around the filter, through the flow inspector and the engine: the
+/// recognizers name the flow's kind, and the policy's `bypass:` keys decide.
+@Suite struct BypassInspectionTests {
+    func policy(_ change: (inout BypassPolicy) -> Void = { _ in }) -> Policy {
+        var policy = Policy(blockedCategories: .only(["adult"]))
+        change(&policy.bypass)
+        return policy
+    }
+
+    @Test func dnsOverTLSIsKnownByItsPortBeforeAnyByte() {
+        var judge = inspector(policy: policy())
+        var client = TCPClient()
+        client.serverPort = 853
+        _ = judge.inspect(client.syn, now: 0)
+        let hello = judge.inspect(client.data(at: 0, clientHelloRecords("dns.example")), now: 1)
+        #expect(hello.kind == .dot && hello.verdict == .drop && hello.finality == .firstDecision)
+        #expect(hello.decision.reason.source == .bypass && hello.decision.reason.category == "encryptedDNS" && hello.decision.reason.rule == "dot")
+        #expect(hello.findings.name == "dns.example", "the resolver's name is still read and reported")
+
+        // A policy that allows encrypted DNS judges it as any nameless flow (noName: allow).
+        var allowing = inspector(policy: policy { $0.encryptedDNS = .allow })
+        _ = allowing.inspect(client.syn, now: 0)
+        let allowed = allowing.inspect(client.data(at: 0, clientHelloRecords("dns.example")), now: 1)
+        #expect(allowed.kind == .dot && allowed.verdict == .allow, "\(allowed.decision)")
+        // ... and by its name, like any TLS flow.
+        _ = allowing.inspect(TCPClient(clientPort: 40_001, serverPort: 853).syn, now: 0)
+        let blockedResolver = allowing.inspect(TCPClient(clientPort: 40_001, serverPort: 853).data(at: 0, clientHelloRecords("dns.blocked.example")), now: 1)
+        #expect(blockedResolver.verdict == .drop && blockedResolver.decision.reason.category == "adult")
+    }
+
+    @Test func aSOCKS5GreetingIsATunnel() {
+        var judge = inspector(policy: policy())
+        var client = TCPClient()
+        client.serverPort = 1080
+        _ = judge.inspect(client.syn, now: 0)
+        let greeting = judge.inspect(client.data(at: 0, [0x05, 0x01, 0x00]), now: 1)
+        #expect(greeting.kind == .socks && greeting.verdict == .drop, "\(greeting.kind) \(greeting.decision)")
+        #expect(greeting.decision.reason.category == "tunnels")
+
+        var staff = inspector(policy: policy { $0.tunnels = .allow })
+        _ = staff.inspect(client.syn, now: 0)
+        let allowed = staff.inspect(client.data(at: 0, [0x05, 0x01, 0x00]), now: 1)
+        #expect(allowed.kind == .socks && allowed.verdict == .allow)
+    }
+
+    @Test func anHTTPConnectRequestIsATunnelNotAPlainRequest() {
+        var judge = inspector(policy: policy())
+        var client = TCPClient()
+        client.serverPort = 3128
+        _ = judge.inspect(client.syn, now: 0)
+        let request = judge.inspect(client.data(at: 0, Array("CONNECT blocked-not.example:443 HTTP/1.1\r\nHost: blocked-not.example:443\r\n\r\n".utf8)), now: 1)
+        #expect(request.kind == .connect && request.verdict == .drop, "\(request.kind) \(request.decision)")
+        #expect(request.findings.name == "blocked-not.example", "the proxy's target is reported")
+    }
+
+    @Test func plainHTTPAndSSHAreNotTunnels() {
+        var judge = inspector(policy: policy())
+        var client = TCPClient()
+        client.serverPort = 80
+        _ = judge.inspect(client.syn, now: 0)
+        let request = judge.inspect(client.data(at: 0, Array("GET / HTTP/1.1\r\nHost: fine.example\r\n\r\n".utf8)), now: 1)
+        #expect(request.kind == .http && request.verdict == .allow)
+        var ssh = judge
+        client.clientPort = 40_001
+        client.serverPort = 22
+        _ = ssh.inspect(client.syn, now: 0)
+        let banner = ssh.inspect(client.data(at: 0, Array("SSH-2.0-OpenSSH_9.2\r\n".utf8)), now: 1)
+        #expect(banner.kind == FlowKind.none && banner.verdict == .allow)
+    }
+
+    @Test func wireGuardAndIKEAreRecognizedByTheirFirstDatagram() {
+        var judge = inspector(policy: policy())
+        let wireGuard = judge.inspect(udpPacket(sourcePort: 40_000, destinationPort: 51_820, TunnelRecognizerTests.wireguardGoInitiation), now: 0)
+        #expect(wireGuard.kind == .wireguard && wireGuard.verdict == .drop && wireGuard.finality == .firstDecision)
+        var ike = TunnelRecognizerTests.ikeSAInit()
+        ike[0] = 0xC3  // an SPI whose first bit a QUIC long header also sets
+        let ikeInspection = judge.inspect(udpPacket(sourcePort: 40_001, destinationPort: 500, ike), now: 0)
+        #expect(ikeInspection.kind == .ike && ikeInspection.verdict == .drop)
+        let doq = judge.inspect(udpPacket(sourcePort: 40_002, destinationPort: 853, rfc9001ClientInitial), now: 0)
+        #expect(doq.kind == .doq && doq.decision.reason.category == "encryptedDNS")
+    }
+
+    @Test func quicBlockEndsEveryQUICFlowAtItsFirstDatagram() {
+        var judge = inspector(policy: policy { $0.quic = .block })
+        let first = judge.inspect(udpPacket(sourcePort: 50_000, destinationPort: 443, rfc9001ClientInitial), now: 0)
+        #expect(first.kind == .quic && first.verdict == .drop && first.finality == .firstDecision)
+        #expect(first.decision.reason.source == .bypass && first.decision.reason.category == "quic")
+        // The default lets readable QUIC go to its name's judgement.
+        var open = inspector(policy: policy())
+        let named = open.inspect(udpPacket(sourcePort: 50_000, destinationPort: 443, rfc9001ClientInitial), now: 0)
+        #expect(named.kind == .quic && named.findings.name == "example.com" && named.decision.reason.source != .bypass)
+    }
+
+    @Test func quicThatCannotBeReadIsBlockedByDefault() {
+        var settings = FlowInspectorSettings()
+        settings.limits = FlowLimits(quicDatagramBound: 2)
+        var judge = inspector(policy: policy(), settings: settings)
+        var greased = rfc9001ClientInitial
+        greased[1...4] = [0x0a, 0x0a, 0x0a, 0x0a]
+        let first = judge.inspect(udpPacket(sourcePort: 50_000, destinationPort: 443, greased), now: 0)
+        #expect(first.finality == .undecided, "it may still send an Initial hallpass can read")
+        let second = judge.inspect(udpPacket(sourcePort: 50_000, destinationPort: 443, greased), now: 1)
+        #expect(second.kind == .quic && second.verdict == .drop && second.decision.reason.category == "unreadableQUIC")
+
+        var allowing = FlowInspector(engine: VerdictEngine(rules: blockedStore, policy: policy { $0.unreadableQUIC = .allow }), settings: settings)
+        _ = allowing.inspect(udpPacket(sourcePort: 50_000, destinationPort: 443, greased), now: 0)
+        let allowed = allowing.inspect(udpPacket(sourcePort: 50_000, destinationPort: 443, greased), now: 1)
+        #expect(allowed.verdict == .allow && allowed.decision.reason.source == .noName)
+    }
+
+    @Test func theDoHAndECHFrontListsGoWithTheirKeys() throws {
+        let store = try makeStore([("dns.google", BypassPolicy.encryptedDNSCategory), ("cloudflare-ech.com", BypassPolicy.echFrontCategory)])
+        let strict = VerdictEngine(rules: store, policy: policy())
+        #expect(strict.decide(FlowFacts(host: try HostName("dns.google"), nameSource: .tlsServerName)).verdict == .drop)
+        let outer = strict.decide(FlowFacts(host: try HostName("cloudflare-ech.com"), nameSource: .tlsServerName, encryptedClientHello: true))
+        #expect(outer.verdict == .drop && outer.reason.category == "ech-front")
+        let relaxed = VerdictEngine(rules: store, policy: policy { $0.encryptedDNS = .allow; $0.ech = .allow })
+        #expect(relaxed.decide(FlowFacts(host: try HostName("dns.google"), nameSource: .tlsServerName)).verdict == .allow)
+        #expect(relaxed.decide(FlowFacts(host: try HostName("cloudflare-ech.com"), nameSource: .tlsServerName)).verdict == .allow)
+    }
+}
