@@ -205,5 +205,6 @@ switch arguments.first {
 case "generate": generate(arguments)
 case "lookup": lookup(arguments)
 case "inspect": inspect(arguments)
-default: fail("usage: hallpass-bench generate|lookup|inspect ...")
+case "bypass": bypass(arguments)
+default: fail("usage: hallpass-bench generate|lookup|inspect|bypass ...")
 }
