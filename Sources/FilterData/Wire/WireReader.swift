@@ -71,6 +71,19 @@ struct WireReader {
         return bytes.bigEndianU32(at: offset)
     }
 
+    /// An unsigned integer of `count` bytes (1...8), big- or little-endian.
+    @inline(__always)
+    mutating func readUInt(_ count: Int, littleEndian: Bool = false, in bytes: Span<UInt8>) -> UInt64? {
+        guard count >= 1, count <= 8, remaining >= count else { return nil }
+        let field = bytes.extracting(offset..<(offset + count))
+        var value: UInt64 = 0
+        for index in 0..<count {
+            value = value << 8 | UInt64(field[littleEndian ? count - 1 - index : index])
+        }
+        offset += count
+        return value
+    }
+
     /// A QUIC variable-length integer (RFC 9000 section 16).
     @inline(__always)
     mutating func readQUICVarInt(in bytes: Span<UInt8>) -> UInt64? {
@@ -130,6 +143,31 @@ extension Span where Element == UInt8 {
         // One range check for the four bytes; the constant indices below are then known in bounds.
         let word = extracting(offset..<(offset + 4))
         return UInt32(word[0]) << 24 | UInt32(word[1]) << 16 | UInt32(word[2]) << 8 | UInt32(word[3])
+    }
+
+    /// The little-endian 32-bit integer at `offset` (bounds-checked).
+    @inline(__always)
+    func littleEndianU32(at offset: Int) -> UInt32 {
+        let word = extracting(offset..<(offset + 4))
+        return UInt32(word[0]) | UInt32(word[1]) << 8 | UInt32(word[2]) << 16 | UInt32(word[3]) << 24
+    }
+
+    /// True when the bytes at `offset` are `expected` (compared exactly);
+    /// false when fewer bytes remain. (A constant array, not a string: a
+    /// string's UTF-8 view costs more to walk than the comparison itself.)
+    func matches(_ expected: [UInt8], at offset: Int = 0) -> Bool {
+        guard offset >= 0, offset <= count, count - offset >= expected.count else { return false }
+        let part = extracting(offset..<(offset + expected.count))
+        let wanted = expected.span
+        for index in wanted.indices where part[index] != wanted[index] { return false }
+        return true
+    }
+
+    /// True when every byte in `range` is zero.
+    func allZero(in range: Range<Int>) -> Bool {
+        let part = extracting(range)
+        for index in part.indices where part[index] != 0 { return false }
+        return true
     }
 
     /// The bytes at `range` in a new array (bounds-checked).
