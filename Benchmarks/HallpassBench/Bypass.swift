@@ -8,7 +8,8 @@
 //   hallpass-bench bypass [--testdata DIR] [--kind tunnel|gquic|dns] [--rounds R]
 //       tunnel: every TCP and UDP payload of ndpi-bypass/pcap, through
 //               TunnelRecognizer (a stream or a datagram, with its server port)
-//       gquic:  every UDP payload of nDPI's Google QUIC captures, through GoogleQUICParser
+//       gquic:  every UDP payload of nDPI's Google QUIC captures, through its flow's
+//               GoogleQUICHandshake (a new one per flow and round)
 //       dns:    every DNS message to or from port 53 of nDPI's DNS captures, and
 //               dnsmasq's answer with ech: removingECH, and for each query an
 //               NXDOMAIN answer put back into its packet
@@ -84,6 +85,7 @@ func bypass(_ arguments: [String]) {
     var outcomes = 0
     var times: [Double] = []
     for _ in 0..<rounds {
+        var handshakes: [UInt32: GoogleQUICHandshake] = [:]
         let start = nanoseconds()
         for item in payloads {
             switch kind {
@@ -93,7 +95,8 @@ func bypass(_ arguments: [String]) {
                     : TunnelRecognizer.examine(datagram: item.payload, serverPort: item.destinationPort)
                 if case .recognized = outcome { outcomes += 1 }
             case "gquic":
-                if case .handshake = GoogleQUICParser.parse(datagram: item.payload) { outcomes += 1 }
+                let flow = UInt32(item.sourcePort) << 16 | UInt32(item.destinationPort)
+                if case .hello = handshakes[flow, default: GoogleQUICHandshake()].add(datagram: item.payload) { outcomes += 1 }
             default:
                 if (try? DNSBypassRewrite.removingECH(fromMessage: item.payload)) != nil { outcomes += 1 }
                 // A query (QR clear): the NXDOMAIN answer a canary name gets, in the packet the query came in.

@@ -409,11 +409,12 @@ public struct GoogleQUICHandshake: Sendable {
     public private(set) var version: GoogleQUICVersion?
     /// Datagrams added.
     public private(set) var datagrams = 0
-    private var stream: HandshakeBytes
+    /// The handshake stream's first `capacity` bytes (first copy of each byte wins).
+    private var stream: ReassemblyBuffer
     private var keyConnectionIDs: [[UInt8]] = []
 
     public init(capacity: Int = GoogleQUICHandshake.defaultCapacity) {
-        stream = HandshakeBytes(capacity: capacity)
+        stream = ReassemblyBuffer(capacity: capacity)
     }
 
     /// Adds one client datagram of the flow and says what is known now.
@@ -439,7 +440,9 @@ public struct GoogleQUICHandshake: Sendable {
                 if keyConnectionIDs.count == 4 { keyConnectionIDs.removeFirst() }
                 keyConnectionIDs.append(keyID)
             }
-            for piece in pieces { stream.write(piece.data, at: piece.offset) }
+            for piece in pieces where piece.offset < UInt64(stream.capacity) {
+                stream.write(piece.data.span, at: Int(piece.offset))
+            }
             return examine(found)
         }
     }
@@ -452,7 +455,7 @@ public struct GoogleQUICHandshake: Sendable {
     private func examine(_ version: GoogleQUICVersion) -> GoogleQUICOutcome {
         guard stream.contiguousCount > 0 else { return .needMoreData }
         if version.usesTLS {
-            switch ClientHelloParser.parse(handshakeMessage: Array(stream.contiguousPrefix)) {
+            switch stream.withContiguousPrefix({ ClientHelloParser.parse(handshakeMessage: $0) }) {
             case .clientHello(let info):
                 return .hello(GoogleQUICHello(version: version, serverName: info.serverName, alpnProtocols: info.alpnProtocols,
                                               encryptedClientHello: info.hasEncryptedClientHello))
@@ -465,8 +468,7 @@ public struct GoogleQUICHandshake: Sendable {
                 return .malformed(reason: reason)
             }
         }
-        let prefix = stream.contiguousPrefix
-        switch GoogleQUICParser.parseCHLO(prefix.span) {
+        switch stream.withContiguousPrefix({ GoogleQUICParser.parseCHLO($0) }) {
         case .hello(let name):
             return .hello(GoogleQUICHello(version: version, serverName: name, alpnProtocols: [], encryptedClientHello: false))
         case .needMoreData(let total):
@@ -475,45 +477,6 @@ public struct GoogleQUICHandshake: Sendable {
             return .malformed(reason: "handshake stream holds no CHLO")
         case .malformed(let reason):
             return .malformed(reason: reason)
-        }
-    }
-}
-
-/// The first `capacity` bytes of a handshake stream, written at any offset,
-/// first copy wins; a bitmap says which bytes are in.
-struct HandshakeBytes: Sendable {
-    let capacity: Int
-    private var storage: [UInt8] = []
-    private var filled: [UInt64] = []
-    private(set) var contiguousCount = 0
-
-    init(capacity: Int) {
-        self.capacity = max(0, capacity)
-    }
-
-    var contiguousPrefix: ArraySlice<UInt8> { storage[0..<contiguousCount] }
-
-    mutating func reset() {
-        storage = []
-        filled = []
-        contiguousCount = 0
-    }
-
-    mutating func write(_ piece: [UInt8], at offset: UInt64) {
-        guard !piece.isEmpty, offset < UInt64(capacity) else { return }
-        let start = Int(offset)
-        let end = min(capacity, start + piece.count)
-        if storage.count < end {
-            storage.append(contentsOf: repeatElement(0, count: end - storage.count))
-            let words = (end + 63) >> 6
-            if filled.count < words { filled.append(contentsOf: repeatElement(0, count: words - filled.count)) }
-        }
-        for index in start..<end where filled[index >> 6] & (1 << UInt64(index & 63)) == 0 {
-            storage[index] = piece[index - start]
-            filled[index >> 6] |= 1 << UInt64(index & 63)
-        }
-        while contiguousCount < storage.count, filled[contiguousCount >> 6] & (1 << UInt64(contiguousCount & 63)) != 0 {
-            contiguousCount += 1
         }
     }
 }
