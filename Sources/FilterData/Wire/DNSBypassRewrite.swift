@@ -568,17 +568,9 @@ public enum DNSPacketRewrite {
             output[4] = UInt8(truncatingIfNeeded: (total - 40) >> 8)
             output[5] = UInt8(truncatingIfNeeded: total - 40)
         }
-        let hadChecksum = packet[udp + 6] != 0 || packet[udp + 7] != 0
-        output[udp + 6] = 0
-        output[udp + 7] = 0
-        if ip.version == 6 || hadChecksum {
-            var pseudo = ip.source.networkBytes + ip.destination.networkBytes
-            pseudo += ip.version == 4 ? [0, 17] + DNSBypassRewrite.be16(UInt16(udpLength))
-                : DNSBypassRewrite.be32(UInt32(udpLength)) + [0, 0, 0, 17]
-            var checksum = internetChecksum(output[udp..<total], initial: partialSum(pseudo[...]))
-            if checksum == 0 { checksum = 0xFFFF }
-            output[udp + 6] = UInt8(truncatingIfNeeded: checksum >> 8)
-            output[udp + 7] = UInt8(truncatingIfNeeded: checksum)
+        // The header still holds the original UDP checksum: zero (none, IPv4 only) stays zero.
+        guard DNSAnswerRewrite.setUDPChecksum(&output, ip: ip) else {
+            throw DNSRewriteError("dns.packet", "the rewritten datagram's lengths do not add up", at: udp)
         }
         return output
     }
