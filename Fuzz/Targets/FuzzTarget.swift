@@ -4,7 +4,7 @@
 // (Fuzz/Package.swift) calls them with the fuzzer's inputs; the unit test
 // Tests/FuzzRegressionTests replays every crash input kept beside it through
 // them, in the ordinary debug build. See docs/fuzzing.md.
-public import BlockPage
+import BlockPage
 import FilterControl
 import FilterData
 import SharedStore
@@ -43,6 +43,16 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case templates
     /// The policy file filter-control writes for filter-data.
     case policy
+    /// The tunnel and proxy recognizers: a TCP stream (and its prefixes) or a
+    /// flow's UDP datagrams, to a server port; then the inspector on them.
+    case tunnel
+    /// Google QUIC client datagrams: frames sealed into a protected Initial
+    /// (Q050, T050, T051), after a clear long header (Q046) or a public header
+    /// (Q024-Q043), or raw; through the parser and one flow's handshake.
+    case gquic
+    /// The DNS rewrites against bypasses: ech out of HTTPS and SVCB records,
+    /// NXDOMAIN and SafeSearch answers, over UDP and TCP framing.
+    case dnsbypass
 
     /// Runs one input. Returns normally for any input the parsers must cope
     /// with; a trap is a finding.
@@ -62,6 +72,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .blockpage: BlockPageFuzzing.request(input)
         case .templates: BlockPageFuzzing.templates(input)
         case .policy: Files.policy(input)
+        case .tunnel: BypassFuzzing.tunnel(input)
+        case .gquic: BypassFuzzing.googleQUIC(input)
+        case .dnsbypass: BypassFuzzing.dnsRewrite(input)
         }
     }
 }

@@ -152,30 +152,31 @@ enum Packets {
         return packet
     }
 
-    static func udp4(sourcePort: UInt16, payload: [UInt8]) -> [UInt8]? {
+    static func udp4(sourcePort: UInt16, destinationPort: UInt16 = 40_000, payload: [UInt8]) -> [UInt8]? {
         let length = 28 + payload.count
         guard length <= 65_535 else { return nil }
         var packet: [UInt8] = [0x45, 0, UInt8(length >> 8), UInt8(length & 0xFF), 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]
-        packet += udpHeader(sourcePort: sourcePort, length: 8 + payload.count)
+        packet += udpHeader(sourcePort: sourcePort, destinationPort: destinationPort, length: 8 + payload.count)
         packet += payload
         setChecksum(&packet, pseudoHeader: [10, 0, 0, 1, 10, 0, 0, 2], udpStart: 20)
         return packet
     }
 
-    static func udp6(sourcePort: UInt16, payload: [UInt8]) -> [UInt8]? {
+    static func udp6(sourcePort: UInt16, destinationPort: UInt16 = 40_000, payload: [UInt8]) -> [UInt8]? {
         let length = 8 + payload.count
         guard length <= 65_535 else { return nil }
         let source: [UInt8] = [0x20, 0x01, 0x0d, 0xb8] + [UInt8](repeating: 0, count: 11) + [1]
         let destination: [UInt8] = [0x20, 0x01, 0x0d, 0xb8] + [UInt8](repeating: 0, count: 11) + [2]
         var packet: [UInt8] = [0x60, 0, 0, 0, UInt8(length >> 8), UInt8(length & 0xFF), 17, 64] + source + destination
-        packet += udpHeader(sourcePort: sourcePort, length: length)
+        packet += udpHeader(sourcePort: sourcePort, destinationPort: destinationPort, length: length)
         packet += payload
         setChecksum(&packet, pseudoHeader: source + destination, udpStart: 40)
         return packet
     }
 
-    private static func udpHeader(sourcePort: UInt16, length: Int) -> [UInt8] {
-        [UInt8(sourcePort >> 8), UInt8(sourcePort & 0xFF), 0x9c, 0x40, UInt8(length >> 8), UInt8(length & 0xFF), 0, 0]
+    private static func udpHeader(sourcePort: UInt16, destinationPort: UInt16, length: Int) -> [UInt8] {
+        [UInt8(sourcePort >> 8), UInt8(sourcePort & 0xFF), UInt8(destinationPort >> 8), UInt8(destinationPort & 0xFF), UInt8(length >> 8),
+         UInt8(length & 0xFF), 0, 0]
     }
 
     private static func setChecksum(_ packet: inout [UInt8], pseudoHeader: [UInt8], udpStart: Int) {
@@ -193,6 +194,16 @@ enum Packets {
         }
         while total > 0xFFFF { total = (total & 0xFFFF) + (total >> 16) }
         return UInt16(total)
+    }
+
+    /// The IPv4 header's checksum verifies (RFC 791 section 3.1).
+    static func ipv4HeaderChecksumIsValid(_ packet: [UInt8]) -> Bool {
+        let headerLength = Int(packet[0] & 0x0F) * 4
+        guard headerLength >= 20, packet.count >= headerLength else { return false }
+        var total: UInt32 = 0
+        for index in stride(from: 0, to: headerLength, by: 2) { total &+= UInt32(packet[index]) << 8 | UInt32(packet[index + 1]) }
+        while total > 0xFFFF { total = (total & 0xFFFF) + (total >> 16) }
+        return total == 0xFFFF
     }
 
     static func udpChecksumIsValid(_ packet: [UInt8], ipv6: Bool) -> Bool {

@@ -29,4 +29,21 @@ import Testing
     @Test(arguments: FuzzTarget.allCases) func builtInSeedsRunCleanly(_ target: FuzzTarget) {
         for seed in target.seeds(testdata: nil) { target.run(seed) }
     }
+
+    /// `$HALLPASS_TESTDATA`, else `../shared/testdata` beside the package root, when it is there.
+    static let testdata: String? = {
+        let environment = ProcessInfo.processInfo.environment["HALLPASS_TESTDATA"] ?? ""
+        let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let path = environment.isEmpty ? packageRoot.deletingLastPathComponent().appendingPathComponent("shared/testdata").path : environment
+        return FileManager.default.fileExists(atPath: path + "/ndpi-bypass/pcap") ? path : nil
+    }()
+
+    /// The bypass parsers' seeds from the shared captures (tunnels, proxies and encrypted DNS
+    /// from ndpi-bypass, Google QUIC and DNS from ndpi) run cleanly as well.
+    @Test(.enabled(if: testdata != nil), arguments: [FuzzTarget.tunnel, .gquic, .dnsbypass])
+    func captureSeedsOfTheBypassParsersRunCleanly(_ target: FuzzTarget) {
+        let seeds = target.seeds(testdata: Self.testdata)
+        #expect(seeds.count > target.seeds(testdata: nil).count, "no seeds from the captures")
+        for seed in seeds { target.run(seed) }
+    }
 }
