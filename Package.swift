@@ -220,7 +220,8 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
         // Every input a fuzzer crashed on, replayed in the ordinary debug build.
-        .testTarget(name: "FuzzRegressionTests", dependencies: ["HallpassFuzzTargets"]),
+        // Read from the source tree (Regressions/TARGET/INPUT), not built or bundled.
+        .testTarget(name: "FuzzRegressionTests", dependencies: ["HallpassFuzzTargets"], exclude: ["Regressions"]),
         // Root-only: real kernel queue, network namespaces, nginx and curl.
         .testTarget(
             name: "IntegrationTests",
