@@ -1,4 +1,4 @@
-// swift-tools-version:6.1
+// swift-tools-version:6.2
 //
 // hallpass: an on-host content filter for Linux lab machines.
 // The layout follows DESIGN.md: pure decision logic (VerdictCore), the
@@ -11,6 +11,10 @@ import PackageDescription
 let strict: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("InternalImportsByDefault"),
+    // Every unsafe construct is marked `unsafe` and stays in the files that face the
+    // kernel or the mapped store (STYLE.md item 3); a new one elsewhere fails the build.
+    .strictMemorySafety(),
+    .treatWarning("StrictMemorySafety", as: .error),
     // The packet path crosses modules (FilterData -> VerdictCore's generic
     // engine -> SharedStore's store): without this the engine runs unspecialized.
     .unsafeFlags(["-cross-module-optimization"], .when(configuration: .release)),
@@ -24,6 +28,8 @@ let package = Package(
         .executable(name: "filter-control", targets: ["FilterControlMain"]),
         .executable(name: "filter-data", targets: ["FilterDataMain"]),
         .executable(name: "hallpass-bench", targets: ["HallpassBench"]),
+        // The fuzz targets' entry points, for the libFuzzer package in Fuzz/ (docs/fuzzing.md).
+        .library(name: "HallpassFuzzTargets", targets: ["HallpassFuzzTargets"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
@@ -167,6 +173,25 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: Fuzzing
+        // The entry points only: the libFuzzer driver is the separate package in Fuzz/, so
+        // the ordinary build never needs -sanitize=fuzzer. The regression test below replays
+        // every crash input through these same functions.
+        .target(
+            name: "HallpassFuzzTargets",
+            dependencies: [
+                "FilterData",
+                "SharedStore",
+                "VerdictCore",
+                "FilterControl",
+                "BlockPage",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
+            path: "Fuzz/Targets",
+            swiftSettings: strict
+        ),
+
         // MARK: Tests
         .testTarget(name: "VerdictCoreTests", dependencies: ["VerdictCore"]),
         .testTarget(name: "SharedStoreTests", dependencies: ["SharedStore", "VerdictCore"]),
@@ -196,6 +221,9 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
+        // Every input a fuzzer crashed on, replayed in the ordinary debug build.
+        // Read from the source tree (Regressions/TARGET/INPUT), not built or bundled.
+        .testTarget(name: "FuzzRegressionTests", dependencies: ["HallpassFuzzTargets"], exclude: ["Regressions"]),
         // Root-only: real kernel queue, network namespaces, nginx and curl.
         .testTarget(
             name: "IntegrationTests",

@@ -65,7 +65,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     [ "$created_policy" = 1 ] && rm -f "$policy"
 fi
-command -v swift >/dev/null || { echo "install-deps: swift is not on PATH (Swift 6.1 or later is needed)" >&2; exit 1; }
+command -v swift >/dev/null || { echo "install-deps: swift is not on PATH (Swift 6.2 or later is needed: the parsers use Span)" >&2; exit 1; }
 [ "$tests" = 1 ] || exit 0
 if [ "$matrix" = 1 ]; then
     # The bypass matrix runs its clients as test users, who cannot reach a Python under /root

@@ -4,9 +4,10 @@
 // (`valgrind --tool=callgrind` counts its instructions) and for comparing
 // changes to the packet path before a peerbench run.
 //
-//   hallpass-bench inspect --store FILE [--kind dns|http] [--packets N] [--rounds R]
+//   hallpass-bench inspect --store FILE [--kind dns|http|wireguard] [--packets N] [--rounds R]
 //       dns:  N queries `hK.allowed.test A` from 4 client ports (dnsperf's shape)
 //       http: N new TCP flows, each one request packet with `Host: hK.allowed.test`
+//       wireguard: N new UDP flows, each one WireGuard handshake initiation (a tunnel, dropped)
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -41,8 +42,18 @@ func httpRequestPacket(sourcePort: UInt16, host: String) -> [UInt8] {
     return ipv4Packet(protocolNumber: 6, transport: tcp + request)
 }
 
+/// A WireGuard handshake initiation (type 1, 148 bytes; the sender index and the rest made up) to port 51820.
+func wireGuardPacket(sourcePort: UInt16, sender: UInt32) -> [UInt8] {
+    var message: [UInt8] = [1, 0, 0, 0, UInt8(truncatingIfNeeded: sender >> 24), UInt8(truncatingIfNeeded: sender >> 16),
+                            UInt8(truncatingIfNeeded: sender >> 8), UInt8(truncatingIfNeeded: sender)]
+    message += (8..<148).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(sender)) }
+    let length = 8 + message.count
+    let udp: [UInt8] = [UInt8(sourcePort >> 8), UInt8(sourcePort & 0xFF), 0xCA, 0x6C, UInt8(length >> 8), UInt8(length & 0xFF), 0, 0]
+    return ipv4Packet(protocolNumber: 17, transport: udp + message)
+}
+
 func inspect(_ arguments: [String]) {
-    guard let path = option("--store", in: arguments) else { fail("usage: inspect --store FILE [--kind dns|http] [--packets N] [--rounds R]") }
+    guard let path = option("--store", in: arguments) else { fail("usage: inspect --store FILE [--kind dns|http|wireguard] [--packets N] [--rounds R]") }
     let kind = option("--kind", in: arguments) ?? "dns"
     let count = option("--packets", in: arguments).flatMap { Int($0) } ?? 100_000
     let rounds = option("--rounds", in: arguments).flatMap { Int($0) } ?? 5
@@ -57,8 +68,10 @@ func inspect(_ arguments: [String]) {
         packets = (0..<count).map { dnsQueryPacket(id: UInt16(truncatingIfNeeded: $0), sourcePort: UInt16(40_000 + $0 % 4), name: "h\($0 % 1000).allowed.test") }
     case "http":
         packets = (0..<count).map { httpRequestPacket(sourcePort: UInt16(truncatingIfNeeded: 1024 + $0 % 60_000), host: "h\($0 % 64).allowed.test") }
+    case "wireguard":
+        packets = (0..<count).map { wireGuardPacket(sourcePort: UInt16(truncatingIfNeeded: 1024 + $0 % 60_000), sender: UInt32($0 + 1)) }
     default:
-        fail("--kind is dns or http")
+        fail("--kind is dns, http or wireguard")
     }
     var times: [Double] = []
     var verdicts = [Verdict: Int]()

@@ -11,6 +11,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import FilterData
 import SharedStore
 import VerdictCore
 
@@ -27,14 +28,11 @@ struct SplitMix64: RandomNumberGenerator {
 }
 
 func nanoseconds() -> UInt64 {
-    var time = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &time)
-    return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+    SystemCalls.monotonicNanoseconds()
 }
 
 func fail(_ message: String) -> Never {
-    let text = Array("hallpass-bench: \(message)\n".utf8)
-    _ = text.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    SystemCalls.writeToStandardError("hallpass-bench: \(message)\n")
     exit(64)
 }
 
@@ -54,21 +52,12 @@ func option(_ name: String, in arguments: [String]) -> String? {
 }
 
 func writeFile(_ path: String, _ bytes: [UInt8]) {
-    guard let file = fopen(path, "wb") else { fail("cannot write \(path)") }
-    _ = bytes.withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, file) }
-    fclose(file)
+    do { try AtomicFile.write(bytes, to: path, mode: 0o644) } catch { fail("\(error)") }
 }
 
 func readLines(_ path: String) -> [String] {
-    guard let file = fopen(path, "rb") else { fail("cannot read \(path)") }
-    defer { fclose(file) }
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 1 << 20)
-    while true {
-        let count = buffer.withUnsafeMutableBytes { fread($0.baseAddress, 1, $0.count, file) }
-        if count == 0 { break }
-        bytes.append(contentsOf: buffer[0..<count])
-    }
+    let bytes: [UInt8]
+    do { bytes = try BoundedFile.read(path, limit: 1 << 34) } catch { fail("cannot read \(path): \(error)") }
     return bytes.split(separator: UInt8(ascii: "\n")).map { String(decoding: $0, as: UTF8.self) }
 }
 
@@ -167,23 +156,19 @@ func lookup(_ arguments: [String]) {
         var found = false
         // As the engine does it: every suffix's fingerprint, skip label counts no rule has,
         // prefetch the rest together, then probe.
-        host.bytes.withUnsafeBytes { bytes in
-            withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 128) { wanted in
-                var count = 0
-                var labels = 0
-                SuffixFingerprints.forEachSuffix(bytes) { _, fingerprint in
-                    labels += 1
-                    if count < 128, store.hasDomainRules(labelCount: labels) {
-                        wanted[count] = fingerprint
-                        count += 1
-                    }
-                }
-                let fingerprints = UnsafeBufferPointer(rebasing: wanted[0..<count])
-                store.prefetchDomainRules(fingerprints: fingerprints)
-                for fingerprint in fingerprints {
-                    store.forEachDomainRule(fingerprint: fingerprint) { _, _ in found = true }
-                }
+        var wanted = InlineArray<128, UInt64>(repeating: 0)
+        var count = 0
+        var labels = 0
+        SuffixFingerprints.forEachSuffix(host.bytes.span) { _, fingerprint in
+            labels += 1
+            if count < 128, store.hasDomainRules(labelCount: labels) {
+                wanted[count] = fingerprint
+                count += 1
             }
+        }
+        store.prefetchDomainRules(fingerprints: wanted.span.extracting(0..<count))
+        for index in 0..<count {
+            store.forEachDomainRule(fingerprint: wanted[index]) { _, _ in found = true }
         }
         let elapsed = nanoseconds() - start
         storeTimes.append(elapsed > overhead ? elapsed - overhead : 0)
@@ -220,5 +205,6 @@ switch arguments.first {
 case "generate": generate(arguments)
 case "lookup": lookup(arguments)
 case "inspect": inspect(arguments)
-default: fail("usage: hallpass-bench generate|lookup|inspect ...")
+case "bypass": bypass(arguments)
+default: fail("usage: hallpass-bench generate|lookup|inspect|bypass ...")
 }

@@ -305,7 +305,7 @@ enum LocalPeer {
             for line in text.split(separator: "\n").dropFirst() {
                 let fields = line.split(separator: " ", omittingEmptySubsequences: true)
                 guard fields.count > 7, port(fields[1]) == clientPort, port(fields[2]) == serverPort, let uid = uid_t(fields[7]) else { continue }
-                return name(of: uid)
+                return LocalUserName.name(of: uid)
             }
         }
         return nil
@@ -315,13 +315,4 @@ enum LocalPeer {
         endpoint.split(separator: ":").last.flatMap { Int($0, radix: 16) }
     }
 
-    private static func name(of uid: uid_t) -> String? {
-        var entry = passwd()
-        var result: UnsafeMutablePointer<passwd>? = nil
-        var buffer = [CChar](repeating: 0, count: 4096)
-        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name else {
-            return String(uid)
-        }
-        return String(cString: name)
-    }
 }

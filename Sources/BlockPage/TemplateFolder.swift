@@ -51,9 +51,9 @@ struct TemplateFolder {
     }
 }
 
+/// Whether `path` is a folder (symbolic links followed): it lists.
 private func isDirectory(_ path: String) -> Bool {
-    var isDirectory: ObjCBool = false
-    return FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && isDirectory.boolValue
+    (try? FileManager.default.contentsOfDirectory(atPath: path)) != nil
 }
 
 private func listing(_ folder: String, code: String) throws(BlockPageError) -> [String] {

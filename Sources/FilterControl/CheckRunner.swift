@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 public import VerdictCore
+import SharedStore
 
 /// `filterctl check`: one line per target, as text or JSON lines.
 ///
@@ -94,10 +95,9 @@ public struct CheckRunner<Rules: RuleSource> {
         out.reserveCapacity(1 << 16)
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
         while true {
-            let count = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
+            let count = FileSystem.readSome(input, into: &buffer)
             if count < 0 {
-                if errno == EINTR { continue }
-                throw CheckIOError(message: "reading targets: \(String(cString: strerror(errno)))")
+                throw CheckIOError(message: "reading targets: \(systemErrorText(errno))")
             }
             if count == 0 { break }
             pending.append(contentsOf: buffer[0..<count])
@@ -127,10 +127,9 @@ public struct CheckRunner<Rules: RuleSource> {
     private func flush(_ out: inout [UInt8], to descriptor: Int32) throws(CheckIOError) {
         var written = 0
         while written < out.count {
-            let result = out.withUnsafeBytes { write(descriptor, $0.baseAddress! + written, $0.count - written) }
+            let result = FileSystem.writeSome(descriptor, out, from: written)
             if result < 0 {
-                if errno == EINTR { continue }
-                throw CheckIOError(message: "writing results: \(String(cString: strerror(errno)))")
+                throw CheckIOError(message: "writing results: \(systemErrorText(errno))")
             }
             written += result
         }

@@ -34,6 +34,10 @@ public struct OpenConnection: Sendable, Hashable, CustomStringConvertible {
 /// at once, even from a connection that is idle: a TCP program sees its
 /// connection reset, a UDP program an error. Needs CAP_NET_ADMIN in the
 /// connection's network namespace (filter-control has it).
+///
+/// The two netlink requests (conntrack, sock_diag) are kernel calls in the C
+/// shim; this file hands them the addresses and is, like the other files
+/// that face the kernel, where their unsafe code stays.
 public struct ConnectionCutter: Sendable {
     public let marks: FlowMarks
 
@@ -54,17 +58,18 @@ public struct ConnectionCutter: Sendable {
         let family = connection.local.isIPv4 ? AF_INET : AF_INET6
         let local = connection.local.networkBytes
         let remote = connection.remote.networkBytes
-        // unsafe: the C calls read the 4 or 16 address bytes for the call only.
-        let marked = local.withUnsafeBufferPointer { localBytes in
-            remote.withUnsafeBufferPointer { remoteBytes in
-                hp_conntrack_set_mark(
+        // unsafe: the C calls read the 4 or 16 address bytes (as `family` says) for the call only.
+        let marked = unsafe local.withUnsafeBufferPointer { localBytes in
+            unsafe remote.withUnsafeBufferPointer { remoteBytes in
+                unsafe hp_conntrack_set_mark(
                     family, connection.protocolNumber, localBytes.baseAddress, remoteBytes.baseAddress, connection.localPort, connection.remotePort,
                     marks.block, marks.mask)
             }
         }
-        let destroyed = local.withUnsafeBufferPointer { localBytes in
-            remote.withUnsafeBufferPointer { remoteBytes in
-                hp_socket_destroy(
+        // unsafe: as above.
+        let destroyed = unsafe local.withUnsafeBufferPointer { localBytes in
+            unsafe remote.withUnsafeBufferPointer { remoteBytes in
+                unsafe hp_socket_destroy(
                     family, connection.protocolNumber, localBytes.baseAddress, remoteBytes.baseAddress, connection.localPort, connection.remotePort)
             }
         }

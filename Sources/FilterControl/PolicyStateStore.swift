@@ -44,7 +44,7 @@ public final class PolicyStateStore: @unchecked Sendable {
             state = try JSONDecoder().decode(PolicyState.self, from: data)
         } catch {
             let aside = path + ".unreadable-\(Int(Date().timeIntervalSince1970))"
-            rename(path, aside)
+            _ = FileSystem.renameItem(path, to: aside)
             log("policy state: \(path) cannot be read (\(error)); moved to \(aside), starting with no overrides and no exam")
         }
     }

@@ -67,11 +67,10 @@ public struct RuleCompiler {
         }
 
         for source in sources {
-            var isDirectory: ObjCBool = false
-            guard files.fileExists(atPath: source.path, isDirectory: &isDirectory) else {
+            guard files.fileExists(atPath: source.path) else {
                 throw CompileError(message: "\(source.path): no such file or folder")
             }
-            if !isDirectory.boolValue {
+            if !RuleCompiler.isFolder(source.path, files) {
                 let fileName = (source.path as NSString).lastPathComponent
                 let stem = fileName.contains(".") ? String(fileName[..<fileName.lastIndex(of: ".")!]) : fileName
                 try addFile(source.path, category: source.category ?? stem)
@@ -92,8 +91,7 @@ public struct RuleCompiler {
             var found = 0
             for entry in entries {
                 let folder = source.path + "/" + entry
-                var entryIsDirectory: ObjCBool = false
-                guard files.fileExists(atPath: folder, isDirectory: &entryIsDirectory), entryIsDirectory.boolValue else { continue }
+                guard RuleCompiler.isFolder(folder, files) else { continue }
                 for file in RuleCompiler.categoryFiles where files.fileExists(atPath: folder + "/" + file) {
                     try addFile(folder + "/" + file, category: entry)
                     found += 1
@@ -107,5 +105,12 @@ public struct RuleCompiler {
         let (bytes, summary) = try builder.build(version: version)
         let ordered = builder.categoryNames.map { ($0, perCategory[$0] ?? 0) }
         return Result(bytes: bytes, summary: summary, report: report, rulesPerCategory: ordered)
+    }
+}
+
+extension RuleCompiler {
+    /// Whether `path` is a folder (symbolic links followed): it lists.
+    static func isFolder(_ path: String, _ files: FileManager) -> Bool {
+        (try? files.contentsOfDirectory(atPath: path)) != nil
     }
 }

@@ -132,11 +132,11 @@ public final class DataPath {
                 timeout = deadline <= now ? 0 : Int32(min(250, (deadline - now) / 1_000_000 + 1))
             }
             for index in descriptors.indices { descriptors[index].revents = 0 }
-            let ready = poll(&descriptors, nfds_t(descriptors.count), timeout)
+            let ready = SystemCalls.poll(&descriptors, timeoutMilliseconds: timeout)
             if ready < 0, errno != EINTR { throw QueueSocketError(operation: "poll", errno: errno) }
             if ready > 0, descriptors[0].revents != 0 {
-                _ = try socket.receiveReady(limit: 64) { packet in
-                    handle(packet, now: DataPath.monotonicNanoseconds())
+                _ = try socket.receiveReady(limit: 64) { packet, bytes in
+                    handle(packet, bytes, now: DataPath.monotonicNanoseconds())
                 }
             }
             if ready > 0, descriptors.count > 1, descriptors[1].revents != 0 {
@@ -164,14 +164,14 @@ public final class DataPath {
 
     // MARK: Packets
 
-    private func handle(_ packet: QueuedPacket, now: UInt64) {
+    private func handle(_ packet: QueuedPacket, _ bytes: Span<UInt8>, now: UInt64) {
         // Only DNS answers come in on the input hook (HALLPASS_IN), and only
         // those of connections whose query asked for it.
         if packet.hook == DataPath.inputHook {
-            socket.setVerdict(answer(packet.payload, now: now), for: packet.id)
+            socket.setVerdict(answer(bytes, now: now), for: packet.id)
             return
         }
-        let inspection = inspector.inspect(packet.payload, uid: packet.uid, gid: packet.gid, now: now)
+        let inspection = inspector.inspect(bytes, uid: packet.uid, gid: packet.gid, now: now)
         guard inspection.verdict == .needRules, inspection.finality == .undecided, let key = inspection.flow,
             let question = DataPath.question(for: inspection)
         else {
@@ -179,14 +179,14 @@ public final class DataPath {
             // A query whose answer is to be changed goes on with the mark that brings the answer back.
             if let action = DataPath.answerAction(for: inspection, engines: inspector.engines) {
                 verdict = .repeatWithMark(marks.dnsAnswer)
-                expectAnswer(to: packet.payload, inspection, action: action, now: now)
+                expectAnswer(to: bytes, inspection, action: action, now: now)
             }
             socket.setVerdict(verdict, for: packet.id)
             report(inspection)
             return
         }
         let uid = inspection.facts.uid
-        if inspection.kind == .dns, let id = DataPath.dnsMessageID(packet.payload) { heldDNSIDs[packet.id] = id }
+        if inspection.kind == .dns, let id = DataPath.dnsMessageID(bytes) { heldDNSIDs[packet.id] = id }
         guard let control else {
             // Nobody to ask: the default, at once.
             settle(key, packets: [packet.id], with: askDefault(uid: uid), uid: uid, now: now)
@@ -304,20 +304,20 @@ public final class DataPath {
     }
 
     /// Keeps the judgement of a query whose answer is to be changed.
-    private func expectAnswer(to packet: UnsafeRawBufferPointer, _ inspection: Inspection, action: DNSAnswerAction, now: UInt64) {
+    private func expectAnswer(to packet: Span<UInt8>, _ inspection: Inspection, action: DNSAnswerAction, now: UInt64) {
         guard let key = inspection.flow, let name = inspection.facts.host, let id = DataPath.dnsMessageID(packet) else { return }
         answerPlans.expect(.init(flow: key, id: id), name: name, action: action, now: now)
     }
 
     /// The DNS message id of a UDP packet (the first two bytes after the UDP header).
-    static func dnsMessageID(_ packet: UnsafeRawBufferPointer) -> UInt16? {
+    static func dnsMessageID(_ packet: Span<UInt8>) -> UInt16? {
         guard let ip = try? IPPacketParser.parse(packet), ip.protocolNumber == 17, ip.payload.count >= 2 else { return nil }
-        return UInt16(packet[ip.payload.lowerBound]) << 8 | UInt16(packet[ip.payload.lowerBound + 1])
+        return packet.bigEndianU16(at: ip.payload.lowerBound)
     }
 
     /// The verdict for a DNS answer: changed as its query's judgement asked
     /// (the addresses of a blocked name become the block page's), else as it is.
-    private func answer(_ packet: UnsafeRawBufferPointer, now: UInt64) -> KernelVerdict {
+    private func answer(_ packet: Span<UInt8>, now: UInt64) -> KernelVerdict {
         guard let response = DNSResponsePacket(packet, port: inspector.settings.dnsPort), let query = response.ip.flowKey?.reversed,
             let action = answerPlans.take(.init(flow: query, id: response.header.id), name: response.question, now: now)
         else { return .accept }
@@ -348,9 +348,8 @@ public final class DataPath {
 
     /// The answer packet changed for a bypass action; nil when there is nothing to change.
     public static func rewrite(
-        _ packet: UnsafeRawBufferPointer, action: DNSAnswerAction, targets: [SafeSearchEngine: SafeSearchTarget]
+        _ bytes: Span<UInt8>, action: DNSAnswerAction, targets: [SafeSearchEngine: SafeSearchTarget]
     ) throws(DNSRewriteError) -> [UInt8]? {
-        let bytes = packet.assumingMemoryBound(to: UInt8.self).span
         let message = try DNSPacketRewrite.udpPayload(of: bytes)
         let changed: [UInt8]?
         switch action {
@@ -367,6 +366,13 @@ public final class DataPath {
         }
         guard let changed else { return nil }
         return try DNSPacketRewrite.replacingUDPPayload(of: bytes, with: changed)
+    }
+
+    /// Convenience for an array.
+    public static func rewrite(
+        _ packet: [UInt8], action: DNSAnswerAction, targets: [SafeSearchEngine: SafeSearchTarget]
+    ) throws(DNSRewriteError) -> [UInt8]? {
+        try rewrite(packet.span, action: action, targets: targets)
     }
 
     private func verdict(for inspection: Inspection) -> KernelVerdict {
@@ -597,9 +603,7 @@ public final class DataPath {
     }
 
     public static func monotonicNanoseconds() -> UInt64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
+        SystemCalls.monotonicNanoseconds()
     }
 }
 

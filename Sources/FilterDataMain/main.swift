@@ -22,8 +22,7 @@ import Glibc
 #endif
 
 func say(_ message: String) {
-    let bytes = Array(("filter-data: " + message + "\n").utf8)
-    _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    SystemCalls.writeToStandardError("filter-data: " + message + "\n")
 }
 
 func fail(_ message: String, status: Int32) -> Never {

@@ -205,7 +205,7 @@ public struct BundleVerifier: Sendable {
         var hasher = SHA256()
         let size: UInt64
         do {
-            size = try BoundedFile.stream(path, limit: BundleManifest.maximumFileBytes) { chunk in hasher.update(bufferPointer: chunk) }
+            size = try BoundedFile.stream(path, limit: BundleManifest.maximumFileBytes) { chunk in hasher.update(data: chunk) }
         } catch .missing {
             throw .missingFile(name: file.name)
         } catch .tooLarge {
@@ -253,57 +253,3 @@ func lowerHex(_ bytes: some Sequence<UInt8>) -> String {
     return String(decoding: text, as: UTF8.self)
 }
 
-/// Reads regular files without following symbolic links and with a size bound.
-/// Reads regular files (never through a symbolic link) with a size limit.
-public enum BoundedFile {
-    public enum Failure: Error, CustomStringConvertible {
-        case missing
-        case tooLarge
-        case notRegular
-        case system(Int32)
-
-        public var description: String {
-            switch self {
-            case .missing: "no such file"
-            case .tooLarge: "the file is too large"
-            case .notRegular: "not a regular file (symbolic links are not followed)"
-            case .system(let code): String(cString: strerror(code))
-            }
-        }
-    }
-
-    public static func read(_ path: String, limit: UInt64) throws(Failure) -> [UInt8] {
-        var contents: [UInt8] = []
-        _ = try stream(path, limit: limit) { chunk in contents.append(contentsOf: chunk) }
-        return contents
-    }
-
-    /// Feeds the file to `body` in chunks and returns its size.
-    public static func stream(_ path: String, limit: UInt64, _ body: (UnsafeRawBufferPointer) -> Void) throws(Failure) -> UInt64 {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard descriptor >= 0 else {
-            let code = errno
-            if code == ENOENT { throw .missing }
-            if code == ELOOP { throw .notRegular }
-            throw .system(code)
-        }
-        defer { close(descriptor) }
-        var status = stat()
-        guard fstat(descriptor, &status) == 0 else { throw .system(errno) }
-        guard (status.st_mode & S_IFMT) == S_IFREG else { throw .notRegular }
-        var total: UInt64 = 0
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw .system(errno)
-            }
-            if count == 0 { break }
-            total += UInt64(count)
-            guard total <= limit else { throw .tooLarge }
-            buffer.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-        }
-        return total
-    }
-}

@@ -67,22 +67,21 @@ public struct RuleListParser: Sendable {
         var report = Report()
         var lineNumber = 0
         var lineStart = 0
-        contents.withUnsafeBytes { bytes in
-            while lineStart < bytes.count {
-                var lineEnd = lineStart
-                while lineEnd < bytes.count, bytes[lineEnd] != UInt8(ascii: "\n") { lineEnd += 1 }
-                lineNumber += 1
-                parseLine(
-                    bytes, lineStart, lineEnd, lineNumber: lineNumber, sourceName: sourceName, category: category,
-                    urlList: urlList, builder: &builder, report: &report)
-                lineStart = lineEnd + 1
-            }
+        let bytes = contents.span
+        while lineStart < bytes.count {
+            var lineEnd = lineStart
+            while lineEnd < bytes.count, bytes[lineEnd] != UInt8(ascii: "\n") { lineEnd += 1 }
+            lineNumber += 1
+            parseLine(
+                bytes, lineStart, lineEnd, lineNumber: lineNumber, sourceName: sourceName, category: category,
+                urlList: urlList, builder: &builder, report: &report)
+            lineStart = lineEnd + 1
         }
         return report
     }
 
     private func parseLine(
-        _ bytes: UnsafeRawBufferPointer, _ lineStart: Int, _ lineEnd: Int, lineNumber: Int, sourceName: String,
+        _ bytes: Span<UInt8>, _ lineStart: Int, _ lineEnd: Int, lineNumber: Int, sourceName: String,
         category: CategoryID, urlList: Bool, builder: inout RuleStoreBuilder, report: inout Report
     ) {
         // Trim spaces and a UTF-8 byte order mark.
@@ -116,7 +115,7 @@ public struct RuleListParser: Sendable {
             return
         }
 
-        let line = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
+        let line = String(decoding: lineBytes(bytes, start..<end), as: UTF8.self)
         func skip(_ reason: String) {
             report.skippedLines += 1
             if report.skippedSamples.count < RuleListParser.sampleLimit {
@@ -179,7 +178,7 @@ public struct RuleListParser: Sendable {
 
     /// The fingerprint of a line that is nothing but an ordinary host name
     /// (letters, digits, `-`, `_`, dots, at least one letter), or nil for anything else.
-    private func bareDomainFingerprint(_ bytes: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> (UInt64, Int)? {
+    private func bareDomainFingerprint(_ bytes: Span<UInt8>, _ start: Int, _ end: Int) -> (UInt64, Int)? {
         guard end - start <= 253 else { return nil }
         var hasLetter = false
         var labelLength = 0
@@ -207,11 +206,19 @@ public struct RuleListParser: Sendable {
         guard hasLetter, !previousDot else { return nil }
         var fingerprint: UInt64 = 0
         var labels = 0
-        SuffixFingerprints.forEachSuffix(UnsafeRawBufferPointer(rebasing: bytes[start..<end])) { _, value in
+        SuffixFingerprints.forEachSuffix(bytes.extracting(start..<end)) { _, value in
             fingerprint = value
             labels += 1
         }
         return (fingerprint, labels)
+    }
+
+    /// The bytes of `range`, copied (for the lines that are not a bare domain).
+    private func lineBytes(_ bytes: Span<UInt8>, _ range: Range<Int>) -> [UInt8] {
+        let line = bytes.extracting(range)
+        var copy = [UInt8](repeating: 0, count: line.count)
+        for index in line.indices { copy[index] = line[index] }
+        return copy
     }
 
     @inline(__always)

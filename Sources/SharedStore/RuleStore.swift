@@ -34,7 +34,8 @@ public final class RuleStore: RuleSource, @unchecked Sendable {
     public let domainNameCount: Int
 
     private let mapping: Mapping
-    private var base: UnsafeRawPointer { mapping.base }
+    /// unsafe: the mapping's first byte; every use checks its range against `mapping.length`.
+    private var base: UnsafeRawPointer { unsafe mapping.base }
     private let sections: [Range<Int>]
     private let domainHomeRange: UInt64
     private let domainSlotCount: Int
@@ -64,10 +65,11 @@ public final class RuleStore: RuleSource, @unchecked Sendable {
         self.path = path
         let length = mapping.length
         self.byteCount = length
-        // Safe: every access below goes through `bytes`, whose bounds are the mapping's.
-        let bytes = UnsafeRawBufferPointer(start: mapping.base, count: length)
+        // unsafe: a span over the mapping, which this object keeps alive; every read while
+        // opening goes through it, with its bounds (the mapping's length).
+        let bytes = unsafe Span<UInt8>(_unsafeStart: mapping.base.assumingMemoryBound(to: UInt8.self), count: length)
 
-        guard length >= StoreFormat.headerLength, bytes.starts(with: StoreFormat.magic) else {
+        guard length >= StoreFormat.headerLength, bytes.copied(0..<StoreFormat.magic.count) == StoreFormat.magic else {
             throw .notAStore(path: path)
         }
         let formatVersion = bytes.loadLE(UInt32.self, at: 8)
@@ -110,9 +112,9 @@ public final class RuleStore: RuleSource, @unchecked Sendable {
         self.sections = sections
 
         if verification == .full {
-            let head = UnsafeRawBufferPointer(rebasing: bytes[0..<32])
-            let rest = UnsafeRawBufferPointer(rebasing: bytes[40...])
-            guard StableHash.checksum(head, rest) == storedChecksum else { throw .checksumMismatch(path: path) }
+            guard StableHash.checksum(bytes.extracting(0..<32), bytes.extracting(40...)) == storedChecksum else {
+                throw .checksumMismatch(path: path)
+            }
         }
 
         func count(_ section: StoreFormat.Section) -> Int { sections[section.rawValue].count / section.elementSize }
@@ -136,7 +138,7 @@ public final class RuleStore: RuleSource, @unchecked Sendable {
         func string(offset: UInt32, length: UInt32) -> String? {
             let start = strings.lowerBound + Int(offset)
             guard Int(offset) <= strings.count, Int(length) <= strings.count - Int(offset) else { return nil }
-            return String(validating: bytes[start..<(start + Int(length))], as: UTF8.self)
+            return try? String(copying: UTF8Span(validating: bytes.extracting(start..<(start + Int(length)))))
         }
         var names: [String] = []
         let categories = sections[StoreFormat.Section.categories.rawValue]
@@ -223,17 +225,17 @@ public final class RuleStore: RuleSource, @unchecked Sendable {
         }
     }
 
-    public func prefetchDomainRules(fingerprints: UnsafeBufferPointer<UInt64>) {
+    public func prefetchDomainRules(fingerprints: Span<UInt64>) {
         guard domainSlotCount > 0 else { return }
         let start = sections[StoreFormat.Section.domainSlots.rawValue].lowerBound
-        for fingerprint in fingerprints {
-            let slot = StoreFormat.homeSlot(fingerprint, range: domainHomeRange)
-            // Only a hint: a prefetch of any address never faults, and the slot is inside the table anyway.
-            if slot < domainSlotCount { hp_prefetch_read(base + start + slot * 8) }
+        for index in fingerprints.indices {
+            let slot = StoreFormat.homeSlot(fingerprints[index], range: domainHomeRange)
+            // unsafe: only a hint; a prefetch of any address never faults, and the slot is inside the table anyway.
+            if slot < domainSlotCount { unsafe hp_prefetch_read(base + start + slot * 8) }
         }
     }
 
-    public func forEachURLRule(hostFingerprint: UInt64, _ body: (UnsafeRawBufferPointer, CategoryID) -> Void) {
+    public func forEachURLRule(hostFingerprint: UInt64, _ body: (Span<UInt8>, CategoryID) -> Void) {
         guard let slot = find(hostFingerprint, in: .urlSlots, count: urlSlotCount, homeRange: urlHomeRange) else { return }
         let group = Int(load(UInt32.self, section: .urlValues, index: slot))
         guard group < urlGroupCount else { return }
@@ -248,8 +250,9 @@ public final class RuleStore: RuleSource, @unchecked Sendable {
             let length = Int(loadLE(UInt32.self, at: record + 4))
             let category = loadLE(UInt16.self, at: record + 8)
             guard offset <= strings.count, length <= strings.count - offset else { continue }
-            // Safe: the range was checked against the strings section, which lies inside the mapping.
-            body(UnsafeRawBufferPointer(start: base + strings.lowerBound + offset, count: length), category)
+            // unsafe: the range was checked against the strings section, which lies inside the mapping;
+            // the span lives for the call of `body`.
+            unsafe body(Span(_unsafeStart: (base + strings.lowerBound + offset).assumingMemoryBound(to: UInt8.self), count: length), category)
         }
     }
 
@@ -325,64 +328,82 @@ public final class RuleStore: RuleSource, @unchecked Sendable {
     @inline(__always)
     private func loadLE<T: FixedWidthInteger>(_ type: T.Type, at offset: Int) -> T {
         precondition(offset >= 0 && offset + MemoryLayout<T>.size <= mapping.length, "rule store read out of bounds")
-        // Safe: checked against the mapping's length just above.
-        return T(littleEndian: base.loadUnaligned(fromByteOffset: offset, as: T.self))
+        // unsafe: checked against the mapping's length just above.
+        return unsafe T(littleEndian: base.loadUnaligned(fromByteOffset: offset, as: T.self))
     }
 }
 
-extension UnsafeRawBufferPointer {
-    /// A little-endian integer at `offset`; the caller checked the bounds.
+extension Span where Element == UInt8 {
+    /// A little-endian integer at `offset` (bounds-checked).
     func loadLE<T: FixedWidthInteger>(_ type: T.Type, at offset: Int) -> T {
-        T(littleEndian: loadUnaligned(fromByteOffset: offset, as: T.self))
+        let size = MemoryLayout<T>.size
+        let field = extracting(offset..<(offset + size))
+        var value = T.zero
+        for index in 0..<size { value |= T(truncatingIfNeeded: field[index]) << (8 * index) }
+        return value
+    }
+
+    /// The bytes at `range`, copied.
+    func copied(_ range: Range<Int>) -> [UInt8] {
+        let part = extracting(range)
+        var copy = [UInt8](repeating: 0, count: part.count)
+        for index in part.indices { copy[index] = part[index] }
+        return copy
     }
 }
 
 /// The memory behind a store: a read-only file mapping, or a private copy.
-private final class Mapping: @unchecked Sendable {
+/// `@safe`: the base pointer is read only by RuleStore, within `length`,
+/// and the memory is released only in deinit, when no store refers to it.
+@safe private final class Mapping: @unchecked Sendable {
     // @unchecked Sendable: the memory is never written after init and is freed only in deinit.
     let base: UnsafeRawPointer
     let length: Int
     private let isFileMapping: Bool
 
     private init(base: UnsafeRawPointer, length: Int, isFileMapping: Bool) {
-        self.base = base
+        unsafe self.base = base
         self.length = length
         self.isFileMapping = isFileMapping
     }
 
+    /// unsafe: the path is a C string for the open call only, `status` a local filled by
+    /// fstat; the mapping is released only by deinit.
     static func map(path: String) throws(StoreError) -> Mapping {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        let descriptor = unsafe open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw .cannotOpen(path: path, errno: errno) }
         defer { close(descriptor) }
         var status = stat()
-        guard fstat(descriptor, &status) == 0 else { throw .cannotOpen(path: path, errno: errno) }
+        guard unsafe fstat(descriptor, &status) == 0 else { throw .cannotOpen(path: path, errno: errno) }
         guard (status.st_mode & S_IFMT) == S_IFREG else { throw .cannotOpen(path: path, errno: EISDIR) }
         let size = Int(status.st_size)
         guard size > 0 else { throw .notAStore(path: path) }
         guard size <= Int(UInt32.max) else { throw .tooLarge(path: path, size: UInt64(size)) }
-        guard let address = mmap(nil, size, PROT_READ, MAP_PRIVATE, descriptor, 0), address != MAP_FAILED else {
+        guard let address = unsafe mmap(nil, size, PROT_READ, MAP_PRIVATE, descriptor, 0), unsafe address != MAP_FAILED else {
             throw .cannotOpen(path: path, errno: errno)
         }
-        return Mapping(base: UnsafeRawPointer(address), length: size, isFileMapping: true)
+        return unsafe Mapping(base: UnsafeRawPointer(address), length: size, isFileMapping: true)
     }
 
+    /// unsafe: the copy is `bytes.count` bytes into memory of at least that size, freed only by deinit.
     static func copy(_ bytes: [UInt8]) -> Mapping {
         let memory = UnsafeMutableRawPointer.allocate(byteCount: max(bytes.count, 1), alignment: 16)
-        bytes.withUnsafeBytes { source in
-            if let address = source.baseAddress { memory.copyMemory(from: address, byteCount: source.count) }
+        unsafe bytes.withUnsafeBytes { source in
+            if let address = source.baseAddress { unsafe memory.copyMemory(from: address, byteCount: source.count) }
         }
-        return Mapping(base: UnsafeRawPointer(memory), length: bytes.count, isFileMapping: false)
+        return unsafe Mapping(base: UnsafeRawPointer(memory), length: bytes.count, isFileMapping: false)
     }
 
     deinit {
+        // unsafe: the last reference to the memory is going; nothing reads it after this.
         if isFileMapping {
-            munmap(UnsafeMutableRawPointer(mutating: base), length)
+            unsafe munmap(UnsafeMutableRawPointer(mutating: base), length)
         } else {
-            UnsafeMutableRawPointer(mutating: base).deallocate()
+            unsafe UnsafeMutableRawPointer(mutating: base).deallocate()
         }
     }
 }
 
 extension StoreError {
-    static func systemText(_ errno: Int32) -> String { String(cString: strerror(errno)) }
+    static func systemText(_ errno: Int32) -> String { systemErrorText(errno) }
 }

@@ -264,10 +264,8 @@ public struct RuleStoreBuilder: Sendable {
         file.appendLittleEndian(urlTable.homeRange)
         file.append(contentsOf: table)
         file.append(contentsOf: body)
-        let checksum = file.withUnsafeBytes { bytes in
-            StableHash.checksum(UnsafeRawBufferPointer(rebasing: bytes[0..<32]), UnsafeRawBufferPointer(rebasing: bytes[40...]))
-        }
-        file.withUnsafeMutableBytes { $0.storeBytes(of: checksum.littleEndian, toByteOffset: 32, as: UInt64.self) }
+        let checksum = StableHash.checksum(file.span.extracting(0..<32), file.span.extracting(40...))
+        for index in 0..<8 { file[32 + index] = UInt8(truncatingIfNeeded: checksum >> (8 * UInt64(index))) }
 
         let summary = Summary(
             distinctNames: names.count,
@@ -332,13 +330,17 @@ private struct SectionWriter {
 }
 
 private func littleEndianBytes<T: FixedWidthInteger>(_ values: [T]) -> [UInt8] {
-    // On a little-endian machine (the only kind the format supports) the memory is the encoding.
-    values.withUnsafeBytes { Array($0) }
+    let size = MemoryLayout<T>.size
+    var bytes = [UInt8](repeating: 0, count: values.count * size)
+    for (position, value) in values.enumerated() {
+        for index in 0..<size { bytes[position * size + index] = UInt8(truncatingIfNeeded: value >> (8 * index)) }
+    }
+    return bytes
 }
 
 extension [UInt8] {
     mutating func appendLittleEndian<T: FixedWidthInteger>(_ value: T) {
-        Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) }
+        for index in 0..<MemoryLayout<T>.size { append(UInt8(truncatingIfNeeded: value >> (8 * index))) }
     }
 }
 

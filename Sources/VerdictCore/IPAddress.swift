@@ -26,6 +26,26 @@ public enum IPAddress: Hashable, Sendable {
         }
     }
 
+    /// The same for bytes read off the wire: 4 bytes make IPv4, 16 make IPv6.
+    public init?(networkBytes bytes: Span<UInt8>) {
+        switch bytes.count {
+        case 4:
+            var value: UInt32 = 0
+            for index in 0..<4 { value = value << 8 | UInt32(bytes[index]) }
+            self = .v4(value)
+        case 16:
+            var high: UInt64 = 0
+            var low: UInt64 = 0
+            for index in 0..<8 {
+                high = high << 8 | UInt64(bytes[index])
+                low = low << 8 | UInt64(bytes[8 + index])
+            }
+            self = .v6(high: high, low: low)
+        default:
+            return nil
+        }
+    }
+
     /// The address in network byte order (4 or 16 bytes).
     public var networkBytes: [UInt8] {
         switch self {

@@ -30,42 +30,63 @@ public enum StableHash {
         return x
     }
 
+    /// The little-endian 64-bit word at `offset` (bounds-checked once for all eight bytes).
+    @inlinable @inline(__always)
+    static func word(_ bytes: Span<UInt8>, at offset: Int) -> UInt64 {
+        let word = bytes.extracting(offset..<(offset + 8))
+        return UInt64(word[0]) | UInt64(word[1]) << 8 | UInt64(word[2]) << 16 | UInt64(word[3]) << 24
+            | UInt64(word[4]) << 32 | UInt64(word[5]) << 40 | UInt64(word[6]) << 48 | UInt64(word[7]) << 56
+    }
+
+    /// The little-endian word at a constant `offset` of a span whose length the
+    /// caller fixed (a 32-byte block): no sub-span, so no pointer arithmetic per word.
+    @inlinable @inline(__always)
+    static func wordInBlock(_ block: Span<UInt8>, _ offset: Int) -> UInt64 {
+        UInt64(block[offset]) | UInt64(block[offset + 1]) << 8 | UInt64(block[offset + 2]) << 16 | UInt64(block[offset + 3]) << 24
+            | UInt64(block[offset + 4]) << 32 | UInt64(block[offset + 5]) << 40 | UInt64(block[offset + 6]) << 48
+            | UInt64(block[offset + 7]) << 56
+    }
+
     /// Mixes one label (`bytes[start..<end]`) into a running state.
     @inlinable @inline(__always)
-    static func mixLabel(_ state: UInt64, _ bytes: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> UInt64 {
+    static func mixLabel(_ state: UInt64, _ bytes: Span<UInt8>, _ start: Int, _ end: Int) -> UInt64 {
+        // One range check for the label; the reads inside it are then known in bounds.
+        let label = bytes.extracting(start..<end)
         var h = state
-        var index = start
-        while index + 8 <= end {
-            let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self))
-            h = fold(h ^ word, multiplierA)
-            index += 8
+        var index = 0
+        // Wrapping arithmetic: index stays below label.count and shift below 64.
+        while label.count &- index >= 8 {
+            h = fold(h ^ word(label, at: index), multiplierA)
+            index &+= 8
         }
         var tail: UInt64 = 0
         var shift: UInt64 = 0
-        while index < end {
-            tail |= UInt64(bytes[index]) << shift
-            shift += 8
-            index += 1
+        while index < label.count {
+            tail |= UInt64(label[index]) &<< shift
+            shift &+= 8
+            index &+= 1
         }
-        return fold(h ^ tail ^ multiplierB, multiplierC ^ UInt64(end - start))
+        return fold(h ^ tail ^ multiplierB, multiplierC ^ UInt64(label.count))
     }
 
     /// One checksum over two byte ranges, as if they were one (order matters).
-    public static func checksum(_ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer) -> UInt64 {
+    public static func checksum(_ first: Span<UInt8>, _ second: Span<UInt8>) -> UInt64 {
         finish(fold(checksum(first) ^ multiplierB, checksum(second) ^ multiplierC))
     }
 
     /// A 64-bit checksum of a byte range (used for whole-file integrity).
-    public static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+    public static func checksum(_ bytes: Span<UInt8>) -> UInt64 {
         var h = seed ^ UInt64(bytes.count)
         var index = 0
         // Four independent lanes keep the multiplier busy.
         var lanes: (UInt64, UInt64, UInt64, UInt64) = (h, h ^ multiplierA, h ^ multiplierB, h ^ multiplierC)
-        while index + 32 <= bytes.count {
-            lanes.0 = fold(lanes.0 ^ bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self).littleEndian, multiplierA)
-            lanes.1 = fold(lanes.1 ^ bytes.loadUnaligned(fromByteOffset: index + 8, as: UInt64.self).littleEndian, multiplierB)
-            lanes.2 = fold(lanes.2 ^ bytes.loadUnaligned(fromByteOffset: index + 16, as: UInt64.self).littleEndian, multiplierC)
-            lanes.3 = fold(lanes.3 ^ bytes.loadUnaligned(fromByteOffset: index + 24, as: UInt64.self).littleEndian, multiplierA)
+        while bytes.count &- index >= 32 {
+            // One range check for the 32 bytes; the reads at constant offsets inside it need none.
+            let block = bytes.extracting(index..<(index + 32))
+            lanes.0 = fold(lanes.0 ^ wordInBlock(block, 0), multiplierA)
+            lanes.1 = fold(lanes.1 ^ wordInBlock(block, 8), multiplierB)
+            lanes.2 = fold(lanes.2 ^ wordInBlock(block, 16), multiplierC)
+            lanes.3 = fold(lanes.3 ^ wordInBlock(block, 24), multiplierA)
             index += 32
         }
         h = fold(lanes.0 ^ lanes.1, multiplierB) ^ fold(lanes.2 ^ lanes.3, multiplierC)
@@ -91,11 +112,9 @@ public struct SuffixFingerprints: Sendable {
     public init(_ name: HostName) {
         var fingerprints: [UInt64] = []
         var starts: [Int] = []
-        name.bytes.withUnsafeBytes { bytes in
-            SuffixFingerprints.forEachSuffix(bytes) { start, fingerprint in
-                starts.append(start)
-                fingerprints.append(fingerprint)
-            }
+        SuffixFingerprints.forEachSuffix(name.bytes.span) { start, fingerprint in
+            starts.append(start)
+            fingerprints.append(fingerprint)
         }
         self.fingerprints = fingerprints.reversed()
         self.starts = starts.reversed()
@@ -106,15 +125,13 @@ public struct SuffixFingerprints: Sendable {
     /// The fingerprint of one whole name.
     public static func fingerprint(of name: HostName) -> UInt64 {
         var last: UInt64 = 0
-        name.bytes.withUnsafeBytes { bytes in
-            forEachSuffix(bytes) { _, fingerprint in last = fingerprint }
-        }
+        forEachSuffix(name.bytes.span) { _, fingerprint in last = fingerprint }
         return last
     }
 
     /// Calls `body(start, fingerprint)` for each suffix, shortest first.
     @inlinable
-    public static func forEachSuffix(_ bytes: UnsafeRawBufferPointer, _ body: (Int, UInt64) -> Void) {
+    public static func forEachSuffix(_ bytes: Span<UInt8>, _ body: (Int, UInt64) -> Void) {
         var state = StableHash.seed
         var end = bytes.count
         var index = bytes.count

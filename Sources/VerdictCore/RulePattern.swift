@@ -70,7 +70,8 @@ public enum RulePattern: Hashable, Sendable, CustomStringConvertible {
         }
         // Anything shaped like an address must be a valid one: `1.2.3.4/33` is
         // a mistake, not the URL prefix `/33` on host 1.2.3.4.
-        let beforeSlash = text.split(separator: "/", maxSplits: 1)[0]
+        // Empty pieces kept: an entry that starts with a slash has an empty host, not no first piece.
+        let beforeSlash = text.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)[0]
         if text.hasPrefix("[") || beforeSlash.contains(":") || IPAddress(beforeSlash) != nil {
             if !(urlList && text.contains("/")), let network = IPNetwork(text.replacingBrackets()) {
                 self = .network(network)

@@ -10,19 +10,19 @@ public protocol RuleSource: Sendable {
     func forEachDomainRule(fingerprint: UInt64, _ body: (CategoryID, MatchKind) -> Void)
     /// Calls `body` for each URL-prefix rule stored for exactly this host
     /// fingerprint, with the path prefix (lower case, starting with `/`).
-    func forEachURLRule(hostFingerprint: UInt64, _ body: (UnsafeRawBufferPointer, CategoryID) -> Void)
+    func forEachURLRule(hostFingerprint: UInt64, _ body: (Span<UInt8>, CategoryID) -> Void)
     /// Calls `body` for each address rule whose network contains `address`.
     func forEachNetworkRule(containing address: IPAddress, _ body: (IPNetwork, CategoryID) -> Void)
     /// A hint that these fingerprints are about to be looked up: a store in
     /// memory may start loading them all at once. The default does nothing.
-    func prefetchDomainRules(fingerprints: UnsafeBufferPointer<UInt64>)
+    func prefetchDomainRules(fingerprints: Span<UInt64>)
     /// Whether any domain rule is on a name with this many labels; a source
     /// that says no is never asked about such names. The default says yes.
     func hasDomainRules(labelCount: Int) -> Bool
 }
 
 extension RuleSource {
-    public func prefetchDomainRules(fingerprints: UnsafeBufferPointer<UInt64>) {}
+    public func prefetchDomainRules(fingerprints: Span<UInt64>) {}
     public func hasDomainRules(labelCount: Int) -> Bool { true }
 }
 
@@ -166,50 +166,57 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
     }
 
     private func decide(_ facts: FlowFacts, host: HostName) -> Decision {
-        // A name has at most 127 labels; fingerprints live on the stack.
-        host.bytes.withUnsafeBytes { bytes in
-            withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 128) { fingerprints in
-                withUnsafeTemporaryAllocation(of: Int.self, capacity: 128) { starts in
-                    // Index 0 is the whole name (depth 0), the last the top-level label.
-                    var count = 0
-                    SuffixFingerprints.forEachSuffix(bytes) { start, fingerprint in
-                        guard count < 128 else { return }
-                        fingerprints[count] = fingerprint
-                        starts[count] = start
-                        count += 1
-                    }
-                    let suffixes = Suffixes(
-                        host: host, fingerprints: UnsafeBufferPointer(rebasing: fingerprints[0..<count]),
-                        starts: UnsafeBufferPointer(rebasing: starts[0..<count]))
-                    // Start loading every suffix the store may hold (index i has i + 1 labels).
-                    withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 128) { wanted in
-                        var wantedCount = 0
-                        for index in 0..<count where rules.hasDomainRules(labelCount: index + 1) {
-                            wanted[wantedCount] = fingerprints[index]
-                            wantedCount += 1
-                        }
-                        rules.prefetchDomainRules(fingerprints: UnsafeBufferPointer(rebasing: wanted[0..<wantedCount]))
-                    }
-                    return decide(facts, suffixes: suffixes)
-                }
-            }
+        var suffixes = Suffixes()
+        SuffixFingerprints.forEachSuffix(host.bytes.span) { _, fingerprint in suffixes.append(fingerprint) }
+        // Start loading every suffix the store may hold (index i has i + 1 labels).
+        // Only a hint: past the first 8 (few real names have more) they load when probed.
+        var wanted = InlineArray<8, UInt64>(repeating: 0)
+        var wantedCount = 0
+        for index in 0..<min(suffixes.count, wanted.count) where rules.hasDomainRules(labelCount: index + 1) {
+            wanted[wantedCount] = suffixes.fingerprint(index: index)
+            wantedCount += 1
         }
+        rules.prefetchDomainRules(fingerprints: wanted.span.extracting(0..<wantedCount))
+        return decide(facts, host: host, suffixes: suffixes)
     }
 
-    /// The suffixes of a name, most specific first once reversed: `forEachSuffix`
-    /// yields the top-level label first, so depth d is at index `count - 1 - d`.
+    /// The fingerprints of a name's suffixes. `forEachSuffix` yields the
+    /// top-level label first, so index i has i + 1 labels and depth d (0 is
+    /// the whole name) is at index `count - 1 - d`. The first 8 are kept on
+    /// the stack; a longer name (up to 127 labels) moves them to the heap.
     private struct Suffixes {
-        let host: HostName
-        let fingerprints: UnsafeBufferPointer<UInt64>
-        let starts: UnsafeBufferPointer<Int>
+        private var inline = InlineArray<8, UInt64>(repeating: 0)
+        private var spilled: [UInt64] = []
+        private(set) var count = 0
 
-        var count: Int { fingerprints.count }
-        func fingerprint(depth: Int) -> UInt64 { fingerprints[count - 1 - depth] }
-        /// The suffix at `depth` as written in a rule.
-        func text(depth: Int) -> String { String(decoding: host.bytes[starts[count - 1 - depth]...], as: UTF8.self) }
+        @inline(__always)
+        mutating func append(_ fingerprint: UInt64) {
+            if count < inline.count {
+                inline[count] = fingerprint
+            } else {
+                if spilled.isEmpty { spilled = (0..<inline.count).map { inline[$0] } }
+                spilled.append(fingerprint)
+            }
+            count += 1
+        }
+
+        func fingerprint(index: Int) -> UInt64 { count <= inline.count ? inline[index] : spilled[index] }
+        func fingerprint(depth: Int) -> UInt64 { fingerprint(index: count - 1 - depth) }
     }
 
-    private func decide(_ facts: FlowFacts, suffixes: Suffixes) -> Decision {
+    /// The suffix of `host` at `depth` as written in a rule: the name after its first `depth` dots.
+    private func suffixText(_ host: HostName, depth: Int) -> String {
+        let bytes = host.bytes.span
+        var start = 0
+        var dots = 0
+        while dots < depth, start < bytes.count {
+            if bytes[start] == UInt8(ascii: ".") { dots += 1 }
+            start += 1
+        }
+        return String(decoding: host.bytes[start...], as: UTF8.self)
+    }
+
+    private func decide(_ facts: FlowFacts, host: HostName, suffixes: Suffixes) -> Decision {
         var path = facts.path
         if let raw = path, raw.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) {
             path = raw.lowercased()
@@ -236,11 +243,11 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
             for depth in 0..<suffixes.count {
                 var blocked: Reason? = nil
                 rules.forEachURLRule(hostFingerprint: suffixes.fingerprint(depth: depth)) { prefix, category in
-                    guard blocked == nil, path.utf8.starts(with: prefix) else { return }
+                    guard blocked == nil, prefix.isPrefix(of: path) else { return }
                     let reason = Reason(
                         source: .category,
                         category: categoryName(category),
-                        rule: suffixes.text(depth: depth) + String(decoding: prefix, as: UTF8.self)
+                        rule: suffixText(host, depth: depth) + prefix.decodedText
                     )
                     if isBlocked(category) { blocked = reason } else if firstKnown == nil { firstKnown = reason }
                 }
@@ -257,10 +264,10 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
             if let (category, kind) = blocked {
                 return Decision(
                     .drop,
-                    Reason(source: .category, category: categoryName(category), rule: kind.marker + suffixes.text(depth: depth)))
+                    Reason(source: .category, category: categoryName(category), rule: kind.marker + suffixText(host, depth: depth)))
             }
             if firstKnown == nil, let (category, kind) = known {
-                firstKnown = Reason(source: .category, category: categoryName(category), rule: kind.marker + suffixes.text(depth: depth))
+                firstKnown = Reason(source: .category, category: categoryName(category), rule: kind.marker + suffixText(host, depth: depth))
             }
         }
         if let destination = facts.destination, let blocked = blockedNetworkReason(destination) {
@@ -340,10 +347,10 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
     private func blockedURLReason(host: HostName, path: String) -> Reason? {
         var blocked: Reason? = nil
         rules.forEachURLRule(hostFingerprint: SuffixFingerprints.fingerprint(of: host)) { prefix, category in
-            guard blocked == nil, isBlocked(category), path.utf8.starts(with: prefix) else { return }
+            guard blocked == nil, isBlocked(category), prefix.isPrefix(of: path) else { return }
             blocked = Reason(
                 source: .category, category: categoryName(category),
-                rule: host.description + String(decoding: prefix, as: UTF8.self))
+                rule: host.description + prefix.decodedText)
         }
         return blocked
     }
@@ -380,5 +387,26 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
     private func categoryName(_ category: CategoryID) -> String {
         let names = rules.categoryNames
         return Int(category) < names.count ? names[Int(category)] : "category-\(category)"
+    }
+}
+
+extension Span where Element == UInt8 {
+    /// True when `text`'s UTF-8 begins with these bytes.
+    fileprivate func isPrefix(of text: String) -> Bool {
+        var index = 0
+        for byte in text.utf8 {
+            guard index < count else { return true }
+            if self[index] != byte { return false }
+            index += 1
+        }
+        return index == count
+    }
+
+    /// These bytes as text (invalid UTF-8 repaired), for a reason.
+    fileprivate var decodedText: String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(count)
+        for index in indices { bytes.append(self[index]) }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }

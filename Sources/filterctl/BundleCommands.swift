@@ -20,17 +20,11 @@ struct BundleCommand: ParsableCommand {
 
         func run() throws {
             let key = BundleSigningKey()
-            let descriptor = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-            guard descriptor >= 0 else {
-                let reason = errno == EEXIST ? "the file exists; keys are never overwritten" : String(cString: strerror(errno))
-                throw fail("cannot create \(out): \(reason)", status: ExitStatus.cannotCreate)
-            }
-            let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
             do {
-                try handle.write(contentsOf: Data(key.pem.utf8))
-                try handle.synchronize()
+                try AtomicFile.createNew(Array(key.pem.utf8), at: out, mode: 0o600)
             } catch {
-                throw fail("cannot write \(out): \(error.localizedDescription)", status: ExitStatus.ioError)
+                let reason = error.alreadyExists ? "the file exists; keys are never overwritten" : error.reason
+                throw fail("cannot create \(out): \(reason)", status: error.written ? ExitStatus.ioError : ExitStatus.cannotCreate)
             }
             print(key.publicKey.description)
         }

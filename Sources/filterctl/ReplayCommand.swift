@@ -44,11 +44,11 @@ struct Replay: ParsableCommand {
         // Read every file first, so a missing one fails before any output.
         var captures: [(path: String, bytes: [UInt8])] = []
         for path in files {
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            guard FileManager.default.fileExists(atPath: path) else {
                 throw fail("\(path): no such file", status: ExitStatus.noInput)
             }
-            guard !isDirectory.boolValue else {
+            // A folder lists (links followed, as for the file itself); a file does not.
+            guard (try? FileManager.default.contentsOfDirectory(atPath: path)) == nil else {
                 throw fail("\(path): is a folder, not a capture file", status: ExitStatus.noInput)
             }
             guard let data = FileManager.default.contents(atPath: path) else {

@@ -32,7 +32,7 @@ import VerdictCore
 
         // The real answer becomes NXDOMAIN with the query's ID and question.
         let answer = udpPacket(sourcePort: 40_000, destinationPort: 53, DNSVector.aQuery("use-application-dns.net"), fromServer: true)
-        let rewritten = try #require(answer.withUnsafeBytes { try DataPath.rewrite($0, action: .nxdomain, targets: [:]) })
+        let rewritten = try #require(try DataPath.rewrite(answer, action: .nxdomain, targets: [:]))
         guard case .success(let message) = DNSMessageParser.parse(try DNSPacketRewrite.udpPayload(of: rewritten)) else {
             Issue.record("the rewritten answer does not parse")
             return
@@ -54,7 +54,7 @@ import VerdictCore
         #expect(DataPath.answerAction(for: query("www.google.com", with: staff), engines: staff) == nil)
 
         let answer = udpPacket(sourcePort: 40_000, destinationPort: 53, DNSVector.aQuery("www.google.com"), fromServer: true)
-        let rewritten = try #require(answer.withUnsafeBytes { try DataPath.rewrite($0, action: .safeSearch(.google), targets: [.google: google]) })
+        let rewritten = try #require(try DataPath.rewrite(answer, action: .safeSearch(.google), targets: [.google: google]))
         let records = try DNSMessageParser.addressRecords(in: DNSPacketRewrite.udpPayload(of: rewritten)).get()
         #expect(records.map(\.address) == [IPAddress("216.239.38.120")!] && records.allSatisfy { $0.timeToLive == 120 }, "\(records)")
     }
@@ -82,7 +82,7 @@ import VerdictCore
 
         let (message, _) = DNSVector.httpsResponse()
         let answer = udpPacket(sourcePort: 40_000, destinationPort: 53, message, fromServer: true)
-        let rewritten = try #require(answer.withUnsafeBytes { try DataPath.rewrite($0, action: .removeECH, targets: [:]) })
+        let rewritten = try #require(try DataPath.rewrite(answer, action: .removeECH, targets: [:]))
         let payload = try DNSPacketRewrite.udpPayload(of: rewritten)
         #expect(payload.count < message.count)
         #expect(try DNSBypassRewrite.removingECH(fromMessage: payload) == nil, "no ech left to remove")

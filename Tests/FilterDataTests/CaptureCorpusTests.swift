@@ -62,9 +62,7 @@ struct NameExtractor {
     mutating func handleTCP(_ key: FlowKey, _ tcp: TCPSegmentHeader, _ payload: ArraySlice<UInt8>) {
         guard !finishedStreams.contains(key) else { return }
         var peek = tcpStreams[key] ?? StreamPeek()
-        let grew = payload.withUnsafeBytes {
-            peek.add(sequenceNumber: tcp.sequenceNumber, isSYN: tcp.flags.contains(.syn), payload: $0)
-        }
+        let grew = peek.add(sequenceNumber: tcp.sequenceNumber, isSYN: tcp.flags.contains(.syn), payload: payload.span)
         tcpStreams[key] = peek
         guard grew else { return }
         var done = false
@@ -94,7 +92,7 @@ struct NameExtractor {
                 if let host = head.host { names.add("http_request_host", host) }
                 // After a CONNECT the tunnelled stream starts a new ClientHello: look at it too.
                 if head.method == .connect {
-                    let rest = UnsafeRawBufferPointer(rebasing: prefix[head.headLength...])
+                    let rest = prefix.extracting(head.headLength...)
                     if case .clientHello(let info) = ClientHelloParser.parse(recordStream: rest), let name = info.serverName {
                         names.add("tls_client_hello_sni", name)
                         done = true
@@ -150,7 +148,7 @@ struct NameExtractor {
         }
         if let first = payload.first, first & 0x80 != 0, !finishedQUIC.contains(key) {
             var assembler = quicFlows[key] ?? QUICCryptoAssembler()
-            let outcome = payload.withUnsafeBytes { assembler.add(datagram: $0) }
+            let outcome = assembler.add(datagram: payload.span)
             if case .packets(let summary) = outcome, !summary.initials.isEmpty {
                 names.quicInitials += summary.initials.count
                 switch assembler.clientHello() {
@@ -168,7 +166,7 @@ struct NameExtractor {
             }
         }
         // DNS on its ports (53, mDNS 5353, LLMNR 5355); elsewhere only what looks like a plain query.
-        if case .success(let message) = payload.withUnsafeBytes({ DNSMessageParser.parse($0) }),
+        if case .success(let message) = DNSMessageParser.parse(payload.span),
            let question = message.question {
             let header = message.header
             let onDNSPort = ports.contains(53) || ports.contains(5353) || ports.contains(5355)

@@ -52,16 +52,14 @@ private func withChecksum(_ packet: [UInt8]) throws -> [UInt8] {
     let rewrite = Policy.DNSRewrite(ipv4: IPAddress("127.0.0.1")!, ipv6: IPAddress("::1")!, timeToLive: 10)
 
     func rewritten(_ packet: [UInt8]) -> [UInt8]? {
-        packet.withUnsafeBytes { raw in
-            guard let response = DNSResponsePacket(raw) else { return nil }
-            return DNSAnswerRewrite.rewrite(raw, response: response, to: rewrite)
-        }
+        guard let response = DNSResponsePacket(packet.span) else { return nil }
+        return DNSAnswerRewrite.rewrite(packet.span, response: response, to: rewrite)
     }
 
     @Test func addressesAndTTLsChangeAndTheIPv4ChecksumIsRight() throws {
         let packet = try withChecksum(Build.ipv4(source: [10, 0, 0, 2], destination: [10, 0, 0, 1], protocolNumber: 17,
             payload: Build.udp(sourcePort: 53, destinationPort: 40_000, payload: response("blocked.test"))))
-        let question = packet.withUnsafeBytes { DNSResponsePacket($0)?.question?.description }
+        let question = DNSResponsePacket(packet.span)?.question?.description
         #expect(question == "blocked.test")
         let output = try #require(rewritten(packet))
         #expect(output.count == packet.count)
@@ -97,9 +95,9 @@ private func withChecksum(_ packet: [UInt8]) throws -> [UInt8] {
             payload: Build.udp(sourcePort: 53, destinationPort: 40_000, payload: response("blocked.test", a: nil, aaaa: nil)))
         #expect(rewritten(noAddresses) == nil)
         let query = Build.ipv4(protocolNumber: 17, payload: Build.udp(sourcePort: 53, destinationPort: 40_000, payload: Build.dnsQuery("x.test")))
-        #expect(query.withUnsafeBytes { DNSResponsePacket($0) } == nil)
+        #expect(DNSResponsePacket(query.span) == nil)
         let otherPort = Build.ipv4(protocolNumber: 17, payload: Build.udp(sourcePort: 5353, destinationPort: 40_000, payload: response("x.test")))
-        #expect(otherPort.withUnsafeBytes { DNSResponsePacket($0) } == nil)
+        #expect(DNSResponsePacket(otherPort.span) == nil)
     }
 
     @Test func everyTruncationIsRefusedOrRewrittenInBounds() throws {

@@ -50,7 +50,7 @@ import VerdictCore
         // IPv4, 20-byte header, UDP 5353 -> 53, DNS id 0xBEEF.
         var packet: [UInt8] = [0x45, 0, 0, 30, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]
         packet += [0x14, 0xE9, 0, 53, 0, 10, 0, 0, 0xBE, 0xEF]
-        #expect(packet.withUnsafeBytes { DataPath.dnsMessageID($0) } == 0xBEEF)
-        #expect(Array(packet.prefix(29)).withUnsafeBytes { DataPath.dnsMessageID($0) } == nil)
+        #expect(DataPath.dnsMessageID(packet.span) == 0xBEEF)
+        #expect(DataPath.dnsMessageID(Array(packet.prefix(29)).span) == nil)
     }
 }

@@ -80,7 +80,7 @@ private let second: UInt64 = 1_000_000_000
     }
 
     func step(_ machine: inout FlowStateMachine, seq: UInt32, flags: TCPFlags = [.ack, .psh], _ bytes: [UInt8]) -> FlowStep {
-        bytes.withUnsafeBytes { machine.clientSegment(header(seq: seq, flags: flags), payload: $0) }
+        machine.clientSegment(header(seq: seq, flags: flags), payload: bytes.span)
     }
 
     @Test func tcpWaitsThenDecidesThenRepeats() {
@@ -173,7 +173,7 @@ private let second: UInt64 = 1_000_000_000
     @Test func quicShortHeaderIsNameless() {
         var machine = FlowStateMachine.quic()
         let short: [UInt8] = [0x40] + [UInt8](repeating: 7, count: 30)
-        #expect(short.withUnsafeBytes { machine.clientDatagram($0) } == .decide(FlowFindings(kind: .none)))
+        #expect(machine.clientDatagram(short.span) == .decide(FlowFindings(kind: .none)))
     }
 
     @Test func quicWaitsForAnOpenableInitialWithinABound() {
@@ -181,13 +181,14 @@ private let second: UInt64 = 1_000_000_000
         // A greased version: keys unknown, the client may still retry with one we know.
         var greased = rfc9001ClientInitial
         greased[1...4] = [0x0a, 0x0a, 0x0a, 0x0a]
-        #expect(greased.withUnsafeBytes { machine.clientDatagram($0) } == .awaitMoreData)
-        #expect(greased.withUnsafeBytes { machine.clientDatagram($0) } == .awaitMoreData)
-        #expect(greased.withUnsafeBytes { machine.clientDatagram($0) } == .decide(FlowFindings(kind: .quic)))
+        #expect(machine.clientDatagram(greased.span) == .awaitMoreData)
+        #expect(machine.clientDatagram(greased.span) == .awaitMoreData)
+        #expect(machine.clientDatagram(greased.span) == .decide(FlowFindings(kind: .quic)))
 
         var fresh = FlowStateMachine.quic()
-        #expect(greased.withUnsafeBytes { fresh.clientDatagram($0) } == .awaitMoreData)
-        guard case .decide(let findings) = rfc9001ClientInitial.withUnsafeBytes({ fresh.clientDatagram($0) }) else {
+        #expect(fresh.clientDatagram(greased.span) == .awaitMoreData)
+        let initial = rfc9001ClientInitial
+        guard case .decide(let findings) = fresh.clientDatagram(initial.span) else {
             Issue.record("the v1 Initial after a greased one must be read")
             return
         }
@@ -303,7 +304,7 @@ private let second: UInt64 = 1_000_000_000
             let late = inspector.inspect(client.data(at: offset, clientHelloRecords("allowed.example")), now: 2)
             #expect(late.verdict == .drop && late.finality == .repeatedDecision)
         }
-        #expect(inspector.resolve(flow: client.syn.withUnsafeBytes { try! IPPacketParser.parse($0) }.flowKey!, now: 3) == nil)
+        #expect(inspector.resolve(flow: (try! IPPacketParser.parse(client.syn)).flowKey!, now: 3) == nil)
         let fresh = TCPClient(clientPort: 41_000)
         _ = inspector.inspect(fresh.syn, now: 4)
         #expect(inspector.inspect(fresh.data(at: 0, clientHelloRecords("www.blocked.example")), now: 5).verdict == .allow)

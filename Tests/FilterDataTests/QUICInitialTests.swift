@@ -155,14 +155,14 @@ d5974ee12e5cf7d5da4d6a31123041f33e61407e76cffcdcfd7e19ba58cf4b536f4c4938ae79324d
                                 0x06, 0x05, 0x03, 0x61, 0x62, 0x63,
                                 0x1c, 0x00, 0x00, 0x01, 0x7a,
                                 0x08, 0x06, 0x00, 0x01, 0x7a]
-        let frames = payload.withUnsafeBytes { QUICInitialParser.cryptoFrames(in: $0) }
+        let frames = QUICInitialParser.cryptoFrames(in: payload.span)
         #expect(frames == [QUICCryptoFrame(offset: 5, data: Array("abc".utf8))])
         // A truncated CRYPTO frame stops quietly.
         let truncated: [UInt8] = [0x06, 0x00, 0x10, 0x61]
-        #expect(truncated.withUnsafeBytes { QUICInitialParser.cryptoFrames(in: $0) }.isEmpty)
+        #expect(QUICInitialParser.cryptoFrames(in: truncated.span).isEmpty)
         // An ACK claiming more ranges than bytes stops quietly.
         let hugeAck: [UInt8] = [0x02, 0x00, 0x00, 0x80, 0xff, 0xff, 0xff, 0x00]
-        #expect(hugeAck.withUnsafeBytes { QUICInitialParser.cryptoFrames(in: $0) }.isEmpty)
+        #expect(QUICInitialParser.cryptoFrames(in: hugeAck.span).isEmpty)
     }
 
     @Test func assemblerReassemblesOutOfOrderAndBounds() {

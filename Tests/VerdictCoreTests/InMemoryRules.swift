@@ -30,9 +30,9 @@ struct InMemoryRules: RuleSource {
         for (category, kind) in domains[fingerprint] ?? [] { body(category, kind) }
     }
 
-    func forEachURLRule(hostFingerprint: UInt64, _ body: (UnsafeRawBufferPointer, CategoryID) -> Void) {
+    func forEachURLRule(hostFingerprint: UInt64, _ body: (Span<UInt8>, CategoryID) -> Void) {
         for (path, category) in urls[hostFingerprint] ?? [] {
-            path.withUnsafeBytes { body($0, category) }
+            body(path.span, category)
         }
     }
 

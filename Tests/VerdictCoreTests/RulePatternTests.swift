@@ -24,7 +24,7 @@ import VerdictCore
         }
     }
 
-    @Test(arguments: ["", "   ", "1.2.3.4/33", "bad host", "host:port", "[::1", "a..b"])
+    @Test(arguments: ["", "   ", "1.2.3.4/33", "bad host", "host:port", "[::1", "a..b", "/", "////path", "/example.com"])
     func refusesMalformed(text: String) {
         #expect(throws: RulePattern.ParseError.self) { try RulePattern(text) }
     }

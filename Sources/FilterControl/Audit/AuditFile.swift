@@ -2,6 +2,7 @@
 import Glibc
 #endif
 public import Foundation
+import SharedStore
 
 /// The JSON-lines audit file: appended to (mode 0640, its folder made 0750),
 /// rotated when it would grow past `maxBytes` or once its first record is
@@ -49,11 +50,9 @@ public final class AuditFile: @unchecked Sendable {
         }
         var offset = 0
         while offset < lines.count {
-            // Safe: the pointer is used only inside the closure, within the array's bounds.
-            let written = lines.withUnsafeBytes { write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+            let written = FileSystem.writeSome(descriptor, lines, from: offset)
             if written < 0 {
-                if errno == EINTR { continue }
-                let reason = String(cString: strerror(errno))
+                let reason = systemErrorText(errno)
                 reopen()
                 throw Failure(path: path, reason: reason)
             }
@@ -86,14 +85,14 @@ public final class AuditFile: @unchecked Sendable {
     /// Moves the file in use to `PATH.1` (and each older one a number up) and removes what retention and `keepFiles` drop.
     public func rotate(now: Date = Date()) throws(Failure) {
         reopen()
-        unlink(rotatedPath(keepFiles))
+        FileSystem.remove(rotatedPath(keepFiles))
         if keepFiles > 1 {
             for number in stride(from: keepFiles - 1, through: 1, by: -1) {
-                rename(rotatedPath(number), rotatedPath(number + 1))
+                _ = FileSystem.renameItem(rotatedPath(number), to: rotatedPath(number + 1))
             }
         }
-        if rename(path, rotatedPath(1)) != 0, errno != ENOENT {
-            throw Failure(path: path, reason: "cannot rotate: \(String(cString: strerror(errno)))")
+        if !FileSystem.renameItem(path, to: rotatedPath(1)), errno != ENOENT {
+            throw Failure(path: path, reason: "cannot rotate: \(systemErrorText(errno))")
         }
         prune(now: now)
     }
@@ -103,10 +102,9 @@ public final class AuditFile: @unchecked Sendable {
         let cutoff = now.timeIntervalSince1970 - retention
         for number in 1...(keepFiles + 10) {
             let rotated = rotatedPath(number)
-            var status = stat()
-            guard stat(rotated, &status) == 0 else { continue }
-            if number > keepFiles || Double(status.st_mtim.tv_sec) < cutoff {
-                unlink(rotated)
+            guard let status = FileSystem.status(rotated) else { continue }
+            if number > keepFiles || Double(status.modificationTime) < cutoff {
+                FileSystem.remove(rotated)
             }
         }
     }
@@ -121,27 +119,26 @@ public final class AuditFile: @unchecked Sendable {
     private func openIfNeeded(now: Date) throws(Failure) {
         guard descriptor < 0 else { return }
         let folder = (path as NSString).deletingLastPathComponent
-        if !folder.isEmpty, access(folder, F_OK) != 0 {
+        if !folder.isEmpty, FileSystem.status(folder) == nil {
             try makeFolder(folder)
         }
-        let opened = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o640)
-        guard opened >= 0 else { throw Failure(path: path, reason: String(cString: strerror(errno))) }
-        var status = stat()
-        fstat(opened, &status)
-        if status.st_mode & 0o777 != 0o640 { fchmod(opened, 0o640) }
+        let opened = FileSystem.openFile(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, mode: 0o640)
+        guard opened >= 0 else { throw Failure(path: path, reason: systemErrorText(errno)) }
+        let status = FileSystem.status(of: opened)
+        if let status, status.permissions & 0o777 != 0o640 { fchmod(opened, 0o640) }
         descriptor = opened
-        size = Int(status.st_size)
+        size = status?.size ?? 0
         firstRecordTime = size > 0 ? AuditFile.firstRecordTime(path) : nil
         prune(now: now)
     }
 
     private func makeFolder(_ folder: String) throws(Failure) {
         let parent = (folder as NSString).deletingLastPathComponent
-        if !parent.isEmpty, parent != folder, access(parent, F_OK) != 0 { try makeFolder(parent) }
-        guard mkdir(folder, 0o750) == 0 || errno == EEXIST else {
-            throw Failure(path: path, reason: "cannot make \(folder): \(String(cString: strerror(errno)))")
+        if !parent.isEmpty, parent != folder, FileSystem.status(parent) == nil { try makeFolder(parent) }
+        guard FileSystem.createDirectory(folder, mode: 0o750) || errno == EEXIST else {
+            throw Failure(path: path, reason: "cannot make \(folder): \(systemErrorText(errno))")
         }
-        chmod(folder, 0o750)
+        _ = FileSystem.changeMode(folder, 0o750)
     }
 
     /// The time of the first record in a file (its first line), if it has one.

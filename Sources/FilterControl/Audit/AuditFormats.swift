@@ -112,27 +112,13 @@ public enum AuditFormat {
     /// a value with a newline is `KEY\n`, its length as 64-bit little endian,
     /// the bytes and `\n` (systemd's "binary safe" form).
     public static func journalDatagram(_ record: AuditRecord, identifier: String = "hallpass") -> [UInt8] {
-        var out: [UInt8] = []
-        func field(_ name: String, _ value: String) {
-            let bytes = Array(value.utf8)
-            out.append(contentsOf: name.utf8)
-            if bytes.contains(UInt8(ascii: "\n")) {
-                out.append(UInt8(ascii: "\n"))
-                var length = UInt64(bytes.count).littleEndian
-                withUnsafeBytes(of: &length) { out.append(contentsOf: $0) }
-            } else {
-                out.append(UInt8(ascii: "="))
-            }
-            out.append(contentsOf: bytes)
-            out.append(UInt8(ascii: "\n"))
-        }
-        field("MESSAGE", record.summary)
-        field("MESSAGE_ID", journalMessageID)
-        field("PRIORITY", record.action == .block ? "5" : "6")
-        field("SYSLOG_IDENTIFIER", identifier)
+        var fields: [(String, String)] = [
+            ("MESSAGE", record.summary), ("MESSAGE_ID", journalMessageID), ("PRIORITY", record.action == .block ? "5" : "6"),
+            ("SYSLOG_IDENTIFIER", identifier),
+        ]
         for (key, value) in record.fields {
-            field(journalFieldName(key), value)
+            fields.append((journalFieldName(key), value))
         }
-        return out
+        return JournalLogHandler.encode(fields)
     }
 }

@@ -6,6 +6,7 @@ public import Logging
 import NIOConcurrencyHelpers
 public import NIOCore
 public import NIOPosix
+import SharedStore
 
 /// filter-control's audit writer: takes `DecisionRecord`s without ever
 /// making the caller wait, and writes each as an `AuditRecord` to the
@@ -234,7 +235,7 @@ public final class AuditLog: Sendable {
             if firstFailure {
                 logger.warning(
                     "audit: the journal did not take a record (counted; later ones are not logged)",
-                    metadata: ["hallpass.error": "\(String(cString: strerror(error)))"])
+                    metadata: ["hallpass.error": "\(systemErrorText(error))"])
             }
         }
         if let forwarder {
@@ -250,26 +251,11 @@ public final class AuditLog: Sendable {
     public static func systemLookup() -> PersonLookup {
         { uid, gid in
             (try? await NIOThreadPool.singleton.runIfActive {
-                let user = uid.flatMap(userEntry(uid:))
-                return (user?.name, (gid ?? user?.primaryGroup).flatMap(groupName(gid:)))
+                let users = UserDirectory()
+                let user = uid.flatMap(users.passwdEntry(uid:))
+                return (user?.name, (gid ?? user?.group).flatMap(users.groupName(gid:)))
             }) ?? (nil, nil)
         }
-    }
-
-    static func userEntry(uid: UInt32) -> (name: String, primaryGroup: UInt32)? {
-        var entry = passwd()
-        var result: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 16 * 1024)
-        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name else { return nil }
-        return (String(cString: name), entry.pw_gid)
-    }
-
-    static func groupName(gid: UInt32) -> String? {
-        var entry = group()
-        var result: UnsafeMutablePointer<group>?
-        var buffer = [CChar](repeating: 0, count: 64 * 1024)
-        guard getgrgid_r(gid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.gr_name else { return nil }
-        return String(cString: name)
     }
 }
 

@@ -114,9 +114,8 @@ public struct AuditLogReader {
     }
 
     static func identity(of path: String) -> [UInt64]? {
-        var status = stat()
-        guard stat(path, &status) == 0 else { return nil }
-        return [UInt64(status.st_dev), UInt64(status.st_ino)]
+        guard let status = FileSystem.status(path) else { return nil }
+        return [status.device, status.inode]
     }
 }
 

@@ -189,17 +189,43 @@ public struct AuditRecord: Sendable, Hashable, Codable {
 public enum AuditTime {
     public static func format(_ date: Date) -> String {
         let seconds = date.timeIntervalSince1970
-        var whole = time_t(seconds.rounded(.down))
+        var whole = Int(seconds.rounded(.down))
         var milliseconds = Int(((seconds - Double(whole)) * 1000).rounded(.down))
         if milliseconds >= 1000 {
             whole += 1
             milliseconds -= 1000
         }
-        var parts = tm()
-        gmtime_r(&whole, &parts)
-        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let days = whole >= 0 ? whole / 86_400 : (whole - 86_399) / 86_400
+        let secondOfDay = whole - days * 86_400
+        let (year, month, day) = civilDate(daysSince1970: days)
+        func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
         let millis = milliseconds < 10 ? "00\(milliseconds)" : milliseconds < 100 ? "0\(milliseconds)" : "\(milliseconds)"
-        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(millis)Z"
+        return "\(year)-\(two(month))-\(two(day))T\(two(secondOfDay / 3600)):\(two(secondOfDay / 60 % 60)):\(two(secondOfDay % 60)).\(millis)Z"
+    }
+
+    /// Days since 1970-01-01 of a date of the proleptic Gregorian calendar (as
+    /// timegm(3) counts them: a day past the month's end runs into the next).
+    /// Howard Hinnant's `days_from_civil` ("chrono-Compatible Low-Level Date Algorithms").
+    static func daysSince1970(year: Int, month: Int, day: Int) -> Int {
+        let shiftedYear = month <= 2 ? year - 1 : year
+        let era = (shiftedYear >= 0 ? shiftedYear : shiftedYear - 399) / 400
+        let yearOfEra = shiftedYear - era * 400
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    /// The date of a day counted from 1970-01-01 (Hinnant's `civil_from_days`).
+    static func civilDate(daysSince1970 days: Int) -> (year: Int, month: Int, day: Int) {
+        let shifted = days + 719_468
+        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
+        let dayOfEra = shifted - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let shiftedMonth = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
+        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 
     /// Reads `YYYY-MM-DDTHH:MM:SS[.fraction]Z` (or `+00:00`).
@@ -232,13 +258,8 @@ public enum AuditTime {
         }
         let zone = bytes[index...]
         guard zone.elementsEqual("Z".utf8) || zone.elementsEqual("z".utf8) || zone.elementsEqual("+00:00".utf8) else { return nil }
-        var parts = tm()
-        parts.tm_year = year - 1900
-        parts.tm_mon = month - 1
-        parts.tm_mday = day
-        parts.tm_hour = hour
-        parts.tm_min = minute
-        parts.tm_sec = second
-        return Date(timeIntervalSince1970: Double(timegm(&parts)) + fraction)
+        let days = daysSince1970(year: Int(year), month: Int(month), day: Int(day))
+        let whole = days * 86_400 + Int(hour) * 3600 + Int(minute) * 60 + Int(second)
+        return Date(timeIntervalSince1970: Double(whole) + fraction)
     }
 }

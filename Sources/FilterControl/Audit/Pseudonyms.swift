@@ -32,10 +32,10 @@ public struct Pseudonyms: Sendable {
     /// Reads the key at `path` (32 bytes or more), making one of 32 random
     /// bytes (mode 0600) when the file does not exist and `create` is set.
     public static func loadKey(path: String, create: Bool) throws(KeyError) -> [UInt8] {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        let descriptor = FileSystem.openFile(path, O_RDONLY | O_CLOEXEC)
         if descriptor < 0 {
             let error = errno
-            guard error == ENOENT, create else { throw KeyError(path: path, reason: String(cString: strerror(error))) }
+            guard error == ENOENT, create else { throw KeyError(path: path, reason: systemErrorText(error)) }
             let key = (0..<32).map { _ in UInt8.random(in: 0...255) }
             do {
                 try AtomicFile.write(key, to: path, mode: 0o600)
@@ -45,14 +45,13 @@ public struct Pseudonyms: Sendable {
             return key
         }
         defer { close(descriptor) }
-        var status = stat()
-        guard fstat(descriptor, &status) == 0 else { throw KeyError(path: path, reason: String(cString: strerror(errno))) }
-        guard status.st_mode & 0o077 == 0 else {
-            throw KeyError(path: path, reason: "other users may read it (mode \(String(status.st_mode & 0o777, radix: 8))); chmod 600 it")
+        guard let status = FileSystem.status(of: descriptor) else { throw KeyError(path: path, reason: systemErrorText(errno)) }
+        guard status.permissions & 0o077 == 0 else {
+            throw KeyError(path: path, reason: "other users may read it (mode \(String(status.permissions & 0o777, radix: 8))); chmod 600 it")
         }
         var buffer = [UInt8](repeating: 0, count: 4096)
-        let count = read(descriptor, &buffer, buffer.count)
-        guard count >= 32 else { throw KeyError(path: path, reason: count < 0 ? String(cString: strerror(errno)) : "shorter than 32 bytes") }
+        let count = FileSystem.readSome(descriptor, into: &buffer)
+        guard count >= 32 else { throw KeyError(path: path, reason: count < 0 ? systemErrorText(errno) : "shorter than 32 bytes") }
         return Array(buffer[0..<count])
     }
 }
@@ -91,10 +90,11 @@ public struct AuditRecordMaker: Sendable {
         return record
     }
 
-    /// The machine's host name (what `log.machine` defaults to).
+    /// The machine's host name (what `log.machine` defaults to): the kernel's
+    /// node name, which gethostname(2) returns too, read from procfs.
     public static func hostName() -> String {
-        var buffer = [CChar](repeating: 0, count: 256)
-        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
-        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        guard let bytes = try? FileSystem.read("/proc/sys/kernel/hostname", limit: 256) else { return "localhost" }
+        let name = String(decoding: bytes.prefix { $0 != UInt8(ascii: "\n") && $0 != 0 }, as: UTF8.self)
+        return name.isEmpty ? "localhost" : name
     }
 }

@@ -58,7 +58,7 @@ public final class AccessRequestStore: @unchecked Sendable {
             requests = try AccessRequestStore.decoder.decode([AccessRequest].self, from: data)
         } catch {
             let aside = path + ".unreadable-\(Int(Date().timeIntervalSince1970))"
-            rename(path, aside)
+            try? FileSystem.rename(path, aside)
             log("access requests: \(path) cannot be read (\(error)); moved to \(aside), starting with none")
         }
     }

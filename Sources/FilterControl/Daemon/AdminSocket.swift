@@ -1,6 +1,12 @@
 import CHallpassSys
 public import Foundation
+import SharedStore
 
+// unsafe in this file (the client's socket calls): reads and sends touch an
+// array's storage inside its closure, within its count; the timeouts are
+// locals passed by address for one call. The connect goes through
+// `UnixSocket`, the server's calls through `FileSystem` and `UserDirectory`.
+//
 // The admin interface of filter-control (served by AdminService): a Unix
 // stream socket (by default /run/hallpass/control.sock) that only root and
 // the admin group may open (mode 0660, group `admin.group`; 0600 without
@@ -147,27 +153,13 @@ public struct AdminSocketError: Error, CustomStringConvertible, Sendable {
     public var description: String { message }
 }
 
-/// Socket helpers of the admin client.
+/// Reads and writes of the admin client.
 enum AdminSocketIO {
-    static func address(_ path: String) throws(AdminSocketError) -> sockaddr_un {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
-            throw AdminSocketError("the socket path \(path) is too long")
-        }
-        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
-            buffer.copyBytes(from: bytes)
-            buffer[bytes.count] = 0
-        }
-        return address
-    }
-
     static func readLine(_ descriptor: Int32, limit: Int) -> Data? {
         var data = Data()
         var buffer = [UInt8](repeating: 0, count: 65536)
         while data.count <= limit {
-            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            let count = unsafe buffer.withUnsafeMutableBytes { unsafe read(descriptor, $0.baseAddress, $0.count) }
             if count < 0, errno == EINTR { continue }
             if count <= 0 { return data.isEmpty ? nil : data }
             data.append(contentsOf: buffer[0..<count])
@@ -179,7 +171,7 @@ enum AdminSocketIO {
     static func writeAll(_ descriptor: Int32, _ data: Data) {
         var remaining = data[...]
         while !remaining.isEmpty {
-            let written = remaining.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let written = unsafe remaining.withUnsafeBytes { unsafe send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if written < 0 {
                 if errno == EINTR { continue }
                 return
@@ -193,14 +185,11 @@ enum AdminSocketIO {
 public enum AdminClient {
     /// Sends `request` and returns the answer's JSON. `timeout` bounds the whole exchange.
     public static func send(_ request: AdminRequest, to path: String, timeout: Int = 120) throws(AdminSocketError) -> Data {
-        var address = try AdminSocketIO.address(path)
+        guard UnixSocket.address(path) != nil else { throw AdminSocketError("the socket path \(path) is too long") }
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { throw AdminSocketError("socket: \(String(cString: strerror(errno)))", errno: errno) }
+        guard descriptor >= 0 else { throw AdminSocketError("socket: \(systemErrorText(errno))", errno: errno) }
         defer { close(descriptor) }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard connected == 0 else {
+        guard UnixSocket.connect(descriptor, to: path) else {
             let code = errno
             switch code {
             case ENOENT, ECONNREFUSED:
@@ -208,12 +197,12 @@ public enum AdminClient {
             case EACCES, EPERM:
                 throw AdminSocketError("not allowed to talk to filter-control on \(path): run as root or as a member of admin.group", errno: code)
             default:
-                throw AdminSocketError("cannot connect to \(path): \(String(cString: strerror(code)))", errno: code)
+                throw AdminSocketError("cannot connect to \(path): \(systemErrorText(code))", errno: code)
             }
         }
         var time = timeval(tv_sec: timeout, tv_usec: 0)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
+        unsafe setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
+        unsafe setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
         let body: Data
         do {
             body = try AdminCoding.encoder.encode(request)

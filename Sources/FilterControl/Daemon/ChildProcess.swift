@@ -1,7 +1,16 @@
 import CHallpassSys
 public import Foundation
+import SharedStore
+import FilterData
 
 /// A child process started with posix_spawn and reaped by its pid.
+///
+/// unsafe in this file: the posix_spawn file actions and attributes and the
+/// signal sets are locals passed by address and destroyed before return;
+/// argv and the environment hold strdup'ed copies freed by a defer after
+/// posix_spawn returned;
+/// the pipe calls write into local arrays of two descriptors; reads and
+/// writes touch an array's storage inside its closure, within its count.
 ///
 /// filter-control runs filter-data for as long as it lives and short
 /// commands (iptables-restore) next to it; each is waited for by its own
@@ -17,7 +26,7 @@ public final class ChildProcess: @unchecked Sendable {
     public struct LaunchError: Error, CustomStringConvertible {
         public var executable: String
         public var errno: Int32
-        public var description: String { "cannot start \(executable): \(String(cString: strerror(errno)))" }
+        public var description: String { "cannot start \(executable): \(systemErrorText(errno))" }
     }
 
     /// Starts `executable` (looked up in PATH when it names no folder) with
@@ -32,18 +41,18 @@ public final class ChildProcess: @unchecked Sendable {
         executable: String, arguments: [String], descriptors: [(from: Int32, to: Int32)] = [], outputPath: String? = nil,
         environment extra: [String: String] = [:]
     ) throws(LaunchError) {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
+        var actions = unsafe posix_spawn_file_actions_t()
+        unsafe posix_spawn_file_actions_init(&actions)
+        defer { unsafe posix_spawn_file_actions_destroy(&actions) }
         if !descriptors.contains(where: { $0.to == 0 }) {
-            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+            unsafe posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         }
         if let outputPath {
-            posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-            posix_spawn_file_actions_adddup2(&actions, 1, 2)
+            unsafe posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+            unsafe posix_spawn_file_actions_adddup2(&actions, 1, 2)
         }
         for mapping in descriptors {
-            posix_spawn_file_actions_adddup2(&actions, mapping.from, mapping.to)
+            unsafe posix_spawn_file_actions_adddup2(&actions, mapping.from, mapping.to)
         }
         // The child holds what it is given and nothing else: filter-control's
         // own descriptors (the block page's listening sockets from NIO, the
@@ -53,38 +62,40 @@ public final class ChildProcess: @unchecked Sendable {
         let given = Set([0, 1, 2] + descriptors.map(\.to))
         let highest = given.max()!
         for gap in 3..<max(3, highest) where !given.contains(gap) {
-            posix_spawn_file_actions_addclose(&actions, gap)
+            unsafe posix_spawn_file_actions_addclose(&actions, gap)
         }
-        hp_spawn_add_close_from(&actions, highest + 1)
+        unsafe hp_spawn_add_close_from(&actions, highest + 1)
         var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
+        unsafe posix_spawnattr_init(&attributes)
+        defer { unsafe posix_spawnattr_destroy(&attributes) }
         // The child starts with default signal handling and nothing blocked:
         // filter-control ignores SIGTERM and SIGINT in favour of dispatch
         // sources, and a test runner's threads block most signals.
         var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in [SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGTERM, SIGUSR1, SIGUSR2, SIGCHLD] { sigaddset(&defaults, signal) }
+        unsafe sigemptyset(&defaults)
+        for signal in [SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGTERM, SIGUSR1, SIGUSR2, SIGCHLD] { unsafe sigaddset(&defaults, signal) }
         var empty = sigset_t()
-        sigemptyset(&empty)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setsigmask(&attributes, &empty)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
-        var argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
+        unsafe sigemptyset(&empty)
+        unsafe posix_spawnattr_setsigdefault(&attributes, &defaults)
+        unsafe posix_spawnattr_setsigmask(&attributes, &empty)
+        unsafe posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        var argv: [UnsafeMutablePointer<CChar>?] = unsafe ([executable] + arguments).map { unsafe strdup($0) } + [nil]
+        defer { unsafe argv.forEach { unsafe free($0) } }
         var child: pid_t = 0
         // This process's environment, with `extra` set on top.
-        var environment: [UnsafeMutablePointer<CChar>?] = []
-        var cursor = environ
-        while let entry = cursor.pointee {
-            let text = String(cString: entry)
-            if let name = text.split(separator: "=", maxSplits: 1).first, extra[String(name)] == nil { environment.append(strdup(entry)) }
-            cursor += 1
+        var environment: [UnsafeMutablePointer<CChar>?] = unsafe []
+        // unsafe: `environ` is the NULL-terminated array libc keeps; each entry is copied with
+        // strdup before the next one is read, and the copies are freed by the defer below.
+        var cursor = unsafe environ
+        while let entry = unsafe cursor.pointee {
+            let text = unsafe String(cString: entry)
+            if let name = text.split(separator: "=", maxSplits: 1).first, extra[String(name)] == nil { unsafe environment.append(strdup(entry)) }
+            unsafe cursor += 1
         }
-        environment += extra.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { environment.forEach { free($0) } }
+        unsafe environment += extra.map { unsafe strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { unsafe environment.forEach { unsafe free($0) } }
         let result =
-            executable.contains("/")
+            unsafe executable.contains("/")
             ? posix_spawn(&child, executable, &actions, &attributes, &argv, &environment)
             : posix_spawnp(&child, executable, &actions, &attributes, &argv, &environment)
         guard result == 0 else { throw LaunchError(executable: executable, errno: result) }
@@ -112,7 +123,7 @@ public final class ChildProcess: @unchecked Sendable {
             if let status { return status }
             var raw: Int32 = 0
             while true {
-                let result = waitpid(pid, &raw, blocking ? 0 : WNOHANG)
+                let result = unsafe waitpid(pid, &raw, blocking ? 0 : WNOHANG)
                 if result == pid {
                     status = (raw & 0x7F) == 0 ? (raw >> 8) & 0xFF : 128 + (raw & 0x7F)
                     return status
@@ -135,7 +146,7 @@ public final class ChildProcess: @unchecked Sendable {
         guard isRunning, kill(pid, signal) != 0 else { return nil }
         let code = errno
         if code == ESRCH { return nil }
-        return String(cString: strerror(code)) + (code == EPERM ? " (signalling another user's process needs CAP_KILL)" : "")
+        return systemErrorText(code) + (code == EPERM ? " (signalling another user's process needs CAP_KILL)" : "")
     }
 
     /// Waits at most `seconds` for the child to end; its exit status, or nil while it runs.
@@ -169,8 +180,8 @@ public final class ChildProcess: @unchecked Sendable {
     public static func run(_ executable: String, _ arguments: [String], input: String? = nil) throws -> (status: Int32, output: String) {
         var inputPipe: [Int32] = [-1, -1]
         var outputPipe: [Int32] = [-1, -1]
-        guard hp_pipe_cloexec(&inputPipe) == 0 else { throw LaunchError(executable: executable, errno: errno) }
-        guard hp_pipe_cloexec(&outputPipe) == 0 else {
+        guard unsafe hp_pipe_cloexec(&inputPipe) == 0 else { throw LaunchError(executable: executable, errno: errno) }
+        guard unsafe hp_pipe_cloexec(&outputPipe) == 0 else {
             close(inputPipe[0])
             close(inputPipe[1])
             throw LaunchError(executable: executable, errno: errno)
@@ -190,7 +201,7 @@ public final class ChildProcess: @unchecked Sendable {
         if let input {
             var bytes = Array(input.utf8)[...]
             while !bytes.isEmpty {
-                let written = bytes.withUnsafeBytes { write(inputPipe[1], $0.baseAddress, $0.count) }
+                let written = unsafe bytes.withUnsafeBytes { unsafe write(inputPipe[1], $0.baseAddress, $0.count) }
                 if written < 0 {
                     if errno == EINTR { continue }
                     break
@@ -202,12 +213,89 @@ public final class ChildProcess: @unchecked Sendable {
         var output: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
-            let count = buffer.withUnsafeMutableBytes { read(outputPipe[0], $0.baseAddress, $0.count) }
+            let count = unsafe buffer.withUnsafeMutableBytes { unsafe read(outputPipe[0], $0.baseAddress, $0.count) }
             if count < 0, errno == EINTR { continue }
             if count <= 0 { break }
             if output.count < 1 << 20 { output.append(contentsOf: buffer[0..<count]) }
         }
         close(outputPipe[0])
         return (child.wait(), String(decoding: output, as: UTF8.self))
+    }
+}
+
+/// The read end of a pipe that a child writes its standard output and error
+/// to, split into lines for filter-control's log. Non-blocking: the
+/// supervisor polls it with the control channel.
+final class ChildOutput {
+    let descriptor: Int32
+    private(set) var writeEnd: Int32
+    private var partial: [UInt8] = []
+    /// A line longer than this is cut (filter-data's lines are short).
+    static let longestLine = 4096
+
+    init() throws(ChildProcess.LaunchError) {
+        var ends: [Int32] = [-1, -1]
+        // unsafe: the C shim writes the two descriptors into the two-element array.
+        guard unsafe hp_pipe_cloexec(&ends) == 0 else { throw ChildProcess.LaunchError(executable: "pipe", errno: errno) }
+        descriptor = ends[0]
+        writeEnd = ends[1]
+        _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
+    }
+
+    deinit {
+        close(descriptor)
+        closeWriteEnd()
+    }
+
+    /// Once the child has its copy: the child's exit then ends the pipe.
+    func closeWriteEnd() {
+        if writeEnd >= 0 { close(writeEnd) }
+        writeEnd = -1
+    }
+
+    /// Lines logged in the current second, and lines dropped beyond the limit.
+    private var second: Int = 0
+    private var linesThisSecond = 0
+    private var dropped = 0
+    /// At most this many lines a second reach the log (a child gone wrong must not flood the journal).
+    static let linesPerSecond = 50
+
+    private func emit(_ line: String, to log: (String) -> Void) {
+        let now = Int(DataPath.monotonicNanoseconds() / 1_000_000_000)
+        if now != second {
+            if dropped > 0 { log("(\(dropped) more lines of filter-data's output dropped)") }
+            second = now
+            linesThisSecond = 0
+            dropped = 0
+        }
+        linesThisSecond += 1
+        if linesThisSecond <= Self.linesPerSecond { log(line) } else { dropped += 1 }
+    }
+
+    /// Logs every complete line waiting in the pipe; with `untilEnd` (the
+    /// child has exited) also the last, unterminated one.
+    func forwardLines(to log: (String) -> Void, untilEnd: Bool = false) {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = FileSystem.readSome(descriptor, into: &buffer)
+            if count <= 0 { break }
+            partial.append(contentsOf: buffer[0..<count])
+            while let newline = partial.firstIndex(of: UInt8(ascii: "\n")) {
+                emit(String(decoding: partial[..<min(newline, Self.longestLine)], as: UTF8.self), to: log)
+                partial.removeSubrange(...newline)
+            }
+            if partial.count > Self.longestLine {
+                emit(String(decoding: partial.prefix(Self.longestLine), as: UTF8.self) + "...", to: log)
+                partial.removeAll()
+            }
+        }
+        if untilEnd, !partial.isEmpty {
+            emit(String(decoding: partial, as: UTF8.self), to: log)
+            partial.removeAll()
+        }
+        if untilEnd, dropped > 0 {
+            log("(\(dropped) more lines of filter-data's output dropped)")
+            dropped = 0
+        }
     }
 }

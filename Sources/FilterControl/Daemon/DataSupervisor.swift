@@ -222,7 +222,7 @@ public final class DataSupervisor: @unchecked Sendable {
             }
             var ready = [pollfd(fd: channel.descriptor, events: Int16(POLLIN), revents: 0)]
             if let output { ready.append(pollfd(fd: output.descriptor, events: Int16(POLLIN), revents: 0)) }
-            _ = poll(&ready, nfds_t(ready.count), 200)
+            _ = FileSystem.poll(&ready, timeoutMilliseconds: 200)
             output?.forwardLines(to: log)
             readMessages(channel)
             checkHealth()
@@ -415,83 +415,6 @@ public final class DataSupervisor: @unchecked Sendable {
         let delay = min(10.0, 0.05 * pow(2.0, Double(min(failuresInARow, 8))))
         failuresInARow += 1
         nextLaunch = Date().addingTimeInterval(delay)
-    }
-}
-
-/// The read end of a pipe that a child writes its standard output and error
-/// to, split into lines for filter-control's log. Non-blocking: the
-/// supervisor polls it with the control channel.
-final class ChildOutput {
-    let descriptor: Int32
-    private(set) var writeEnd: Int32
-    private var partial: [UInt8] = []
-    /// A line longer than this is cut (filter-data's lines are short).
-    static let longestLine = 4096
-
-    init() throws(ChildProcess.LaunchError) {
-        var ends: [Int32] = [-1, -1]
-        guard hp_pipe_cloexec(&ends) == 0 else { throw ChildProcess.LaunchError(executable: "pipe", errno: errno) }
-        descriptor = ends[0]
-        writeEnd = ends[1]
-        _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
-    }
-
-    deinit {
-        close(descriptor)
-        closeWriteEnd()
-    }
-
-    /// Once the child has its copy: the child's exit then ends the pipe.
-    func closeWriteEnd() {
-        if writeEnd >= 0 { close(writeEnd) }
-        writeEnd = -1
-    }
-
-    /// Lines logged in the current second, and lines dropped beyond the limit.
-    private var second: Int = 0
-    private var linesThisSecond = 0
-    private var dropped = 0
-    /// At most this many lines a second reach the log (a child gone wrong must not flood the journal).
-    static let linesPerSecond = 50
-
-    private func emit(_ line: String, to log: (String) -> Void) {
-        let now = Int(DataPath.monotonicNanoseconds() / 1_000_000_000)
-        if now != second {
-            if dropped > 0 { log("(\(dropped) more lines of filter-data's output dropped)") }
-            second = now
-            linesThisSecond = 0
-            dropped = 0
-        }
-        linesThisSecond += 1
-        if linesThisSecond <= Self.linesPerSecond { log(line) } else { dropped += 1 }
-    }
-
-    /// Logs every complete line waiting in the pipe; with `untilEnd` (the
-    /// child has exited) also the last, unterminated one.
-    func forwardLines(to log: (String) -> Void, untilEnd: Bool = false) {
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0, errno == EINTR { continue }
-            if count <= 0 { break }
-            partial.append(contentsOf: buffer[0..<count])
-            while let newline = partial.firstIndex(of: UInt8(ascii: "\n")) {
-                emit(String(decoding: partial[..<min(newline, Self.longestLine)], as: UTF8.self), to: log)
-                partial.removeSubrange(...newline)
-            }
-            if partial.count > Self.longestLine {
-                emit(String(decoding: partial.prefix(Self.longestLine), as: UTF8.self) + "...", to: log)
-                partial.removeAll()
-            }
-        }
-        if untilEnd, !partial.isEmpty {
-            emit(String(decoding: partial, as: UTF8.self), to: log)
-            partial.removeAll()
-        }
-        if untilEnd, dropped > 0 {
-            log("(\(dropped) more lines of filter-data's output dropped)")
-            dropped = 0
-        }
     }
 }
 

@@ -78,8 +78,8 @@ public struct JournalLogHandler: LogHandler {
             let data = Array(value.utf8)
             if data.contains(UInt8(ascii: "\n")) {
                 bytes.append(UInt8(ascii: "\n"))
-                var length = UInt64(data.count).littleEndian
-                withUnsafeBytes(of: &length) { bytes += $0 }
+                let length = UInt64(data.count)
+                for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: length >> UInt64(shift))) }
                 bytes += data
             } else {
                 bytes.append(UInt8(ascii: "="))
@@ -98,21 +98,7 @@ public final class JournalSocket: Sendable {
     public init?(path: String = JournalLogHandler.socketPath) {
         let descriptor = Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { return nil }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
-            close(descriptor)
-            return nil
-        }
-        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
-            buffer.copyBytes(from: bytes)
-            buffer[bytes.count] = 0
-        }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard connected == 0 else {
+        guard UnixSocket.connect(descriptor, to: path) else {
             close(descriptor)
             return nil
         }
@@ -123,7 +109,7 @@ public final class JournalSocket: Sendable {
 
     /// One datagram; a journal too busy to take it loses the message rather than block the caller.
     func send(_ datagram: [UInt8]) {
-        _ = datagram.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
+        _ = UnixSocket.send(descriptor, datagram, flags: Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
     }
 }
 

@@ -165,7 +165,7 @@ struct DBusWriter {
 
     mutating func uint32Raw(_ value: UInt32) {
         pad(to: 4)
-        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+        for shift in stride(from: 0, to: 32, by: 8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt32(shift))) }
     }
 
     mutating func write(_ value: DBusMessage.Value) {
@@ -193,8 +193,8 @@ struct DBusWriter {
             pad(to: DBusWriter.alignment(of: element))
             let start = bytes.count
             for value in values { write(value) }
-            let length = UInt32(bytes.count - start).littleEndian
-            withUnsafeBytes(of: length) { for (index, byte) in $0.enumerated() { bytes[lengthAt + index] = byte } }
+            let length = UInt32(bytes.count - start)
+            for index in 0..<4 { bytes[lengthAt + index] = UInt8(truncatingIfNeeded: length >> UInt32(8 * index)) }
         case .dictEntry(let key, let value):
             pad(to: 8)
             write(key)

@@ -190,8 +190,7 @@ public final class DesktopNotifier: Sendable {
     /// systemd's per-user bus, `/run/user/UID/bus`, when that socket exists.
     public static let runtimeBus: BusLocator = { uid in
         let path = "/run/user/\(uid)/bus"
-        var status = stat()
-        guard stat(path, &status) == 0, status.st_mode & S_IFMT == S_IFSOCK else { return nil }
+        guard FileSystem.status(path)?.isSocket == true else { return nil }
         return "unix:path=" + path
     }
 
@@ -272,8 +271,9 @@ public final class DesktopNotifier: Sendable {
             state.withLockedValue { $0.counters.noSession += 1 }
             return
         }
-        let user = AuditLog.userEntry(uid: uid)?.name
-        let gid = decision.gid ?? DesktopNotifier.primaryGroup(uid: uid) ?? uid
+        let users = UserDirectory()
+        let user = users.userName(uid: uid)
+        let gid = decision.gid ?? users.primaryGroupID(uid: uid) ?? uid
         do {
             let bus = try SessionBus(address: address, uid: uid, gid: gid)
             _ = try bus.call(text.notifyCall(for: decision, user: user))
@@ -289,13 +289,5 @@ public final class DesktopNotifier: Sendable {
                     "notice: cannot reach a session bus", metadata: ["hallpass.notice.uid": "\(uid)", "hallpass.error": "\(error)"])
             }
         }
-    }
-
-    static func primaryGroup(uid: UInt32) -> UInt32? {
-        var entry = passwd()
-        var result: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 16 * 1024)
-        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
-        return entry.pw_gid
     }
 }

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CHallpassSys
+import SharedStore
 public import Foundation
 
 /// One short conversation with a person's D-Bus session bus: connect as
@@ -70,12 +70,12 @@ public struct SessionBus: Sendable {
         let deadline = ContinuousClock.now + timeout
         let descriptor: Int32
         if geteuid() == 0, uid != 0 {
-            descriptor = hp_connect_unix_as(socketPath, uid, gid)
+            descriptor = UnixSocket.connect(to: socketPath, asUser: uid, group: gid)
         } else {
             descriptor = SessionBus.connectPlain(socketPath)
         }
         guard descriptor >= 0 else {
-            throw Failure(code: "notify.connect", message: "cannot connect to \(socketPath) as uid \(uid): \(String(cString: strerror(errno)))")
+            throw Failure(code: "notify.connect", message: "cannot connect to \(socketPath) as uid \(uid): \(systemErrorText(errno))")
         }
         defer { close(descriptor) }
         var connection = Connection(descriptor: descriptor, deadline: deadline)
@@ -106,20 +106,7 @@ public struct SessionBus: Sendable {
     static func connectPlain(_ path: String) -> Int32 {
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { return -1 }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
-            close(descriptor)
-            errno = ENAMETOOLONG
-            return -1
-        }
-        // Safe: the path fits (checked above); the pointers live only inside the closures.
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes + [0]) }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        if result != 0 {
+        if !UnixSocket.connect(descriptor, to: path) {
             let error = errno
             close(descriptor)
             errno = error
@@ -140,10 +127,10 @@ public struct SessionBus: Sendable {
                 let left = deadline - ContinuousClock.now
                 let milliseconds = left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000
                 guard milliseconds > 0 else { throw Failure(code: "notify.timeout", message: "the session bus did not answer in time") }
-                var entry = pollfd(fd: descriptor, events: events, revents: 0)
-                let ready = poll(&entry, 1, Int32(min(milliseconds, 60_000)))
+                var entry = [pollfd(fd: descriptor, events: events, revents: 0)]
+                let ready = FileSystem.poll(&entry, timeoutMilliseconds: Int32(min(milliseconds, 60_000)))
                 if ready < 0, errno == EINTR { continue }
-                guard ready >= 0 else { throw Failure(code: "notify.io", message: String(cString: strerror(errno))) }
+                guard ready >= 0 else { throw Failure(code: "notify.io", message: systemErrorText(errno)) }
                 if ready > 0 { return }
             }
         }
@@ -152,11 +139,10 @@ public struct SessionBus: Sendable {
             var offset = 0
             while offset < bytes.count {
                 try wait(for: Int16(POLLOUT))
-                // Safe: the pointer is used only inside the closure, within the array's bounds.
-                let sent = bytes.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)) }
+                let sent = UnixSocket.send(descriptor, bytes, from: offset, flags: Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
                 if sent < 0 {
                     if errno == EINTR || errno == EAGAIN { continue }
-                    throw Failure(code: "notify.io", message: "writing to the session bus: \(String(cString: strerror(errno)))")
+                    throw Failure(code: "notify.io", message: "writing to the session bus: \(systemErrorText(errno))")
                 }
                 offset += sent
             }
@@ -165,10 +151,10 @@ public struct SessionBus: Sendable {
         mutating func fill() throws(Failure) {
             try wait(for: Int16(POLLIN))
             var chunk = [UInt8](repeating: 0, count: 4096)
-            let count = recv(descriptor, &chunk, chunk.count, Int32(MSG_DONTWAIT))
+            let count = UnixSocket.receive(descriptor, into: &chunk, flags: Int32(MSG_DONTWAIT))
             if count < 0, errno == EINTR || errno == EAGAIN { return }
             guard count > 0 else {
-                throw Failure(code: "notify.closed", message: count == 0 ? "the session bus closed the connection" : String(cString: strerror(errno)))
+                throw Failure(code: "notify.closed", message: count == 0 ? "the session bus closed the connection" : systemErrorText(errno))
             }
             total += count
             guard total <= 64 * 1024 else { throw Failure(code: "notify.io", message: "the session bus sent more than 64 KiB") }

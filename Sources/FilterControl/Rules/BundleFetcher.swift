@@ -71,11 +71,7 @@ struct HTTPSTransport: BundleTransport {
                 let response = try await client.get(
                     host: host, port: port, path: path + name, file: name, ifNoneMatch: ifNoneMatch, limit: limit
                 ) { (buffer: ByteBuffer) throws(RuleUpdateError) in
-                    var failure: RuleUpdateError?
-                    buffer.withUnsafeReadableBytes { raw in
-                        do throws(RuleUpdateError) { try file.write(raw) } catch { failure = error }
-                    }
-                    if let failure { throw failure }
+                    try file.write(Array(buffer.readableBytesView))
                 }
                 return response.status == 304 ? nil : FetchedFile(etag: response.etag, byteCount: response.byteCount)
             } catch {
@@ -104,7 +100,7 @@ struct DirectoryTransport: BundleTransport {
         -> FetchedFile?
     {
         let path = directory + "/" + name
-        let descriptor = FileSystem.retrying { open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
+        let descriptor = FileSystem.openForReading(path)
         guard descriptor >= 0 else {
             let code = errno
             if code == ENOENT {
@@ -115,19 +111,18 @@ struct DirectoryTransport: BundleTransport {
                 }
             }
             if code == ELOOP { throw .bundle(.unreadable(path: path, reason: "a symbolic link (not followed)")) }
-            throw .bundle(.unreadable(path: path, reason: String(cString: strerror(code))))
+            throw .bundle(.unreadable(path: path, reason: systemErrorText(code)))
         }
         defer { close(descriptor) }
-        var status = stat()
-        guard fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG else {
+        guard let size = FileSystem.regularFileSize(descriptor) else {
             throw .bundle(.unreadable(path: path, reason: "not a regular file"))
         }
-        guard UInt64(status.st_size) <= limit else { throw .tooLarge(file: name, limit: limit) }
+        guard size <= limit else { throw .tooLarge(file: name, limit: limit) }
         var total: UInt64 = 0
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
         while true {
-            let count = buffer.withUnsafeMutableBytes { raw in FileSystem.retrying { read(descriptor, raw.baseAddress, raw.count) } }
-            guard count >= 0 else { throw .bundle(.unreadable(path: path, reason: String(cString: strerror(errno)))) }
+            let count = FileSystem.readSome(descriptor, into: &buffer)
+            guard count >= 0 else { throw .bundle(.unreadable(path: path, reason: systemErrorText(errno))) }
             if count == 0 { break }
             total += UInt64(count)
             guard total <= limit else { throw .tooLarge(file: name, limit: limit) }

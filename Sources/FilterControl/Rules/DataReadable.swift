@@ -22,7 +22,7 @@ public enum DataReadable {
         // The folders of the path as given (symbolic links are looked up in
         // them) and of the path the links lead to.
         var paths = [path]
-        if let resolved = resolvedPath(path), resolved != path { paths.append(resolved) }
+        if let resolved = FileSystem.canonicalPath(path), resolved != path { paths.append(resolved) }
         for candidate in paths {
             var folder = ""
             let parts = candidate.split(separator: "/", omittingEmptySubsequences: true)
@@ -42,31 +42,24 @@ public enum DataReadable {
         return nil
     }
 
-    private static func resolvedPath(_ path: String) -> String? {
-        guard let resolved = realpath(path, nil) else { return nil }
-        defer { free(resolved) }
-        return String(cString: resolved)
-    }
-
     /// `need` is the permission bit in "other" position (4 read, 1 search).
     private static func check(_ path: String, need: mode_t, what: String, uid: UInt32, gid: UInt32) -> String? {
-        var status = stat()
-        guard stat(path, &status) == 0 else {
+        guard let status = FileSystem.status(path) else {
             // A link in the way that leads nowhere, or a file gone: filter-data's own answer says more.
             return nil
         }
-        let mode = status.st_mode
+        let mode = status.permissions
         let granted: Bool
-        if status.st_uid == uid {
+        if status.owner == uid {
             granted = (mode >> 6) & need != 0
-        } else if status.st_gid == gid {
+        } else if status.group == gid {
             granted = (mode >> 3) & need != 0
         } else {
             granted = mode & need != 0
         }
         guard !granted else { return nil }
         let shown = String(mode & 0o7777, radix: 8)
-        return "filter-data runs as uid \(uid) and cannot \(what) \(path) (mode 0\(shown), owner \(status.st_uid):\(status.st_gid));"
+        return "filter-data runs as uid \(uid) and cannot \(what) \(path) (mode 0\(shown), owner \(status.owner):\(status.group));"
             + " give others \(need == 0o4 ? "read" : "search (x)") permission there or move rules.directory"
     }
 }

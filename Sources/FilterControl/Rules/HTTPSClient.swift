@@ -8,6 +8,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
+import SharedStore
 
 /// A deliberately small HTTP/1.1 client for rule downloads: one `GET` per
 /// connection over TLS 1.2 or later, `If-None-Match`, `Content-Length` or
@@ -255,7 +256,7 @@ struct HTTPSClient: Sendable {
     }
 
     private static func systemReason(_ error: any Error) -> String {
-        if let error = error as? IOError { return String(cString: strerror(error.errnoCode)).lowercased() }
+        if let error = error as? IOError { return systemErrorText(error.errnoCode).lowercased() }
         return "\(error)"
     }
 }

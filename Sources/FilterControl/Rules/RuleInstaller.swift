@@ -99,12 +99,12 @@ public struct RuleInstaller: Sendable {
         try FileSystem.sync(directory, directory: true)
 
         let link = directory + "/current.new"
-        unlink(link)
+        FileSystem.remove(link)
         try FileSystem.symlink(target: "versions/\(version)", at: link)
         do {
             try FileSystem.rename(link, currentLink)
         } catch {
-            unlink(link)
+            FileSystem.remove(link)
             throw error
         }
         try FileSystem.sync(directory, directory: true)

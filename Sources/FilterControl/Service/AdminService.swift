@@ -3,6 +3,7 @@ public import Logging
 import NIOCore
 import NIOPosix
 public import ServiceLifecycle
+import SharedStore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -29,8 +30,8 @@ public struct AdminService: Service {
         self.logger = logger
         var groupID: gid_t? = nil
         if let group {
-            guard let entry = getgrnam(group) else { throw AdminSocketError("admin.group: no group named '\(group)' on this machine") }
-            groupID = entry.pointee.gr_gid
+            guard let id = UserDirectory().groupID(named: group) else { throw AdminSocketError("admin.group: no group named '\(group)' on this machine") }
+            groupID = id
         }
         let folder = (path as NSString).deletingLastPathComponent
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
@@ -39,12 +40,11 @@ public struct AdminService: Service {
         // stale one): nobody can connect before the mode is right. The umask
         // is process-wide and other tasks create files meanwhile, so it is
         // not the tool for this.
-        var template = Array((folder + "/.admin-XXXXXX").utf8CString)
-        guard let privateFolder = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }).map({ String(cString: $0) }) else {
+        guard let privateFolder = FileSystem.makeUniqueDirectory(prefix: folder + "/.admin-") else {
             let code = errno
-            throw AdminSocketError("cannot make a private folder in \(folder): \(String(cString: strerror(code)))", errno: code)
+            throw AdminSocketError("cannot make a private folder in \(folder): \(systemErrorText(code))", errno: code)
         }
-        defer { rmdir(privateFolder) }
+        defer { FileSystem.removeDirectory(privateFolder) }
         let staging = privateFolder + "/control.sock"
         let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .bind(unixDomainSocketPath: staging, cleanupExistingSocketFile: false) { channel in
@@ -52,15 +52,15 @@ public struct AdminService: Service {
             }
         let placed: Bool
         if let groupID {
-            placed = chown(staging, 0, groupID) == 0 && chmod(staging, 0o660) == 0 && rename(staging, path) == 0
+            placed = FileSystem.changeOwner(staging, uid: 0, gid: groupID) && FileSystem.changeMode(staging, 0o660) && FileSystem.renameItem(staging, to: path)
         } else {
-            placed = chmod(staging, 0o600) == 0 && rename(staging, path) == 0
+            placed = FileSystem.changeMode(staging, 0o600) && FileSystem.renameItem(staging, to: path)
         }
         guard placed else {
             let code = errno
-            unlink(staging)
+            FileSystem.remove(staging)
             try? await server.channel.close()
-            throw AdminSocketError("cannot place the admin socket at \(path): \(String(cString: strerror(code)))", errno: code)
+            throw AdminSocketError("cannot place the admin socket at \(path): \(systemErrorText(code))", errno: code)
         }
         self.server = server
         logger.info("admin socket \(path)")
@@ -78,7 +78,7 @@ public struct AdminService: Service {
         } onGracefulShutdown: {
             server.channel.close(promise: nil)
         }
-        unlink(path)
+        FileSystem.remove(path)
     }
 
     private func serve(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
@@ -121,8 +121,7 @@ public struct AdminService: Service {
         guard let provider = channel as? any SocketOptionProvider,
             let credentials: PeerCredentials = try? await provider.unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED)).get()
         else { return AdminPeer(uid: UInt32.max, name: nil) }
-        let name = getpwuid(credentials.uid).map { String(cString: $0.pointee.pw_name) }
-        return AdminPeer(uid: credentials.uid, name: name)
+        return AdminPeer(uid: credentials.uid, name: UserDirectory().userName(uid: credentials.uid))
     }
 }
 

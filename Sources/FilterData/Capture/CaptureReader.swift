@@ -121,13 +121,15 @@ public struct CaptureReader: Sendable {
         return records
     }
 
+    /// The 16-bit integer at `at`, in the file's byte order (bounds-checked).
     static func load16(_ bytes: [UInt8], _ at: Int, bigEndian: Bool) -> UInt16 {
-        let value = UInt16(bytes[at]) << 8 | UInt16(bytes[at + 1])
+        let value = bytes.span.bigEndianU16(at: at)
         return bigEndian ? value : value.byteSwapped
     }
 
+    /// The 32-bit integer at `at`, in the file's byte order (bounds-checked).
     static func load32(_ bytes: [UInt8], _ at: Int, bigEndian: Bool) -> UInt32 {
-        let value = UInt32(bytes[at]) << 24 | UInt32(bytes[at + 1]) << 16 | UInt32(bytes[at + 2]) << 8 | UInt32(bytes[at + 3])
+        let value = bytes.span.bigEndianU32(at: at)
         return bigEndian ? value : value.byteSwapped
     }
 

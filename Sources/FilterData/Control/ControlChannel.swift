@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import SharedStore
 
 /// One end of the socket pair between filter-control and filter-data
 /// (AF_UNIX, SOCK_SEQPACKET). Non-blocking on both sides: a process never
@@ -19,7 +20,7 @@ public final class ControlChannel: @unchecked Sendable {
         public var description: String {
             switch self {
             case .closed: "the other process closed the control channel"
-            case .system(let operation, let code): "control channel: \(operation) failed: \(String(cString: strerror(code)))"
+            case .system(let operation, let code): "control channel: \(operation) failed: \(systemErrorText(code))"
             case .wouldBlock: "control channel: the other process is not reading"
             }
         }
@@ -45,7 +46,8 @@ public final class ControlChannel: @unchecked Sendable {
     public static func makePair() throws(Failure) -> (ControlChannel, ControlChannel) {
         var descriptors: [Int32] = [-1, -1]
         let kind = Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
-        guard socketpair(AF_UNIX, kind, 0, &descriptors) == 0 else {
+        // unsafe: socketpair writes the two descriptors into the two-element array.
+        guard unsafe socketpair(AF_UNIX, kind, 0, &descriptors) == 0 else {
             throw .system(operation: "socketpair", errno: errno)
         }
         return (ControlChannel(descriptor: descriptors[0]), ControlChannel(descriptor: descriptors[1]))
@@ -54,7 +56,8 @@ public final class ControlChannel: @unchecked Sendable {
     /// Sends one message without waiting.
     public func send(_ message: ControlMessage) throws(Failure) {
         let bytes = message.encoded
-        let sent = bytes.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
+        // unsafe: send reads the message's own bytes inside the closure.
+        let sent = unsafe bytes.withUnsafeBytes { unsafe Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
         if sent < 0 {
             switch errno {
             case EAGAIN, EWOULDBLOCK: throw .wouldBlock
@@ -68,7 +71,8 @@ public final class ControlChannel: @unchecked Sendable {
     /// decode is reported through `invalid` and skipped.
     public func receive(invalid: (ControlMessage.DecodingError) -> Void = { _ in }) throws(Failure) -> ControlMessage? {
         while true {
-            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            // unsafe: recv writes at most buffer.count bytes into the channel's own buffer.
+            let count = unsafe buffer.withUnsafeMutableBytes { unsafe recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
             if count < 0 {
                 switch errno {
                 case EINTR: continue
@@ -78,10 +82,11 @@ public final class ControlChannel: @unchecked Sendable {
                 }
             }
             if count == 0 { throw .closed }
-            let decoded = buffer.withUnsafeBytes { ControlMessage.decode(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-            switch decoded {
-            case .success(let message): return message
-            case .failure(let error): invalid(error)
+            let received = buffer
+            do {
+                return try ControlMessage(decoding: received.span.extracting(0..<count))
+            } catch {
+                invalid(error)
             }
         }
     }
@@ -89,6 +94,7 @@ public final class ControlChannel: @unchecked Sendable {
     /// Waits up to `timeoutMilliseconds` (-1: no limit) for a message.
     public func wait(timeoutMilliseconds: Int32) -> Bool {
         var descriptor = pollfd(fd: self.descriptor, events: Int16(POLLIN), revents: 0)
-        return poll(&descriptor, 1, timeoutMilliseconds) > 0
+        // unsafe: poll reads and writes the one local pollfd.
+        return unsafe poll(&descriptor, 1, timeoutMilliseconds) > 0
     }
 }

@@ -84,11 +84,16 @@ public enum ControlMessage: Sendable, Hashable {
         return Array(fields.map { $0.replacing("\n", with: " ") }.joined(separator: "\n").utf8)
     }
 
-    public init(decoding bytes: UnsafeRawBufferPointer) throws(DecodingError) {
+    public init(decoding bytes: Span<UInt8>) throws(DecodingError) {
         guard !bytes.isEmpty, bytes.count <= ControlMessage.maximumSize else {
             throw DecodingError(reason: "a message of \(bytes.count) bytes (1 to \(ControlMessage.maximumSize) expected)")
         }
-        guard let text = String(validating: bytes, as: UTF8.self) else { throw DecodingError(reason: "not UTF-8") }
+        let text: String
+        do {
+            text = String(copying: try UTF8Span(validating: bytes))
+        } catch {
+            throw DecodingError(reason: "not UTF-8")
+        }
         let fields = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         let arguments = fields.dropFirst()
         func count(_ expected: Int) throws(DecodingError) {
@@ -173,15 +178,7 @@ public enum ControlMessage: Sendable, Hashable {
     }
 
     public init(decoding bytes: [UInt8]) throws(DecodingError) {
-        self = try bytes.withUnsafeBytes { ControlMessage.decode($0) }.get()
-    }
-
-    static func decode(_ bytes: UnsafeRawBufferPointer) -> Result<ControlMessage, DecodingError> {
-        do throws(DecodingError) {
-            return .success(try ControlMessage(decoding: bytes))
-        } catch {
-            return .failure(error)
-        }
+        try self.init(decoding: bytes.span)
     }
 }
 

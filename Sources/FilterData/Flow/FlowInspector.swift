@@ -171,7 +171,7 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
     /// Inspects one IP packet (starting at the IP header), as NFQUEUE hands it
     /// over, with the socket's uid/gid when the kernel reported them and the
     /// current monotonic time in nanoseconds.
-    public mutating func inspect(_ packet: UnsafeRawBufferPointer, uid: UInt32?, gid: UInt32?, now: UInt64) -> Inspection {
+    public mutating func inspect(_ packet: Span<UInt8>, uid: UInt32?, gid: UInt32?, now: UInt64) -> Inspection {
         tally.packets += 1
         let parsed: IPPacket
         do {
@@ -185,7 +185,7 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
             tally.untrackedPackets += 1
             return untracked()
         }
-        let payload = UnsafeRawBufferPointer(rebasing: packet[parsed.payload])
+        let payload = packet.extracting(parsed.payload)
         let result = parsed.protocolNumber == 6
             ? inspectTCP(key, parsed.tcp!, payload, uid: uid, gid: gid, now: now)
             : inspectUDP(key, payload, uid: uid, gid: gid, now: now)
@@ -195,13 +195,12 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
 
     /// Convenience for an array or a capture record's slice.
     public mutating func inspect(_ packet: ArraySlice<UInt8>, uid: UInt32? = nil, gid: UInt32? = nil, now: UInt64) -> Inspection {
-        // The pointer lives only for this call; the result holds no pointers.
-        packet.withUnsafeBytes { inspect($0, uid: uid, gid: gid, now: now) }
+        inspect(packet.span, uid: uid, gid: gid, now: now)
     }
 
     /// Convenience for an array.
     public mutating func inspect(_ packet: [UInt8], uid: UInt32? = nil, gid: UInt32? = nil, now: UInt64) -> Inspection {
-        inspect(packet[...], uid: uid, gid: gid, now: now)
+        inspect(packet.span, uid: uid, gid: gid, now: now)
     }
 
     // MARK: Rules
@@ -282,7 +281,7 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
 
     // MARK: TCP
 
-    private mutating func inspectTCP(_ packetKey: FlowKey, _ header: TCPSegmentHeader, _ payload: UnsafeRawBufferPointer,
+    private mutating func inspectTCP(_ packetKey: FlowKey, _ header: TCPSegmentHeader, _ payload: Span<UInt8>,
                                      uid: UInt32?, gid: UInt32?, now: UInt64) -> Inspection {
         if let slot = table.find(packetKey, now: now) {
             let step = table[slot].clientSegment(header, payload: payload)
@@ -309,7 +308,7 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
 
     // MARK: UDP
 
-    private mutating func inspectUDP(_ packetKey: FlowKey, _ payload: UnsafeRawBufferPointer,
+    private mutating func inspectUDP(_ packetKey: FlowKey, _ payload: Span<UInt8>,
                                      uid: UInt32?, gid: UInt32?, now: UInt64) -> Inspection {
         let isDNS = packetKey.sourcePort == settings.dnsPort || packetKey.destinationPort == settings.dnsPort
         var message: DNSMessage? = nil
@@ -343,11 +342,9 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
         // WireGuard, OpenVPN and IKE show themselves in their first datagram (IKE's
         // SPI may start with the bit a QUIC long header sets, so this comes first).
         let machine: FlowStateMachine
-        if case .recognized(let recognition) = TunnelRecognizer.examine(
-            datagram: payload.assumingMemoryBound(to: UInt8.self).span, serverPort: packetKey.destinationPort)
-        {
+        if case .recognized(let recognition) = TunnelRecognizer.examine(datagram: payload, serverPort: packetKey.destinationPort) {
             machine = FlowStateMachine.recognized(recognition.kind)
-        } else if payload.first.map({ $0 & 0x80 != 0 }) ?? false {
+        } else if !payload.isEmpty && payload[0] & 0x80 != 0 {
             machine = FlowStateMachine.quic(limits: settings.limits)
         } else {
             machine = FlowStateMachine.nameless()
@@ -358,7 +355,7 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
     }
 
     private mutating func udpStep(_ slot: FlowSlot, fromClient: Bool, isDNS: Bool, message: DNSMessage?,
-                                  payload: UnsafeRawBufferPointer) -> FlowStep {
+                                  payload: Span<UInt8>) -> FlowStep {
         if case .judgingQueries = table[slot].state {
             // A query from the client is judged by its question; anything else is a response.
             if fromClient, message.map({ !$0.header.isResponse }) ?? true {

@@ -259,7 +259,7 @@ public struct FlowStateMachine: Sendable {
     // MARK: Events
 
     /// A client-to-server TCP segment.
-    public mutating func clientSegment(_ header: TCPSegmentHeader, payload: UnsafeRawBufferPointer) -> FlowStep {
+    public mutating func clientSegment(_ header: TCPSegmentHeader, payload: Span<UInt8>) -> FlowStep {
         switch state {
         case .decided(let decided): return .repeatDecision(decided)
         case .waitingForRules(let findings): return .holdForRules(findings)
@@ -291,7 +291,7 @@ public struct FlowStateMachine: Sendable {
     }
 
     /// A client-to-server UDP datagram of a QUIC flow.
-    public mutating func clientDatagram(_ payload: UnsafeRawBufferPointer) -> FlowStep {
+    public mutating func clientDatagram(_ payload: Span<UInt8>) -> FlowStep {
         switch state {
         case .decided(let decided): return .repeatDecision(decided)
         case .waitingForRules(let findings): return .holdForRules(findings)
@@ -385,7 +385,7 @@ public struct FlowStateMachine: Sendable {
 
     // MARK: TCP
 
-    private mutating func advance(_ progress: inout StreamProgress, header: TCPSegmentHeader, payload: UnsafeRawBufferPointer) -> FlowStep {
+    private mutating func advance(_ progress: inout StreamProgress, header: TCPSegmentHeader, payload: Span<UInt8>) -> FlowStep {
         let grew = progress.peek.add(sequenceNumber: header.sequenceNumber, isSYN: header.flags.contains(.syn), payload: payload)
         if header.flags.contains(.fin), !header.flags.contains(.syn), let base = progress.peek.initialSequence {
             // The stream ends at the FIN; it is complete once every byte before it is in.
@@ -446,8 +446,8 @@ public struct FlowStateMachine: Sendable {
         if !progress.tunnelRuledOut {
             // A proxy greeting (SOCKS4/5), a CONNECT request or OpenVPN's length-prefixed
             // packets; a CONNECT line is also an HTTP head, so this comes first.
-            let prefix = progress.peek.contiguousPrefix
-            switch TunnelRecognizer.examine(stream: prefix.span, serverPort: progress.serverPort) {
+            let serverPort = progress.serverPort
+            switch progress.peek.withContiguousPrefix({ TunnelRecognizer.examine(stream: $0, serverPort: serverPort) }) {
             case .recognized(let recognition):
                 // A proxy request names where it goes: reported, and judged by it where the policy allows proxies.
                 return decideNow(FlowFindings(kind: FlowKind(recognition.kind), wireName: recognition.target.map { Array($0.host.lowercased().utf8) }))
@@ -462,7 +462,7 @@ public struct FlowStateMachine: Sendable {
             // The head can only complete with a new line feed; skip the parse until one arrives.
             let scanned = progress.httpScannedCount
             let sawLineFeed = progress.peek.withContiguousPrefix { prefix in
-                prefix[scanned...].contains(0x0A)
+                prefix.contains(0x0A, in: scanned..<prefix.count)
             }
             let methodUnknown = scanned < 16  // the method is checked on the first bytes
             progress.httpScannedCount = available
@@ -487,8 +487,8 @@ public struct FlowStateMachine: Sendable {
 
     // MARK: QUIC
 
-    private mutating func advance(_ progress: inout QUICProgress, payload: UnsafeRawBufferPointer) -> FlowStep {
-        guard let first = payload.first, first & 0x80 != 0 else {
+    private mutating func advance(_ progress: inout QUICProgress, payload: Span<UInt8>) -> FlowStep {
+        guard !payload.isEmpty, payload[0] & 0x80 != 0 else {
             // A short-header packet: the handshake is over (or this is no QUIC), no Initial will follow.
             return decideNow(FlowFindings(kind: progress.clientDatagrams > 0 ? .quic : .none))
         }

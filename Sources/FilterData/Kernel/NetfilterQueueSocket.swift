@@ -5,6 +5,7 @@ import CNetfilterQueue
 #if canImport(Glibc)
 import Glibc
 #endif
+import SharedStore
 
 /// A verdict as the kernel takes it.
 public enum KernelVerdict: Sendable, Hashable {
@@ -21,11 +22,11 @@ public enum KernelVerdict: Sendable, Hashable {
     case acceptRewritten([UInt8])
 }
 
-/// One packet the kernel handed over. `payload` points into the receive
-/// buffer and is valid only inside the `receive` callback.
-public struct QueuedPacket {
+/// What the kernel said about one packet it handed over. The packet's bytes
+/// come beside it, as a span of the receive buffer valid only inside the
+/// `receive` callback.
+public struct QueuedPacket: Sendable, Hashable {
     public var id: UInt32
-    public var payload: UnsafeRawBufferPointer
     public var uid: UInt32?
     public var gid: UInt32?
     public var mark: UInt32
@@ -41,7 +42,7 @@ public struct QueueSocketError: Error, CustomStringConvertible, Sendable {
     public var errno: Int32
 
     public var description: String {
-        let reason = String(cString: strerror(errno))
+        let reason = systemErrorText(errno)
         switch (operation, errno) {
         case ("bind", EPERM), ("open", EPERM), ("configure", EPERM):
             return "cannot \(operation) the NFQUEUE socket: \(reason) (filter-data needs CAP_NET_ADMIN)"
@@ -68,7 +69,11 @@ public struct QueueSocketCounters: Sendable, Hashable {
 }
 
 /// A netlink socket bound to one NFQUEUE queue.
-public final class NetfilterQueueSocket {
+///
+/// `@safe`: the libmnl socket and the receive buffer are private, live as
+/// long as the object, and no pointer into them leaves a method (a packet
+/// leaves as a span that lives only for the `receive` callback).
+@safe public final class NetfilterQueueSocket {
     public let queue: UInt16
     public private(set) var counters = QueueSocketCounters()
 
@@ -87,65 +92,71 @@ public final class NetfilterQueueSocket {
     /// (NFQA_CFG_F_FAIL_OPEN); without it they are dropped.
     public init(queue: UInt16, failOpen: Bool, maximumQueued: UInt32 = 4096) throws(QueueSocketError) {
         self.queue = queue
-        guard let socket = mnl_socket_open(NETLINK_NETFILTER) else { throw QueueSocketError(operation: "open", errno: errno) }
-        guard mnl_socket_bind(socket, 0, pid_t(MNL_SOCKET_AUTOPID)) >= 0 else {
+        // unsafe (this initializer): libmnl's socket handle, owned by this object until deinit;
+        // the option values are locals passed by address for the duration of each call.
+        guard let socket = unsafe mnl_socket_open(NETLINK_NETFILTER) else { throw QueueSocketError(operation: "open", errno: errno) }
+        guard unsafe mnl_socket_bind(socket, 0, pid_t(MNL_SOCKET_AUTOPID)) >= 0 else {
             let code = errno
-            mnl_socket_close(socket)
+            unsafe mnl_socket_close(socket)
             throw QueueSocketError(operation: "bind", errno: code)
         }
-        self.socket = socket
-        self.descriptor = mnl_socket_get_fd(socket)
-        self.portID = mnl_socket_get_portid(socket)
-        self.receiveBuffer = .allocate(byteCount: Int(NetfilterQueueSocket.copyRange) + 8192, alignment: 8)
+        unsafe self.socket = socket
+        self.descriptor = unsafe mnl_socket_get_fd(socket)
+        self.portID = unsafe mnl_socket_get_portid(socket)
+        unsafe self.receiveBuffer = .allocate(byteCount: Int(NetfilterQueueSocket.copyRange) + 8192, alignment: 8)
 
         var one: Int32 = 1
-        _ = mnl_socket_setsockopt(socket, NETLINK_NO_ENOBUFS, &one, socklen_t(MemoryLayout<Int32>.size))
+        _ = unsafe mnl_socket_setsockopt(socket, NETLINK_NO_ENOBUFS, &one, socklen_t(MemoryLayout<Int32>.size))
         // A larger receive buffer absorbs bursts; SO_RCVBUFFORCE needs CAP_NET_ADMIN, which we have.
         var bufferSize: Int32 = 8 << 20
-        _ = setsockopt(descriptor, SOL_SOCKET, SO_RCVBUFFORCE, &bufferSize, socklen_t(MemoryLayout<Int32>.size))
+        _ = unsafe setsockopt(descriptor, SOL_SOCKET, SO_RCVBUFFORCE, &bufferSize, socklen_t(MemoryLayout<Int32>.size))
 
         var flags = UInt32(NFQA_CFG_F_GSO | NFQA_CFG_F_UID_GID)
         if failOpen { flags |= UInt32(NFQA_CFG_F_FAIL_OPEN) }
         let mask = UInt32(NFQA_CFG_F_GSO | NFQA_CFG_F_UID_GID | NFQA_CFG_F_FAIL_OPEN)
         do throws(QueueSocketError) {
-            try configure { header in nfq_nlmsg_cfg_put_cmd(header, UInt16(AF_INET), UInt8(NFQNL_CFG_CMD_BIND.rawValue)) }
-            try configure { header in
-                nfq_nlmsg_cfg_put_params(header, UInt8(NFQNL_COPY_PACKET.rawValue), Int32(NetfilterQueueSocket.copyRange))
-                nfq_nlmsg_cfg_put_qmaxlen(header, maximumQueued)
+            // unsafe: each attribute writer gets the header `configure` made in its 512-byte message.
+            unsafe try configure { header in unsafe nfq_nlmsg_cfg_put_cmd(header, UInt16(AF_INET), UInt8(NFQNL_CFG_CMD_BIND.rawValue)) }
+            unsafe try configure { header in
+                unsafe nfq_nlmsg_cfg_put_params(header, UInt8(NFQNL_COPY_PACKET.rawValue), Int32(NetfilterQueueSocket.copyRange))
+                unsafe nfq_nlmsg_cfg_put_qmaxlen(header, maximumQueued)
                 // Flags go with their mask, or the kernel ignores them.
-                mnl_attr_put_u32(header, UInt16(NFQA_CFG_FLAGS.rawValue), flags.bigEndian)
-                mnl_attr_put_u32(header, UInt16(NFQA_CFG_MASK.rawValue), mask.bigEndian)
+                unsafe mnl_attr_put_u32(header, UInt16(NFQA_CFG_FLAGS.rawValue), flags.bigEndian)
+                unsafe mnl_attr_put_u32(header, UInt16(NFQA_CFG_MASK.rawValue), mask.bigEndian)
             }
         } catch {
-            mnl_socket_close(socket)
-            receiveBuffer.deallocate()
+            unsafe mnl_socket_close(socket)
+            unsafe receiveBuffer.deallocate()
             throw error
         }
     }
 
     deinit {
-        mnl_socket_close(socket)
-        receiveBuffer.deallocate()
+        // unsafe: the handle and the buffer are released once, here, and used by nothing after.
+        unsafe mnl_socket_close(socket)
+        unsafe receiveBuffer.deallocate()
     }
 
     /// Sends one config message with an ACK request and waits for the answer,
     /// so a refused bind (another process holds the queue) is an error here.
     private func configure(_ fill: (UnsafeMutablePointer<nlmsghdr>) -> Void) throws(QueueSocketError) {
         var buffer = [UInt8](repeating: 0, count: 512)
-        let sent: Int = buffer.withUnsafeMutableBytes { raw in
-            // Safe: nfq_nlmsg_put and the attribute writers stay within the 512 bytes of this small message.
-            let header = nfq_nlmsg_put(raw.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(NFQNL_MSG_CONFIG.rawValue), UInt32(queue))!
-            header.pointee.nlmsg_flags |= UInt16(NLM_F_ACK)
-            fill(header)
-            return mnl_socket_sendto(socket, header, Int(header.pointee.nlmsg_len))
+        let sent: Int = unsafe buffer.withUnsafeMutableBytes { raw in
+            // unsafe: nfq_nlmsg_put and the attribute writers stay within the 512 bytes of this small message.
+            let header = unsafe nfq_nlmsg_put(raw.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(NFQNL_MSG_CONFIG.rawValue), UInt32(queue))!
+            unsafe header.pointee.nlmsg_flags |= UInt16(NLM_F_ACK)
+            unsafe fill(header)
+            return unsafe mnl_socket_sendto(socket, header, Int(header.pointee.nlmsg_len))
         }
         guard sent >= 0 else { throw QueueSocketError(operation: "configure", errno: errno) }
-        let received = recv(descriptor, receiveBuffer.baseAddress, receiveBuffer.count, 0)
+        // unsafe: recv writes at most receiveBuffer.count bytes into the buffer this object owns;
+        // the 4-byte error code is read only when the payload holds 4 bytes.
+        let received = unsafe recv(descriptor, receiveBuffer.baseAddress, receiveBuffer.count, 0)
         guard received >= 0 else { throw QueueSocketError(operation: "configure", errno: errno) }
         var errorCode: Int32 = 0
-        forEachMessage(count: received) { header, payload in
+        unsafe forEachMessage(count: received) { header, payload in
             if header.nlmsg_type == UInt16(NLMSG_ERROR), payload.count >= 4 {
-                errorCode = payload.loadUnaligned(as: Int32.self)
+                errorCode = unsafe payload.loadUnaligned(as: Int32.self)
             }
         }
         if errorCode < 0 { throw QueueSocketError(operation: "configure", errno: -errorCode) }
@@ -154,9 +165,10 @@ public final class NetfilterQueueSocket {
     /// Waits up to `timeoutMilliseconds` for packets, then drains up to
     /// `limit` queued messages without waiting again, calling `body` for each
     /// packet. Returns how many packets it handled.
-    public func receive(limit: Int, timeoutMilliseconds: Int32, _ body: (QueuedPacket) -> Void) throws(QueueSocketError) -> Int {
+    public func receive(limit: Int, timeoutMilliseconds: Int32, _ body: (QueuedPacket, Span<UInt8>) -> Void) throws(QueueSocketError) -> Int {
         var pollDescriptor = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-        let ready = poll(&pollDescriptor, 1, timeoutMilliseconds)
+        // unsafe: poll reads and writes the one local pollfd.
+        let ready = unsafe poll(&pollDescriptor, 1, timeoutMilliseconds)
         if ready < 0 {
             if errno == EINTR { return 0 }
             throw QueueSocketError(operation: "poll", errno: errno)
@@ -167,10 +179,11 @@ public final class NetfilterQueueSocket {
 
     /// `receive` for a caller that already knows the socket is readable:
     /// reads up to `limit` packets without waiting.
-    public func receiveReady(limit: Int, _ body: (QueuedPacket) -> Void) throws(QueueSocketError) -> Int {
+    public func receiveReady(limit: Int, _ body: (QueuedPacket, Span<UInt8>) -> Void) throws(QueueSocketError) -> Int {
         var handled = 0
         while handled < limit {
-            let received = recv(descriptor, receiveBuffer.baseAddress, receiveBuffer.count, Int32(MSG_DONTWAIT))
+            // unsafe: recv writes at most receiveBuffer.count bytes into the buffer this object owns.
+            let received = unsafe recv(descriptor, receiveBuffer.baseAddress, receiveBuffer.count, Int32(MSG_DONTWAIT))
             if received < 0 {
                 switch errno {
                 case EAGAIN, EWOULDBLOCK, EINTR: return handled
@@ -180,7 +193,8 @@ public final class NetfilterQueueSocket {
                 default: throw QueueSocketError(operation: "recv", errno: errno)
                 }
             }
-            forEachMessage(count: received) { header, _ in
+            // unsafe: the walk stays within the `received` bytes (see forEachMessage).
+            unsafe forEachMessage(count: received) { header, _ in
                 if header.nlmsg_type == UInt16(NLMSG_ERROR) {
                     return
                 }
@@ -200,67 +214,73 @@ public final class NetfilterQueueSocket {
         var offset = 0
         let headerSize = MemoryLayout<nlmsghdr>.size
         while offset + headerSize <= count {
-            // Safe: offset + headerSize <= count <= the buffer's size.
-            let header = receiveBuffer.loadUnaligned(fromByteOffset: offset, as: nlmsghdr.self)
+            // unsafe: offset + headerSize <= count <= the buffer's size; the payload slice ends at
+            // offset + length <= count (checked below), and `body` gets it for the call only.
+            let header = unsafe receiveBuffer.loadUnaligned(fromByteOffset: offset, as: nlmsghdr.self)
             let length = Int(header.nlmsg_len)
             guard length >= headerSize, offset + length <= count else {
                 counters.malformedMessages += 1
                 return
             }
-            let payload = UnsafeRawBufferPointer(rebasing: receiveBuffer[(offset + headerSize)..<(offset + length)])
+            let payload = unsafe UnsafeRawBufferPointer(rebasing: receiveBuffer[(offset + headerSize)..<(offset + length)])
             if header.nlmsg_type == UInt16(NLMSG_ERROR), payload.count >= 4 {
-                let code = payload.loadUnaligned(as: Int32.self)
+                let code = unsafe payload.loadUnaligned(as: Int32.self)
                 if code < 0 {
                     counters.netlinkErrors += 1
                     counters.lastNetlinkError = -code
                 }
             }
-            body(header, payload)
+            unsafe body(header, payload)
             offset += (length + 3) & ~3
         }
     }
 
-    private func parsePackets(count: Int, _ body: (QueuedPacket) -> Void) -> Int {
+    private func parsePackets(count: Int, _ body: (QueuedPacket, Span<UInt8>) -> Void) -> Int {
         var handled = 0
         var offset = 0
         let headerSize = MemoryLayout<nlmsghdr>.size
         let packetType = UInt16(NFNL_SUBSYS_QUEUE << 8) | UInt16(NFQNL_MSG_PACKET.rawValue)
         // libnetfilter_queue's NFQA_MAX is smaller than the kernel's: leave room.
-        var attributes = [UnsafeMutablePointer<nlattr>?](repeating: nil, count: 64)
+        var attributes = unsafe [UnsafeMutablePointer<nlattr>?](repeating: nil, count: 64)
         while offset + headerSize <= count {
-            let raw = receiveBuffer.baseAddress! + offset
-            let header = raw.assumingMemoryBound(to: nlmsghdr.self)
-            let length = Int(header.pointee.nlmsg_len)
+            let raw = unsafe receiveBuffer.baseAddress! + offset
+            let header = unsafe raw.assumingMemoryBound(to: nlmsghdr.self)
+            let length = unsafe Int(header.pointee.nlmsg_len)
             guard length >= headerSize, offset + length <= count else { return handled }
             defer { offset += (length + 3) & ~3 }
-            guard header.pointee.nlmsg_type == packetType else { continue }
-            for index in attributes.indices { attributes[index] = nil }
-            // Safe: nfq_nlmsg_parse walks attributes within nlmsg_len, which was checked against the bytes received.
-            guard attributes.withUnsafeMutableBufferPointer({ nfq_nlmsg_parse(header, $0.baseAddress) }) >= 0,
-                let packetHeader = attributes[Int(NFQA_PACKET_HDR.rawValue)],
-                mnl_attr_get_payload_len(packetHeader) >= UInt16(MemoryLayout<nfqnl_msg_packet_hdr>.size),
-                let payloadAttribute = attributes[Int(NFQA_PAYLOAD.rawValue)]
+            guard unsafe header.pointee.nlmsg_type == packetType else { continue }
+            for index in unsafe attributes.indices { unsafe attributes[index] = nil }
+            // unsafe: nfq_nlmsg_parse walks attributes within nlmsg_len, which was checked against the bytes received;
+            // the attribute pointers it stores point into the receive buffer and are read only in this iteration.
+            guard unsafe attributes.withUnsafeMutableBufferPointer({ unsafe nfq_nlmsg_parse(header, $0.baseAddress) }) >= 0,
+                let packetHeader = unsafe attributes[Int(NFQA_PACKET_HDR.rawValue)],
+                unsafe mnl_attr_get_payload_len(packetHeader) >= UInt16(MemoryLayout<nfqnl_msg_packet_hdr>.size),
+                let payloadAttribute = unsafe attributes[Int(NFQA_PAYLOAD.rawValue)]
             else {
                 counters.malformedMessages += 1
                 continue
             }
-            let hdr = mnl_attr_get_payload(packetHeader)!.loadUnaligned(as: nfqnl_msg_packet_hdr.self)
-            let payloadLength = Int(mnl_attr_get_payload_len(payloadAttribute))
-            let payload = UnsafeRawBufferPointer(start: mnl_attr_get_payload(payloadAttribute), count: payloadLength)
+            let hdr = unsafe mnl_attr_get_payload(packetHeader)!.loadUnaligned(as: nfqnl_msg_packet_hdr.self)
+            let payloadLength = unsafe Int(mnl_attr_get_payload_len(payloadAttribute))
+            // unsafe: nfq_nlmsg_parse found the attribute inside the `count` bytes received, and the
+            // span is used only during `body`, before the next recv overwrites the buffer.
+            let payload = unsafe Span<UInt8>(
+                _unsafeStart: mnl_attr_get_payload(payloadAttribute).assumingMemoryBound(to: UInt8.self), count: payloadLength)
             var truncated = false
-            if let capture = attributes[Int(NFQA_CAP_LEN.rawValue)], mnl_attr_get_payload_len(capture) >= 4 {
-                truncated = Int(UInt32(bigEndian: mnl_attr_get_u32(capture))) > payloadLength
+            if let capture = unsafe attributes[Int(NFQA_CAP_LEN.rawValue)], unsafe mnl_attr_get_payload_len(capture) >= 4 {
+                truncated = unsafe Int(UInt32(bigEndian: mnl_attr_get_u32(capture))) > payloadLength
             }
             if truncated { counters.truncatedPackets += 1 }
             func u32(_ attribute: Int32) -> UInt32? {
-                guard let value = attributes[Int(attribute)], mnl_attr_get_payload_len(value) >= 4 else { return nil }
-                return UInt32(bigEndian: mnl_attr_get_u32(value))
+                guard let value = unsafe attributes[Int(attribute)], unsafe mnl_attr_get_payload_len(value) >= 4 else { return nil }
+                return unsafe UInt32(bigEndian: mnl_attr_get_u32(value))
             }
             counters.packetsReceived += 1
             body(
                 QueuedPacket(
-                    id: UInt32(bigEndian: hdr.packet_id), payload: payload, uid: u32(Int32(NFQA_UID.rawValue)), gid: u32(Int32(NFQA_GID.rawValue)),
-                    mark: u32(Int32(NFQA_MARK.rawValue)) ?? 0, hook: hdr.hook, truncated: truncated))
+                    id: UInt32(bigEndian: hdr.packet_id), uid: u32(Int32(NFQA_UID.rawValue)), gid: u32(Int32(NFQA_GID.rawValue)),
+                    mark: u32(Int32(NFQA_MARK.rawValue)) ?? 0, hook: hdr.hook, truncated: truncated),
+                payload)
             handled += 1
         }
         return handled
@@ -276,20 +296,21 @@ public final class NetfilterQueueSocket {
         let room = 128 + replacement
         let start = verdictBatch.count
         verdictBatch.append(contentsOf: repeatElement(0, count: room))
-        let length: Int = verdictBatch.withUnsafeMutableBytes { raw in
-            // Safe: the message is written into the `room` zeroed bytes just appended at `start`.
-            let header = nfq_nlmsg_put(raw.baseAddress!.advanced(by: start).assumingMemoryBound(to: CChar.self), Int32(NFQNL_MSG_VERDICT.rawValue), UInt32(queue))!
+        let length: Int = unsafe verdictBatch.withUnsafeMutableBytes { raw in
+            // unsafe: the message is written into the `room` zeroed bytes just appended at `start`.
+            let header = unsafe nfq_nlmsg_put(raw.baseAddress!.advanced(by: start).assumingMemoryBound(to: CChar.self), Int32(NFQNL_MSG_VERDICT.rawValue), UInt32(queue))!
             switch verdict {
-            case .accept: nfq_nlmsg_verdict_put(header, Int32(bitPattern: packetID), NF_ACCEPT)
-            case .drop: nfq_nlmsg_verdict_put(header, Int32(bitPattern: packetID), NF_DROP)
+            case .accept: unsafe nfq_nlmsg_verdict_put(header, Int32(bitPattern: packetID), NF_ACCEPT)
+            case .drop: unsafe nfq_nlmsg_verdict_put(header, Int32(bitPattern: packetID), NF_DROP)
             case .repeatWithMark(let mark):
-                nfq_nlmsg_verdict_put(header, Int32(bitPattern: packetID), NF_REPEAT)
-                nfq_nlmsg_verdict_put_mark(header, mark)
+                unsafe nfq_nlmsg_verdict_put(header, Int32(bitPattern: packetID), NF_REPEAT)
+                unsafe nfq_nlmsg_verdict_put_mark(header, mark)
             case .acceptRewritten(let bytes):
-                nfq_nlmsg_verdict_put(header, Int32(bitPattern: packetID), NF_ACCEPT)
-                bytes.withUnsafeBytes { nfq_nlmsg_verdict_put_pkt(header, $0.baseAddress, UInt32($0.count)) }
+                unsafe nfq_nlmsg_verdict_put(header, Int32(bitPattern: packetID), NF_ACCEPT)
+                // unsafe: the replacement (counted in `room`) is copied from the array inside the closure.
+                unsafe bytes.withUnsafeBytes { unsafe nfq_nlmsg_verdict_put_pkt(header, $0.baseAddress, UInt32($0.count)) }
             }
-            return Int(header.pointee.nlmsg_len)
+            return unsafe Int(header.pointee.nlmsg_len)
         }
         verdictBatch.removeLast(room - ((length + 3) & ~3))
         counters.verdictsSent += 1
@@ -301,7 +322,8 @@ public final class NetfilterQueueSocket {
     public func flushVerdicts() throws(QueueSocketError) {
         guard !verdictBatch.isEmpty else { return }
         defer { verdictBatch.removeAll(keepingCapacity: true) }
-        let sent = verdictBatch.withUnsafeBytes { mnl_socket_sendto(socket, $0.baseAddress, $0.count) }
+        // unsafe: sendto reads the batch's own bytes inside the closure.
+        let sent = unsafe verdictBatch.withUnsafeBytes { unsafe mnl_socket_sendto(socket, $0.baseAddress, $0.count) }
         if sent < 0 { throw QueueSocketError(operation: "send verdicts", errno: errno) }
     }
 }

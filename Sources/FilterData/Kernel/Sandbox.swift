@@ -5,6 +5,7 @@ import CSeccomp
 #if canImport(Glibc)
 import Glibc
 #endif
+import SharedStore
 
 /// Locks filter-data down once its queue socket and rule store are open
 /// (FIELD-NOTES gives the order: sockets, then signal handlers, then
@@ -24,7 +25,7 @@ public enum Sandbox {
     public struct Failure: Error, CustomStringConvertible, Sendable {
         public var step: String
         public var errno: Int32
-        public var description: String { "sandbox: \(step) failed: \(String(cString: strerror(errno)))" }
+        public var description: String { "sandbox: \(step) failed: \(systemErrorText(errno))" }
     }
 
     public static let unprivilegedID: UInt32 = 65534
@@ -63,13 +64,16 @@ public enum Sandbox {
     }
 
     static func loadSeccompFilter() throws(Failure) {
-        guard let filter = seccomp_init(hp_scmp_act_errno(UInt16(EPERM))) else { throw Failure(step: "seccomp_init", errno: ENOMEM) }
-        defer { seccomp_release(filter) }
+        // unsafe: libseccomp's filter context, released by the defer below and used only before it.
+        guard let filter = unsafe seccomp_init(hp_scmp_act_errno(UInt16(EPERM))) else { throw Failure(step: "seccomp_init", errno: ENOMEM) }
+        defer { unsafe seccomp_release(filter) }
         func add(_ name: String, action: UInt32 = SCMP_ACT_ALLOW, _ conditions: [scmp_arg_cmp] = []) throws(Failure) {
-            let number = seccomp_syscall_resolve_name(name)
+            // unsafe: the name is passed as a C string for the call only.
+            let number = unsafe seccomp_syscall_resolve_name(name)
             // A name this architecture does not have (e.g. `open` on arm64) is simply not there to allow.
             guard number != __NR_SCMP_ERROR else { return }
-            let result = conditions.withUnsafeBufferPointer { seccomp_rule_add_array(filter, action, number, UInt32($0.count), $0.baseAddress) }
+            // unsafe: libseccomp copies the conditions from the array inside the closure.
+            let result = unsafe conditions.withUnsafeBufferPointer { unsafe seccomp_rule_add_array(filter, action, number, UInt32($0.count), $0.baseAddress) }
             guard result == 0 else { throw Failure(step: "seccomp rule for \(name)", errno: -result) }
         }
         for name in allowed { try add(name) }
@@ -82,7 +86,7 @@ public enum Sandbox {
         try add("clone", [scmp_arg_cmp(arg: 0, op: SCMP_CMP_MASKED_EQ, datum_a: thread, datum_b: thread)])
         try add("clone3", action: hp_scmp_act_errno(UInt16(ENOSYS)))
         try add("ioctl", [scmp_arg_cmp(arg: 1, op: SCMP_CMP_EQ, datum_a: UInt64(TCGETS), datum_b: 0)])
-        let result = seccomp_load(filter)
+        let result = unsafe seccomp_load(filter)
         guard result == 0 else { throw Failure(step: "seccomp_load", errno: -result) }
     }
 
@@ -96,25 +100,27 @@ public enum Sandbox {
                 results.append((name, false, "ALLOWED"))
                 close(value)
             } else {
-                results.append((name, true, "refused (\(String(cString: strerror(code))))"))
+                results.append((name, true, "refused (\(systemErrorText(code)))"))
             }
         }
         record("socket(AF_INET)", socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0))
         record("socket(AF_INET6)", socket(AF_INET6, Int32(SOCK_DGRAM.rawValue), 0))
         record("socket(AF_UNIX)", socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0))
         var address = sockaddr()
-        record("connect", connect(0, &address, socklen_t(MemoryLayout<sockaddr>.size)))
-        record("bind", bind(0, &address, socklen_t(MemoryLayout<sockaddr>.size)))
-        record("open for writing", open("/tmp/hallpass-sandbox-probe", O_WRONLY | O_CREAT, 0o600))
-        record("openat for read-write", openat(AT_FDCWD, "/etc/hostname", O_RDWR))
-        let path = strdup("/bin/true")
-        var argv: [UnsafeMutablePointer<CChar>?] = [path, nil]
-        record("execve", execve("/bin/true", &argv, nil))
-        free(path)
+        // unsafe (the probes): each call gets a local or a literal for its duration; they must fail anyway.
+        unsafe record("connect", connect(0, &address, socklen_t(MemoryLayout<sockaddr>.size)))
+        unsafe record("bind", bind(0, &address, socklen_t(MemoryLayout<sockaddr>.size)))
+        unsafe record("open for writing", open("/tmp/hallpass-sandbox-probe", O_WRONLY | O_CREAT, 0o600))
+        unsafe record("openat for read-write", openat(AT_FDCWD, "/etc/hostname", O_RDWR))
+        let path = unsafe strdup("/bin/true")
+        var argv: [UnsafeMutablePointer<CChar>?] = unsafe [path, nil]
+        unsafe record("execve", execve("/bin/true", &argv, nil))
+        unsafe free(path)
         record("ptrace", Int32(hp_ptrace_traceme()))
         record("fork", fork())
         // What must still work: reading a file.
-        let readable = open("/proc/self/status", O_RDONLY)
+        // unsafe: the path literal is a C string for the call only.
+        let readable = unsafe open("/proc/self/status", O_RDONLY)
         results.append(("open for reading", readable < 0, readable >= 0 ? "allowed (as it must be)" : "REFUSED"))
         if readable >= 0 { close(readable) }
         return results

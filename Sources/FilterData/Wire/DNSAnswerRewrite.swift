@@ -14,12 +14,11 @@ public struct DNSResponsePacket: Sendable {
 
     /// Recognizes a DNS response (QR set, one question) from `port` in a
     /// whole IP packet; nil for anything else, including malformed messages.
-    public init?(_ packet: UnsafeRawBufferPointer, port: UInt16 = 53) {
+    public init?(_ packet: Span<UInt8>, port: UInt16 = 53) {
         guard let ip = try? IPPacketParser.parse(packet), ip.protocolNumber == 17, ip.sourcePort == port,
             !ip.fragmentation.isFragment
         else { return nil }
-        let payload = UnsafeRawBufferPointer(rebasing: packet[ip.payload])
-        guard case .success(let message) = DNSMessageParser.parse(payload), message.header.isResponse,
+        guard case .success(let message) = DNSMessageParser.parse(packet.extracting(ip.payload)), message.header.isResponse,
             message.header.opcode == 0, let question = message.question
         else { return nil }
         self.ip = ip
@@ -34,10 +33,11 @@ public enum DNSAnswerRewrite {
     /// `rewrite.timeToLive`, and the UDP checksum made right; nil when the
     /// answer holds no A or AAAA record (nothing to point anywhere) or cannot
     /// be read.
-    public static func rewrite(_ packet: UnsafeRawBufferPointer, response: DNSResponsePacket, to rewrite: Policy.DNSRewrite) -> [UInt8]? {
-        let payload = UnsafeRawBufferPointer(rebasing: packet[response.ip.payload])
-        guard case .success(let records) = DNSMessageParser.addressRecords(in: payload), !records.isEmpty else { return nil }
-        var bytes = [UInt8](packet)
+    public static func rewrite(_ packet: Span<UInt8>, response: DNSResponsePacket, to rewrite: Policy.DNSRewrite) -> [UInt8]? {
+        guard case .success(let records) = DNSMessageParser.addressRecords(in: packet.extracting(response.ip.payload)),
+            !records.isEmpty
+        else { return nil }
+        var bytes = [UInt8](copying: packet)
         let base = response.ip.payload.lowerBound
         for record in records {
             let address = record.type == 1 ? rewrite.ipv4.networkBytes : rewrite.ipv6.networkBytes

@@ -138,7 +138,7 @@ public enum DNSBypassRewrite {
 
     /// What to take out of one HTTPS or SVCB record; nil when it has no `ech`.
     static func serviceParameterPlan(_ bytes: Span<UInt8>, record: DNSRecordLayout.Record) throws(DNSRewriteError) -> ServiceParameterPlan? {
-        var cursor = SpanCursor(bytes, from: record.data.lowerBound, to: record.data.upperBound)
+        var cursor = WireReader(bytes, from: record.data.lowerBound, to: record.data.upperBound)
         guard let priority = cursor.readU16(in: bytes) else { throw .truncated("SVCB RDATA ends before SvcPriority", at: cursor.offset) }
         // TargetName: never compressed (RFC 9460 section 2.2).
         var labels = 0
@@ -177,7 +177,7 @@ public enum DNSBypassRewrite {
             var offset = mandatory.value.lowerBound
             guard mandatory.value.count % 2 == 0 else { throw .malformed("odd-length mandatory list", at: offset) }
             while offset < mandatory.value.upperBound {
-                if SpanBytes.u16(bytes, at: offset) == echKey { echEntries.append(offset) }
+                if bytes.bigEndianU16(at: offset) == echKey { echEntries.append(offset) }
                 offset += 2
             }
             if !echEntries.isEmpty {
@@ -195,7 +195,7 @@ public enum DNSBypassRewrite {
     /// Adds `count` bytes of EDNS(0) Padding to the OPT record `opt`: an
     /// existing Padding option grows, or a new one (4 bytes of header) is added.
     static func padOPT(_ bytes: Span<UInt8>, _ opt: DNSRecordLayout.Record, by count: Int, into edits: inout SpliceEdits) throws(DNSRewriteError) {
-        var cursor = SpanCursor(bytes, from: opt.data.lowerBound, to: opt.data.upperBound)
+        var cursor = WireReader(bytes, from: opt.data.lowerBound, to: opt.data.upperBound)
         var options = 0
         while !cursor.isAtEnd {
             options += 1
@@ -219,18 +219,18 @@ public enum DNSBypassRewrite {
 
     /// The message with the version of every ECHConfig in `values` (ECHConfigLists) set to `neutralizedECHVersion`.
     static func neutralizingECHConfigs(_ bytes: Span<UInt8>, values: [Range<Int>]) throws(DNSRewriteError) -> [UInt8] {
-        var output = SpanBytes.copy(bytes, 0..<bytes.count)
+        var output = bytes.copied(0..<bytes.count)
         for value in values {
             // ECHConfigList: a 2-byte length, then ECHConfigs (version, length, contents).
             guard value.count >= 2 else { throw .truncated("ech value shorter than its list length", at: value.lowerBound) }
-            let listEnd = value.lowerBound + 2 + Int(SpanBytes.u16(bytes, at: value.lowerBound))
+            let listEnd = value.lowerBound + 2 + Int(bytes.bigEndianU16(at: value.lowerBound))
             guard listEnd == value.upperBound else { throw .malformed("ECHConfigList length does not match its SvcParam", at: value.lowerBound) }
             var offset = value.lowerBound + 2
             var configs = 0
             while offset < listEnd {
                 configs += 1
                 guard configs <= maximumServiceParameters, listEnd - offset >= 4 else { throw .truncated("ECHConfig runs past its list", at: offset) }
-                let length = Int(SpanBytes.u16(bytes, at: offset + 2))
+                let length = Int(bytes.bigEndianU16(at: offset + 2))
                 guard listEnd - offset - 4 >= length else { throw .truncated("ECHConfig runs past its list", at: offset) }
                 output[offset] = UInt8(truncatingIfNeeded: neutralizedECHVersion >> 8)
                 output[offset + 1] = UInt8(truncatingIfNeeded: neutralizedECHVersion)
@@ -306,7 +306,7 @@ public enum DNSBypassRewrite {
         // QR, the opcode, RD kept, RA set, RCODE.
         let flags: UInt16 = 0x8000 | (layout.flags & 0x7900) | 0x0080 | responseCode
         var name = try decompressedName(bytes, at: question.lowerBound)
-        name += SpanBytes.copy(bytes, (question.upperBound - 4)..<question.upperBound)
+        name += bytes.copied((question.upperBound - 4)..<question.upperBound)
         var records = answers(12, questionType)
         // The target name of the CNAME (first record) sits right after its fixed fields.
         let firstAnswerOffset = 12 + name.count
@@ -320,7 +320,7 @@ public enum DNSBypassRewrite {
         for record in records { output += record }
         if let opt {
             // The OPT owner is the root (one zero byte); copied from its fixed fields on.
-            output += [0] + SpanBytes.copy(bytes, (opt.dataLengthOffset - 8)..<opt.data.upperBound)
+            output += [0] + bytes.copied((opt.dataLengthOffset - 8)..<opt.data.upperBound)
         }
         return output
     }
@@ -331,11 +331,11 @@ public enum DNSBypassRewrite {
     static func readLayout(_ bytes: Span<UInt8>) throws(DNSRewriteError) -> DNSRecordLayout {
         guard bytes.count >= 12 else { throw .truncated("shorter than the 12-byte header", at: 0) }
         var counts: [Int] = []
-        for field in 1...4 { counts.append(Int(SpanBytes.u16(bytes, at: 2 + 2 * field))) }
-        var layout = DNSRecordLayout(id: SpanBytes.u16(bytes, at: 0), flags: SpanBytes.u16(bytes, at: 2), questionCount: counts[0],
+        for field in 1...4 { counts.append(Int(bytes.bigEndianU16(at: 2 + 2 * field))) }
+        var layout = DNSRecordLayout(id: bytes.bigEndianU16(at: 0), flags: bytes.bigEndianU16(at: 2), questionCount: counts[0],
                                      question: nil, questionType: nil, records: [], pointerOffsets: [])
         guard counts.reduce(0, +) <= maximumRecords else { throw .malformed("more than \(maximumRecords) records", at: 4) }
-        var cursor = SpanCursor(bytes, from: 12)
+        var cursor = WireReader(bytes, from: 12)
         for index in 0..<counts[0] {
             let start = cursor.offset
             try skipName(bytes, &cursor, pointers: &layout.pointerOffsets)
@@ -368,7 +368,7 @@ public enum DNSBypassRewrite {
     }
 
     /// Skips a name field, noting the offset of its compression pointer if it ends in one.
-    static func skipName(_ bytes: Span<UInt8>, _ cursor: inout SpanCursor, pointers: inout [Int]) throws(DNSRewriteError) {
+    static func skipName(_ bytes: Span<UInt8>, _ cursor: inout WireReader, pointers: inout [Int]) throws(DNSRewriteError) {
         var labels = 0
         while true {
             let start = cursor.offset
@@ -376,7 +376,7 @@ public enum DNSBypassRewrite {
             switch length & 0xC0 {
             case 0xC0:
                 guard cursor.skip(1) else { throw .truncated("truncated compression pointer", at: start) }
-                let target = Int(SpanBytes.u16(bytes, at: start) & 0x3FFF)
+                let target = Int(bytes.bigEndianU16(at: start) & 0x3FFF)
                 guard target < bytes.count else { throw .malformed("compression pointer past the message", at: start) }
                 pointers.append(start)
                 return
@@ -394,7 +394,7 @@ public enum DNSBypassRewrite {
     /// Notes the pointers in RDATA names of the types RFC 1035 lets a server
     /// compress (RFC 3597 section 4): NS, MD, MF, CNAME, SOA, MB, MG, MR, PTR, MINFO, MX.
     static func notePointers(inDataOf type: UInt16, _ bytes: Span<UInt8>, _ data: Range<Int>, into pointers: inout [Int]) throws(DNSRewriteError) {
-        var cursor = SpanCursor(bytes, from: data.lowerBound, to: data.upperBound)
+        var cursor = WireReader(bytes, from: data.lowerBound, to: data.upperBound)
         switch type {
         case 2, 3, 4, 5, 7, 8, 9, 12:
             try skipName(bytes, &cursor, pointers: &pointers)
@@ -422,7 +422,7 @@ public enum DNSBypassRewrite {
                 guard position + 1 < bytes.count else { throw .truncated("truncated compression pointer", at: position) }
                 jumps += 1
                 guard jumps <= 32 else { throw .malformed("compression pointer loop", at: position) }
-                position = Int(SpanBytes.u16(bytes, at: position) & 0x3FFF)
+                position = Int(bytes.bigEndianU16(at: position) & 0x3FFF)
             case 0x00:
                 if length == 0 {
                     output.append(0)
@@ -430,7 +430,7 @@ public enum DNSBypassRewrite {
                 }
                 guard position + 1 + Int(length) <= bytes.count else { throw .truncated("label runs past the message", at: position) }
                 guard output.count + Int(length) + 2 <= 255 else { throw .malformed("name longer than 255 bytes", at: position) }
-                output += SpanBytes.copy(bytes, position..<(position + 1 + Int(length)))
+                output += bytes.copied(position..<(position + 1 + Int(length)))
                 position += 1 + Int(length)
             default:
                 throw .malformed("unsupported label type", at: position)
@@ -497,7 +497,7 @@ struct SpliceEdits {
         }
         var allPatches = patches
         for pointer in pointers {
-            let target = Int(SpanBytes.u16(bytes, at: pointer) & 0x3FFF)
+            let target = Int(bytes.bigEndianU16(at: pointer) & 0x3FFF)
             if sorted.contains(where: { $0.range.contains(target) }) { throw .malformed("compression pointer into removed bytes", at: pointer) }
             let newTarget = moved(target, sorted)
             guard newTarget < 0x4000 else { throw .malformed("compression pointer out of range", at: pointer) }
@@ -537,10 +537,9 @@ public enum DNSPacketRewrite {
     /// payload length (RFC 8200 section 3), and the UDP checksum (RFC 768;
     /// RFC 8200 section 8.1; an IPv4 checksum of zero stays zero) made right.
     public static func replacingUDPPayload(of packet: Span<UInt8>, with message: [UInt8]) throws(DNSRewriteError) -> [UInt8] {
-        let original = SpanBytes.copy(packet, 0..<packet.count)
         let ip: IPPacket
         do {
-            ip = try IPPacketParser.parse(original)
+            ip = try IPPacketParser.parse(packet)
         } catch {
             throw DNSRewriteError("dns.packet", "not an IP packet: \(error)", at: 0)
         }
@@ -553,7 +552,7 @@ public enum DNSPacketRewrite {
         guard udpLength <= 0xFFFF, ip.version == 4 ? total <= 0xFFFF : total - 40 <= 0xFFFF else {
             throw DNSRewriteError("dns.packet", "rewritten datagram too long", at: udp)
         }
-        var output = Array(original[0..<(udp + 8)]) + message
+        var output = packet.copied(0..<(udp + 8)) + message
         output[udp + 4] = UInt8(truncatingIfNeeded: udpLength >> 8)
         output[udp + 5] = UInt8(truncatingIfNeeded: udpLength)
         if ip.version == 4 {
@@ -569,17 +568,9 @@ public enum DNSPacketRewrite {
             output[4] = UInt8(truncatingIfNeeded: (total - 40) >> 8)
             output[5] = UInt8(truncatingIfNeeded: total - 40)
         }
-        let hadChecksum = original[udp + 6] != 0 || original[udp + 7] != 0
-        output[udp + 6] = 0
-        output[udp + 7] = 0
-        if ip.version == 6 || hadChecksum {
-            var pseudo = ip.source.networkBytes + ip.destination.networkBytes
-            pseudo += ip.version == 4 ? [0, 17] + DNSBypassRewrite.be16(UInt16(udpLength))
-                : DNSBypassRewrite.be32(UInt32(udpLength)) + [0, 0, 0, 17]
-            var checksum = internetChecksum(output[udp..<total], initial: partialSum(pseudo[...]))
-            if checksum == 0 { checksum = 0xFFFF }
-            output[udp + 6] = UInt8(truncatingIfNeeded: checksum >> 8)
-            output[udp + 7] = UInt8(truncatingIfNeeded: checksum)
+        // The header still holds the original UDP checksum: zero (none, IPv4 only) stays zero.
+        guard DNSAnswerRewrite.setUDPChecksum(&output, ip: ip) else {
+            throw DNSRewriteError("dns.packet", "the rewritten datagram's lengths do not add up", at: udp)
         }
         return output
     }
@@ -591,10 +582,9 @@ public enum DNSPacketRewrite {
 
     /// The UDP payload of `packet`, for the message-level rewrites.
     public static func udpPayload(of packet: Span<UInt8>) throws(DNSRewriteError) -> [UInt8] {
-        let original = SpanBytes.copy(packet, 0..<packet.count)
-        guard let ip = try? IPPacketParser.parse(original), ip.protocolNumber == 17, ip.sourcePort != nil,
+        guard let ip = try? IPPacketParser.parse(packet), ip.protocolNumber == 17, ip.sourcePort != nil,
               ip.fragmentation == .unfragmented else { throw DNSRewriteError("dns.packet", "not a whole UDP datagram", at: 0) }
-        return Array(original[ip.payload])
+        return packet.copied(ip.payload)
     }
 
     /// Convenience for an array.
@@ -609,11 +599,11 @@ public enum DNSPacketRewrite {
     public static func rewritingFirstTCPMessage(of stream: Span<UInt8>,
                                                 _ rewrite: ([UInt8]) throws(DNSRewriteError) -> [UInt8]?) throws(DNSRewriteError) -> [UInt8]? {
         guard stream.count >= 2 else { throw .truncated("TCP stream shorter than its length prefix", at: 0) }
-        let length = Int(SpanBytes.u16(stream, at: 0))
+        let length = Int(stream.bigEndianU16(at: 0))
         guard stream.count >= 2 + length else { throw .truncated("TCP stream shorter than its first message", at: 2) }
-        guard let message = try rewrite(SpanBytes.copy(stream, 2..<(2 + length))) else { return nil }
+        guard let message = try rewrite(stream.copied(2..<(2 + length))) else { return nil }
         guard message.count <= 0xFFFF else { throw DNSRewriteError("dns.unsupported", "rewritten message too long", at: 2) }
-        return DNSBypassRewrite.be16(UInt16(message.count)) + message + SpanBytes.copy(stream, (2 + length)..<stream.count)
+        return DNSBypassRewrite.be16(UInt16(message.count)) + message + stream.copied((2 + length)..<stream.count)
     }
 
     /// `removingECH` for DNS over TCP: the first message of the stream; with

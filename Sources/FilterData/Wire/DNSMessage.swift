@@ -80,11 +80,11 @@ public enum DNSMessageParser {
 
     /// Parses the header and first question of a message (UDP payload, or a
     /// TCP message without its length prefix).
-    public static func parse(_ bytes: UnsafeRawBufferPointer) -> Result<DNSMessage, DNSMalformation> {
+    public static func parse(_ bytes: Span<UInt8>) -> Result<DNSMessage, DNSMalformation> {
         var reader = WireReader(bytes)
-        guard let header = readHeader(&reader) else { return .failure(DNSMalformation("shorter than the 12-byte header", at: 0)) }
+        guard let header = readHeader(&reader, bytes) else { return .failure(DNSMalformation("shorter than the 12-byte header", at: 0)) }
         guard header.questionCount > 0 else { return .success(DNSMessage(header: header, question: nil)) }
-        switch readQuestion(&reader) {
+        switch readQuestion(&reader, bytes) {
         case .success(let question): return .success(DNSMessage(header: header, question: question))
         case .failure(let error): return .failure(error)
         }
@@ -92,18 +92,17 @@ public enum DNSMessageParser {
 
     /// Convenience for an array.
     public static func parse(_ bytes: [UInt8]) -> Result<DNSMessage, DNSMalformation> {
-        // The pointer is used only during this call.
-        bytes.withUnsafeBytes { parse($0) }
+        parse(bytes.span)
     }
 
     /// Parses the first message of a DNS-over-TCP stream prefix.
-    public static func parse(tcpStream bytes: UnsafeRawBufferPointer) -> DNSStreamOutcome {
+    public static func parse(tcpStream bytes: Span<UInt8>) -> DNSStreamOutcome {
         guard bytes.count >= 2 else { return .needMoreData(totalBytes: 2) }
-        let length = Int(bytes.loadBigEndianU16(at: 0))
+        let length = Int(bytes.bigEndianU16(at: 0))
         guard length >= 12 else { return .malformed(DNSMalformation("TCP length prefix \(length) is below the header size", at: 0)) }
         guard bytes.count >= 2 + length else { return .needMoreData(totalBytes: 2 + length) }
         let range = 2..<(2 + length)
-        switch parse(UnsafeRawBufferPointer(rebasing: bytes[range])) {
+        switch parse(bytes.extracting(range)) {
         case .success(let message): return .message(message, messageRange: range)
         case .failure(var error):
             error.offset += 2
@@ -113,34 +112,33 @@ public enum DNSMessageParser {
 
     /// Convenience for an array.
     public static func parse(tcpStream bytes: [UInt8]) -> DNSStreamOutcome {
-        // The pointer is used only during this call.
-        bytes.withUnsafeBytes { parse(tcpStream: $0) }
+        parse(tcpStream: bytes.span)
     }
 
     /// Lists the A and AAAA records of the answer section (class IN), with the
     /// offsets of their addresses in `bytes`. Other records are skipped.
-    public static func addressRecords(in bytes: UnsafeRawBufferPointer) -> Result<[DNSAddressRecord], DNSMalformation> {
+    public static func addressRecords(in bytes: Span<UInt8>) -> Result<[DNSAddressRecord], DNSMalformation> {
         var reader = WireReader(bytes)
-        guard let header = readHeader(&reader) else { return .failure(DNSMalformation("shorter than the 12-byte header", at: 0)) }
+        guard let header = readHeader(&reader, bytes) else { return .failure(DNSMalformation("shorter than the 12-byte header", at: 0)) }
         for _ in 0..<header.questionCount {
-            guard skipName(&reader) else { return .failure(DNSMalformation("bad name in question section", at: reader.offset)) }
+            guard skipName(&reader, bytes) else { return .failure(DNSMalformation("bad name in question section", at: reader.offset)) }
             guard reader.skip(4) else { return .failure(DNSMalformation("question ends early", at: reader.offset)) }
         }
         var records: [DNSAddressRecord] = []
         let count = min(Int(header.answerCount), maximumRecords)
         for _ in 0..<count {
-            guard skipName(&reader) else { return .failure(DNSMalformation("bad owner name in answer", at: reader.offset)) }
-            guard let type = reader.readU16(), let recordClass = reader.readU16() else {
+            guard skipName(&reader, bytes) else { return .failure(DNSMalformation("bad owner name in answer", at: reader.offset)) }
+            guard let type = reader.readU16(in: bytes), let recordClass = reader.readU16(in: bytes) else {
                 return .failure(DNSMalformation("answer ends inside its fixed fields", at: reader.offset))
             }
             let ttlOffset = reader.offset
-            guard let ttl = reader.readU32(), let dataLength = reader.readU16(),
+            guard let ttl = reader.readU32(in: bytes), let dataLength = reader.readU16(in: bytes),
                   let data = reader.readRange(Int(dataLength)) else {
                 return .failure(DNSMalformation("answer data runs past the message", at: reader.offset))
             }
             guard recordClass & 0x7FFF == 1 else { continue }
             if (type == 1 && dataLength == 4) || (type == 28 && dataLength == 16),
-               let address = IPAddress(networkBytes: UnsafeRawBufferPointer(rebasing: bytes[data])) {
+               let address = IPAddress(networkBytes: bytes.extracting(data)) {
                 records.append(DNSAddressRecord(type: type, timeToLive: ttl, address: address,
                                                 addressOffset: data.lowerBound, addressLength: data.count,
                                                 timeToLiveOffset: ttlOffset))
@@ -153,34 +151,36 @@ public enum DNSMessageParser {
 
     /// Convenience for an array.
     public static func addressRecords(in bytes: [UInt8]) -> Result<[DNSAddressRecord], DNSMalformation> {
-        // The pointer is used only during this call; offsets are returned, not pointers.
-        bytes.withUnsafeBytes { addressRecords(in: $0) }
+        addressRecords(in: bytes.span)
     }
 
     // MARK: Pieces
 
-    private static func readHeader(_ reader: inout WireReader) -> DNSHeader? {
-        guard let id = reader.readU16(), let flags = reader.readU16(), let qd = reader.readU16(),
-              let an = reader.readU16(), let ns = reader.readU16(), let ar = reader.readU16() else { return nil }
-        return DNSHeader(id: id, flags: flags, questionCount: qd, answerCount: an, authorityCount: ns, additionalCount: ar)
+    private static func readHeader(_ reader: inout WireReader, _ bytes: Span<UInt8>) -> DNSHeader? {
+        guard let range = reader.readRange(12) else { return nil }
+        // One range check for the 12 bytes; the fields at constant offsets need none.
+        let header = bytes.extracting(range)
+        return DNSHeader(id: header.bigEndianU16(at: 0), flags: header.bigEndianU16(at: 2),
+                         questionCount: header.bigEndianU16(at: 4), answerCount: header.bigEndianU16(at: 6),
+                         authorityCount: header.bigEndianU16(at: 8), additionalCount: header.bigEndianU16(at: 10))
     }
 
-    private static func readQuestion(_ reader: inout WireReader) -> Result<DNSQuestion, DNSMalformation> {
+    private static func readQuestion(_ reader: inout WireReader, _ bytes: Span<UInt8>) -> Result<DNSQuestion, DNSMalformation> {
         let name: [UInt8]
-        switch readName(&reader) {
+        switch readName(&reader, bytes) {
         case .success(let value): name = value
         case .failure(let error): return .failure(error)
         }
-        guard let type = reader.readU16(), let questionClass = reader.readU16() else {
+        guard let range = reader.readRange(4) else {
             return .failure(DNSMalformation("question ends before QTYPE/QCLASS", at: reader.offset))
         }
-        return .success(DNSQuestion(name: name, type: type, class: questionClass))
+        let fields = bytes.extracting(range)
+        return .success(DNSQuestion(name: name, type: fields.bigEndianU16(at: 0), class: fields.bigEndianU16(at: 2)))
     }
 
     /// Reads a possibly compressed name (RFC 1035 section 4.1.4). Pointers
     /// may go forwards or backwards; loops are cut by the jump bound.
-    static func readName(_ reader: inout WireReader) -> Result<[UInt8], DNSMalformation> {
-        let bytes = reader.bytes
+    static func readName(_ reader: inout WireReader, _ bytes: Span<UInt8>) -> Result<[UInt8], DNSMalformation> {
         var name: [UInt8] = []
         var position = reader.offset
         var resumeAt: Int? = nil  // where the reader continues after the first pointer
@@ -196,7 +196,7 @@ public enum DNSMessageParser {
                 guard jumps <= maximumPointerJumps else {
                     return .failure(DNSMalformation("more than \(maximumPointerJumps) compression pointers (a loop?)", at: position))
                 }
-                let target = Int(bytes.loadBigEndianU16(at: position) & 0x3FFF)
+                let target = Int(bytes.bigEndianU16(at: position) & 0x3FFF)
                 if resumeAt == nil { resumeAt = position + 2 }
                 guard target < reader.end else { return .failure(DNSMalformation("compression pointer past the message", at: position)) }
                 position = target
@@ -214,11 +214,12 @@ public enum DNSMessageParser {
                 let labelEnd = labelStart + Int(length)
                 guard labelEnd <= reader.end else { return .failure(DNSMalformation("label runs past the message", at: position)) }
                 if !name.isEmpty { name.append(0x2E) }
-                for index in labelStart..<labelEnd {
-                    let byte = bytes[index]
+                let label = bytes.extracting(labelStart..<labelEnd)
+                for index in label.indices {
+                    let byte = label[index]
                     // Printable ASCII only, and no dot inside a label (it would change the name's meaning).
                     guard byte > 0x20, byte < 0x7F, byte != 0x2E else {
-                        return .failure(DNSMalformation("byte 0x\(String(byte, radix: 16)) in a label", at: index))
+                        return .failure(DNSMalformation("byte 0x\(String(byte, radix: 16)) in a label", at: labelStart + index))
                     }
                     name.append(ASCII.lowercased(byte))
                 }
@@ -230,9 +231,9 @@ public enum DNSMessageParser {
     }
 
     /// Skips a name without building it (bounded the same way).
-    private static func skipName(_ reader: inout WireReader) -> Bool {
+    private static func skipName(_ reader: inout WireReader, _ bytes: Span<UInt8>) -> Bool {
         var labels = 0
-        while let length = reader.readU8() {
+        while let length = reader.readU8(in: bytes) {
             switch length & 0xC0 {
             case 0xC0: return reader.skip(1)
             case 0x00:

@@ -148,11 +148,11 @@ public enum GoogleQUICParser {
         guard bytes.count >= 5 else { return nil }
         let flags = bytes[0]
         if flags & 0x80 != 0 {
-            return GoogleQUICVersion(rawValue: SpanBytes.u32(bytes, at: 1))
+            return GoogleQUICVersion(rawValue: bytes.bigEndianU32(at: 1))
         }
         // Public header: the version flag, an 8-byte connection ID (0x08; 0x0C in old clients), no reset flag.
         guard flags & 0x01 != 0, flags & 0x02 == 0, flags & 0x08 != 0, bytes.count >= 13 else { return nil }
-        return GoogleQUICVersion(rawValue: SpanBytes.u32(bytes, at: 9))
+        return GoogleQUICVersion(rawValue: bytes.bigEndianU32(at: 9))
     }
 
     /// Convenience for an array.
@@ -191,7 +191,7 @@ public enum GoogleQUICParser {
         let flags = bytes[0]
         let packetNumberLength = [1, 2, 4, 6][Int((flags >> 4) & 0x03)]
         // flags(1) connection ID(8) version(4) packet number, then the clear hash.
-        var cursor = SpanCursor(bytes, from: 13)
+        var cursor = WireReader(bytes, from: 13)
         guard cursor.skip(packetNumberLength), cursor.skip(clearHashLength) else {
             return .malformed(version, reason: "public header ends before the frames")
         }
@@ -209,7 +209,7 @@ public enum GoogleQUICParser {
     private static func parseClearLongHeader(_ bytes: Span<UInt8>, version: GoogleQUICVersion) -> GoogleQUICPacket {
         let first = bytes[0]
         guard (first >> 4) & 0x03 == 0 else { return .malformed(version, reason: "not an Initial packet") }
-        var cursor = SpanCursor(bytes, from: 5)
+        var cursor = WireReader(bytes, from: 5)
         guard let lengths = cursor.readU8(in: bytes) else { return .malformed(version, reason: "header ends before the connection ID lengths") }
         let destinationLength = lengths >> 4 == 0 ? 0 : Int(lengths >> 4) + 3
         let sourceLength = lengths & 0x0F == 0 ? 0 : Int(lengths & 0x0F) + 3
@@ -226,7 +226,7 @@ public enum GoogleQUICParser {
         guard let salt = salt(for: version) else { return .unreadableVersion(version) }
         let first = bytes[0]
         guard (first >> 4) & 0x03 == 0 else { return .malformed(version, reason: "not an Initial packet") }
-        var cursor = SpanCursor(bytes, from: 5)
+        var cursor = WireReader(bytes, from: 5)
         guard let destinationLength = cursor.readU8(in: bytes), destinationLength <= 20,
               let destination = cursor.readBytes(Int(destinationLength), in: bytes),
               let sourceLength = cursor.readU8(in: bytes), sourceLength <= 20, cursor.skip(Int(sourceLength)) else {
@@ -250,7 +250,7 @@ public enum GoogleQUICParser {
         for candidate in candidates {
             let keys = QUICInitialParser.clientInitialKeys(destinationConnectionID: candidate, parameters: parameters)
             if let plaintext = open(bytes, packetNumberOffset: packetNumberOffset, end: end, keys: keys) {
-                return frames(plaintext.span, from: SpanCursor(plaintext.span), version: version, keyConnectionID: candidate)
+                return frames(plaintext.span, from: WireReader(plaintext.span), version: version, keyConnectionID: candidate)
             }
         }
         return .malformed(version, reason: "Initial failed authentication (not a client Initial, or corrupted)")
@@ -259,7 +259,7 @@ public enum GoogleQUICParser {
     /// Removes header protection and decrypts one Initial (RFC 9001 sections 5.3 and 5.4); nil when it does not authenticate.
     private static func open(_ bytes: Span<UInt8>, packetNumberOffset: Int, end: Int,
                              keys: QUICInitialParser.ClientInitialKeys) -> [UInt8]? {
-        var mask = SpanBytes.copy(bytes, (packetNumberOffset + 4)..<(packetNumberOffset + 20))
+        var mask = bytes.copied((packetNumberOffset + 4)..<(packetNumberOffset + 20))
         do {
             try AES.permute(&mask, key: keys.headerProtectionKey)
         } catch {
@@ -269,7 +269,7 @@ public enum GoogleQUICParser {
         let packetNumberLength = Int(first & 0x03) + 1
         let payloadStart = packetNumberOffset + packetNumberLength
         guard end - payloadStart >= 16 else { return nil }
-        var header = SpanBytes.copy(bytes, 0..<payloadStart)
+        var header = bytes.copied(0..<payloadStart)
         header[0] = first
         var packetNumber: UInt64 = 0
         for index in 0..<packetNumberLength {
@@ -284,8 +284,8 @@ public enum GoogleQUICParser {
         }
         do {
             let box = try AES.GCM.SealedBox(nonce: AES.GCM.Nonce(data: nonce),
-                                            ciphertext: SpanBytes.copy(bytes, payloadStart..<(end - 16)),
-                                            tag: SpanBytes.copy(bytes, (end - 16)..<end))
+                                            ciphertext: bytes.copied(payloadStart..<(end - 16)),
+                                            tag: bytes.copied((end - 16)..<end))
             return Array(try AES.GCM.open(box, using: keys.key, authenticating: header))
         } catch {
             return nil
@@ -298,7 +298,7 @@ public enum GoogleQUICParser {
     /// frames of stream 1 (gQUIC's crypto stream) and CRYPTO frames. Walks
     /// PADDING and PING; stops at any other frame (ACK, STOP_WAITING, ...),
     /// which a client's first packets put after the handshake if at all.
-    static func frames(_ bytes: Span<UInt8>, from start: SpanCursor, version: GoogleQUICVersion,
+    static func frames(_ bytes: Span<UInt8>, from start: WireReader, version: GoogleQUICVersion,
                        keyConnectionID: [UInt8]?) -> GoogleQUICPacket {
         var cursor = start
         var pieces: [QUICCryptoFrame] = []
@@ -354,6 +354,9 @@ public enum GoogleQUICParser {
 
     /// Entries of a CHLO read, at most.
     static let maximumTags = 128
+    /// The message tag and the tag of the server name's entry.
+    static let chloTag = Array("CHLO".utf8)
+    static let serverNameTag = Array("SNI\u{0}".utf8)
 
     enum CHLOOutcome: Hashable {
         case needMoreData(totalBytes: Int)
@@ -367,10 +370,10 @@ public enum GoogleQUICParser {
     static func parseCHLO(_ bytes: Span<UInt8>) -> CHLOOutcome {
         guard bytes.count >= 8 else {
             // Four bytes decide whether this can be a CHLO at all.
-            if bytes.count >= 4, !SpanBytes.hasPrefix(bytes, "CHLO") { return .notCHLO }
+            if bytes.count >= 4, !bytes.matches(chloTag) { return .notCHLO }
             return .needMoreData(totalBytes: 8)
         }
-        guard SpanBytes.hasPrefix(bytes, "CHLO") else { return .notCHLO }
+        guard bytes.matches(chloTag) else { return .notCHLO }
         let tagCount = Int(bytes[4]) | Int(bytes[5]) << 8
         guard tagCount <= maximumTags else { return .malformed("CHLO with \(tagCount) tags") }
         let valuesStart = 8 + 8 * tagCount
@@ -379,11 +382,11 @@ public enum GoogleQUICParser {
         var serverName: Range<Int>? = nil
         for index in 0..<tagCount {
             let entry = 8 + 8 * index
-            let end = Int(SpanBytes.u32LittleEndian(bytes, at: entry + 4))
+            let end = Int(bytes.littleEndianU32(at: entry + 4))
             guard end >= previousEnd, end <= ClientHelloParser.maximumHandshakeLength else {
                 return .malformed("CHLO tag offsets out of order")
             }
-            if SpanBytes.hasPrefix(bytes, "SNI\u{0}", at: entry) {
+            if bytes.matches(serverNameTag, at: entry) {
                 serverName = (valuesStart + previousEnd)..<(valuesStart + end)
             }
             previousEnd = end
@@ -391,7 +394,7 @@ public enum GoogleQUICParser {
         guard bytes.count >= valuesStart + previousEnd else { return .needMoreData(totalBytes: valuesStart + previousEnd) }
         guard let serverName else { return .hello(serverName: nil) }
         guard !serverName.isEmpty else { return .malformed("empty SNI tag") }
-        var name = SpanBytes.copy(bytes, serverName)
+        var name = bytes.copied(serverName)
         for index in name.indices where name[index] >= 0x41 && name[index] <= 0x5A { name[index] |= 0x20 }
         return .hello(serverName: name)
     }
@@ -406,11 +409,12 @@ public struct GoogleQUICHandshake: Sendable {
     public private(set) var version: GoogleQUICVersion?
     /// Datagrams added.
     public private(set) var datagrams = 0
-    private var stream: HandshakeBytes
+    /// The handshake stream's first `capacity` bytes (first copy of each byte wins).
+    private var stream: ReassemblyBuffer
     private var keyConnectionIDs: [[UInt8]] = []
 
     public init(capacity: Int = GoogleQUICHandshake.defaultCapacity) {
-        stream = HandshakeBytes(capacity: capacity)
+        stream = ReassemblyBuffer(capacity: capacity)
     }
 
     /// Adds one client datagram of the flow and says what is known now.
@@ -436,7 +440,9 @@ public struct GoogleQUICHandshake: Sendable {
                 if keyConnectionIDs.count == 4 { keyConnectionIDs.removeFirst() }
                 keyConnectionIDs.append(keyID)
             }
-            for piece in pieces { stream.write(piece.data, at: piece.offset) }
+            for piece in pieces where piece.offset < UInt64(stream.capacity) {
+                stream.write(piece.data.span, at: Int(piece.offset))
+            }
             return examine(found)
         }
     }
@@ -449,7 +455,7 @@ public struct GoogleQUICHandshake: Sendable {
     private func examine(_ version: GoogleQUICVersion) -> GoogleQUICOutcome {
         guard stream.contiguousCount > 0 else { return .needMoreData }
         if version.usesTLS {
-            switch ClientHelloParser.parse(handshakeMessage: Array(stream.contiguousPrefix)) {
+            switch stream.withContiguousPrefix({ ClientHelloParser.parse(handshakeMessage: $0) }) {
             case .clientHello(let info):
                 return .hello(GoogleQUICHello(version: version, serverName: info.serverName, alpnProtocols: info.alpnProtocols,
                                               encryptedClientHello: info.hasEncryptedClientHello))
@@ -462,8 +468,7 @@ public struct GoogleQUICHandshake: Sendable {
                 return .malformed(reason: reason)
             }
         }
-        let prefix = stream.contiguousPrefix
-        switch GoogleQUICParser.parseCHLO(prefix.span) {
+        switch stream.withContiguousPrefix({ GoogleQUICParser.parseCHLO($0) }) {
         case .hello(let name):
             return .hello(GoogleQUICHello(version: version, serverName: name, alpnProtocols: [], encryptedClientHello: false))
         case .needMoreData(let total):
@@ -472,45 +477,6 @@ public struct GoogleQUICHandshake: Sendable {
             return .malformed(reason: "handshake stream holds no CHLO")
         case .malformed(let reason):
             return .malformed(reason: reason)
-        }
-    }
-}
-
-/// The first `capacity` bytes of a handshake stream, written at any offset,
-/// first copy wins; a bitmap says which bytes are in.
-struct HandshakeBytes: Sendable {
-    let capacity: Int
-    private var storage: [UInt8] = []
-    private var filled: [UInt64] = []
-    private(set) var contiguousCount = 0
-
-    init(capacity: Int) {
-        self.capacity = max(0, capacity)
-    }
-
-    var contiguousPrefix: ArraySlice<UInt8> { storage[0..<contiguousCount] }
-
-    mutating func reset() {
-        storage = []
-        filled = []
-        contiguousCount = 0
-    }
-
-    mutating func write(_ piece: [UInt8], at offset: UInt64) {
-        guard !piece.isEmpty, offset < UInt64(capacity) else { return }
-        let start = Int(offset)
-        let end = min(capacity, start + piece.count)
-        if storage.count < end {
-            storage.append(contentsOf: repeatElement(0, count: end - storage.count))
-            let words = (end + 63) >> 6
-            if filled.count < words { filled.append(contentsOf: repeatElement(0, count: words - filled.count)) }
-        }
-        for index in start..<end where filled[index >> 6] & (1 << UInt64(index & 63)) == 0 {
-            storage[index] = piece[index - start]
-            filled[index >> 6] |= 1 << UInt64(index & 63)
-        }
-        while contiguousCount < storage.count, filled[contiguousCount >> 6] & (1 << UInt64(contiguousCount & 63)) != 0 {
-            contiguousCount += 1
         }
     }
 }

@@ -76,13 +76,20 @@ public enum HTTPRequestHeadParser {
     /// A head longer than this is refused (the default peek bound).
     public static let maximumHeadLength = 16_384
 
+    /// The lower-case tokens compared without regard to case.
+    private enum Token {
+        static let httpVersion = Array("http/1.".utf8)
+        static let host = Array("host".utf8)
+        static let http = Array("http://".utf8)
+        static let https = Array("https://".utf8)
+    }
+
     private static let methodTable: [(HTTPMethod, [UInt8])] = HTTPMethod.allCases.map { method in
-        let token = method.token
-        return (method, Array(UnsafeBufferPointer(start: token.utf8Start, count: token.utf8CodeUnitCount)))
+        (method, Array(method.token.description.utf8))
     }
 
     /// Parses `bytes`, the stream prefix. Bare LF line endings are accepted.
-    public static func parse(_ bytes: UnsafeRawBufferPointer, maximumHeadLength: Int = maximumHeadLength) -> HTTPRequestOutcome {
+    public static func parse(_ bytes: Span<UInt8>, maximumHeadLength: Int = maximumHeadLength) -> HTTPRequestOutcome {
         // 1. The method and one space, or a prefix of one.
         var matched: HTTPMethod? = nil
         var couldStillMatch = false
@@ -99,14 +106,16 @@ public enum HTTPRequestHeadParser {
         }
         guard let method = matched else { return couldStillMatch || bytes.isEmpty ? .needMoreData : .notHTTP }
 
-        // 2. The end of the head: an empty line.
+        // 2. The end of the head: an empty line. (Scanning a span of exactly
+        // `limit` bytes lets the compiler drop the per-byte range checks.)
         let limit = min(bytes.count, maximumHeadLength)
+        let scanned = bytes.extracting(0..<limit)
         var headEnd: Int? = nil
         var index = 0
-        while index < limit {
-            if bytes[index] == 0x0A {
-                if index + 1 < limit, bytes[index + 1] == 0x0A { headEnd = index + 2; break }
-                if index + 2 < limit, bytes[index + 1] == 0x0D, bytes[index + 2] == 0x0A { headEnd = index + 3; break }
+        while index < scanned.count {
+            if scanned[index] == 0x0A {
+                if index + 1 < limit, scanned[index + 1] == 0x0A { headEnd = index + 2; break }
+                if index + 2 < limit, scanned[index + 1] == 0x0D, scanned[index + 2] == 0x0A { headEnd = index + 3; break }
             }
             index += 1
         }
@@ -115,12 +124,16 @@ public enum HTTPRequestHeadParser {
                 return .malformed(reason: "request head longer than \(maximumHeadLength) bytes")
             }
             // Fail early on binary junk after a method-like start.
-            for position in 0..<limit where bytes[position] == 0 {
+            for position in scanned.indices where scanned[position] == 0 {
                 _ = position
                 return .malformed(reason: "NUL byte in the request head")
             }
             return .needMoreData
         }
+
+        // The rest reads only the head: one range check here, and every index
+        // below `end` is then known to be inside it.
+        let bytes = bytes.extracting(0..<end)
 
         // 3. The request line: METHOD SP target SP HTTP/1.x
         var lineEnd = 0
@@ -137,7 +150,7 @@ public enum HTTPRequestHeadParser {
         var versionEnd = lineContentEnd
         while versionEnd > versionStart, bytes[versionEnd - 1] == 0x20 || bytes[versionEnd - 1] == 0x09 { versionEnd -= 1 }
         guard versionStart > targetEnd, versionEnd - versionStart == 8,
-              ASCII.equalsIgnoringCase(bytes, versionStart..<(versionStart + 7), "http/1."),
+              ASCII.equalsIgnoringCase(bytes, versionStart..<(versionStart + 7), Token.httpVersion),
               bytes[versionStart + 7] >= 0x30, bytes[versionStart + 7] <= 0x39 else {
             return .malformed(reason: "request line does not end in HTTP/1.x")
         }
@@ -168,7 +181,7 @@ public enum HTTPRequestHeadParser {
             if bytes[colon - 1] == 0x20 || bytes[colon - 1] == 0x09 {
                 return .malformed(reason: "whitespace between header name and colon")  // RFC 9112 section 5.1
             }
-            previousWasHost = ASCII.equalsIgnoringCase(bytes, lineStart..<colon, "host")
+            previousWasHost = ASCII.equalsIgnoringCase(bytes, lineStart..<colon, Token.host)
             if previousWasHost {
                 guard hostValue == nil else { return .malformed(reason: "more than one Host header") }  // RFC 9112 section 3.2
                 var valueStart = colon + 1
@@ -190,7 +203,7 @@ public enum HTTPRequestHeadParser {
             return .request(head)
         }
         if bytes[targetStart] == 0x2F {  // "/"
-            head.path = Array(bytes[target])
+            head.path = bytes.copied(target)
         } else if target.count == 1, bytes[targetStart] == 0x2A {  // "*"
             head.targetForm = .asterisk
             head.path = [0x2A]
@@ -208,7 +221,7 @@ public enum HTTPRequestHeadParser {
             }
             head.host = authority.host
             head.port = authority.port
-            head.path = authorityEnd < targetEnd ? Array(bytes[authorityEnd..<targetEnd]) : [0x2F]
+            head.path = authorityEnd < targetEnd ? bytes.copied(authorityEnd..<targetEnd) : [0x2F]
             return .request(head)
         } else {
             return .malformed(reason: "request-target is not origin, absolute or asterisk form")
@@ -221,23 +234,24 @@ public enum HTTPRequestHeadParser {
         return .request(head)
     }
 
-    /// Convenience for an array or slice.
+    /// Convenience for an array.
     public static func parse(_ bytes: [UInt8], maximumHeadLength: Int = maximumHeadLength) -> HTTPRequestOutcome {
-        // The pointer is used only during this call.
-        bytes.withUnsafeBytes { parse($0, maximumHeadLength: maximumHeadLength) }
+        parse(bytes.span, maximumHeadLength: maximumHeadLength)
     }
 
     /// The length of `http://` or `https://` at the start of `range`, if present.
-    private static func schemeLength(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> Int? {
+    private static func schemeLength(_ bytes: Span<UInt8>, _ range: Range<Int>) -> Int? {
         let start = range.lowerBound
-        if range.count >= 7, ASCII.equalsIgnoringCase(bytes, start..<(start + 7), "http://") { return 7 }
-        if range.count >= 8, ASCII.equalsIgnoringCase(bytes, start..<(start + 8), "https://") { return 8 }
+        if range.count >= 7, ASCII.equalsIgnoringCase(bytes, start..<(start + 7), Token.http) { return 7 }
+        if range.count >= 8, ASCII.equalsIgnoringCase(bytes, start..<(start + 8), Token.https) { return 8 }
         return nil
     }
 
     /// `host[:port]` or `[v6]:port` (RFC 3986 section 3.2.2), host lower-cased.
-    static func parseAuthority(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> (host: [UInt8], port: UInt16?)? {
+    static func parseAuthority(_ bytes: Span<UInt8>, _ range: Range<Int>) -> (host: [UInt8], port: UInt16?)? {
         guard !range.isEmpty else { return nil }
+        // Indices below `range.upperBound` are then known to be in range.
+        let bytes = bytes.extracting(0..<range.upperBound)
         var hostRange = range
         var portStart: Int? = nil
         if bytes[range.lowerBound] == 0x5B {  // "[" IPv6 literal
@@ -285,8 +299,7 @@ public enum HTTPRequestHeadParser {
                 port = UInt16(value)
             }
         }
-        var host = [UInt8](repeating: 0, count: hostRange.count)
-        for index in 0..<hostRange.count { host[index] = ASCII.lowercased(bytes[hostRange.lowerBound + index]) }
+        var host = bytes.lowercasedASCII(hostRange)
         // A trailing dot names the same host ("example.com." is "example.com").
         if host.count > 1, host.last == 0x2E { host.removeLast() }
         return (host, port)

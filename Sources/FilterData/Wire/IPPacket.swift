@@ -106,8 +106,9 @@ public enum IPPacketParser {
     public static let maximumExtensionHeaders = 8
 
     /// Parses `bytes` as an IPv4 or IPv6 packet with its TCP or UDP header.
-    public static func parse(_ bytes: UnsafeRawBufferPointer) throws(IPPacketError) -> IPPacket {
-        guard let first = bytes.first else { throw .empty }
+    public static func parse(_ bytes: Span<UInt8>) throws(IPPacketError) -> IPPacket {
+        guard !bytes.isEmpty else { throw .empty }
+        let first = bytes[0]
         switch first >> 4 {
         case 4: return try parseIPv4(bytes)
         case 6: return try parseIPv6(bytes)
@@ -118,41 +119,33 @@ public enum IPPacketParser {
     /// Convenience for a slice (for example a capture record); offsets in the
     /// result count from the slice's first byte.
     public static func parse(_ bytes: ArraySlice<UInt8>) throws(IPPacketError) -> IPPacket {
-        // The buffer pointer lives only for the call; the result holds offsets, not pointers.
-        let result: Result<IPPacket, IPPacketError> = bytes.withUnsafeBytes { buffer in
-            do throws(IPPacketError) { return .success(try parse(buffer)) } catch { return .failure(error) }
-        }
-        return try result.get()
+        try parse(bytes.span)
     }
 
-    /// Convenience for an array; see ``parse(_:)-(UnsafeRawBufferPointer)``.
+    /// Convenience for an array; see ``parse(_:)-(Span<UInt8>)``.
     public static func parse(_ bytes: [UInt8]) throws(IPPacketError) -> IPPacket {
-        // The buffer pointer lives only for the call; the result holds offsets, not pointers.
-        let result: Result<IPPacket, IPPacketError> = bytes.withUnsafeBytes { buffer in
-            do throws(IPPacketError) { return .success(try parse(buffer)) } catch { return .failure(error) }
-        }
-        return try result.get()
+        try parse(bytes.span)
     }
 
     // MARK: IPv4 (RFC 791 section 3.1)
 
-    private static func parseIPv4(_ bytes: UnsafeRawBufferPointer) throws(IPPacketError) -> IPPacket {
+    private static func parseIPv4(_ bytes: Span<UInt8>) throws(IPPacketError) -> IPPacket {
         guard bytes.count >= 20 else { throw .truncated(layer: "IPv4", needed: 20, available: bytes.count) }
         let headerLength = Int(bytes[0] & 0x0F) * 4
         guard headerLength >= 20 else { throw .badHeaderLength(headerLength) }
         guard bytes.count >= headerLength else {
             throw .truncated(layer: "IPv4", needed: headerLength, available: bytes.count)
         }
-        let totalLength = Int(bytes.loadBigEndianU16(at: 2))
+        let totalLength = Int(bytes.bigEndianU16(at: 2))
         guard totalLength >= headerLength else { throw .badTotalLength(totalLength) }
         let end = min(totalLength, bytes.count)
-        let identification = UInt32(bytes.loadBigEndianU16(at: 4))
-        let flagsAndOffset = bytes.loadBigEndianU16(at: 6)
+        let identification = UInt32(bytes.bigEndianU16(at: 4))
+        let flagsAndOffset = bytes.bigEndianU16(at: 6)
         let moreFragments = flagsAndOffset & 0x2000 != 0
         let fragmentOffset = Int(flagsAndOffset & 0x1FFF) * 8
         let protocolNumber = bytes[9]
-        let source = IPAddress.v4(bytes.loadBigEndianU32(at: 12))
-        let destination = IPAddress.v4(bytes.loadBigEndianU32(at: 16))
+        let source = IPAddress.v4(bytes.bigEndianU32(at: 12))
+        let destination = IPAddress.v4(bytes.bigEndianU32(at: 16))
         let fragmentation: IPFragmentation
         if fragmentOffset != 0 {
             fragmentation = .laterFragment(identification: identification, offset: fragmentOffset, moreFragments: moreFragments)
@@ -170,14 +163,14 @@ public enum IPPacketParser {
 
     // MARK: IPv6 (RFC 8200 sections 3 and 4)
 
-    private static func parseIPv6(_ bytes: UnsafeRawBufferPointer) throws(IPPacketError) -> IPPacket {
+    private static func parseIPv6(_ bytes: Span<UInt8>) throws(IPPacketError) -> IPPacket {
         guard bytes.count >= 40 else { throw .truncated(layer: "IPv6", needed: 40, available: bytes.count) }
-        let payloadLength = Int(bytes.loadBigEndianU16(at: 4))
+        let payloadLength = Int(bytes.bigEndianU16(at: 4))
         // A payload length of 0 with a hop-by-hop header means a jumbogram (RFC 2675); use the buffer.
         let declaredEnd = payloadLength == 0 && bytes[6] == 0 ? bytes.count : 40 + payloadLength
         let end = min(declaredEnd, bytes.count)
-        guard let source = IPAddress(networkBytes: UnsafeRawBufferPointer(rebasing: bytes[8..<24])),
-              let destination = IPAddress(networkBytes: UnsafeRawBufferPointer(rebasing: bytes[24..<40]))
+        guard let source = IPAddress(networkBytes: bytes.extracting(8..<24)),
+              let destination = IPAddress(networkBytes: bytes.extracting(24..<40))
         else { throw .truncated(layer: "IPv6", needed: 40, available: bytes.count) }
 
         var nextHeader = bytes[6]
@@ -199,8 +192,8 @@ public enum IPPacketParser {
                 switch nextHeader {
                 case 44:
                     length = 8
-                    let offsetAndFlags = bytes.loadBigEndianU16(at: offset + 2)
-                    let identification = bytes.loadBigEndianU32(at: offset + 4)
+                    let offsetAndFlags = bytes.bigEndianU16(at: offset + 2)
+                    let identification = bytes.bigEndianU32(at: offset + 4)
                     let fragmentOffset = Int(offsetAndFlags >> 3) * 8
                     let more = offsetAndFlags & 1 != 0
                     if fragmentOffset != 0 {
@@ -232,7 +225,7 @@ public enum IPPacketParser {
 
     // MARK: TCP and UDP
 
-    private static func parseTransport(_ bytes: UnsafeRawBufferPointer, into packet: inout IPPacket, end: Int) throws(IPPacketError) {
+    private static func parseTransport(_ bytes: Span<UInt8>, into packet: inout IPPacket, end: Int) throws(IPPacketError) {
         if case .laterFragment = packet.fragmentation { return }
         let start = packet.transportOffset
         let available = end - start
@@ -243,16 +236,18 @@ public enum IPPacketParser {
                 if case .firstFragment = packet.fragmentation { return }
                 throw .truncated(layer: "TCP", needed: 20, available: available)
             }
-            let headerLength = Int(bytes[start + 12] >> 4) * 4
+            // One range check for the fixed header; the reads at constant offsets need none.
+            let header = bytes.extracting(start..<(start + 20))
+            let headerLength = Int(header[12] >> 4) * 4
             guard headerLength >= 20 else { throw .badTransportHeader("TCP data offset \(headerLength) is below 20 bytes") }
             guard available >= headerLength else { throw .truncated(layer: "TCP", needed: headerLength, available: available) }
-            packet.sourcePort = bytes.loadBigEndianU16(at: start)
-            packet.destinationPort = bytes.loadBigEndianU16(at: start + 2)
+            packet.sourcePort = header.bigEndianU16(at: 0)
+            packet.destinationPort = header.bigEndianU16(at: 2)
             packet.tcp = TCPSegmentHeader(
-                sequenceNumber: bytes.loadBigEndianU32(at: start + 4),
-                acknowledgmentNumber: bytes.loadBigEndianU32(at: start + 8),
-                flags: TCPFlags(rawValue: bytes[start + 13] & 0x3F),
-                window: bytes.loadBigEndianU16(at: start + 14),
+                sequenceNumber: header.bigEndianU32(at: 4),
+                acknowledgmentNumber: header.bigEndianU32(at: 8),
+                flags: TCPFlags(rawValue: header[13] & 0x3F),
+                window: header.bigEndianU16(at: 14),
                 headerLength: headerLength)
             packet.payload = (start + headerLength)..<end
         case 17:
@@ -260,9 +255,10 @@ public enum IPPacketParser {
                 if case .firstFragment = packet.fragmentation { return }
                 throw .truncated(layer: "UDP", needed: 8, available: available)
             }
-            packet.sourcePort = bytes.loadBigEndianU16(at: start)
-            packet.destinationPort = bytes.loadBigEndianU16(at: start + 2)
-            let udpLength = Int(bytes.loadBigEndianU16(at: start + 4))
+            let header = bytes.extracting(start..<(start + 8))
+            packet.sourcePort = header.bigEndianU16(at: 0)
+            packet.destinationPort = header.bigEndianU16(at: 2)
+            let udpLength = Int(header.bigEndianU16(at: 4))
             // Length 0 is allowed for IPv6 jumbograms; otherwise trust the smaller value.
             let udpEnd: Int
             if case .firstFragment = packet.fragmentation {

@@ -135,21 +135,34 @@ public enum QUICInitialParser {
         let initialSecret = HKDF<SHA256>.extract(inputKeyMaterial: SymmetricKey(data: destinationConnectionID), salt: parameters.salt)
         let clientSecret = expandLabel(secret: SymmetricKey(data: initialSecret), label: Array("client in".utf8), length: 32)
         let key = expandLabel(secret: clientSecret, label: parameters.keyLabel, length: 16)
-        let iv = expandLabel(secret: clientSecret, label: parameters.ivLabel, length: 12)
+        let iv = expandLabelBytes(secret: clientSecret, label: parameters.ivLabel, length: 12)
         let hp = expandLabel(secret: clientSecret, label: parameters.hpLabel, length: 16)
-        // The key bytes are copied out inside the closure; no pointer escapes.
-        let ivBytes = iv.withUnsafeBytes { Array($0) }
-        return ClientInitialKeys(key: key, iv: ivBytes, headerProtectionKey: hp)
+        return ClientInitialKeys(key: key, iv: iv, headerProtectionKey: hp)
     }
 
     /// HKDF-Expand-Label (RFC 8446 section 7.1) with an empty context.
     static func expandLabel(secret: SymmetricKey, label: [UInt8], length: Int) -> SymmetricKey {
+        HKDF<SHA256>.expand(pseudoRandomKey: secret, info: labelInfo(label, length: length), outputByteCount: length)
+    }
+
+    /// HKDF-Expand-Label as bytes, for an output of at most one SHA-256 block:
+    /// HKDF-Expand's first block is HMAC(secret, info | 0x01) (RFC 5869
+    /// section 2.3), so the bytes come out of the MAC (a byte sequence)
+    /// instead of out of a key, which has no safe way to read it.
+    static func expandLabelBytes(secret: SymmetricKey, label: [UInt8], length: Int) -> [UInt8] {
+        precondition(length <= SHA256.byteCount, "one HKDF block at most")
+        let block = HMAC<SHA256>.authenticationCode(for: labelInfo(label, length: length) + [1], using: secret)
+        return Array(block.prefix(length))
+    }
+
+    /// The HkdfLabel structure with an empty context (RFC 8446 section 7.1).
+    private static func labelInfo(_ label: [UInt8], length: Int) -> [UInt8] {
         var info: [UInt8] = [UInt8(truncatingIfNeeded: length >> 8), UInt8(truncatingIfNeeded: length)]
         info.append(UInt8(6 + label.count))
         info.append(contentsOf: Array("tls13 ".utf8))
         info.append(contentsOf: label)
         info.append(0)
-        return HKDF<SHA256>.expand(pseudoRandomKey: secret, info: info, outputByteCount: length)
+        return info
     }
 
     // MARK: Datagrams
@@ -161,7 +174,7 @@ public enum QUICInitialParser {
     /// each of `keyConnectionIDs` (the DCIDs whose keys opened earlier
     /// Initials of the flow) is tried, for clients that switched to the
     /// server's connection ID without a Retry.
-    public static func parse(datagram bytes: UnsafeRawBufferPointer, keyConnectionIDs: [[UInt8]] = []) -> QUICDatagramOutcome {
+    public static func parse(datagram bytes: Span<UInt8>, keyConnectionIDs: [[UInt8]] = []) -> QUICDatagramOutcome {
         guard !bytes.isEmpty else { return .malformed(reason: "empty datagram") }
         var summary = QUICDatagramSummary(initials: [], skippedPacketCount: 0, problem: nil)
         var offset = 0
@@ -187,8 +200,7 @@ public enum QUICInitialParser {
 
     /// Convenience for an array.
     public static func parse(datagram bytes: [UInt8], keyConnectionIDs: [[UInt8]] = []) -> QUICDatagramOutcome {
-        // The pointer is used only during this call; results hold copies and offsets.
-        bytes.withUnsafeBytes { parse(datagram: $0, keyConnectionIDs: keyConnectionIDs) }
+        parse(datagram: bytes.span, keyConnectionIDs: keyConnectionIDs)
     }
 
     private enum PacketOutcome {
@@ -198,33 +210,33 @@ public enum QUICInitialParser {
         case stop(QUICDatagramOutcome?, reason: String?)
     }
 
-    private static func parsePacket(_ bytes: UnsafeRawBufferPointer, at start: Int, keyConnectionIDs: [[UInt8]]) -> PacketOutcome {
+    private static func parsePacket(_ bytes: Span<UInt8>, at start: Int, keyConnectionIDs: [[UInt8]]) -> PacketOutcome {
         var reader = WireReader(bytes, from: start)
-        guard let firstByte = reader.readU8() else { return .stop(.malformed(reason: "empty datagram"), reason: nil) }
+        guard let firstByte = reader.readU8(in: bytes) else { return .stop(.malformed(reason: "empty datagram"), reason: nil) }
         guard firstByte & 0x80 != 0 else {
             // Trailing zero bytes after coalesced packets are padding.
             return .stop(.notLongHeader, reason: firstByte == 0 ? "padding" : "short-header packet follows")
         }
-        guard let version = reader.readU32() else { return .stop(.malformed(reason: "long header ends before version"), reason: "truncated long header") }
+        guard let version = reader.readU32(in: bytes) else { return .stop(.malformed(reason: "long header ends before version"), reason: "truncated long header") }
         if version == 0 { return .stop(.versionNegotiation, reason: "version negotiation") }
         guard let parameters = initialParameters(for: version) else {
             return .stop(.unsupportedVersion(QUICVersion(rawValue: version)), reason: "unsupported version \(QUICVersion(rawValue: version))")
         }
-        guard let dcidLength = reader.readU8(), dcidLength <= 20, let dcid = reader.readBytes(Int(dcidLength)),
-              let scidLength = reader.readU8(), scidLength <= 20, let scid = reader.readBytes(Int(scidLength)) else {
+        guard let dcidLength = reader.readU8(in: bytes), dcidLength <= 20, let dcid = reader.readBytes(Int(dcidLength), in: bytes),
+              let scidLength = reader.readU8(in: bytes), scidLength <= 20, let scid = reader.readBytes(Int(scidLength), in: bytes) else {
             return .stop(.malformed(reason: "bad connection IDs"), reason: "bad connection IDs")
         }
         let kind = packetKind(typeBits: (firstByte >> 4) & 0x03, isVersion2: parameters.isVersion2)
         if kind == .retry { return .stop(.retry, reason: "retry") }
         var tokenLength = 0
         if kind == .initial {
-            guard let length = reader.readQUICVarInt(), length <= UInt64(reader.remaining) else {
+            guard let length = reader.readQUICVarInt(in: bytes), length <= UInt64(reader.remaining) else {
                 return .stop(.malformed(reason: "bad token length"), reason: "bad token length")
             }
             tokenLength = Int(length)
             _ = reader.skip(tokenLength)
         }
-        guard let length = reader.readQUICVarInt(), length <= UInt64(reader.remaining) else {
+        guard let length = reader.readQUICVarInt(in: bytes), length <= UInt64(reader.remaining) else {
             return .stop(.malformed(reason: "packet length runs past the datagram"), reason: "packet length runs past the datagram")
         }
         let packetNumberOffset = reader.offset
@@ -255,15 +267,14 @@ public enum QUICInitialParser {
         var packet = QUICInitialPacket(version: QUICVersion(rawValue: version), destinationConnectionID: dcid,
                                        sourceConnectionID: scid, keyConnectionID: keyID, tokenLength: tokenLength,
                                        packetNumber: opened.packetNumber, cryptoFrames: [], packetRange: start..<end)
-        // The plaintext is a local array; the pointer is used only inside the closure.
-        opened.plaintext.withUnsafeBytes { packet.cryptoFrames = cryptoFrames(in: $0) }
+        packet.cryptoFrames = cryptoFrames(in: opened.plaintext.span)
         return .initial(packet)
     }
 
     /// Removes header protection and decrypts one Initial with `keys`; nil when authentication fails.
-    private static func open(_ bytes: UnsafeRawBufferPointer, packetStart start: Int, packetNumberOffset: Int, end: Int,
+    private static func open(_ bytes: Span<UInt8>, packetStart start: Int, packetNumberOffset: Int, end: Int,
                              keys: ClientInitialKeys) -> (packetNumber: UInt64, plaintext: [UInt8])? {
-        var mask = Array(bytes[(packetNumberOffset + 4)..<(packetNumberOffset + 20)])
+        var mask = bytes.copied((packetNumberOffset + 4)..<(packetNumberOffset + 20))
         do {
             try AES.permute(&mask, key: keys.headerProtectionKey)
         } catch {
@@ -273,7 +284,7 @@ public enum QUICInitialParser {
         let packetNumberLength = Int(unprotectedFirst & 0x03) + 1
         let payloadStart = packetNumberOffset + packetNumberLength
         guard end - payloadStart >= 16 else { return nil }
-        var header = Array(bytes[start..<payloadStart])
+        var header = bytes.copied(start..<payloadStart)
         header[0] = unprotectedFirst
         var packetNumber: UInt64 = 0
         for index in 0..<packetNumberLength {
@@ -288,8 +299,8 @@ public enum QUICInitialParser {
         }
         do {
             let box = try AES.GCM.SealedBox(nonce: AES.GCM.Nonce(data: nonce),
-                                            ciphertext: bytes[payloadStart..<(end - 16)],
-                                            tag: bytes[(end - 16)..<end])
+                                            ciphertext: bytes.copied(payloadStart..<(end - 16)),
+                                            tag: bytes.copied((end - 16)..<end))
             let opened = try AES.GCM.open(box, using: keys.key, authenticating: header)
             return (packetNumber, Array(opened))
         } catch {
@@ -301,30 +312,30 @@ public enum QUICInitialParser {
 
     /// Collects the CRYPTO frames of a decrypted payload. Walks PADDING, PING,
     /// ACK, CRYPTO and CONNECTION_CLOSE; stops quietly at anything else.
-    static func cryptoFrames(in payload: UnsafeRawBufferPointer) -> [QUICCryptoFrame] {
+    static func cryptoFrames(in payload: Span<UInt8>) -> [QUICCryptoFrame] {
         var reader = WireReader(payload)
         var frames: [QUICCryptoFrame] = []
-        while let type = reader.readQUICVarInt() {
+        while let type = reader.readQUICVarInt(in: payload) {
             switch type {
             case 0x00, 0x01:  // PADDING, PING
                 continue
             case 0x02, 0x03:  // ACK (section 19.3)
-                guard reader.readQUICVarInt() != nil, reader.readQUICVarInt() != nil,
-                      let rangeCount = reader.readQUICVarInt(), reader.readQUICVarInt() != nil,
+                guard reader.readQUICVarInt(in: payload) != nil, reader.readQUICVarInt(in: payload) != nil,
+                      let rangeCount = reader.readQUICVarInt(in: payload), reader.readQUICVarInt(in: payload) != nil,
                       rangeCount <= UInt64(reader.remaining) else { return frames }
                 for _ in 0..<Int(rangeCount) {
-                    guard reader.readQUICVarInt() != nil, reader.readQUICVarInt() != nil else { return frames }
+                    guard reader.readQUICVarInt(in: payload) != nil, reader.readQUICVarInt(in: payload) != nil else { return frames }
                 }
                 if type == 0x03 {
-                    for _ in 0..<3 where reader.readQUICVarInt() == nil { return frames }
+                    for _ in 0..<3 where reader.readQUICVarInt(in: payload) == nil { return frames }
                 }
             case 0x06:  // CRYPTO (section 19.6)
-                guard let offset = reader.readQUICVarInt(), let length = reader.readQUICVarInt(),
-                      length <= UInt64(reader.remaining), let data = reader.readBytes(Int(length)) else { return frames }
+                guard let offset = reader.readQUICVarInt(in: payload), let length = reader.readQUICVarInt(in: payload),
+                      length <= UInt64(reader.remaining), let data = reader.readBytes(Int(length), in: payload) else { return frames }
                 frames.append(QUICCryptoFrame(offset: offset, data: data))
             case 0x1c:  // CONNECTION_CLOSE (section 19.19)
-                guard reader.readQUICVarInt() != nil, reader.readQUICVarInt() != nil,
-                      let reasonLength = reader.readQUICVarInt(), reasonLength <= UInt64(reader.remaining),
+                guard reader.readQUICVarInt(in: payload) != nil, reader.readQUICVarInt(in: payload) != nil,
+                      let reasonLength = reader.readQUICVarInt(in: payload), reasonLength <= UInt64(reader.remaining),
                       reader.skip(Int(reasonLength)) else { return frames }
             default:
                 return frames
@@ -369,7 +380,7 @@ public struct QUICCryptoAssembler: Sendable {
 
     /// Parses a client datagram of this flow with the flow's known Initial
     /// keys, and adds the CRYPTO frames of its Initials.
-    public mutating func add(datagram bytes: UnsafeRawBufferPointer) -> QUICDatagramOutcome {
+    public mutating func add(datagram bytes: Span<UInt8>) -> QUICDatagramOutcome {
         let outcome = QUICInitialParser.parse(datagram: bytes, keyConnectionIDs: keyConnectionIDs)
         if case .packets(let summary) = outcome {
             for packet in summary.initials { add(packet) }
@@ -379,16 +390,14 @@ public struct QUICCryptoAssembler: Sendable {
 
     /// Convenience for an array.
     public mutating func add(datagram bytes: [UInt8]) -> QUICDatagramOutcome {
-        // The pointer is used only during this call.
-        bytes.withUnsafeBytes { add(datagram: $0) }
+        add(datagram: bytes.span)
     }
 
     /// Adds one CRYPTO frame. Data beyond the bound is dropped.
     @discardableResult
     public mutating func add(_ frame: QUICCryptoFrame) -> Bool {
         guard frame.offset < UInt64(buffer.capacity) else { return false }
-        // The data is a local array; the pointer is used only inside the closure.
-        return frame.data.withUnsafeBytes { buffer.write($0, at: Int(frame.offset)) }
+        return buffer.write(frame.data.span, at: Int(frame.offset))
     }
 
     /// The ClientHello in the contiguous CRYPTO prefix (a bare handshake message).
@@ -396,8 +405,8 @@ public struct QUICCryptoAssembler: Sendable {
         buffer.withContiguousPrefix { ClientHelloParser.parse(handshakeMessage: $0) }
     }
 
-    /// Calls `body` with the contiguous CRYPTO prefix; the pointer must not escape `body`.
-    public func withContiguousPrefix<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+    /// Calls `body` with the contiguous CRYPTO prefix.
+    public func withContiguousPrefix<Result>(_ body: (Span<UInt8>) throws -> Result) rethrows -> Result {
         try buffer.withContiguousPrefix(body)
     }
 }

@@ -1,6 +1,6 @@
 // A bounded byte buffer filled at arbitrary offsets, first copy wins, that
-// exposes its contiguous prefix. Shared by the TCP stream peek and the QUIC
-// CRYPTO stream assembler.
+// exposes its contiguous prefix. Shared by the TCP stream peek, the QUIC
+// CRYPTO stream assembler and Google QUIC's handshake stream.
 
 /// Bytes at offsets `0..<capacity`, filled in any order; which offsets are
 /// filled is kept in a bitmap, so any pattern of tiny, overlapping or
@@ -28,7 +28,7 @@ struct ReassemblyBuffer: Sendable {
     /// Stores `piece` at `offset`, keeping bytes already present. Parts outside
     /// `0..<capacity` are dropped. Returns true when the contiguous prefix grew.
     @discardableResult
-    mutating func write(_ piece: UnsafeRawBufferPointer, at offset: Int) -> Bool {
+    mutating func write(_ piece: Span<UInt8>, at offset: Int) -> Bool {
         guard !piece.isEmpty, offset < capacity else { return false }
         // Clip to the buffer; `offset` may be negative for data before the start.
         let start = max(offset, 0)
@@ -41,24 +41,36 @@ struct ReassemblyBuffer: Sendable {
             let words = (storage.count + 63) >> 6
             if filled.count < words { filled.append(contentsOf: repeatElement(0, count: words - filled.count)) }
         }
-        var index = start
-        while index < end {
-            // Whole unfilled 64-bit words are copied at once; the rest byte by byte.
-            let word = index >> 6
-            if index & 63 == 0, end - index >= 64, filled[word] == 0 {
-                for byteIndex in 0..<64 { storage[index + byteIndex] = piece[index - offset + byteIndex] }
-                filled[word] = ~0
-                if index >= contiguousCount { bytesBeyondPrefix += 64 }
-                index += 64
-                continue
+        // The part of `piece` that lands inside the buffer, range-checked once, and
+        // one mutable span of the storage for all the writes (one uniqueness check).
+        // The storage is moved out while written, so the span borrows a local.
+        let source = piece.extracting((start - offset)..<(end - offset))
+        var bytes = storage
+        storage = []
+        do {
+            var target = bytes.mutableSpan
+            var index = start
+            while index < end {
+                // Whole unfilled 64-bit words are copied at once; the rest byte by byte.
+                let word = index >> 6
+                if index & 63 == 0, end - index >= 64, filled[word] == 0 {
+                    let block = source.extracting((index - start)..<(index - start + 64))
+                    for byteIndex in 0..<64 { target[index + byteIndex] = block[byteIndex] }
+                    filled[word] = ~0
+                    if index >= contiguousCount { bytesBeyondPrefix += 64 }
+                    index += 64
+                    continue
+                }
+                let bit: UInt64 = 1 << UInt64(index & 63)
+                if filled[word] & bit == 0 {
+                    target[index] = source[index - start]
+                    filled[word] |= bit
+                    if index >= contiguousCount { bytesBeyondPrefix += 1 }
+                }
+                index += 1
             }
-            if !isFilled(index) {
-                storage[index] = piece[index - offset]
-                filled[word] |= 1 << UInt64(index & 63)
-                if index >= contiguousCount { bytesBeyondPrefix += 1 }
-            }
-            index += 1
         }
+        storage = bytes
         let before = contiguousCount
         while contiguousCount < storage.count {
             let word = contiguousCount >> 6
@@ -83,10 +95,9 @@ struct ReassemblyBuffer: Sendable {
         bytesBeyondPrefix = 0
     }
 
-    /// Calls `body` with the contiguous prefix; the pointer must not escape `body`.
-    func withContiguousPrefix<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
-        // `storage` is not mutated during the call and the pointer does not escape `body`.
-        try storage.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<contiguousCount])) }
+    /// Calls `body` with the contiguous prefix.
+    func withContiguousPrefix<Result>(_ body: (Span<UInt8>) throws -> Result) rethrows -> Result {
+        try body(storage.span.extracting(0..<contiguousCount))
     }
 
     var contiguousPrefix: ArraySlice<UInt8> { storage[0..<contiguousCount] }

@@ -40,7 +40,7 @@ public struct StreamPeek: Sendable {
     /// Adds one segment of this direction. `isSYN` is the segment's SYN flag.
     /// Returns true when the contiguous prefix grew.
     @discardableResult
-    public mutating func add(sequenceNumber: UInt32, isSYN: Bool, payload: UnsafeRawBufferPointer) -> Bool {
+    public mutating func add(sequenceNumber: UInt32, isSYN: Bool, payload: Span<UInt8>) -> Bool {
         if isSYN {
             let start = sequenceNumber &+ 1
             // A SYN fixes the start unless data is already stored (then a retransmitted
@@ -61,12 +61,11 @@ public struct StreamPeek: Sendable {
     /// Convenience for an array payload.
     @discardableResult
     public mutating func add(sequenceNumber: UInt32, isSYN: Bool, payload: [UInt8]) -> Bool {
-        // The pointer is used only during this call.
-        payload.withUnsafeBytes { add(sequenceNumber: sequenceNumber, isSYN: isSYN, payload: $0) }
+        add(sequenceNumber: sequenceNumber, isSYN: isSYN, payload: payload.span)
     }
 
-    /// Calls `body` with the contiguous prefix; the pointer must not escape `body`.
-    public func withContiguousPrefix<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+    /// Calls `body` with the contiguous prefix.
+    public func withContiguousPrefix<Result>(_ body: (Span<UInt8>) throws -> Result) rethrows -> Result {
         try buffer.withContiguousPrefix(body)
     }
 

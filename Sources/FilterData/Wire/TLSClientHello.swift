@@ -48,14 +48,15 @@ public enum ClientHelloParser {
     /// Parses a ClientHello carried in TLS records (the TCP stream prefix). The
     /// handshake message may span several records; they must all be handshake
     /// records (RFC 8446 section 5.1 forbids interleaving).
-    public static func parse(recordStream bytes: UnsafeRawBufferPointer) -> ClientHelloOutcome {
+    public static func parse(recordStream bytes: Span<UInt8>) -> ClientHelloOutcome {
         // Record header: type(1) version(2) length(2).
-        guard let contentType = bytes.first else { return .needMoreData(totalBytes: 5) }
+        guard !bytes.isEmpty else { return .needMoreData(totalBytes: 5) }
+        let contentType = bytes[0]
         guard contentType == 22 else { return .notTLS }
         if bytes.count >= 2, bytes[1] != 3 { return .notTLS }
         if bytes.count >= 3, bytes[2] > 4 { return .notTLS }
         guard bytes.count >= 5 else { return .needMoreData(totalBytes: 5) }
-        let firstLength = Int(bytes.loadBigEndianU16(at: 3))
+        let firstLength = Int(bytes.bigEndianU16(at: 3))
         guard firstLength > 0 else { return .malformed(reason: "empty TLS handshake record") }
         guard firstLength <= maximumRecordLength else {
             return .malformed(reason: "TLS record length \(firstLength) exceeds the protocol limit")
@@ -72,7 +73,7 @@ public enum ClientHelloParser {
             }
             if messageLength <= firstLength {
                 guard bytes.count >= 5 + messageLength else { return .needMoreData(totalBytes: 5 + firstLength) }
-                return parse(message: UnsafeRawBufferPointer(rebasing: bytes[5..<(5 + messageLength)]))
+                return parse(message: bytes.extracting(5..<(5 + messageLength)))
             }
         }
         // General path: gather the handshake fragments from consecutive records.
@@ -82,7 +83,7 @@ public enum ClientHelloParser {
         while true {
             if let needed = neededMessageLength, message.count >= needed {
                 message.removeSubrange(needed...)
-                return message.withUnsafeBytes { parse(message: $0) }
+                return parse(message: message.span)
             }
             guard bytes.count - offset >= 5 else {
                 let missing = neededMessageLength.map { $0 - message.count } ?? 1
@@ -92,7 +93,7 @@ public enum ClientHelloParser {
                 return .malformed(reason: "record of type \(bytes[offset]) inside the ClientHello")
             }
             guard bytes[offset + 1] == 3 else { return .malformed(reason: "bad record version inside the ClientHello") }
-            let length = Int(bytes.loadBigEndianU16(at: offset + 3))
+            let length = Int(bytes.bigEndianU16(at: offset + 3))
             guard length > 0 else { return .malformed(reason: "empty TLS handshake record") }
             guard length <= maximumRecordLength else {
                 return .malformed(reason: "TLS record length \(length) exceeds the protocol limit")
@@ -100,7 +101,7 @@ public enum ClientHelloParser {
             let available = min(length, bytes.count - offset - 5)
             let fragmentStart = offset + 5
             if message.isEmpty { message.reserveCapacity(min(maximumHandshakeLength, 4 * length)) }
-            message.append(contentsOf: bytes[fragmentStart..<(fragmentStart + available)])
+            for index in fragmentStart..<(fragmentStart + available) { message.append(bytes[index]) }
             if neededMessageLength == nil, message.count >= 4 {
                 let declared = 4 + ((Int(message[1]) << 16) | (Int(message[2]) << 8) | Int(message[3]))
                 guard declared <= maximumHandshakeLength else {
@@ -116,17 +117,17 @@ public enum ClientHelloParser {
         }
     }
 
-    /// Convenience for an array; see ``parse(recordStream:)-(UnsafeRawBufferPointer)``.
+    /// Convenience for an array; see ``parse(recordStream:)-(Span<UInt8>)``.
     public static func parse(recordStream bytes: [UInt8]) -> ClientHelloOutcome {
-        // The pointer is used only during this call.
-        bytes.withUnsafeBytes { parse(recordStream: $0) }
+        parse(recordStream: bytes.span)
     }
 
     /// Parses a bare handshake message (no record layer), as carried in the
     /// QUIC CRYPTO stream (RFC 9001 section 4.1.3). Incomplete input gives
     /// `.needMoreData`; a message that is not a ClientHello gives `.notTLS`.
-    public static func parse(handshakeMessage bytes: UnsafeRawBufferPointer) -> ClientHelloOutcome {
-        guard let type = bytes.first else { return .needMoreData(totalBytes: 4) }
+    public static func parse(handshakeMessage bytes: Span<UInt8>) -> ClientHelloOutcome {
+        guard !bytes.isEmpty else { return .needMoreData(totalBytes: 4) }
+        let type = bytes[0]
         guard type == 1 else { return .notTLS }
         guard bytes.count >= 4 else { return .needMoreData(totalBytes: 4) }
         let messageLength = 4 + ((Int(bytes[1]) << 16) | (Int(bytes[2]) << 8) | Int(bytes[3]))
@@ -134,34 +135,33 @@ public enum ClientHelloParser {
             return .malformed(reason: "ClientHello of \(messageLength) bytes exceeds the \(maximumHandshakeLength)-byte bound")
         }
         guard bytes.count >= messageLength else { return .needMoreData(totalBytes: messageLength) }
-        return parse(message: UnsafeRawBufferPointer(rebasing: bytes[0..<messageLength]))
+        return parse(message: bytes.extracting(0..<messageLength))
     }
 
-    /// Convenience for an array; see ``parse(handshakeMessage:)-(UnsafeRawBufferPointer)``.
+    /// Convenience for an array; see ``parse(handshakeMessage:)-(Span<UInt8>)``.
     public static func parse(handshakeMessage bytes: [UInt8]) -> ClientHelloOutcome {
-        // The pointer is used only during this call.
-        bytes.withUnsafeBytes { parse(handshakeMessage: $0) }
+        parse(handshakeMessage: bytes.span)
     }
 
     // MARK: The ClientHello message
 
     /// `bytes` is exactly one complete handshake message, header included.
-    private static func parse(message bytes: UnsafeRawBufferPointer) -> ClientHelloOutcome {
+    private static func parse(message bytes: Span<UInt8>) -> ClientHelloOutcome {
         var reader = WireReader(bytes)
-        guard reader.readU8() == 1, let bodyLength = reader.readU24(), bodyLength == reader.remaining else {
+        guard reader.readU8(in: bytes) == 1, let bodyLength = reader.readU24(in: bytes), bodyLength == reader.remaining else {
             return .malformed(reason: "handshake header does not match its length")
         }
-        guard let legacyVersion = reader.readU16() else { return .malformed(reason: "ClientHello ends before legacy_version") }
+        guard let legacyVersion = reader.readU16(in: bytes) else { return .malformed(reason: "ClientHello ends before legacy_version") }
         guard legacyVersion >> 8 == 3 else { return .malformed(reason: "ClientHello legacy_version is not 3.x") }
         guard reader.skip(32) else { return .malformed(reason: "ClientHello ends inside random") }
-        guard let sessionIDLength = reader.readU8(), sessionIDLength <= 32, reader.skip(Int(sessionIDLength)) else {
+        guard let sessionIDLength = reader.readU8(in: bytes), sessionIDLength <= 32, reader.skip(Int(sessionIDLength)) else {
             return .malformed(reason: "bad legacy_session_id")
         }
-        guard let suitesLength = reader.readU16(), suitesLength >= 2, suitesLength % 2 == 0,
+        guard let suitesLength = reader.readU16(in: bytes), suitesLength >= 2, suitesLength % 2 == 0,
               reader.skip(Int(suitesLength)) else {
             return .malformed(reason: "bad cipher_suites")
         }
-        guard let compressionLength = reader.readU8(), compressionLength >= 1, reader.skip(Int(compressionLength)) else {
+        guard let compressionLength = reader.readU8(in: bytes), compressionLength >= 1, reader.skip(Int(compressionLength)) else {
             return .malformed(reason: "bad legacy_compression_methods")
         }
         var info = ClientHelloInfo(serverName: nil, hasEncryptedClientHello: false, hasLegacyEncryptedSNI: false,
@@ -169,14 +169,14 @@ public enum ClientHelloParser {
                                    handshakeLength: bytes.count)
         // Extensions may be absent altogether in pre-TLS-1.3 ClientHellos.
         if reader.isAtEnd { return .clientHello(info) }
-        guard let extensionsLength = reader.readU16(), Int(extensionsLength) == reader.remaining else {
+        guard let extensionsLength = reader.readU16(in: bytes), Int(extensionsLength) == reader.remaining else {
             return .malformed(reason: "extensions length does not match the message")
         }
         var sawServerName = false
         var sawALPN = false
         var sawSupportedVersions = false
         while !reader.isAtEnd {
-            guard let type = reader.readU16(), let length = reader.readU16(),
+            guard let type = reader.readU16(in: bytes), let length = reader.readU16(in: bytes),
                   var body = reader.readSubReader(Int(length)) else {
                 return .malformed(reason: "extension runs past the end of the ClientHello")
             }
@@ -186,29 +186,27 @@ public enum ClientHelloParser {
                 guard !sawServerName else { return .malformed(reason: "duplicate server_name extension") }
                 sawServerName = true
                 guard length > 0 else { continue }  // empty in a ServerHello; tolerated here
-                guard let listLength = body.readU16(), Int(listLength) == body.remaining else {
+                guard let listLength = body.readU16(in: bytes), Int(listLength) == body.remaining else {
                     return .malformed(reason: "server_name list length does not match the extension")
                 }
                 while !body.isAtEnd {
-                    guard let nameType = body.readU8(), let nameLength = body.readU16(),
+                    guard let nameType = body.readU8(in: bytes), let nameLength = body.readU16(in: bytes),
                           let range = body.readRange(Int(nameLength)) else {
                         return .malformed(reason: "server_name entry runs past the extension")
                     }
                     if nameType == 0 && info.serverName == nil {
                         guard nameLength > 0 else { return .malformed(reason: "empty host_name in server_name") }
-                        var name = [UInt8](repeating: 0, count: range.count)
-                        for index in 0..<range.count { name[index] = ASCII.lowercased(bytes[range.lowerBound + index]) }
-                        info.serverName = name
+                        info.serverName = bytes.lowercasedASCII(range)
                     }
                 }
             case 16:  // application_layer_protocol_negotiation, RFC 7301 section 3.1
                 guard !sawALPN else { return .malformed(reason: "duplicate ALPN extension") }
                 sawALPN = true
-                guard let listLength = body.readU16(), Int(listLength) == body.remaining else {
+                guard let listLength = body.readU16(in: bytes), Int(listLength) == body.remaining else {
                     return .malformed(reason: "ALPN list length does not match the extension")
                 }
                 while !body.isAtEnd {
-                    guard let nameLength = body.readU8(), nameLength > 0, let name = body.readBytes(Int(nameLength)) else {
+                    guard let nameLength = body.readU8(in: bytes), nameLength > 0, let name = body.readBytes(Int(nameLength), in: bytes) else {
                         return .malformed(reason: "bad ALPN protocol name")
                     }
                     info.alpnProtocols.append(name)
@@ -216,10 +214,10 @@ public enum ClientHelloParser {
             case 43:  // supported_versions, RFC 8446 section 4.2.1
                 guard !sawSupportedVersions else { return .malformed(reason: "duplicate supported_versions extension") }
                 sawSupportedVersions = true
-                guard let listLength = body.readU8(), Int(listLength) == body.remaining, listLength % 2 == 0 else {
+                guard let listLength = body.readU8(in: bytes), Int(listLength) == body.remaining, listLength % 2 == 0 else {
                     return .malformed(reason: "supported_versions length does not match the extension")
                 }
-                while let version = body.readU16() { info.supportedVersions.append(version) }
+                while let version = body.readU16(in: bytes) { info.supportedVersions.append(version) }
             case 0xfe0d:
                 info.hasEncryptedClientHello = true
             case 0xffce:

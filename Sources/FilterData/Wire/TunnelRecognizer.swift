@@ -138,9 +138,11 @@ public enum TunnelRecognizer {
     /// 32 bytes and 16 more than a multiple of 16. Tailscale's discovery
     /// messages ("TS" and U+1F4AC, then a 32-byte key and a 24-byte nonce) go
     /// on the same socket as its WireGuard.
+    static let tailscaleDiscoveryMagic = Array("TS\u{1F4AC}".utf8)
+
     static func wireGuard(_ bytes: Span<UInt8>) -> BypassRecognition? {
         let count = bytes.count
-        if count >= 62, SpanBytes.hasPrefix(bytes, "TS\u{1F4AC}") {
+        if count >= 62, bytes.matches(tailscaleDiscoveryMagic) {
             return BypassRecognition(.wireguard, "Tailscale discovery message")
         }
         guard count >= 32, bytes[1] == 0, bytes[2] == 0, bytes[3] == 0 else { return nil }
@@ -150,7 +152,7 @@ public enum TunnelRecognizer {
         case 3 where count == 64: return BypassRecognition(.wireguard, "cookie reply")
         case 4 where (count - 16) % 16 == 0:
             // The receiver index is the peer's choice: zero would be a coincidence of a random sender.
-            guard !SpanBytes.allZero(bytes, 4..<8) else { return nil }
+            guard !bytes.allZero(in: 4..<8) else { return nil }
             return BypassRecognition(.wireguard, count == 32 ? "keepalive" : "transport data")
         default: return nil
         }
@@ -167,18 +169,18 @@ public enum TunnelRecognizer {
     static func ike(_ bytes: Span<UInt8>, natTraversal: Bool) -> BypassRecognition? {
         var start = 0
         if natTraversal {
-            guard bytes.count >= 4 + 28, SpanBytes.allZero(bytes, 0..<4) else { return nil }
+            guard bytes.count >= 4 + 28, bytes.allZero(in: 0..<4) else { return nil }
             start = 4
         }
-        guard bytes.count - start >= 28, !SpanBytes.allZero(bytes, start..<(start + 8)) else { return nil }
+        guard bytes.count - start >= 28, !bytes.allZero(in: start..<(start + 8)) else { return nil }
         let nextPayload = bytes[start + 16]
         let version = bytes[start + 17]
         let exchange = bytes[start + 18]
         let flags = bytes[start + 19]
-        let messageID = SpanBytes.u32(bytes, at: start + 20)
-        let length = Int(SpanBytes.u32(bytes, at: start + 24))
+        let messageID = bytes.bigEndianU32(at: start + 20)
+        let length = Int(bytes.bigEndianU32(at: start + 24))
         guard length == bytes.count - start else { return nil }
-        let responderSPIZero = SpanBytes.allZero(bytes, (start + 8)..<(start + 16))
+        let responderSPIZero = bytes.allZero(in: (start + 8)..<(start + 16))
         switch version {
         case 0x20:
             // Exchange types 34-37 (RFC 7296 section 3.1), 43 IKE_SESSION_RESUME (RFC 5723), 44 IKE_INTERMEDIATE (RFC 9242).
@@ -229,10 +231,10 @@ public enum TunnelRecognizer {
         let opcode = bytes[start] >> 3
         let keyID = bytes[start] & 0x07
         guard keyID == 0, opcode == 7 || opcode == 10 else { return nil }
-        let session = SpanBytes.copy(bytes, (start + 1)..<(start + 9))
+        let session = bytes.copied((start + 1)..<(start + 9))
         let end = start + count
 
-        func packetID(at offset: Int) -> UInt32? { offset + 4 <= end ? SpanBytes.u32(bytes, at: offset) : nil }
+        func packetID(at offset: Int) -> UInt32? { offset + 4 <= end ? bytes.bigEndianU32(at: offset) : nil }
         /// Ack count 0 and message ID 0 at `offset`, then nothing or well-formed TLVs.
         func firstMessage(at offset: Int) -> Bool {
             guard offset + 5 <= end, bytes[offset] == 0, packetID(at: offset + 1) == 0 else { return false }
@@ -244,7 +246,7 @@ public enum TunnelRecognizer {
             // The first packet ID is 1 in its low bits; OpenVPN 2.6 sets the high byte (EARLY_NEG_START,
             // 0x0f000000) to announce early negotiation, and development versions set other high bits.
             guard count >= 9 + 8 + 32 + 5 + 2, let firstID = packetID(at: start + 9), firstID & 0xFFFF == 1 else { return nil }
-            let wrappedKeyLength = Int(SpanBytes.u16(bytes, at: end - 2))
+            let wrappedKeyLength = Int(bytes.bigEndianU16(at: end - 2))
             // The wrapped key: a 32-byte tag, the 256-byte client key (and metadata), its 2-byte length.
             guard wrappedKeyLength >= 32 + 256 + 2, wrappedKeyLength <= count - (9 + 8 + 32 + 5) else { return nil }
             return OpenVPNPacket(opcode: opcode, sessionID: session, recognition: BypassRecognition(.openvpn, "tls-crypt-v2 hard reset"))
@@ -270,7 +272,7 @@ public enum TunnelRecognizer {
         while offset < end {
             items += 1
             guard items <= 16, end - offset >= 4 else { return false }
-            let length = Int(SpanBytes.u16(bytes, at: offset + 2))
+            let length = Int(bytes.bigEndianU16(at: offset + 2))
             guard end - offset - 4 >= length else { return false }
             offset += 4 + length
         }
@@ -284,7 +286,7 @@ public enum TunnelRecognizer {
             if bytes.count >= 1, bytes[0] > 0x06 { return .notRecognized }
             return .needMoreData
         }
-        let length = Int(SpanBytes.u16(bytes, at: 0))
+        let length = Int(bytes.bigEndianU16(at: 0))
         guard length >= 14, length <= 1_600, bytes[2] == 0x38 || bytes[2] == 0x50 else { return .notRecognized }
         guard bytes.count >= 2 + length else { return .needMoreData }
         guard var packet = openVPNPacket(bytes, from: 2, count: length) else { return .notRecognized }
@@ -305,7 +307,7 @@ public enum TunnelRecognizer {
         let methods = Int(bytes[1])
         guard methods >= 1 else { return .notRecognized }
         guard bytes.count >= 2 + methods else { return .needMoreData }
-        for index in 2..<(2 + methods) where bytes[index] == 0xFF { return .notRecognized }
+        if bytes.contains(0xFF, in: 2..<(2 + methods)) { return .notRecognized }
         var offset = 2 + methods
         if offset == bytes.count { return .recognized(BypassRecognition(.socks, "SOCKS5 greeting")) }
         // Username/password sub-negotiation: version 1, ULEN, UNAME, PLEN, PASSWD.
@@ -325,7 +327,7 @@ public enum TunnelRecognizer {
 
     /// The destination of a SOCKS5 request at `offset`, nil while incomplete or unreadable.
     static func socks5Target(_ bytes: Span<UInt8>, at offset: Int) -> ProxyTarget? {
-        var cursor = SpanCursor(bytes, from: offset)
+        var cursor = WireReader(bytes, from: offset)
         guard cursor.readU8(in: bytes) == 5, let command = cursor.readU8(in: bytes), (1...3).contains(command),
               cursor.readU8(in: bytes) == 0, let addressType = cursor.readU8(in: bytes) else { return nil }
         let host: String
@@ -355,8 +357,8 @@ public enum TunnelRecognizer {
         guard bytes.count >= 2 else { return .needMoreData }
         guard bytes[1] == 1 || bytes[1] == 2 else { return .notRecognized }
         guard bytes.count >= 9 else { return .needMoreData }
-        let port = SpanBytes.u16(bytes, at: 2)
-        let address = SpanBytes.copy(bytes, 4..<8)
+        let port = bytes.bigEndianU16(at: 2)
+        let address = bytes.copied(4..<8)
         guard let userEnd = nulTerminated(bytes, from: 8) else {
             return bytes.count - 8 > 255 ? .notRecognized : .needMoreData
         }
@@ -365,7 +367,7 @@ public enum TunnelRecognizer {
                 return bytes.count - userEnd > 256 ? .notRecognized : .needMoreData
             }
             guard nameEnd > userEnd + 1 else { return .notRecognized }
-            let name = String(decoding: SpanBytes.copy(bytes, (userEnd + 1)..<nameEnd), as: UTF8.self)
+            let name = String(decoding: bytes.copied((userEnd + 1)..<nameEnd), as: UTF8.self)
             return .recognized(BypassRecognition(.socks, "SOCKS4a request", target: ProxyTarget(host: name, port: port)))
         }
         let host = address.map(String.init).joined(separator: ".")
@@ -389,24 +391,24 @@ public enum TunnelRecognizer {
     /// An HTTP CONNECT request (RFC 9110 section 9.3.6): the method, case
     /// sensitive, then the authority form of the target (host:port, RFC 9112
     /// section 3.2.3), then the HTTP version.
+    static let connectMethod = Array("CONNECT ".utf8)
+    static let connectVersion = Array(" HTTP/1.".utf8)
+
     static func httpConnect(_ bytes: Span<UInt8>) -> BypassOutcome {
-        let method = "CONNECT "
-        let prefix = min(bytes.count, method.utf8.count)
-        var index = 0
-        for byte in method.utf8.prefix(prefix) {
-            guard bytes[index] == byte else { return .notRecognized }
-            index += 1
-        }
-        guard bytes.count > method.utf8.count else { return .needMoreData }
-        var end = method.utf8.count
+        let method = connectMethod.span
+        // As much of the method as has arrived must match.
+        let shown = bytes.extracting(0..<min(bytes.count, method.count))
+        for index in shown.indices where shown[index] != method[index] { return .notRecognized }
+        guard bytes.count > method.count else { return .needMoreData }
+        var end = method.count
         while end < bytes.count, bytes[end] != 0x20 {
             guard bytes[end] > 0x20, bytes[end] < 0x7F, end < 2_048 else { return .notRecognized }
             end += 1
         }
         guard end < bytes.count else { return .needMoreData }
-        guard SpanBytes.hasPrefix(bytes, " HTTP/1.", at: end) || bytes.count < end + 8 else { return .notRecognized }
+        guard bytes.matches(connectVersion, at: end) || bytes.count < end + 8 else { return .notRecognized }
         guard bytes.count >= end + 8 else { return .needMoreData }
-        let authority = String(decoding: SpanBytes.copy(bytes, method.utf8.count..<end), as: UTF8.self)
+        let authority = String(decoding: bytes.copied(method.count..<end), as: UTF8.self)
         guard let target = authorityTarget(authority) else { return .notRecognized }
         return .recognized(BypassRecognition(.connect, "HTTP CONNECT", target: target))
     }
@@ -447,11 +449,11 @@ public struct DatagramTunnelRecognizer: Sendable {
         // 0x58 are QUIC short headers, whose connection ID repeats as well.)
         let controlOpcodes: [UInt8] = [0x20, 0x28, 0x38]
         if let session = openVPNSession, bytes.count >= 9, controlOpcodes.contains(bytes[0]),
-           SpanBytes.copy(bytes, 1..<9) == session {
+           bytes.copied(1..<9) == session {
             return .recognized(BypassRecognition(.openvpn, "control packets of one session"))
         }
         if openVPNSession == nil, bytes.count >= 9, controlOpcodes.contains(bytes[0]) {
-            openVPNSession = SpanBytes.copy(bytes, 1..<9)
+            openVPNSession = bytes.copied(1..<9)
         }
         return .notRecognized
     }
