@@ -45,6 +45,7 @@ let package = Package(
         .package(url: "https://github.com/swift-extras/swift-extras-base64.git", from: "1.0.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
@@ -129,7 +130,8 @@ let package = Package(
                 // filter-control's long-running parts are services of one group.
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-                // The Prometheus endpoint (metrics:): swift-prometheus's registry, which gives each metric its help text.
+                // The Prometheus endpoint (metrics:): recorded through swift-metrics, kept by swift-prometheus.
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "SystemPackage", package: "swift-system"),
                 // Rule downloads: a small HTTPS GET client with SPKI pins (Sources/FilterControl/Rules).

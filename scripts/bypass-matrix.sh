@@ -20,9 +20,7 @@
 # "nonames" (as 4241 but noName: block). Root's flows (a kernel-owned or root socket) are system
 # flows, which get the top-level policy.
 #
-# Until filter-data uses TunnelRecognizer, GoogleQUIC and DNSBypassRewrite and the policy parser
-# reads safeSearch/bypass (issue 14's integration), most "block" rows show "allow": the table says
-# which. Run as root on Debian 12:   scripts/bypass-matrix.sh [--keep] [--capture FILE]
+# Run as root on Debian 12:   scripts/bypass-matrix.sh [--keep] [--capture FILE]
 #   --keep          leave everything running until Enter
 #   --capture FILE  write what the lab machine sends and receives (tcpdump) to FILE, e.g. for
 #                   HALLPASS_BYPASS_CAPTURE=FILE swift test --filter anyCapture
@@ -196,7 +194,7 @@ groups:
   relaxed: { uids: ["4242"] }
   nonames: { uids: ["4243"] }
 policy:
-  block: [ doh, ech-front, vpn ]
+  block: [ vpn ]        # doh and ech-front go with bypass.encryptedDNS and bypass.ech
   unknown: allow
   noName: allow
 YAML
@@ -233,7 +231,7 @@ sed 's/^/   | /' "$work/school-policy.yaml"
 # apply the bundle's policy (groups) yet.
 cat >"$work/hallpass.yaml" <<YAML
 policy:
-  block: [ doh, ech-front, vpn ]
+  block: [ vpn ]
   unknown: allow
   noName: allow
 queue:
@@ -367,19 +365,12 @@ rows=(
     "IP-literal HTTPS (policy.noName)|curl https://10.83.0.2/|4243|block|try_ip_literal 4243"
     "IP-literal HTTPS (policy.noName)|curl https://10.83.0.2/|4242|allow|try_ip_literal 4242"
 )
-# Why a row differs, when hallpass lacks something it needs: the groups (uids 4242, 4243) need the
-# daemon to apply the bundle's policy; the "block" rows of issue 14 need filter-data to use the
-# recognizers and rewrites (and the policy keys). DoH, the ECH public name and noName are decided
-# by what hallpass already does (categories doh and ech-front, policy.noName).
+# Why a row differs, when the daemon does not apply the bundle's groups (uids 4242, 4243): said
+# next to the row; any other difference is a bug in hallpass (docs/bypass.md says what it enforces).
 missing_piece() {  # missing_piece TECHNIQUE UID EXPECTED
     if [ "$2" != 4241 ] && [ "$2" != 0 ] && [ "$groups_applied" = 0 ]; then
         echo "(needs the bundle's groups in the daemon)"
-        return
     fi
-    case "$1" in
-        "DNS over HTTPS"*|"ECH ClientHello"*|"IP-literal"*) echo "" ;;
-        *) [ "$3" = block ] && echo "(needs the issue-14 integration)" || echo "" ;;
-    esac
 }
 
 echo

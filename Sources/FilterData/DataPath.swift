@@ -58,6 +58,11 @@ public final class DataPath {
     /// The channel to filter-control; nil when run by hand (needRules then gets `policy.askDefault` at once).
     public let control: ControlChannel?
     public private(set) var held: HeldPackets
+    /// The DNS message ID of each held query packet (by queue packet ID):
+    /// a query decided once its question is answered gets the plan for its
+    /// answer (the block page, NXDOMAIN, SafeSearch) as a query judged on
+    /// arrival does. As bounded as `held`; an entry goes with its verdict.
+    private var heldDNSIDs: [UInt32: UInt16] = [:]
     /// Queries judged on the way out whose answers are changed on the way in.
     public private(set) var answerPlans = DNSAnswerPlans()
     public private(set) var counters = DataPathCounters()
@@ -170,13 +175,18 @@ public final class DataPath {
         guard inspection.verdict == .needRules, inspection.finality == .undecided, let key = inspection.flow,
             let question = DataPath.question(for: inspection)
         else {
-            let verdict = verdict(for: inspection)
-            if verdict == .repeatWithMark(marks.dnsAnswer) { expectAnswer(to: bytes, inspection, now: now) }
+            var verdict = verdict(for: inspection)
+            // A query whose answer is to be changed goes on with the mark that brings the answer back.
+            if let action = DataPath.answerAction(for: inspection, engines: inspector.engines) {
+                verdict = .repeatWithMark(marks.dnsAnswer)
+                expectAnswer(to: bytes, inspection, action: action, now: now)
+            }
             socket.setVerdict(verdict, for: packet.id)
             report(inspection)
             return
         }
         let uid = inspection.facts.uid
+        if inspection.kind == .dns, let id = DataPath.dnsMessageID(bytes) { heldDNSIDs[packet.id] = id }
         guard let control else {
             // Nobody to ask: the default, at once.
             settle(key, packets: [packet.id], with: askDefault(uid: uid), uid: uid, now: now)
@@ -264,10 +274,39 @@ public final class DataPath {
         pendingReports.removeFirst(sent)
     }
 
+    /// How the answer to a query on its way out is to be changed, if at all:
+    /// a blocked name's points at the block page (with `blockedDNS:
+    /// rewrite`), a canary name's becomes NXDOMAIN, a SafeSearch name's
+    /// points at the enforcement host (once filter-control gave its
+    /// addresses), and an HTTPS or SVCB answer loses `ech` (`bypass.ech: block`).
+    public static func answerAction<Rules>(for inspection: Inspection, engines: PolicyEngines<Rules>) -> DNSAnswerAction? {
+        guard inspection.finality == .packetDecision, inspection.kind == .dns, inspection.direction == .clientToServer,
+            let host = inspection.facts.host
+        else { return nil }
+        let policy = (engines.engine(for: inspection.facts.uid) ?? engines.fallback).policy
+        switch inspection.verdict {
+        case .drop:
+            let reason = inspection.decision.reason
+            if reason.source == .bypass, reason.rule == VerdictEngine<Rules>.canaryRule { return .nxdomain }
+            return policy.dnsRewrite != nil ? .pointAtBlockPage : nil
+        case .allow:
+            if !policy.bypass.safeSearch.isEmpty, let engine = SafeSearch.engine(for: host, among: policy.bypass.safeSearch),
+                engines.set.safeSearchTargets[engine] != nil
+            {
+                return .safeSearch(engine)
+            }
+            let type = inspection.findings.dnsType
+            if policy.bypass.ech == .block, type == 65 || type == 64 { return .removeECH }
+            return nil
+        case .needRules, .needMoreData:
+            return nil
+        }
+    }
+
     /// Keeps the judgement of a query whose answer is to be changed.
-    private func expectAnswer(to packet: Span<UInt8>, _ inspection: Inspection, now: UInt64) {
+    private func expectAnswer(to packet: Span<UInt8>, _ inspection: Inspection, action: DNSAnswerAction, now: UInt64) {
         guard let key = inspection.flow, let name = inspection.facts.host, let id = DataPath.dnsMessageID(packet) else { return }
-        answerPlans.expect(.init(flow: key, id: id), name: name, action: .pointAtBlockPage, now: now)
+        answerPlans.expect(.init(flow: key, id: id), name: name, action: action, now: now)
     }
 
     /// The DNS message id of a UDP packet (the first two bytes after the UDP header).
@@ -292,7 +331,48 @@ public final class DataPath {
             }
             counters.dnsRewrites += 1
             return .acceptRewritten(rewritten)
+        case .nxdomain, .safeSearch, .removeECH:
+            do throws(DNSRewriteError) {
+                guard let rewritten = try DataPath.rewrite(packet, action: action, targets: inspector.engines.set.safeSearchTargets) else {
+                    return .accept
+                }
+                counters.dnsRewrites += 1
+                return .acceptRewritten(rewritten)
+            } catch {
+                // An answer the rewrite cannot read passes as it is (the flow that follows is still judged by its name).
+                counters.dnsRewritesEmpty += 1
+                return .accept
+            }
         }
+    }
+
+    /// The answer packet changed for a bypass action; nil when there is nothing to change.
+    public static func rewrite(
+        _ bytes: Span<UInt8>, action: DNSAnswerAction, targets: [SafeSearchEngine: SafeSearchTarget]
+    ) throws(DNSRewriteError) -> [UInt8]? {
+        let message = try DNSPacketRewrite.udpPayload(of: bytes)
+        let changed: [UInt8]?
+        switch action {
+        case .nxdomain:
+            changed = try DNSBypassRewrite.nxdomain(for: message)
+        case .safeSearch(let engine):
+            guard let target = targets[engine] else { return nil }
+            changed = try DNSBypassRewrite.safeSearchAnswer(
+                for: message, target: Array(engine.enforcementHost.utf8), addresses: target.addresses, timeToLive: target.timeToLive)
+        case .removeECH:
+            changed = try DNSBypassRewrite.removingECH(fromMessage: message)
+        case .pointAtBlockPage:
+            return nil
+        }
+        guard let changed else { return nil }
+        return try DNSPacketRewrite.replacingUDPPayload(of: bytes, with: changed)
+    }
+
+    /// Convenience for an array.
+    public static func rewrite(
+        _ packet: [UInt8], action: DNSAnswerAction, targets: [SafeSearchEngine: SafeSearchTarget]
+    ) throws(DNSRewriteError) -> [UInt8]? {
+        try rewrite(packet.span, action: action, targets: targets)
     }
 
     private func verdict(for inspection: Inspection) -> KernelVerdict {
@@ -301,15 +381,28 @@ public final class DataPath {
 
     /// Decides a held flow with `decision` and gives its packets their verdicts.
     private func settle(_ key: FlowKey, packets: [UInt32], with decision: Decision, uid: UInt32?, now: UInt64) {
-        let verdict: KernelVerdict
         if let inspection = inspector.settle(flow: key, with: decision, uid: uid, now: now) {
-            verdict = self.verdict(for: inspection)
             report(inspection)
+            give(verdict(for: inspection), to: packets, of: key, inspection: inspection, now: now)
         } else {
             // The flow left the table while it waited (idle or evicted): the default, packet by packet.
-            verdict = decision.verdict == .allow ? .accept : .drop
+            give(decision.verdict == .allow ? .accept : .drop, to: packets, of: key, inspection: nil, now: now)
         }
-        for id in packets { socket.setVerdict(verdict, for: id) }
+    }
+
+    /// Gives held packets of `key` their verdict; a held DNS query whose
+    /// answer is to be changed goes on with the answer mark and its plan.
+    private func give(_ verdict: KernelVerdict, to packets: [UInt32], of key: FlowKey, inspection: Inspection?, now: UInt64) {
+        for packet in packets {
+            if let id = heldDNSIDs.removeValue(forKey: packet), let inspection, let name = inspection.facts.host,
+                let action = DataPath.answerAction(for: inspection, engines: inspector.engines)
+            {
+                answerPlans.expect(.init(flow: key, id: id), name: name, action: action, now: now)
+                socket.setVerdict(.repeatWithMark(marks.dnsAnswer), for: packet)
+            } else {
+                socket.setVerdict(verdict, for: packet)
+            }
+        }
     }
 
     /// Asks the engine again about a held flow (it knows more now: an answer
@@ -319,7 +412,7 @@ public final class DataPath {
         let uid = held.uid(of: key)
         guard let inspection = inspector.resolve(flow: key, uid: uid, now: now) else {
             let fallback = askDefault(uid: uid).verdict == .allow ? KernelVerdict.accept : .drop
-            for id in held.release(key) { socket.setVerdict(fallback, for: id) }
+            give(fallback, to: held.release(key), of: key, inspection: nil, now: now)
             return
         }
         guard inspection.verdict != .needRules else {
@@ -339,9 +432,8 @@ public final class DataPath {
             }
             return
         }
-        let verdict = self.verdict(for: inspection)
         report(inspection)
-        for id in held.release(key) { socket.setVerdict(verdict, for: id) }
+        give(verdict(for: inspection), to: held.release(key), of: key, inspection: inspection, now: now)
     }
 
     private func settleWaiting(for question: HeldQuestion, with decision: Decision?, now: UInt64) {

@@ -12,9 +12,14 @@ public enum BypassCanaryNames {
     /// your network or web server for iCloud Private Relay", developer.apple.com).
     public static let names: Set<String> = ["use-application-dns.net", "mask.icloud.com", "mask-h2.icloud.com"]
 
+    /// The names as bytes, for the per-query check (no String made).
+    static let nameBytes: [[UInt8]] = names.map { Array($0.utf8) }
+
     /// True when a DNS question for `host` (exactly, not a subdomain) is answered NXDOMAIN.
     public static func answersNXDOMAIN(_ host: HostName) -> Bool {
-        names.contains(host.description)
+        let bytes = host.bytes
+        guard bytes.count >= 15, bytes.count <= 23 else { return false }
+        return nameBytes.contains(bytes)
     }
 }
 

@@ -11,9 +11,11 @@ public struct PolicyEngines<Rules: RuleSource>: Sendable {
         self.rules = rules
         self.set = set
         var engines: [Audience: VerdictEngine<Rules>] = [:]
+        let safeSearchAddresses = set.safeSearchTargets.mapValues { Set($0.addresses) }
         for (audience, policy) in set.policies {
             var engine = VerdictEngine(rules: rules, policy: policy)
             engine.answers = answers
+            engine.safeSearchAddresses = safeSearchAddresses
             engines[audience] = engine
         }
         self.engines = engines

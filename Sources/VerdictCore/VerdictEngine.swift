@@ -86,6 +86,11 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
         }
     }
 
+    /// The addresses of each SafeSearch engine's enforcement host (the policy
+    /// set's `safeSearchTarget` lines): a TLS or QUIC flow to a name SafeSearch
+    /// covers may go to these only.
+    public var safeSearchAddresses: [SafeSearchEngine: Set<IPAddress>] = [:]
+
     public init(rules: Rules, policy: Policy) {
         self.rules = rules
         self.policy = policy
@@ -102,6 +107,13 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
     /// The decision for a flow, with its reason. See `Policy` for the precedence.
     public func decide(_ facts: FlowFacts) -> Decision {
         if facts.bypass != nil || facts.quic, let decision = bypassDecision(facts) { return decision }
+        if let host = facts.host {
+            // The canary names of encrypted DNS answer NXDOMAIN (filter-data rewrites the answer).
+            if facts.nameSource == .dnsQuestion, policy.bypass.encryptedDNS == .block, BypassCanaryNames.answersNXDOMAIN(host) {
+                return Decision(.drop, Reason(source: .bypass, category: "encryptedDNS", rule: Self.canaryRule))
+            }
+            if !policy.bypass.safeSearch.isEmpty, let decision = safeSearchDecision(facts, host: host) { return decision }
+        }
         if let host = facts.host {
             if host.isIPv4Literal, let address = IPAddress(host.description) {
                 // A bare address is no name, but URL-prefix rules may be written on it.
@@ -121,6 +133,20 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
             return Decision(.drop, blocked)
         }
         return decideNameless(facts, literal: nil)
+    }
+
+    /// The rule of a canary name's decision (its DNS answer becomes NXDOMAIN).
+    public static var canaryRule: String { "canary" }
+
+    /// A TLS or QUIC flow to a name SafeSearch covers goes to the enforcement
+    /// host's addresses or nowhere: a hard-coded address, a stale cache or an
+    /// answer from encrypted DNS would reach the search without SafeSearch.
+    private func safeSearchDecision(_ facts: FlowFacts, host: HostName) -> Decision? {
+        guard facts.nameSource == .tlsServerName || facts.nameSource == .quicServerName, let destination = facts.destination,
+            let engine = SafeSearch.engine(for: host, among: policy.bypass.safeSearch)
+        else { return nil }
+        if safeSearchAddresses[engine]?.contains(destination) == true { return nil }
+        return Decision(.drop, Reason(source: .bypass, category: "safeSearch", rule: engine.enforcementHost))
     }
 
     /// A way around the filter the policy blocks, before any rule of names:

@@ -113,6 +113,20 @@ import VerdictCore
         #expect(allowed.verdict == .allow && allowed.decision.reason.source == .noName)
     }
 
+    @Test func quicOfAVersionWithoutKeysIsJudgedAtItsFirstDatagram() {
+        var judge = inspector(policy: policy())
+        var unknown = rfc9001ClientInitial
+        unknown[1...4] = [0x1a, 0x2b, 0x3c, 0x4d]
+        let first = judge.inspect(udpPacket(sourcePort: 50_000, destinationPort: 4443, unknown), now: 0)
+        #expect(first.kind == .quic && first.verdict == .drop && first.finality == .firstDecision)
+        #expect(first.decision.reason.category == "unreadableQUIC")
+        // Google QUIC: read by the replay, not by the live path.
+        var gquic = rfc9001ClientInitial
+        gquic[1...4] = Array("Q050".utf8)[0...3]
+        let google = judge.inspect(udpPacket(sourcePort: 50_001, destinationPort: 443, gquic), now: 0)
+        #expect(google.verdict == .drop && google.decision.reason.category == "unreadableQUIC")
+    }
+
     @Test func theDoHAndECHFrontListsGoWithTheirKeys() throws {
         let store = try makeStore([("dns.google", BypassPolicy.encryptedDNSCategory), ("cloudflare-ech.com", BypassPolicy.echFrontCategory)])
         let strict = VerdictEngine(rules: store, policy: policy())

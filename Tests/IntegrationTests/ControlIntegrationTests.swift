@@ -28,6 +28,7 @@ extension FilterIntegrationTests {
         try FileManager.default.createDirectory(atPath: source + "/lookup", withIntermediateDirectories: true)
         try "education\n".write(toFile: source + "/lookup/school.test", atomically: true, encoding: .utf8)
         try "gambling\nttl 600\n".write(toFile: source + "/lookup/casino.test", atomically: true, encoding: .utf8)
+        try "gambling\n".write(toFile: source + "/lookup/poker.allowed.test", atomically: true, encoding: .utf8)
         let config = network.folder + "/ask.yaml"
         try """
             queue:
@@ -46,7 +47,13 @@ extension FilterIntegrationTests {
             admin:
               socket: \(network.folder)/control.sock
             """.write(toFile: config, atomically: true, encoding: .utf8)
+        try network.startDNS()
         _ = try startHallpass(network, config: config, store: store)
+
+        // A DNS query held for the lookup's answer and then blocked: its answer
+        // points at the block page, as a query judged on arrival does.
+        let held = try network.inClient("dig +short +time=3 +tries=1 @\(network.serverIPv4) poker.allowed.test A")
+        #expect(held.status == 0 && held.output.trimmingCharacters(in: .whitespacesAndNewlines) == "127.0.0.1", "dig exit \(held.status): \(held.output)\n\(network.log("filter-control"))")
 
         let school = try network.curl("https", "school.test")
         #expect(school.status == 0 && school.output == "ok school.test\n", "\(school.output)\n\(network.log("filter-control"))")

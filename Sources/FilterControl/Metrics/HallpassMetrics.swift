@@ -1,21 +1,25 @@
+import CoreMetrics
 public import FilterData
 public import Foundation
 public import Prometheus
 import Synchronization
 
-/// What filter-control counts for Prometheus, in swift-prometheus's
-/// registry (its own, no global bootstrap), each metric with its help text
-/// (`promtool check metrics` asks for one). Counters that filter-data or the
-/// kernel keep (rewrites, netlink errors, queue drops, restarts, audit
-/// drops) are brought up to their source's total at each scrape; a source
-/// that started over (filter-data restarted) adds what it counted since.
+/// What filter-control counts for Prometheus: recorded through swift-metrics
+/// (CoreMetrics), kept in swift-prometheus's registry (its own, no global
+/// bootstrap) by `DescribedPrometheusFactory`, which gives every metric its
+/// help text (`promtool check metrics` asks for one). Counters that
+/// filter-data or the kernel keep (rewrites, netlink errors, queue drops,
+/// restarts, audit drops) are brought up to their source's total at each
+/// scrape; a source that started over (filter-data restarted) adds what it
+/// counted since.
 public final class HallpassMetrics: Sendable {
     public let registry = PrometheusCollectorRegistry()
+    private let factory: DescribedPrometheusFactory
     /// The last value seen of each mirrored total, by metric name.
     private let mirrored = Mutex<[String: UInt64]>([:])
-    private let roundTrip: DurationHistogram
-    private let rulesVersion: Gauge
-    private let lastSuccess: Gauge
+    private let roundTrip: CoreMetrics.Timer
+    private let rulesVersion: CoreMetrics.Gauge
+    private let lastSuccess: CoreMetrics.Gauge
 
     /// Every metric's help text (docs/fleet.md lists the same).
     public static let help: [String: String] = [
@@ -34,47 +38,44 @@ public final class HallpassMetrics: Sendable {
     ]
 
     public init() {
-        roundTrip = registry.makeDurationHistogram(
-            descriptor: Self.descriptor("hallpass_needrules_round_trip_seconds"), labels: [],
-            buckets: [
-                .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5),
-                .milliseconds(10), .milliseconds(50), .milliseconds(100), .milliseconds(500), .seconds(1), .seconds(2),
+        factory = DescribedPrometheusFactory(
+            registry: registry, help: Self.help,
+            durationBuckets: [
+                "hallpass_needrules_round_trip_seconds": [
+                    .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5),
+                    .milliseconds(10), .milliseconds(50), .milliseconds(100), .milliseconds(500), .seconds(1), .seconds(2),
+                ]
             ])
-        rulesVersion = registry.makeGauge(descriptor: Self.descriptor("hallpass_rules_version"), labels: [])
-        lastSuccess = registry.makeGauge(descriptor: Self.descriptor("hallpass_rules_last_success_timestamp_seconds"), labels: [])
-    }
-
-    /// `name` whole (no unit suffix added) with its help text.
-    private static func descriptor(_ name: String) -> MetricNameDescriptor {
-        MetricNameDescriptor(metricName: name, unitName: "", helpText: help[name] ?? "")
-    }
-
-    /// The registry's counter (it keeps one per name and labels).
-    private func counter(_ name: String, _ labels: [(String, String)] = []) -> Counter {
-        registry.makeCounter(descriptor: Self.descriptor(name), labels: labels)
+        roundTrip = CoreMetrics.Timer(label: "hallpass_needrules_round_trip_seconds", factory: factory)
+        rulesVersion = CoreMetrics.Gauge(label: "hallpass_rules_version", factory: factory)
+        lastSuccess = CoreMetrics.Gauge(label: "hallpass_rules_last_success_timestamp_seconds", factory: factory)
     }
 
     /// A decision filter-data reported (a flow's first, or a blocked DNS query).
     public func record(_ report: FlowReport) {
         let action = report.verdict == .allow ? "allow" : "block"
         let category = report.reason.category ?? "-"
-        counter("hallpass_decisions_total", [("action", action), ("category", category), ("kind", report.kind)]).increment()
+        // The registry keeps one counter per name and labels: making it again finds it.
+        CoreMetrics.Counter(
+            label: "hallpass_decisions_total", dimensions: [("action", action), ("category", category), ("kind", report.kind)], factory: factory
+        ).increment()
         guard report.kind != "dns" else { return }
-        counter("hallpass_flows_total", [("kind", report.kind)]).increment()
+        CoreMetrics.Counter(label: "hallpass_flows_total", dimensions: [("kind", report.kind)], factory: factory).increment()
     }
 
     /// A needRules question answered, from filter-data's question to filter-control's answer.
     public func answered(after duration: Duration) {
-        roundTrip.record(duration)
+        let (seconds, attoseconds) = duration.components
+        roundTrip.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 
     public func rulesRefused(code: String) {
-        counter("hallpass_rules_refused_total", [("code", code)]).increment()
+        CoreMetrics.Counter(label: "hallpass_rules_refused_total", dimensions: [("code", code)], factory: factory).increment()
     }
 
     public func rules(version: UInt64, lastSuccess: Date?) {
-        rulesVersion.set(Double(version))
-        if let lastSuccess { self.lastSuccess.set(lastSuccess.timeIntervalSince1970) }
+        rulesVersion.record(Double(version))
+        if let lastSuccess { self.lastSuccess.record(lastSuccess.timeIntervalSince1970) }
     }
 
     /// Brings a counter kept elsewhere up to `total`.
@@ -86,7 +87,7 @@ public final class HallpassMetrics: Sendable {
             return total >= previous ? total - previous : total
         }
         // Made at the first scrape even at zero, so the series exists from the start.
-        let counter = counter(name)
+        let counter = CoreMetrics.Counter(label: name, factory: factory)
         if increase > 0 { counter.increment(by: Int64(clamping: increase)) }
     }
 
@@ -94,4 +95,47 @@ public final class HallpassMetrics: Sendable {
     public func exposition() -> [UInt8] {
         registry.emitToBuffer()
     }
+}
+
+/// swift-metrics' factory over a swift-prometheus registry, like
+/// swift-prometheus's own `PrometheusMetricsFactory` but with each metric's
+/// help text from a table (that one registers every metric without one, and
+/// the registry refuses two help texts for one name).
+struct DescribedPrometheusFactory: CoreMetrics.MetricsFactory {
+    let registry: PrometheusCollectorRegistry
+    let help: [String: String]
+    let durationBuckets: [String: [Duration]]
+
+    private func descriptor(_ label: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(metricName: label, unitName: "", helpText: help[label] ?? "")
+    }
+
+    func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
+        registry.makeCounter(descriptor: descriptor(label), labels: dimensions)
+    }
+
+    func makeFloatingPointCounter(label: String, dimensions: [(String, String)]) -> any FloatingPointCounterHandler {
+        registry.makeCounter(descriptor: descriptor(label), labels: dimensions)
+    }
+
+    func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
+        // hallpass records values only as gauges.
+        registry.makeGauge(descriptor: descriptor(label), labels: dimensions)
+    }
+
+    func makeMeter(label: String, dimensions: [(String, String)]) -> any MeterHandler {
+        registry.makeGauge(descriptor: descriptor(label), labels: dimensions)
+    }
+
+    func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
+        registry.makeDurationHistogram(
+            descriptor: descriptor(label), labels: dimensions, buckets: durationBuckets[label] ?? [.milliseconds(1), .milliseconds(10), .milliseconds(100), .seconds(1)])
+    }
+
+    // The metrics live as long as filter-control.
+    func destroyCounter(_ handler: any CounterHandler) {}
+    func destroyFloatingPointCounter(_ handler: any FloatingPointCounterHandler) {}
+    func destroyRecorder(_ handler: any RecorderHandler) {}
+    func destroyMeter(_ handler: any MeterHandler) {}
+    func destroyTimer(_ handler: any TimerHandler) {}
 }

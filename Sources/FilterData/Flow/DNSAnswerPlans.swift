@@ -9,6 +9,12 @@ public import VerdictCore
 public enum DNSAnswerAction: Sendable, Hashable {
     /// A blocked name: its A and AAAA records point at the block page.
     case pointAtBlockPage
+    /// A canary name of encrypted DNS (`bypass.encryptedDNS: block`): NXDOMAIN.
+    case nxdomain
+    /// A name this engine's SafeSearch covers: a CNAME to the enforcement host and its addresses.
+    case safeSearch(SafeSearchEngine)
+    /// An HTTPS or SVCB answer (`bypass.ech: block`): the `ech` parameter removed.
+    case removeECH
 }
 
 /// The outstanding queries whose answers filter-data changes, keyed by the

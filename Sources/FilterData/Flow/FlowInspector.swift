@@ -360,7 +360,7 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
             // A query from the client is judged by its question; anything else is a response.
             if fromClient, message.map({ !$0.header.isResponse }) ?? true {
                 let name = message?.question.flatMap { $0.name.isEmpty ? nil : $0.name }
-                return table[slot].dnsQuery(name)
+                return table[slot].dnsQuery(name, type: message?.question?.type ?? 0)
             }
             return table[slot].serverPacket()
         }

@@ -45,9 +45,12 @@ public struct FlowFindings: Sendable, Hashable {
     public var path: String?
     /// The ClientHello offered Encrypted Client Hello (`host` is the outer name).
     public var encryptedClientHello: Bool
+    /// A DNS query's question type (1 A, 28 AAAA, 65 HTTPS, ...); 0 otherwise.
+    public var dnsType: UInt16 = 0
 
-    public init(kind: FlowKind, wireName: [UInt8]? = nil, path: String? = nil, encryptedClientHello: Bool = false) {
+    public init(kind: FlowKind, wireName: [UInt8]? = nil, path: String? = nil, encryptedClientHello: Bool = false, dnsType: UInt16 = 0) {
         self.kind = kind
+        self.dnsType = dnsType
         self.wireName = wireName
         self.host = wireName.flatMap { try? HostName(bytes: $0) }
         self.path = path
@@ -305,9 +308,9 @@ public struct FlowStateMachine: Sendable {
 
     /// A DNS message on a DNS flow: a query's question (nil when the query
     /// cannot be read: it is judged as nameless).
-    public mutating func dnsQuery(_ question: [UInt8]?) -> FlowStep {
+    public mutating func dnsQuery(_ question: [UInt8]?, type: UInt16 = 0) -> FlowStep {
         guard case .judgingQueries = state else { return serverPacket() }
-        let findings = question.map { FlowFindings(kind: .dns, wireName: $0) } ?? FlowFindings(kind: .dns)
+        let findings = question.map { FlowFindings(kind: .dns, wireName: $0, dnsType: type) } ?? FlowFindings(kind: .dns)
         updateQueryLog { log in
             log.queries += 1
             if log.firstQuestion == nil, question != nil { log.firstQuestion = findings }
@@ -501,7 +504,17 @@ public struct FlowStateMachine: Sendable {
                 return decideNow(FlowFindings(kind: .quic))
             }
         }
-        // Version negotiation, unknown (greased) versions, Retry, undecryptable
+        // A version hallpass has no keys for, and not one reserved for greasing
+        // version negotiation (0x?a?a?a?a, RFC 9000 section 15): this flow will
+        // never show a name (Google QUIC included: the replay reads it, the
+        // live path does not), so it is judged now.
+        if payload.count >= 5 {
+            let version = UInt32(payload[1]) << 24 | UInt32(payload[2]) << 16 | UInt32(payload[3]) << 8 | UInt32(payload[4])
+            if version != 0, version & 0x0f0f_0f0f != 0x0a0a_0a0a, QUICInitialParser.initialParameters(for: version) == nil {
+                return decideNow(FlowFindings(kind: .quic))
+            }
+        }
+        // Version negotiation, greased versions, Retry, undecryptable
         // packets: the client may still send an Initial we can open, so wait, within a bound.
         if progress.clientDatagrams >= progress.limits.quicDatagramBound {
             return decideNow(FlowFindings(kind: .quic))
