@@ -56,7 +56,10 @@ for target in "${selected_targets[@]}"; do
     crashes="$out/crashes/$target"
     mkdir -p "$corpus" "$crashes"
     # Leak checks are off: the Swift runtime and Foundation keep caches for the life of the process.
-    environment=(ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" HALLPASS_FUZZ_TARGET="$target" HALLPASS_TESTDATA="$testdata")
+    # Swift's own backtracer is off: libFuzzer and ASan report a crash themselves, and the backtracer,
+    # reading the crashed process's memory under ASan, was seen to hang, holding what the fuzzer held open.
+    environment=(ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" SWIFT_BACKTRACE="enable=no" HALLPASS_FUZZ_TARGET="$target"
+                 HALLPASS_TESTDATA="$testdata")
     # The first run writes the seeds into the corpus (the driver reads HALLPASS_FUZZ_SEEDS).
     if [ -z "$(ls -A "$corpus")" ]; then environment+=(HALLPASS_FUZZ_SEEDS="$corpus"); fi
     if [ -n "$runs" ]; then limit=(-runs="$runs"); else limit=(-max_total_time="$seconds"); fi

@@ -62,8 +62,15 @@ public enum RulePattern: Hashable, Sendable, CustomStringConvertible {
     /// Parses one entry. In a URL list (`urlList`, as UT1 `urls` files are)
     /// an IPv4 literal followed by a slash is always a host and a path, never a network.
     public init(_ rawText: some StringProtocol, urlList: Bool = false) throws(ParseError) {
-        let text = rawText.trimmingASCIISpaces()
+        var text = rawText.trimmingASCIISpaces()
         guard !text.isEmpty else { throw .empty }
+        // `192.0.2.7.` is the address 192.0.2.7, as URL parsers read it (the WHATWG URL
+        // standard's IPv4 parser drops one trailing dot), not a name whose last label is 7.
+        let slash = text.firstIndex(of: "/") ?? text.endIndex
+        if slash > text.startIndex {
+            let dot = text.index(before: slash)
+            if text[dot] == ".", case .v4 = IPAddress(text[..<dot]) { text.remove(at: dot) }
+        }
         if let network = IPNetwork(text) {
             self = .network(network)
             return

@@ -24,6 +24,19 @@ import VerdictCore
         }
     }
 
+    /// An IPv4 address with a trailing dot is the address (as a browser reads `http://192.0.2.7./`),
+    /// so that it reads the same after it is written back without the dot.
+    @Test func anIPv4AddressWithATrailingDotIsTheAddress() throws {
+        #expect(try RulePattern("192.0.2.7.") == RulePattern("192.0.2.7"))
+        #expect(try RulePattern("192.0.2.7./24") == RulePattern("192.0.2.7/24"))
+        #expect(try RulePattern("192.0.2.7./path") == RulePattern("192.0.2.7/path"))
+        for text in ["192.0.2.7.", "192.0.2.7./path"] {
+            let pattern = try RulePattern(text)
+            #expect(try RulePattern(pattern.description) == pattern)
+        }
+        #expect(try RulePattern("example.com.") == RulePattern("example.com"))
+    }
+
     @Test(arguments: ["", "   ", "1.2.3.4/33", "bad host", "host:port", "[::1", "a..b", "/", "////path", "/example.com"])
     func refusesMalformed(text: String) {
         #expect(throws: RulePattern.ParseError.self) { try RulePattern(text) }
