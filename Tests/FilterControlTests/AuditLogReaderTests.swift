@@ -54,14 +54,14 @@ import Testing
             finished.add("finished")
         }
         follower.start()
-        #expect(await eventually(within: 10) { seen.count() == 1 })
+        #expect(await eventually(within: 60) { seen.count() == 1 })
         try write("appended.example")
-        #expect(await eventually(within: 10) { seen.count() == 2 })
+        #expect(await eventually(within: 60) { seen.count() == 2 })
         try file.rotate()
         try write("after-rotation.example")
-        #expect(await eventually(within: 10) { seen.count() == 3 })
+        #expect(await eventually(within: 60) { seen.count() == 3 })
         stop.add("stop")
-        #expect(await eventually(within: 10) { finished.count() == 1 })
+        #expect(await eventually(within: 60) { finished.count() == 1 })
         #expect(seen.hosts() == ["before.example", "appended.example", "after-rotation.example"])
     }
 

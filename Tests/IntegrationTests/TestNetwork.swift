@@ -203,7 +203,7 @@ final class TestNetwork {
         return try inClient(person.map { $0.running(command) } ?? command)
     }
 
-    func waitFor(_ what: String, attempts: Int = 100, _ condition: () throws -> Bool) throws {
+    func waitFor(_ what: String, attempts: Int = 300, _ condition: () throws -> Bool) throws {
         for _ in 0..<attempts {
             if try condition() { return }
             usleep(100_000)
