@@ -67,6 +67,8 @@ extension FilterIntegrationTests {
             queue:
               number: 3
               failMode: closed
+            rules:
+              directory: \(network.folder)/lib
             policy:
               block: [ \(category) ]
               unknown: allow
@@ -267,6 +269,8 @@ extension FilterIntegrationTests {
         try """
             queue:
               number: 3
+            rules:
+              directory: \(network.folder)/lib
             policy:
               block: [ gambling ]
             log:
