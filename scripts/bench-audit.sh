@@ -103,6 +103,11 @@ metric() {  # metric NAME: its value at the metrics endpoint (0 when not there y
         awk -v name="$1" '$1 == name { value = $2 } END { print value + 0 }'
 }
 
+blocked_decisions() {  # the blocked decisions filter-data reported (hallpass_decisions_total, action "block", summed)
+    ip netns exec "$client" curl -s "http://127.0.0.1:$metrics_port/metrics" |
+        awk '$1 ~ /^hallpass_decisions_total\{/ && $1 ~ /action="block"/ { sum += $2 } END { print sum + 0 }'
+}
+
 counter() {  # counter NAME: a counter of `filterctl status --json`
     "$bin/filterctl" status --json --socket "$work/control.sock" |
         python3 -c 'import json, sys; print(json.load(sys.stdin)["counters"].get(sys.argv[1], 0))' "$1"
@@ -112,8 +117,8 @@ hz=$(getconf CLK_TCK)
 echo "# machine: $(nproc) cores ($(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)), $(uname -r), $(free -g | awk '/Mem:/ { print $2 }') GiB"
 echo "# uptime before: $(uptime)"
 echo "# $seconds s per step; connbench -T (plain HTTP) to 64 names under blocked.test; CPU per blocked flow in µs"
-printf '%-4s %5s %9s %8s %5s %6s %12s %12s %8s %10s %8s %8s %8s\n' \
-    log conc flows/s blocked ok tmout "control µs" "data µs" records collector "audit-d" "report-d" qdrop
+printf '%-4s %5s %9s %8s %8s %5s %6s %12s %12s %8s %10s %8s %8s %8s\n' \
+    log conc flows/s blocked decided ok tmout "control µs" "data µs" records collector "audit-d" "report-d" qdrop
 for mode in off on; do
     configure "$mode"
     bench_hallpass
@@ -121,23 +126,25 @@ for mode in off on; do
     for level in "${levels[@]}"; do
         file0=$(lines "$work/audit.jsonl")
         collector0=$(lines "$work/collector/bench-audit.log")
+        decided0=$(blocked_decisions)
         control0=$(cpu_ticks "$control_pid")
         data0=$(cpu_ticks "$data_pid")
         result=$(ip netns exec "$client" "$connbench" -T -p 80 -n 'h%d.blocked.test' -k 64 -c "$level" -d "$seconds" -t 2000 | tail -1)
         settle
         control1=$(cpu_ticks "$control_pid")
         data1=$(cpu_ticks "$data_pid")
+        decided=$(($(blocked_decisions) - decided0))
         records=$(($(lines "$work/audit.jsonl") - file0))
         collected=$(($(lines "$work/collector/bench-audit.log") - collector0))
         read -r ok fail timeouts secs < <(python3 -c 'import json, sys; r = json.loads(sys.argv[1]); print(r["ok"], r["fail"], r["timeouts"], r["secs"])' "$result")
         flows=$((ok + fail + timeouts))
-        awk -v mode="$mode" -v level="$level" -v flows="$flows" -v secs="$secs" -v fail="$fail" -v ok="$ok" -v timeouts="$timeouts" \
+        awk -v mode="$mode" -v level="$level" -v flows="$flows" -v secs="$secs" -v fail="$fail" -v decided="$decided" -v ok="$ok" -v timeouts="$timeouts" \
             -v control=$((control1 - control0)) -v data=$((data1 - data0)) -v hz="$hz" \
             -v records="$([ "$mode" = on ] && echo "$records" || echo -)" -v collected="$([ "$mode" = on ] && echo "$collected" || echo -)" \
             -v dropped="$(metric hallpass_audit_dropped_total)" -v reports="$(counter reportsDropped)" \
             -v qdrop="$(($(counter queueDropped) + $(counter queueUserDropped)))" \
-            'BEGIN { printf "%-4s %5d %9.0f %8d %5d %6d %12.1f %12.1f %8s %10s %8d %8d %8d\n",
-                     mode, level, flows / secs, fail, ok, timeouts, control * 1e6 / hz / (fail > 0 ? fail : 1),
+            'BEGIN { printf "%-4s %5d %9.0f %8d %8d %5d %6d %12.1f %12.1f %8s %10s %8d %8d %8d\n",
+                     mode, level, flows / secs, fail, decided, ok, timeouts, control * 1e6 / hz / (fail > 0 ? fail : 1),
                      data * 1e6 / hz / (fail > 0 ? fail : 1), records, collected, dropped, reports, qdrop }'
     done
     kill "$control_pid"
@@ -145,7 +152,8 @@ for mode in off on; do
     control_pid=""
 done
 echo "# uptime after: $(uptime)"
-echo "# columns: blocked = connections refused (each one a blocked flow, one record expected); ok = answered by nginx"
+echo "# columns: blocked = connections refused (each one a blocked flow, one record expected); decided = blocked"
+echo "# decisions filter-data reported in the step (hallpass_decisions_total); ok = answered by nginx"
 echo "# (a blocked flow let through); tmout = connections that timed out; records / collector = records written to"
 echo "# log.file / received by rsyslog in the step; audit-d = hallpass_audit_dropped_total, report-d = reports"
 echo "# filter-data dropped, qdrop = kernel queue drops (all three cumulative since filter-control started)"

@@ -13,6 +13,9 @@ import SharedStore
 /// mark = allow or block                   -> CONNMARK --save-mark (the decision reaches the connection)
 /// udp dport 53, mark has dnsAnswer        -> CONNMARK --or-mark dnsAnswer, RETURN (a judged query)
 /// udp dport 53                            -> NFQUEUE  (every DNS query is judged on its own)
+/// tcp SYN, no decision in its mark, on a
+///   connection that carries one            -> MARK reopened (a new connection on a decided one's ports)
+/// mark has reopened                       -> CONNMARK decision cleared, NFQUEUE (filter-data forgets the old flow)
 /// connmark = allow                        -> RETURN   (the fast path: decided flows skip user space)
 /// connmark = block, tcp                   -> REJECT with a TCP reset (fast failure, no hang)
 /// connmark = block                        -> REJECT (ICMP port unreachable)
@@ -99,6 +102,7 @@ public struct KernelRules: Sendable {
     public func restoreInput(_ family: Family) -> String {
         let mask = hex(marks.mask)
         let answer = hex(marks.dnsAnswer)
+        let reopened = hex(marks.reopened)
         let queueTarget = "NFQUEUE --queue-num \(queue)" + (failOpen ? " --queue-bypass" : "")
         let rejectOther = family == .ipv4 ? "REJECT --reject-with icmp-port-unreachable" : "REJECT --reject-with icmp6-port-unreachable"
         let chain = KernelRules.chain
@@ -111,6 +115,9 @@ public struct KernelRules: Sendable {
             -A \(chain) -p udp --dport 53 -m mark --mark \(answer)/\(answer) -j CONNMARK --or-mark \(answer)
             -A \(chain) -p udp --dport 53 -m mark --mark \(answer)/\(answer) -j RETURN
             -A \(chain) -p udp --dport 53 -j \(queueTarget)
+            -A \(chain) -p tcp --syn -m mark --mark 0x0/\(mask) -m connmark ! --mark 0x0/\(mask) -j MARK --set-xmark \(reopened)/\(reopened)
+            -A \(chain) -m mark --mark \(reopened)/\(reopened) -j CONNMARK --set-xmark 0x0/\(mask)
+            -A \(chain) -m mark --mark \(reopened)/\(reopened) -j \(queueTarget)
             -A \(chain) -m connmark --mark \(hex(marks.allow))/\(mask) -j RETURN
             -A \(chain) -p tcp -m connmark --mark \(hex(marks.block))/\(mask) -j REJECT --reject-with tcp-reset
             -A \(chain) -m connmark --mark \(hex(marks.block))/\(mask) -j \(rejectOther)

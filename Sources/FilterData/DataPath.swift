@@ -17,6 +17,11 @@ public struct FlowMarks: Sendable, Hashable {
     /// answers of that socket are queued on the input hook and all others
     /// pass in the kernel. One queue trip per lookup in the common case.
     public var dnsAnswer: UInt32 = 0x0040_0000
+    /// Set by the kernel rules on a SYN whose connection already carries a
+    /// decision (a new connection reusing a decided one's addresses and ports):
+    /// the decision is cleared and the SYN queued, so filter-data forgets the
+    /// old flow and the new connection is judged on its own.
+    public var reopened: UInt32 = 0x0080_0000
 
     public init() {}
 }
@@ -238,7 +243,9 @@ public final class DataPath {
     private func report(_ inspection: Inspection) {
         guard control != nil, let key = inspection.flow else { return }
         switch (inspection.finality, inspection.verdict) {
-        case (.firstDecision, _), (.packetDecision, .drop) where inspection.direction == .clientToServer:
+        case (.firstDecision, _):
+            break
+        case (.packetDecision, .drop) where inspection.direction == .clientToServer:
             break
         default:
             return
@@ -575,6 +582,7 @@ public final class DataPath {
             .init("rulesVersion", inspector.engine.rules.version),
             .init("packets", inspection.packets),
             .init("flows", inspection.flowsCreated),
+            .init("reopenedFlows", inspection.reopenedFlows),
             .init("allowed", inspection.allowed),
             .init("dropped", inspection.dropped),
             .init("neededRules", inspection.neededRules),

@@ -150,7 +150,9 @@ public struct PolicySet: Sendable, Hashable {
             }
             // Before the first audience: the user table.
             switch fields.first {
-            case nil, _ where fields.first!.hasPrefix("#"):
+            case nil:
+                continue
+            case let first? where first.hasPrefix("#"):
                 continue
             case "user":
                 guard fields.count == 3, let uid = UInt32(fields[1]) else { throw PolicyText.ParseError(line: number, reason: "expected 'user UID GROUP' (or '-' or 'system')") }

@@ -226,6 +226,30 @@ private let second: UInt64 = 1_000_000_000
         #expect(counters.repeatedDecisions == 2 && counters.neededMoreData == 3 && counters.dropped == 3)
     }
 
+    @Test func aSynOnADecidedFlowStartsANewOneJudgedOnItsOwnName() {
+        var inspector = inspector()
+        let first = TCPClient()
+        _ = inspector.inspect(first.syn, now: 1)
+        let allowed = inspector.inspect(first.data(at: 0, clientHelloRecords("www.allowed.example")), now: 2)
+        #expect(allowed.verdict == .allow && allowed.finality == .firstDecision)
+        // Without a SYN, another ClientHello on the same ports is a late packet of the decided flow.
+        let late = inspector.inspect(first.data(at: 0, clientHelloRecords("www.blocked.example")), now: 3)
+        #expect(late.verdict == .allow && late.finality == .repeatedDecision)
+        // The same ports reused by a new connection: the kernel queues its SYN (KernelRules), and the
+        // new connection is judged on its own ClientHello.
+        let second = TCPClient(isn: 0x1234_5678)
+        let syn = inspector.inspect(second.syn, now: 4)
+        #expect(syn.verdict == .needMoreData && syn.createdFlow && syn.finality == .undecided)
+        let blocked = inspector.inspect(second.data(at: 0, clientHelloRecords("www.blocked.example")), now: 5)
+        #expect(blocked.verdict == .drop && blocked.finality == .firstDecision && blocked.findings.name == "www.blocked.example")
+        // A SYN of a flow still being inspected (a retransmission) changes nothing.
+        let third = TCPClient(clientPort: 40_001)
+        _ = inspector.inspect(third.syn, now: 6)
+        _ = inspector.inspect(third.data(at: 0, Array(clientHelloRecords("www.blocked.example")[0..<10])), now: 7)
+        #expect(!inspector.inspect(third.syn, now: 8).createdFlow)
+        #expect(inspector.counters.reopenedFlows == 1 && inspector.counters.flowsCreated == 3)
+    }
+
     @Test func oneByteSegmentsInShuffledOrderStillShowTheName() {
         let hello = clientHelloRecords("www.blocked.example")
         for seed in UInt64(1)...5 {

@@ -65,11 +65,28 @@ import Testing
             }
         }
 
+        // A new connection from the local port of a blocked one, to the same server,
+        // is judged on its own name: the kernel keeps the old connection's entry with
+        // its decision (the reset came from the server's side), and without the
+        // reopened-SYN rule the new connection was refused before filter-data saw it.
+        for (offset, scheme) in ["http", "https"].enumerated() {
+            let port = UInt16(45_123 + offset)
+            let blocked = try network.curl(scheme, "blocked.test", localPort: port)
+            #expect([35, 56].contains(blocked.status), "\(scheme) blocked.test from port \(port): exit \(blocked.status) \(blocked.output)")
+            let allowed = try network.curl(scheme, "allowed.test", localPort: port)
+            #expect(allowed.status == 0 && allowed.output == "ok allowed.test\n", "\(scheme) allowed.test from the same port: exit \(allowed.status) \(allowed.output)")
+        }
+        // filter-data forgot the blocked flow when the new connection's SYN came (counted after the next health check).
+        try network.waitFor("filter-data to count the reopened flows") {
+            let status = try shell("\(TestNetwork.binaries)/filterctl status --socket \(network.folder)/control.sock")
+            return status.output.contains("(2 reopened)")
+        }
+
         // The running filter-data is sandboxed: unprivileged, no_new_privs, seccomp, only CAP_NET_ADMIN.
         let pid = try #require(network.processIDs(runningExecutable: "filter-data").first, "no filter-data process")
-        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        let processStatus = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
         let fields = Dictionary(
-            status.split(separator: "\n").compactMap { line -> (String, String)? in
+            processStatus.split(separator: "\n").compactMap { line -> (String, String)? in
                 let parts = line.split(separator: ":", maxSplits: 1)
                 return parts.count == 2 ? (String(parts[0]), parts[1].trimmingCharacters(in: .whitespaces)) : nil
             }, uniquingKeysWith: { first, _ in first })

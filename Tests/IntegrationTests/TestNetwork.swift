@@ -195,11 +195,12 @@ final class TestNetwork {
     /// curl's exit status and the body. Connection errors come back fast; a
     /// timeout (exit 28) would mean a hang. `person`: curl runs as them.
     func curl(
-        _ scheme: String, _ name: String, ipv6: Bool = false, path: String = "/", as person: TestPerson? = nil
+        _ scheme: String, _ name: String, ipv6: Bool = false, path: String = "/", as person: TestPerson? = nil, localPort: UInt16? = nil
     ) throws -> (status: Int32, output: String) {
         let address = ipv6 ? "[\(serverIPv6)]" : serverIPv4
         let port = scheme == "https" ? 443 : 80
-        let command = "curl -sS -k -m 5 --resolve \(name):\(port):\(address) '\(scheme)://\(name)\(path)'"
+        let bind = localPort.map { " --local-port \($0)" } ?? ""
+        let command = "curl -sS -k -m 5\(bind) --resolve \(name):\(port):\(address) '\(scheme)://\(name)\(path)'"
         return try inClient(person.map { $0.running(command) } ?? command)
     }
 

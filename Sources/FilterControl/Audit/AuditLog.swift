@@ -121,6 +121,11 @@ public final class AuditLog: Sendable {
         }
     }
 
+    /// Counts allowed decisions not recorded (`log.allowed: none`) that the caller left out itself.
+    public func skipAllowed(_ count: Int) {
+        state.withLockedValue { $0.skippedAllowed += UInt64(count) }
+    }
+
     /// Closes the file; the next record opens the path again (logrotate's SIGUSR1).
     public func reopen() {
         reopenRequested.withLockedValue { $0 = true }

@@ -311,6 +311,12 @@ public final class DataSupervisor: @unchecked Sendable {
     }
 
     private func readMessages(_ channel: ControlChannel) {
+        // The reports of every message read now go on as one event: one hop into
+        // the control actor per wakeup, however many messages filter-data sent.
+        var reports: [FlowReport] = []
+        defer { if !reports.isEmpty { onEvent(.reports(reports)) } }
+        var heard = false
+        defer { if heard { lastHeard = Date() } }
         while true {
             let message: ControlMessage?
             do {
@@ -320,7 +326,7 @@ public final class DataSupervisor: @unchecked Sendable {
                 return
             }
             guard let message else { return }
-            lastHeard = Date()
+            heard = true
             switch message {
             case .hello(let pid, let version):
                 lock.withLock { state.rulesVersion = version }
@@ -354,8 +360,13 @@ public final class DataSupervisor: @unchecked Sendable {
                 }
             case .askUser(let uid):
                 onEvent(.askUser(uid))
-            case .reports(let reports):
-                onEvent(.reports(reports))
+            case .reports(let batch):
+                reports.append(contentsOf: batch)
+                // A channel that never runs dry (a busy machine) still hands reports on.
+                if reports.count >= 1024 {
+                    onEvent(.reports(reports))
+                    reports.removeAll(keepingCapacity: true)
+                }
             case .useRules, .usePolicy, .userPlacement, .answer, .noAnswer, .ping:
                 log("filter-data sent a message meant for filter-control")
             }

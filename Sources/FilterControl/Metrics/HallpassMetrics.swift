@@ -53,15 +53,47 @@ public final class HallpassMetrics: Sendable {
 
     /// A decision filter-data reported (a flow's first, or a blocked DNS query).
     public func record(_ report: FlowReport) {
-        let action = report.verdict == .allow ? "allow" : "block"
-        let category = report.reason.category ?? "-"
-        // The registry keeps one counter per name and labels: making it again finds it.
-        CoreMetrics.Counter(
-            label: "hallpass_decisions_total", dimensions: [("action", action), ("category", category), ("kind", report.kind)], factory: factory
-        ).increment()
-        guard report.kind != "dns" else { return }
-        CoreMetrics.Counter(label: "hallpass_flows_total", dimensions: [("kind", report.kind)], factory: factory).increment()
+        record(contentsOf: CollectionOfOne(report))
     }
+
+    /// The decisions of a batch of reports: counted by labels first, so each
+    /// counter is looked up and increased once per batch, not once per report.
+    public func record(contentsOf reports: some Collection<FlowReport>) {
+        var decisions: [DecisionLabels: Int64] = [:]
+        var flows: [String: Int64] = [:]
+        for report in reports {
+            decisions[DecisionLabels(allowed: report.verdict == .allow, category: report.reason.category ?? "-", kind: report.kind), default: 0] += 1
+            if report.kind != "dns" { flows[report.kind, default: 0] += 1 }
+        }
+        guard !decisions.isEmpty else { return }
+        counters.withLock { cache in
+            for (labels, count) in decisions {
+                let counter =
+                    cache.decisions[labels]
+                    ?? CoreMetrics.Counter(
+                        label: "hallpass_decisions_total",
+                        dimensions: [("action", labels.allowed ? "allow" : "block"), ("category", labels.category), ("kind", labels.kind)], factory: factory)
+                // Bounded by what the labels can be: categories of the rules, kinds of flows.
+                if cache.decisions.count < Self.maximumLabelSets { cache.decisions[labels] = counter }
+                counter.increment(by: count)
+            }
+            for (kind, count) in flows {
+                let counter = cache.flows[kind] ?? CoreMetrics.Counter(label: "hallpass_flows_total", dimensions: [("kind", kind)], factory: factory)
+                if cache.flows.count < Self.maximumLabelSets { cache.flows[kind] = counter }
+                counter.increment(by: count)
+            }
+        }
+    }
+
+    private struct DecisionLabels: Hashable {
+        var allowed: Bool
+        var category: String
+        var kind: String
+    }
+
+    /// Counters kept at hand per label set (the registry would find them again, at a cost per lookup).
+    private let counters = Mutex<(decisions: [DecisionLabels: CoreMetrics.Counter], flows: [String: CoreMetrics.Counter])>(([:], [:]))
+    private static let maximumLabelSets = 4096
 
     /// A needRules question answered, from filter-data's question to filter-control's answer.
     public func answered(after duration: Duration) {

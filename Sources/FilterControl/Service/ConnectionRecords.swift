@@ -1,5 +1,6 @@
 public import FilterData
 import Foundation
+import NIOCore
 import Synchronization
 public import VerdictCore
 
@@ -42,26 +43,37 @@ public final class ConnectionRecords: Sendable {
 
     /// Records kept, at most.
     public let capacity: Int
-    private let state: Mutex<(records: [FlowKey: Record], order: [FlowKey])>
+    /// The records, and their keys oldest first (a ring: the oldest go from its front in constant time).
+    private let state: Mutex<(records: [FlowKey: Record], order: CircularBuffer<FlowKey>)>
 
     public init(capacity: Int = 65_536) {
         self.capacity = capacity
-        state = Mutex(([:], []))
+        state = Mutex(([:], CircularBuffer()))
     }
 
     public var count: Int { state.withLock { $0.records.count } }
 
     /// Keeps the first decision of an allowed connection (DNS queries are judged one by one: not connections).
     public func record(_ report: FlowReport) {
-        guard report.verdict == .allow, report.kind != "dns", report.flow.protocolNumber == 6 || report.flow.protocolNumber == 17 else { return }
-        let record = Record(flow: report.flow, uid: report.uid, kind: report.kind, host: report.host, path: report.path)
+        record(contentsOf: CollectionOfOne(report))
+    }
+
+    /// `record(_:)` for a batch, under one lock.
+    public func record(contentsOf reports: some Collection<FlowReport>) {
+        let kept = reports.lazy.filter { report in
+            report.verdict == .allow && report.kind != "dns" && (report.flow.protocolNumber == 6 || report.flow.protocolNumber == 17)
+        }
+        guard !kept.isEmpty else { return }
         state.withLock { state in
-            if state.records.updateValue(record, forKey: report.flow) == nil { state.order.append(report.flow) }
-            while state.records.count > capacity, !state.order.isEmpty {
-                state.records[state.order.removeFirst()] = nil
+            for report in kept {
+                let record = Record(flow: report.flow, uid: report.uid, kind: report.kind, host: report.host, path: report.path)
+                if state.records.updateValue(record, forKey: report.flow) == nil { state.order.append(report.flow) }
+            }
+            while state.records.count > capacity, let oldest = state.order.popFirst() {
+                state.records[oldest] = nil
             }
             // The order list only grows with new keys; compact it when forgotten keys pile up.
-            if state.order.count > 2 * capacity { state.order = state.order.filter { state.records[$0] != nil } }
+            if state.order.count > 2 * capacity { state.order = CircularBuffer(state.order.filter { state.records[$0] != nil }) }
         }
     }
 

@@ -486,15 +486,24 @@ public actor Control {
     /// told to its person (a flow that reaches the block page goes to the
     /// block page's own address, which hallpass never judges).
     func record(_ reports: [FlowReport]) {
+        connections.record(contentsOf: reports)
+        metrics?.record(contentsOf: reports)
+        guard audit != nil || notifier != nil else { return }
+        // Most reports are of allowed flows, kept above; a record is made only of what is written or told.
+        let recordsAllowed = audit?.settings.allowed == .all
         let version = store.version
+        let now = clock()
+        var skipped = 0
         for report in reports {
-            connections.record(report)
-            metrics?.record(report)
-            guard audit != nil || notifier != nil else { continue }
-            let decision = Control.decisionRecord(report, at: clock(), rulesVersion: version)
+            guard report.verdict != .allow || recordsAllowed else {
+                skipped += 1
+                continue
+            }
+            let decision = Control.decisionRecord(report, at: now, rulesVersion: version)
             audit?.record(decision)
             if decision.action == .block { notifier?.consider(decision) }
         }
+        if skipped > 0 { audit?.skipAllowed(skipped) }
     }
 
     static func decisionRecord(_ report: FlowReport, at time: Date, rulesVersion: UInt64) -> DecisionRecord {

@@ -232,6 +232,8 @@ public struct FlowReport: Sendable, Hashable {
     var line: String {
         func field(_ text: String?) -> String {
             guard let text, !text.isEmpty else { return "-" }
+            // The common case (a name, a kind) goes as it is, without a copy.
+            if text.utf8.count <= 256, !text.utf8.contains(where: { $0 == 0x09 || $0 == 0x0A }) { return text }
             return String(text.filter { $0 != "\t" && $0 != "\n" }.prefix(256))
         }
         return [
@@ -242,12 +244,12 @@ public struct FlowReport: Sendable, Hashable {
     }
 
     init?(line: String) {
-        let fields = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+        let fields = line.split(separator: "\t", omittingEmptySubsequences: false)
         guard fields.count == 13, let proto = UInt8(fields[0]), let source = IPAddress(fields[1]), let sourcePort = UInt16(fields[2]),
-            let destination = IPAddress(fields[3]), let destinationPort = UInt16(fields[4]), let verdict = Verdict(rawValue: fields[8]),
-            let reasonSource = Reason.Source(rawValue: fields[9])
+            let destination = IPAddress(fields[3]), let destinationPort = UInt16(fields[4]), let verdict = Verdict(rawValue: String(fields[8])),
+            let reasonSource = Reason.Source(rawValue: String(fields[9]))
         else { return nil }
-        func optional(_ text: String) -> String? { text == "-" ? nil : text }
+        func optional(_ text: Substring) -> String? { text == "-" ? nil : String(text) }
         let uid: UInt32?
         if fields[5] == "-" {
             uid = nil
@@ -257,7 +259,7 @@ public struct FlowReport: Sendable, Hashable {
         }
         self.init(
             flow: FlowKey(protocolNumber: proto, source: source, sourcePort: sourcePort, destination: destination, destinationPort: destinationPort),
-            uid: uid, kind: fields[6], host: optional(fields[7]), path: optional(fields[12]), verdict: verdict,
+            uid: uid, kind: String(fields[6]), host: optional(fields[7]), path: optional(fields[12]), verdict: verdict,
             reason: Reason(source: reasonSource, category: optional(fields[10]), rule: optional(fields[11])))
     }
 }

@@ -82,6 +82,8 @@ public struct InspectorCounters: Sendable, Hashable {
     public var expirations: UInt64 = 0
     /// Flows evicted because the table was full.
     public var evictions: UInt64 = 0
+    /// Decided TCP flows forgotten because a SYN opened a new connection on their addresses and ports.
+    public var reopenedFlows: UInt64 = 0
     /// Flows judged before showing a name because too many flows held buffers.
     public var inspectionsCutShort: UInt64 = 0
 
@@ -283,7 +285,16 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
 
     private mutating func inspectTCP(_ packetKey: FlowKey, _ header: TCPSegmentHeader, _ payload: Span<UInt8>,
                                      uid: UInt32?, gid: UInt32?, now: UInt64) -> Inspection {
-        if let slot = table.find(packetKey, now: now) {
+        var existing = table.find(packetKey, now: now)
+        if let slot = existing, header.flags.contains(.syn), !header.flags.contains(.ack), table.stage(of: slot) == .decided {
+            // A new connection from the same port to the same place as a decided one
+            // (the kernel queues such SYNs and clears the old connection's decision:
+            // KernelRules). Judged afresh: the old decision is not the new connection's.
+            _ = table.remove(slot)
+            existing = nil
+            tally.reopenedFlows += 1
+        }
+        if let slot = existing {
             let step = table[slot].clientSegment(header, payload: payload)
             return finish(step, slot, packetKey, direction: .clientToServer, uid: uid, gid: gid, created: false)
         }

@@ -25,6 +25,9 @@ public enum FlowStage: UInt8, Sendable, Hashable, CaseIterable {
 /// late, within milliseconds. Decided flows are therefore kept seconds, not
 /// minutes: under connection churn the table holds what is being inspected,
 /// not the history (which is what made filter-data's memory grow with load).
+/// A decided TCP flow is kept 2 seconds: a new connection that reuses its
+/// addresses and ports after conntrack started a fresh entry (its SYN is not
+/// queued) would otherwise be given the old decision for that long.
 public struct FlowTableSettings: Sendable, Hashable {
     /// The most flows held at once; when full, the least recently used flow is
     /// evicted (an expired one first, when the oldest is expired).
@@ -42,7 +45,7 @@ public struct FlowTableSettings: Sendable, Hashable {
     public init(
         capacity: Int = 8_192,
         tcpUndecidedIdleTimeout: Duration = .seconds(30),
-        tcpDecidedIdleTimeout: Duration = .seconds(10),
+        tcpDecidedIdleTimeout: Duration = .seconds(2),
         udpIdleTimeout: Duration = .seconds(60),
         udpDecidedIdleTimeout: Duration = .seconds(10)
     ) {
