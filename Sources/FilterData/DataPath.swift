@@ -75,6 +75,8 @@ public final class DataPath {
     private var lastSweep: UInt64 = 0
     /// Reports not sent yet (the channel was full); bounded by `maximumPendingReports`.
     private var pendingReports: [FlowReport] = []
+    /// When the oldest waiting report was made (monotonic ns); nil when none waits.
+    private var reportsWaitingSince: UInt64?
 
     public init(
         socket: NetfilterQueueSocket, inspector: FlowInspector<RuleStore>, control: ControlChannel? = nil,
@@ -132,7 +134,10 @@ public final class DataPath {
         if let control { descriptors.append(pollfd(fd: control.descriptor, events: Int16(POLLIN), revents: 0)) }
         while hp_stop_requested() == 0 {
             var timeout: Int32 = 250
-            if let deadline = held.nextDeadline {
+            // The earliest of: a held flow's time running out, the waiting reports' delay.
+            var next = held.nextDeadline
+            if let since = reportsWaitingSince { next = min(next ?? .max, since &+ DataPath.reportDelay) }
+            if let deadline = next {
                 let now = DataPath.monotonicNanoseconds()
                 timeout = deadline <= now ? 0 : Int32(min(250, (deadline - now) / 1_000_000 + 1))
             }
@@ -153,7 +158,7 @@ public final class DataPath {
             let now = DataPath.monotonicNanoseconds()
             if !held.isEmpty { settleExpired(now: now) }
             try socket.flushVerdicts()
-            sendReports()
+            sendReports(now: now)
             if now &- lastSweep > 1_000_000_000 {
                 _ = inspector.removeExpiredFlows(now: now, limit: 4096)
                 inspector.removeExpiredAnswers(now: now)
@@ -164,6 +169,7 @@ public final class DataPath {
         // Nothing stays held when filter-data stops: the default for every waiting flow.
         settleExpired(now: .max)
         try socket.flushVerdicts()
+        sendReports(now: .max)
         return stop
     }
 
@@ -255,6 +261,7 @@ public final class DataPath {
             return
         }
         let facts = inspection.facts
+        if pendingReports.isEmpty { reportsWaitingSince = DataPath.monotonicNanoseconds() }
         pendingReports.append(
             FlowReport(
                 flow: key, uid: facts.uid, kind: inspection.kind.rawValue, host: facts.host?.description ?? inspection.findings.name,
@@ -264,9 +271,20 @@ public final class DataPath {
     /// Reports waiting for room in the channel, at most (a full channel drops, and counts, the rest).
     static let maximumPendingReports = 4096
 
-    /// Sends the waiting reports without ever waiting: what the channel has no room for stays for the next batch.
-    private func sendReports() {
+    /// How long a report may wait for others (ns): reports go in full messages
+    /// rather than one per packet, so that filter-control wakes once for many
+    /// (at a few connections a second, each report used to cost both processes
+    /// a wakeup). The audit log and the connection records are that much later.
+    static let reportDelay: UInt64 = 50_000_000
+    /// Reports that go at once, without waiting for `reportDelay`.
+    static let reportBatch = 4 * FlowReport.maximumPerMessage
+
+    /// Sends the waiting reports once there are `reportBatch` of them or the
+    /// oldest has waited `reportDelay`, without ever waiting on the channel:
+    /// what it has no room for stays for the next batch.
+    private func sendReports(now: UInt64) {
         guard let control, !pendingReports.isEmpty else { return }
+        guard pendingReports.count >= DataPath.reportBatch || now &- (reportsWaitingSince ?? now) >= DataPath.reportDelay || now == .max else { return }
         var sent = 0
         while sent < pendingReports.count {
             let chunk = Array(pendingReports[sent..<min(pendingReports.count, sent + FlowReport.maximumPerMessage)])
@@ -279,6 +297,8 @@ public final class DataPath {
         }
         counters.reportsSent += UInt64(sent)
         pendingReports.removeFirst(sent)
+        // What stays waits for room in the channel: tried again after another delay, not at every turn.
+        reportsWaitingSince = pendingReports.isEmpty ? nil : DataPath.monotonicNanoseconds()
     }
 
     /// How the answer to a query on its way out is to be changed, if at all:
@@ -506,6 +526,8 @@ public final class DataPath {
         case .usePolicy(let policyPath):
             swapRules(store: nil, policy: policyPath, now: now)
         case .ping(let number):
+            // The reports held back go first: filter-control pings before it stops filter-data.
+            sendReports(now: .max)
             try? control?.send(.pong(number, counters: report()))
         case .hello, .ask, .askUser, .reports, .rulesLoaded, .rulesRefused, .pong:
             counters.invalidControlMessages += 1

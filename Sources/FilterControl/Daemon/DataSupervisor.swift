@@ -84,6 +84,8 @@ public final class DataSupervisor: @unchecked Sendable {
     private var nextLaunch = Date.distantPast
     private var failuresInARow = 0
     private var pingNumber: UInt64 = 0
+    /// The number of the latest pong filter-data sent.
+    private var pongNumber: UInt64 = 0
     private var lastPing = Date.distantPast
     private var lastHeard = Date()
 
@@ -245,6 +247,22 @@ public final class DataSupervisor: @unchecked Sendable {
     /// gives up after 2 more seconds rather than wait forever (the kernel
     /// rules must still be removed).
     private func stop(_ child: ChildProcess) {
+        // filter-data holds reports back a little to send them in batches: a ping
+        // first, whose pong comes after every report it held (it sends them before
+        // answering), so the decisions of the last moments reach the audit log.
+        if let channel {
+            pingNumber += 1
+            let number = pingNumber
+            if (try? channel.send(.ping(number))) != nil {
+                let deadline = Date().addingTimeInterval(1)
+                while pongNumber < number, self.channel != nil, Date() < deadline {
+                    _ = channel.wait(timeoutMilliseconds: 100)
+                    readMessages(channel)
+                }
+            }
+        }
+        // It ended meanwhile (readMessages saw the channel close and reaped it).
+        guard self.child != nil else { return }
         if let channel { shutdown(channel.descriptor, Int32(SHUT_RDWR)) }
         if let refused = child.send(SIGTERM) { log("cannot send SIGTERM to filter-data \(child.pid): \(refused)") }
         var status = child.wait(atMost: 3)
@@ -352,7 +370,8 @@ public final class DataSupervisor: @unchecked Sendable {
                     state.rulesAnswers += 1
                 }
                 log("filter-data refused the new rules: \(reason) [\(code)]; the old rules stay in force")
-            case .pong(_, let counters):
+            case .pong(let number, let counters):
+                pongNumber = max(pongNumber, number)
                 lock.withLock {
                     state.counters = Dictionary(counters.map { ($0.name, $0.value) }, uniquingKeysWith: { $1 })
                     state.countersAt = Date()

@@ -42,7 +42,12 @@ public actor Control {
     /// The store in force: `--store`, or the installed version's own path
     /// (`versions/N/rules.hpstore`, so a later switch of `current` cannot
     /// change what filter-data maps behind filter-control's back).
-    private(set) var store: RuleStore
+    private(set) var store: RuleStore {
+        didSet { rulesVersionForReports.store(store.version, ordering: .relaxed) }
+    }
+    /// The version of `store`, for the records of filter-data's reports, which
+    /// are made on the supervisor's thread without a hop into the actor.
+    nonisolated let rulesVersionForReports = Atomic<UInt64>(0)
     private(set) var storePath: String
     private var storeOpenedAt = Date()
     /// The installed bundle's folder (the school's policy lives there); nil with `--store`.
@@ -194,6 +199,7 @@ public actor Control {
         let metrics = configuration.metrics == nil ? nil : HallpassMetrics()
         self.metrics = metrics
         if let metrics { supervisor.onAnswered = { metrics.answered(after: $0) } }
+        rulesVersionForReports.store(store.version, ordering: .relaxed)
         events.control = self
         for ignored in policy.ignoredLocalKeys {
             logger.warning("\(ignored) in \(options.configPath) has no effect: the bundle brings the school's policy (docs/school-policy.md)")
@@ -485,13 +491,17 @@ public actor Control {
     /// `log.allowed` asks for); a blocked flow that got no block page is
     /// told to its person (a flow that reaches the block page goes to the
     /// block page's own address, which hallpass never judges).
-    func record(_ reports: [FlowReport]) {
+    ///
+    /// Called on the supervisor's thread as the reports arrive (everything it
+    /// touches is thread-safe), so that the reports filter-data sends as it
+    /// stops are in the audit log's queue before the log finishes.
+    nonisolated func record(_ reports: [FlowReport]) {
         connections.record(contentsOf: reports)
         metrics?.record(contentsOf: reports)
         guard audit != nil || notifier != nil else { return }
         // Most reports are of allowed flows, kept above; a record is made only of what is written or told.
         let recordsAllowed = audit?.settings.allowed == .all
-        let version = store.version
+        let version = rulesVersionForReports.load(ordering: .relaxed)
         let now = clock()
         var skipped = 0
         for report in reports {
@@ -709,7 +719,7 @@ final class ControlEvents: @unchecked Sendable {
         guard let control else { return }
         switch event {
         case .askUser(let uid): Task { await control.place(uid: uid) }
-        case .reports(let reports): Task { await control.record(reports) }
+        case .reports(let reports): control.record(reports)
         }
     }
 }

@@ -82,8 +82,10 @@ public enum FilterControlApplication {
                 return 71
             }
         }
-        if let audit = control.audit { services.insert(DrainingService { await audit.run() } finish: { audit.finish() }, at: 1) }
-        if let notifier = control.notifier { services.insert(DrainingService { await notifier.run() } finish: { notifier.finish() }, at: 1) }
+        // The group stops its services last first: the audit log and the notices after
+        // filter-data, whose last reports (sent as it stops) they still take.
+        if let audit = control.audit { services.insert(DrainingService { await audit.run() } finish: { audit.finish() }, at: 0) }
+        if let notifier = control.notifier { services.insert(DrainingService { await notifier.run() } finish: { notifier.finish() }, at: 0) }
         let group = ServiceGroup(
             configuration: .init(services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
@@ -100,7 +102,8 @@ public enum FilterControlApplication {
 
 /// Runs filter-data (DataSupervisor's loop thread) until the shutdown, then
 /// stops it: it gives held packets their default and sends the verdicts in
-/// hand. It is the last service to stop, so filtering goes on until the end.
+/// hand. It stops after every service but the audit log and the notices, so
+/// filtering goes on until the end.
 struct DataSupervisorService: Service {
     let control: Control
     let logger: Logger

@@ -81,7 +81,13 @@ public enum ControlMessage: Sendable, Hashable {
         }
         // A line feed inside a field would split it; no field the encoder is given has one
         // (names are canonical, paths come from the config), but keep the framing safe.
-        return Array(fields.map { $0.replacing("\n", with: " ") }.joined(separator: "\n").utf8)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(fields.reduce(fields.count) { $0 + $1.utf8.count })
+        for (index, field) in fields.enumerated() {
+            if index > 0 { bytes.append(0x0A) }
+            for byte in field.utf8 { bytes.append(byte == 0x0A ? 0x20 : byte) }
+        }
+        return bytes
     }
 
     public init(decoding bytes: Span<UInt8>) throws(DecodingError) {
