@@ -10,7 +10,9 @@ import SharedStore
 ///
 /// ```
 /// -o lo                                   -> RETURN   (the block page and local services)
-/// mark = allow or block                   -> CONNMARK --save-mark (the decision reaches the connection)
+/// mark = allow or block, connection has
+///   no decision yet                        -> CONNMARK --save-mark (the decision reaches the connection;
+///                                             a late packet judged apart never replaces it)
 /// udp dport 53, mark has dnsAnswer        -> CONNMARK --or-mark dnsAnswer, RETURN (a judged query)
 /// udp dport 53                            -> NFQUEUE  (every DNS query is judged on its own)
 /// tcp SYN, no decision in its mark, on a
@@ -110,8 +112,8 @@ public struct KernelRules: Sendable {
             *filter
             :\(chain) - [0:0]
             -A \(chain) -o lo -j RETURN
-            -A \(chain) -m mark --mark \(hex(marks.allow))/\(mask) -j CONNMARK --save-mark --nfmask \(mask) --ctmask \(mask)
-            -A \(chain) -m mark --mark \(hex(marks.block))/\(mask) -j CONNMARK --save-mark --nfmask \(mask) --ctmask \(mask)
+            -A \(chain) -m mark --mark \(hex(marks.allow))/\(mask) -m connmark --mark 0x0/\(mask) -j CONNMARK --save-mark --nfmask \(mask) --ctmask \(mask)
+            -A \(chain) -m mark --mark \(hex(marks.block))/\(mask) -m connmark --mark 0x0/\(mask) -j CONNMARK --save-mark --nfmask \(mask) --ctmask \(mask)
             -A \(chain) -p udp --dport 53 -m mark --mark \(answer)/\(answer) -j CONNMARK --or-mark \(answer)
             -A \(chain) -p udp --dport 53 -m mark --mark \(answer)/\(answer) -j RETURN
             -A \(chain) -p udp --dport 53 -j \(queueTarget)

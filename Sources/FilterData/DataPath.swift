@@ -77,6 +77,10 @@ public final class DataPath {
     private var pendingReports: [FlowReport] = []
     /// When the oldest waiting report was made (monotonic ns); nil when none waits.
     private var reportsWaitingSince: UInt64?
+    /// TCP flows decided in this turn of the loop, and those decided before
+    /// the last time the queue was read empty (see `forgetDecidedFlows`).
+    private var decidedNow: [FlowKey] = []
+    private var decidedBefore: [FlowKey] = []
 
     public init(
         socket: NetfilterQueueSocket, inspector: FlowInspector<RuleStore>, control: ControlChannel? = nil,
@@ -141,13 +145,17 @@ public final class DataPath {
                 let now = DataPath.monotonicNanoseconds()
                 timeout = deadline <= now ? 0 : Int32(min(250, (deadline - now) / 1_000_000 + 1))
             }
+            // Flows decided lately are forgotten a turn after the queue was read empty: that turn comes within a millisecond.
+            if !decidedBefore.isEmpty || !decidedNow.isEmpty { timeout = min(timeout, 1) }
             for index in descriptors.indices { descriptors[index].revents = 0 }
             let ready = SystemCalls.poll(&descriptors, timeoutMilliseconds: timeout)
             if ready < 0, errno != EINTR { throw QueueSocketError(operation: "poll", errno: errno) }
+            var drained = true
             if ready > 0, descriptors[0].revents != 0 {
-                _ = try socket.receiveReady(limit: 64) { packet, bytes in
+                let limit = 64
+                drained = try socket.receiveReady(limit: limit) { packet, bytes in
                     handle(packet, bytes, now: DataPath.monotonicNanoseconds())
-                }
+                } < limit
             }
             if ready > 0, descriptors.count > 1, descriptors[1].revents != 0 {
                 if !serveControl() {
@@ -158,6 +166,7 @@ public final class DataPath {
             let now = DataPath.monotonicNanoseconds()
             if !held.isEmpty { settleExpired(now: now) }
             try socket.flushVerdicts()
+            if drained { forgetDecidedFlows() }
             sendReports(now: now)
             if now &- lastSweep > 1_000_000_000 {
                 _ = inspector.removeExpiredFlows(now: now, limit: 4096)
@@ -194,6 +203,7 @@ public final class DataPath {
             }
             socket.setVerdict(verdict, for: packet.id)
             report(inspection)
+            noteDecided(inspection)
             return
         }
         let uid = inspection.facts.uid
@@ -229,6 +239,31 @@ public final class DataPath {
                 settleWaiting(for: question, with: askDefault(uid: uid), now: now)
             }
         }
+    }
+
+    /// Forgets the TCP flows decided before the verdicts just sent, once the
+    /// queue was read empty after them. A decided flow's entry is only there
+    /// for packets queued before its verdict saved the decision on the
+    /// connection (the verdict's NF_REPEAT saves it within the send): those
+    /// were all in the socket when the verdict went, and a read that empties
+    /// the socket has had them. Kept longer, the entry would give its decision
+    /// to a new connection that reuses the addresses and ports while conntrack
+    /// starts a fresh entry for it (its SYN is then not queued). A packet that
+    /// still comes late is judged as a flow of its own, and the kernel rules
+    /// never let that judgement replace the connection's saved decision.
+    private func forgetDecidedFlows() {
+        if !decidedBefore.isEmpty {
+            inspector.forgetDecided(decidedBefore)
+            decidedBefore.removeAll(keepingCapacity: true)
+        }
+        swap(&decidedBefore, &decidedNow)
+    }
+
+    /// Notes a TCP flow's first decision, for `forgetDecidedFlows`.
+    private func noteDecided(_ inspection: Inspection) {
+        guard inspection.finality == .firstDecision, let key = inspection.flow, key.protocolNumber == 6 else { return }
+        // Bounded: under a flood the time-based expiry still removes what this list misses.
+        if decidedNow.count < 8192 { decidedNow.append(key) }
     }
 
     /// What a flow that needs rules waits for: its user's group, else its name.
@@ -410,6 +445,7 @@ public final class DataPath {
     private func settle(_ key: FlowKey, packets: [UInt32], with decision: Decision, uid: UInt32?, now: UInt64) {
         if let inspection = inspector.settle(flow: key, with: decision, uid: uid, now: now) {
             report(inspection)
+            noteDecided(inspection)
             give(verdict(for: inspection), to: packets, of: key, inspection: inspection, now: now)
         } else {
             // The flow left the table while it waited (idle or evicted): the default, packet by packet.
@@ -460,6 +496,7 @@ public final class DataPath {
             return
         }
         report(inspection)
+        noteDecided(inspection)
         give(verdict(for: inspection), to: held.release(key), of: key, inspection: inspection, now: now)
     }
 
@@ -605,6 +642,7 @@ public final class DataPath {
             .init("packets", inspection.packets),
             .init("flows", inspection.flowsCreated),
             .init("reopenedFlows", inspection.reopenedFlows),
+            .init("decidedForgotten", inspection.decidedForgotten),
             .init("allowed", inspection.allowed),
             .init("dropped", inspection.dropped),
             .init("neededRules", inspection.neededRules),

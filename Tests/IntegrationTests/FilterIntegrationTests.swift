@@ -76,11 +76,38 @@ import Testing
             let allowed = try network.curl(scheme, "allowed.test", localPort: port)
             #expect(allowed.status == 0 && allowed.output == "ok allowed.test\n", "\(scheme) allowed.test from the same port: exit \(allowed.status) \(allowed.output)")
         }
-        // filter-data forgot the blocked flow when the new connection's SYN came (counted after the next health check).
-        try network.waitFor("filter-data to count the reopened flows") {
-            let status = try shell("\(TestNetwork.binaries)/filterctl status --socket \(network.folder)/control.sock")
-            return status.output.contains("(2 reopened)")
-        }
+        // The other way round, as a program that wants past the filter does it: an allowed
+        // connection ended with a reset (SO_LINGER 0: the port is free at once, and
+        // conntrack starts a fresh entry for the next SYN, which is then not queued),
+        // then at once a new connection from the same port to the same server that
+        // names a blocked site. It must not get the allowed connection's decision.
+        let client = """
+            import socket, struct, sys, time
+            def get(host):
+                s = socket.socket()
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))
+                s.bind(('', 45200))
+                s.settimeout(5)
+                try:
+                    s.connect((sys.argv[1], 80))
+                    s.sendall(('GET / HTTP/1.1\\r\\nHost: %s\\r\\nConnection: close\\r\\n\\r\\n' % host).encode())
+                    answer = s.recv(4096).decode(errors='replace').split('\\r\\n\\r\\n')[-1].strip()
+                except OSError as error:
+                    answer = 'error %s' % error.errno
+                s.close()
+                return answer or 'closed'
+            print(get('allowed.test'))
+            # A server on the Internet is milliseconds away: the new connection's request
+            # cannot come sooner than that after the old one's decision.
+            time.sleep(0.05)
+            print(get('blocked.test'))
+            """
+        try client.write(toFile: network.folder + "/reuse.py", atomically: true, encoding: .utf8)
+        let reuse = try network.inClient("python3 \(network.folder)/reuse.py \(network.serverIPv4)")
+        let answers = reuse.output.split(separator: "\n").map(String.init)
+        #expect(answers.first == "ok allowed.test", "\(reuse.output)")
+        #expect(answers.count == 2 && !answers[1].contains("ok blocked.test"), "blocked.test from the allowed connection's port: \(reuse.output)")
 
         // The running filter-data is sandboxed: unprivileged, no_new_privs, seccomp, only CAP_NET_ADMIN.
         let pid = try #require(network.processIDs(runningExecutable: "filter-data").first, "no filter-data process")
@@ -166,7 +193,7 @@ import Testing
         // One socket asks a blocked name, then an allowed one: the second answer
         // comes up too (the connection is marked) and passes unchanged.
         let sameSocket = """
-            import socket, struct, sys
+            import socket, struct, sys, time
             def query(name, id):
                 labels = b"".join(bytes([len(l)]) + l.encode() for l in name.split("."))
                 return struct.pack(">HHHHHH", id, 0x0100, 1, 0, 0, 0) + labels + b"\\0" + struct.pack(">HH", 1, 1)

@@ -82,6 +82,8 @@ public struct InspectorCounters: Sendable, Hashable {
     public var expirations: UInt64 = 0
     /// Flows evicted because the table was full.
     public var evictions: UInt64 = 0
+    /// Decided TCP flows forgotten once the packets queued before their verdict were in (`forgetDecided`).
+    public var decidedForgotten: UInt64 = 0
     /// Decided TCP flows forgotten because a SYN opened a new connection on their addresses and ports.
     public var reopenedFlows: UInt64 = 0
     /// Flows judged before showing a name because too many flows held buffers.
@@ -267,6 +269,20 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
     @discardableResult
     public mutating func removeExpiredFlows(now: UInt64, limit: Int = .max) -> Int {
         table.removeExpired(now: now, limit: limit)
+    }
+
+    /// Forgets these TCP flows if they are still decided (a new flow on the same
+    /// key, still being inspected, stays). Returns how many went.
+    @discardableResult
+    public mutating func forgetDecided(_ keys: [FlowKey]) -> Int {
+        var forgotten = 0
+        for key in keys {
+            guard let slot = table.slot(for: key), table.stage(of: slot) == .decided else { continue }
+            _ = table.remove(slot)
+            forgotten += 1
+        }
+        tally.decidedForgotten += UInt64(forgotten)
+        return forgotten
     }
 
     /// Judges every flow still gathering bytes on what it has shown (the end

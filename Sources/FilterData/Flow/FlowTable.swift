@@ -25,9 +25,10 @@ public enum FlowStage: UInt8, Sendable, Hashable, CaseIterable {
 /// late, within milliseconds. Decided flows are therefore kept seconds, not
 /// minutes: under connection churn the table holds what is being inspected,
 /// not the history (which is what made filter-data's memory grow with load).
-/// A decided TCP flow is kept 2 seconds: a new connection that reuses its
-/// addresses and ports after conntrack started a fresh entry (its SYN is not
-/// queued) would otherwise be given the old decision for that long.
+/// A decided TCP flow is kept 2 seconds at most (DataPath forgets it much
+/// sooner, once the queue was read empty after its verdict): a new connection
+/// that reuses its addresses and ports after conntrack started a fresh entry
+/// (its SYN is not queued) would otherwise be given the old decision.
 public struct FlowTableSettings: Sendable, Hashable {
     /// The most flows held at once; when full, the least recently used flow is
     /// evicted (an expired one first, when the oldest is expired).
