@@ -21,6 +21,8 @@ import SharedStore
 /// connmark = allow                        -> RETURN   (the fast path: decided flows skip user space)
 /// connmark = block, tcp                   -> REJECT with a TCP reset (fast failure, no hang)
 /// connmark = block                        -> REJECT (ICMP port unreachable)
+/// mark = allow                            -> RETURN   (judged, but no connection to carry it:
+/// mark = block                            -> REJECT    a packet conntrack found invalid; never queued again)
 /// tcp carrying payload (BPF match)        -> NFQUEUE  (SYNs and bare ACKs pass: they carry no name)
 /// udp                                     -> NFQUEUE
 /// ```
@@ -123,6 +125,9 @@ public struct KernelRules: Sendable {
             -A \(chain) -m connmark --mark \(hex(marks.allow))/\(mask) -j RETURN
             -A \(chain) -p tcp -m connmark --mark \(hex(marks.block))/\(mask) -j REJECT --reject-with tcp-reset
             -A \(chain) -m connmark --mark \(hex(marks.block))/\(mask) -j \(rejectOther)
+            -A \(chain) -m mark --mark \(hex(marks.allow))/\(mask) -j RETURN
+            -A \(chain) -p tcp -m mark --mark \(hex(marks.block))/\(mask) -j REJECT --reject-with tcp-reset
+            -A \(chain) -m mark --mark \(hex(marks.block))/\(mask) -j \(rejectOther)
             -A \(chain) -p tcp -m bpf --bytecode "\(KernelRules.payloadProgram(family))" -j \(queueTarget)
             -A \(chain) -p udp -j \(queueTarget)
             :\(KernelRules.inputChain) - [0:0]

@@ -45,6 +45,8 @@ public struct DataPathCounters: Sendable, Hashable {
     /// Decisions reported to filter-control, and those dropped because the channel stayed full.
     public var reportsSent: UInt64 = 0
     public var reportsDropped: UInt64 = 0
+    /// SYNs the kernel rules queued as reopened (a new connection on a decided one's ports).
+    public var reopenedConnections: UInt64 = 0
 
     public init() {}
 }
@@ -150,7 +152,8 @@ public final class DataPath {
             for index in descriptors.indices { descriptors[index].revents = 0 }
             let ready = SystemCalls.poll(&descriptors, timeoutMilliseconds: timeout)
             if ready < 0, errno != EINTR { throw QueueSocketError(operation: "poll", errno: errno) }
-            var drained = true
+            // An interrupted poll read nothing: not a sign that the queue is empty.
+            var drained = ready >= 0
             if ready > 0, descriptors[0].revents != 0 {
                 let limit = 64
                 drained = try socket.receiveReady(limit: limit) { packet, bytes in
@@ -191,6 +194,7 @@ public final class DataPath {
             socket.setVerdict(answer(bytes, now: now), for: packet.id)
             return
         }
+        if packet.mark & marks.reopened != 0 { counters.reopenedConnections += 1 }
         let inspection = inspector.inspect(bytes, uid: packet.uid, gid: packet.gid, now: now)
         guard inspection.verdict == .needRules, inspection.finality == .undecided, let key = inspection.flow,
             let question = DataPath.question(for: inspection)
@@ -641,6 +645,7 @@ public final class DataPath {
             .init("rulesVersion", inspector.engine.rules.version),
             .init("packets", inspection.packets),
             .init("flows", inspection.flowsCreated),
+            .init("reopenedConnections", counters.reopenedConnections),
             .init("reopenedFlows", inspection.reopenedFlows),
             .init("decidedForgotten", inspection.decidedForgotten),
             .init("allowed", inspection.allowed),

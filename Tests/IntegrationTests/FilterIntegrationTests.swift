@@ -76,6 +76,12 @@ import Testing
             let allowed = try network.curl(scheme, "allowed.test", localPort: port)
             #expect(allowed.status == 0 && allowed.output == "ok allowed.test\n", "\(scheme) allowed.test from the same port: exit \(allowed.status) \(allowed.output)")
         }
+        // Those SYNs came to filter-data marked as reopened (counted at the next health check).
+        try network.waitFor("filter-data to count the connections on reused ports") {
+            let status = try shell("\(TestNetwork.binaries)/filterctl status --socket \(network.folder)/control.sock")
+            return status.output.contains("(2 on reused ports)")
+        }
+
         // The other way round, as a program that wants past the filter does it: an allowed
         // connection ended with a reset (SO_LINGER 0: the port is free at once, and
         // conntrack starts a fresh entry for the next SYN, which is then not queued),
@@ -107,7 +113,8 @@ import Testing
         let reuse = try network.inClient("python3 \(network.folder)/reuse.py \(network.serverIPv4)")
         let answers = reuse.output.split(separator: "\n").map(String.init)
         #expect(answers.first == "ok allowed.test", "\(reuse.output)")
-        #expect(answers.count == 2 && !answers[1].contains("ok blocked.test"), "blocked.test from the allowed connection's port: \(reuse.output)")
+        // Refused with a reset when its request is judged (ECONNRESET), as any blocked name.
+        #expect(answers.count == 2 && ["error 104", "closed"].contains(answers[1]), "blocked.test from the allowed connection's port: \(reuse.output)")
 
         // The running filter-data is sandboxed: unprivileged, no_new_privs, seccomp, only CAP_NET_ADMIN.
         let pid = try #require(network.processIDs(runningExecutable: "filter-data").first, "no filter-data process")
@@ -130,6 +137,16 @@ import Testing
         #expect(load.output.trimmingCharacters(in: .whitespacesAndNewlines) == "200 200", "\(load.output)")
         let blockedAfterLoad = try network.curl("https", "blocked.test")
         #expect([35, 56].contains(blockedAfterLoad.status))
+
+        // Packets conntrack does not track (or found invalid) have no connection to
+        // carry a decision: judged once, they go on or are refused, never queued again
+        // (they went round between the kernel and filter-data for as long as they lived).
+        _ = try network.inClient("iptables -t raw -I OUTPUT -p tcp --dport 80 -j CT --notrack")
+        let untrackedAllowed = try network.curl("http", "allowed.test")
+        #expect(untrackedAllowed.status == 0 && untrackedAllowed.output == "ok allowed.test\n", "untracked allowed.test: exit \(untrackedAllowed.status) \(untrackedAllowed.output)")
+        let untrackedBlocked = try network.curl("http", "blocked.test")
+        #expect([35, 56].contains(untrackedBlocked.status), "untracked blocked.test: exit \(untrackedBlocked.status) \(untrackedBlocked.output)")
+        _ = try network.inClient("iptables -t raw -D OUTPUT -p tcp --dport 80 -j CT --notrack")
     }
 
     @Test func quicIsJudgedByItsInitialServerName() throws {

@@ -86,6 +86,10 @@ public final class DataSupervisor: @unchecked Sendable {
     private var pingNumber: UInt64 = 0
     /// The number of the latest pong filter-data sent.
     private var pongNumber: UInt64 = 0
+    /// While filter-data is being stopped: the end of the channel is expected,
+    /// not a death to restart from (`channelEnded` says it came).
+    private var draining = false
+    private var channelEnded = false
     private var lastPing = Date.distantPast
     private var lastHeard = Date()
 
@@ -263,18 +267,44 @@ public final class DataSupervisor: @unchecked Sendable {
         }
         // It ended meanwhile (readMessages saw the channel close and reaped it).
         guard self.child != nil else { return }
-        if let channel { shutdown(channel.descriptor, Int32(SHUT_RDWR)) }
+        // Only this side's writing ends: filter-data sees the end of the channel
+        // and stops, and what it sends as it stops (the reports of held flows given
+        // their default, of the last batch) still comes in while it is waited for.
+        if let channel { shutdown(channel.descriptor, Int32(SHUT_WR)) }
         if let refused = child.send(SIGTERM) { log("cannot send SIGTERM to filter-data \(child.pid): \(refused)") }
-        var status = child.wait(atMost: 3)
+        draining = true
+        defer { draining = false }
+        var status = waitReading(child, atMost: 3)
         if status == nil {
             if let refused = child.send(SIGKILL) { log("cannot kill filter-data \(child.pid): \(refused)") }
-            status = child.wait(atMost: 2)
+            status = waitReading(child, atMost: 2)
         }
         if let status {
             log("filter-data stopped (\(DataSupervisor.describe(status)))")
         } else {
             log("filter-data \(child.pid) did not stop; going on without it")
         }
+    }
+
+    /// Waits up to `seconds` for the child to end, taking the messages it
+    /// still sends (until its end of the channel closes); its exit status, or
+    /// nil when it is still running.
+    private func waitReading(_ child: ChildProcess, atMost seconds: Double) -> Int32? {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if let channel, !channelEnded {
+                _ = channel.wait(timeoutMilliseconds: 20)
+                readMessages(channel)
+            } else {
+                usleep(10_000)
+            }
+            if !child.isRunning {
+                // What it sent just before it ended is still in the socket.
+                if let channel, !channelEnded { readMessages(channel) }
+                return child.wait(atMost: 0)
+            }
+        }
+        return nil
     }
 
     static func describe(_ status: Int32) -> String {
@@ -310,6 +340,7 @@ public final class DataSupervisor: @unchecked Sendable {
             output.closeWriteEnd()
             child = process
             channel = pair.0
+            channelEnded = false
             self.output = output
             lastHeard = Date()
             lastPing = .distantPast
@@ -340,6 +371,10 @@ public final class DataSupervisor: @unchecked Sendable {
             do {
                 message = try channel.receive { [log] error in log("filter-data sent a bad message: \(error)") }
             } catch {
+                if draining {
+                    channelEnded = true
+                    return
+                }
                 ended()
                 return
             }
