@@ -67,6 +67,8 @@ configure() {  # configure off|on: $work/hallpass.yaml for that mode
     cat >"$work/hallpass.yaml" <<YAML
 queue:
   number: $bench_queue
+rules:
+  directory: $work/lib   # not the host's /var/lib/hallpass
 policy:
   block: [ demo ]
 log:

@@ -29,6 +29,8 @@ cat >"$work/hallpass.yaml" <<EOF
 queue:
   number: 5
   failMode: open
+rules:
+  directory: $work/lib   # not the host's /var/lib/hallpass
 policy:
   block: [ demo ]
 EOF
