@@ -206,8 +206,7 @@ public final class DataPath {
                 expectAnswer(to: bytes, inspection, action: action, now: now)
             }
             socket.setVerdict(verdict, for: packet.id)
-            report(inspection)
-            noteDecided(inspection)
+            concluded(inspection)
             return
         }
         let uid = inspection.facts.uid
@@ -261,6 +260,12 @@ public final class DataPath {
             decidedBefore.removeAll(keepingCapacity: true)
         }
         swap(&decidedBefore, &decidedNow)
+    }
+
+    /// A packet or flow judged: reported, and a TCP flow's first decision noted to be forgotten.
+    private func concluded(_ inspection: Inspection) {
+        report(inspection)
+        noteDecided(inspection)
     }
 
     /// Notes a TCP flow's first decision, for `forgetDecidedFlows`.
@@ -448,8 +453,7 @@ public final class DataPath {
     /// Decides a held flow with `decision` and gives its packets their verdicts.
     private func settle(_ key: FlowKey, packets: [UInt32], with decision: Decision, uid: UInt32?, now: UInt64) {
         if let inspection = inspector.settle(flow: key, with: decision, uid: uid, now: now) {
-            report(inspection)
-            noteDecided(inspection)
+            concluded(inspection)
             give(verdict(for: inspection), to: packets, of: key, inspection: inspection, now: now)
         } else {
             // The flow left the table while it waited (idle or evicted): the default, packet by packet.
@@ -499,8 +503,7 @@ public final class DataPath {
             }
             return
         }
-        report(inspection)
-        noteDecided(inspection)
+        concluded(inspection)
         give(verdict(for: inspection), to: held.release(key), of: key, inspection: inspection, now: now)
     }
 
@@ -567,8 +570,6 @@ public final class DataPath {
         case .usePolicy(let policyPath):
             swapRules(store: nil, policy: policyPath, now: now)
         case .ping(let number):
-            // The reports held back go first: filter-control pings before it stops filter-data.
-            sendReports(now: .max)
             try? control?.send(.pong(number, counters: report()))
         case .hello, .ask, .askUser, .reports, .rulesLoaded, .rulesRefused, .pong:
             counters.invalidControlMessages += 1

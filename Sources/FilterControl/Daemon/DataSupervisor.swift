@@ -84,8 +84,6 @@ public final class DataSupervisor: @unchecked Sendable {
     private var nextLaunch = Date.distantPast
     private var failuresInARow = 0
     private var pingNumber: UInt64 = 0
-    /// The number of the latest pong filter-data sent.
-    private var pongNumber: UInt64 = 0
     /// While filter-data is being stopped: the end of the channel is expected,
     /// not a death to restart from (`channelEnded` says it came).
     private var draining = false
@@ -251,25 +249,10 @@ public final class DataSupervisor: @unchecked Sendable {
     /// gives up after 2 more seconds rather than wait forever (the kernel
     /// rules must still be removed).
     private func stop(_ child: ChildProcess) {
-        // filter-data holds reports back a little to send them in batches: a ping
-        // first, whose pong comes after every report it held (it sends them before
-        // answering), so the decisions of the last moments reach the audit log.
-        if let channel {
-            pingNumber += 1
-            let number = pingNumber
-            if (try? channel.send(.ping(number))) != nil {
-                let deadline = Date().addingTimeInterval(1)
-                while pongNumber < number, self.channel != nil, Date() < deadline {
-                    _ = channel.wait(timeoutMilliseconds: 100)
-                    readMessages(channel)
-                }
-            }
-        }
-        // It ended meanwhile (readMessages saw the channel close and reaped it).
-        guard self.child != nil else { return }
         // Only this side's writing ends: filter-data sees the end of the channel
-        // and stops, and what it sends as it stops (the reports of held flows given
-        // their default, of the last batch) still comes in while it is waited for.
+        // and stops, and what it sends as it stops (the reports it held back for
+        // batching, those of held flows given their default) still comes in while
+        // it is waited for.
         if let channel { shutdown(channel.descriptor, Int32(SHUT_WR)) }
         if let refused = child.send(SIGTERM) { log("cannot send SIGTERM to filter-data \(child.pid): \(refused)") }
         draining = true
@@ -360,8 +343,8 @@ public final class DataSupervisor: @unchecked Sendable {
     }
 
     private func readMessages(_ channel: ControlChannel) {
-        // The reports of every message read now go on as one event: one hop into
-        // the control actor per wakeup, however many messages filter-data sent.
+        // The reports of every message read now go on as one event per wakeup,
+        // however many messages filter-data sent.
         var reports: [FlowReport] = []
         defer { if !reports.isEmpty { onEvent(.reports(reports)) } }
         var heard = false
@@ -405,8 +388,7 @@ public final class DataSupervisor: @unchecked Sendable {
                     state.rulesAnswers += 1
                 }
                 log("filter-data refused the new rules: \(reason) [\(code)]; the old rules stay in force")
-            case .pong(let number, let counters):
-                pongNumber = max(pongNumber, number)
+            case .pong(_, let counters):
                 lock.withLock {
                     state.counters = Dictionary(counters.map { ($0.name, $0.value) }, uniquingKeysWith: { $1 })
                     state.countersAt = Date()
