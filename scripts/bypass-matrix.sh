@@ -10,7 +10,7 @@
 #   10.83.0.53  dnsmasq: every name to 10.83.0.2, dns.google to 10.83.0.4, the SafeSearch
 #               enforcement hosts to 10.83.0.3, www.ech.test an HTTPS record carrying ech
 #   10.83.0.2   nginx (80, 443; www.google.com too), microsocks (SOCKS5, 1080), tinyproxy (CONNECT,
-#               8888), a UDP echo (51820 for WireGuard handshakes, 4443 for QUIC of an unknown version)
+#               8888; and the school's own proxy on 3128, bypass.proxy), a UDP echo (51820 for WireGuard handshakes, 4443 for QUIC of an unknown version)
 #   10.83.0.3   nginx: the SafeSearch enforcement host
 #   10.83.0.4   dnsdist: DNS over HTTPS (443, /dns-query) and over TLS (853); DNS over QUIC (853/udp, aioquic)
 #   10.83.0.5   OpenVPN servers, UDP 1194 and TCP 1194 (a test PKI made here)
@@ -158,6 +158,9 @@ ConnectPort 443
 LogLevel Info
 CONF
 start_server tinyproxy tinyproxy -d -c "$work/tinyproxy.conf"
+# The school's own proxy (bypass.proxy): the same, on 3128.
+sed 's/^Port 8888$/Port 3128/' "$work/tinyproxy.conf" >"$work/school-proxy.conf"
+start_server school-proxy tinyproxy -d -c "$work/school-proxy.conf"
 # OpenVPN: a UDP and a TCP server with tls-auth; clients run unprivileged with --dev null.
 openvpn --genkey tls-auth "$pki/ta.key" 2>/dev/null || openvpn --genkey --secret "$pki/ta.key"
 openssl dhparam -dsaparam -out "$pki/dh.pem" 2048 2>/dev/null
@@ -202,7 +205,7 @@ YAML
 policy_bypass_top() {
     cat <<YAML
   safeSearch: [ google, youtube-strict, bing, duckduckgo ]
-  bypass: { encryptedDNS: block, ech: block, tunnels: block, unreadableQUIC: block, quic: allow }
+  bypass: { encryptedDNS: block, ech: block, tunnels: block, unreadableQUIC: block, quic: allow, proxy: [ 10.83.0.2:3128 ] }
 YAML
 }
 policy_groups() {
@@ -319,6 +322,7 @@ try_openvpn() {
 }
 try_socks() { outcome as_user "$1" curl -sS -m 6 --socks5-hostname 10.83.0.2:1080 -o /dev/null http://www.example.test/; }
 try_connect() { outcome as_user "$1" curl -sS -m 6 --proxytunnel -x http://10.83.0.2:8888 -k -o /dev/null https://www.example.test/; }
+try_school_proxy() { outcome as_user "$1" curl -sS -m 6 --proxytunnel -x http://10.83.0.2:3128 -k -o /dev/null "https://$2/"; }
 try_quic_unknown() { outcome as_user "$1" "$python" "$helper" udp-probe 10.83.0.2 4443 quic-unknown; }
 try_safesearch_dns() {  # a CNAME to the enforcement host is the filter's answer
     local answer
@@ -356,6 +360,8 @@ rows=(
     "SOCKS5 (not the school proxy)|curl --socks5-hostname (microsocks)|4242|allow|try_socks 4242"
     "HTTP CONNECT (not the school proxy)|curl --proxytunnel (tinyproxy)|4241|block|try_connect 4241"
     "HTTP CONNECT (not the school proxy)|curl --proxytunnel (tinyproxy)|4242|allow|try_connect 4242"
+    "HTTP CONNECT via the school proxy|curl --proxytunnel -x :3128 www.example.test|4241|allow|try_school_proxy 4241 www.example.test"
+    "... to a name of a blocked category|curl --proxytunnel -x :3128 (vpn list)|4241|block|try_school_proxy 4241 01usevpn.website"
     "QUIC of an unknown version|long header 0x1a2b3c4d to udp/4443|4241|block|try_quic_unknown 4241"
     "QUIC of an unknown version|long header 0x1a2b3c4d to udp/4443|4242|allow|try_quic_unknown 4242"
     "SafeSearch: DNS for www.google.com|dig (CNAME = block)|4241|block|try_safesearch_dns 4241"

@@ -39,6 +39,19 @@ extension BypassKeys {
             if let value = keys["tunnels"] { tunnels = try value.choice(BypassPolicy.Action.self) }
             if let value = keys["unreadableQUIC"] { unreadableQUIC = try value.choice(BypassPolicy.Action.self) }
             if let value = keys["quic"] { quic = try value.choice(BypassPolicy.Action.self) }
+            if let node = keys["proxy"] {
+                // One proxy or a list: ADDRESS[/LENGTH][:PORT], an IPv6 address in brackets when a port follows.
+                let items = if case .scalar = node.node { [node] } else { try node.list() }
+                var found: [ProxyEndpoint] = []
+                for item in items {
+                    let text = try item.string()
+                    guard let proxy = ProxyEndpoint(text) else {
+                        throw item.error("'\(text)' is not a proxy address: ADDRESS[/LENGTH][:PORT], e.g. 10.0.0.8:3128 or [2001:db8::8]:3128")
+                    }
+                    found.append(proxy)
+                }
+                proxies = found
+            }
         }
     }
 

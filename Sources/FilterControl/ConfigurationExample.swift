@@ -70,6 +70,10 @@ extension Configuration {
             tunnels: block
             unreadableQUIC: block
             quic: allow
+            # The school's own web proxies (ADDRESS[/LENGTH][:PORT], IPv6 in brackets with a
+            # port): SOCKS and CONNECT to them are not tunnels; a CONNECT is judged by the
+            # name it asks for. (example)
+            # proxy: [ 10.0.0.8:3128 ]
 
         blockPage:
           # Where filter-control serves the block page (local addresses); blocked names

@@ -17,6 +17,11 @@ import SharedStore
 /// udp dport 53                            -> NFQUEUE  (every DNS query is judged on its own)
 /// tcp SYN, no decision in its mark, on a
 ///   connection that carries one            -> MARK reopened (a new connection on a decided one's ports)
+/// udp whose payload starts like a QUIC
+///   Initial or 0-RTT packet (BPF match), no
+///   decision in its mark, on a connection
+///   that carries one                       -> MARK reopened (filter-data judges it again when it is a
+///                                             new connection's first Initial)
 /// mark has reopened                       -> CONNMARK decision cleared, NFQUEUE (filter-data forgets the old flow)
 /// connmark = allow                        -> RETURN   (the fast path: decided flows skip user space)
 /// connmark = block, tcp                   -> REJECT with a TCP reset (fast failure, no hang)
@@ -61,6 +66,39 @@ public struct KernelRules: Sendable {
 
         var restoreCommand: String { self == .ipv4 ? "iptables-restore" : "ip6tables-restore" }
         var command: String { self == .ipv4 ? "iptables" : "ip6tables" }
+    }
+
+    /// A classic BPF program: true when a UDP packet's payload starts with a
+    /// QUIC long header of type 0 or 1 with the fixed bit (first byte 0xC0 to
+    /// 0xDF: a version 1 Initial or 0-RTT, a version 2 Initial; Google QUIC's
+    /// Q046 and later too). IPv6 packets with extension headers never match.
+    static func quicInitialProgram(_ family: Family) -> String {
+        let instructions: [(UInt16, UInt8, UInt8, UInt32)]
+        switch family {
+        case .ipv4:
+            instructions = [
+                (0x30, 0, 0, 0),  // ldb [0]          version / IHL
+                (0x54, 0, 0, 15),  // and #15
+                (0x64, 0, 0, 2),  // lsh #2           IP header length
+                (0x07, 0, 0, 0),  // tax
+                (0x50, 0, 0, 8),  // ldb [x + 8]      the first payload byte (past the UDP header; none: no match)
+                (0x54, 0, 0, 0xE0),  // and #0xE0
+                (0x15, 0, 1, 0xC0),  // jeq #0xC0
+                (0x06, 0, 0, 65535),  // ret match
+                (0x06, 0, 0, 0),  // ret no match
+            ]
+        case .ipv6:
+            instructions = [
+                (0x30, 0, 0, 6),  // ldb [6]          next header
+                (0x15, 0, 4, 17),  // jeq #17          UDP right after the fixed header? else no match
+                (0x30, 0, 0, 48),  // ldb [48]         the first payload byte
+                (0x54, 0, 0, 0xE0),  // and #0xE0
+                (0x15, 0, 1, 0xC0),  // jeq #0xC0
+                (0x06, 0, 0, 65535),  // ret match
+                (0x06, 0, 0, 0),  // ret no match
+            ]
+        }
+        return "\(instructions.count)," + instructions.map { "\($0.0) \($0.1) \($0.2) \($0.3)" }.joined(separator: ",")
     }
 
     /// A classic BPF program (run by the xt `bpf` match on the IP header):
@@ -120,6 +158,7 @@ public struct KernelRules: Sendable {
             -A \(chain) -p udp --dport 53 -m mark --mark \(answer)/\(answer) -j RETURN
             -A \(chain) -p udp --dport 53 -j \(queueTarget)
             -A \(chain) -p tcp --syn -m mark --mark 0x0/\(mask) -m connmark ! --mark 0x0/\(mask) -j MARK --set-xmark \(reopened)/\(reopened)
+            -A \(chain) -p udp -m mark --mark 0x0/\(mask) -m connmark ! --mark 0x0/\(mask) -m bpf --bytecode "\(KernelRules.quicInitialProgram(family))" -j MARK --set-xmark \(reopened)/\(reopened)
             -A \(chain) -m mark --mark \(reopened)/\(reopened) -j CONNMARK --set-xmark 0x0/\(mask)
             -A \(chain) -m mark --mark \(reopened)/\(reopened) -j \(queueTarget)
             -A \(chain) -m connmark --mark \(hex(marks.allow))/\(mask) -j RETURN

@@ -45,6 +45,7 @@ public enum PolicySummary {
         lines.append(
             "  bypass: encryptedDNS \(bypass.encryptedDNS.rawValue), ech \(bypass.ech.rawValue), tunnels \(bypass.tunnels.rawValue),"
                 + " unreadableQUIC \(bypass.unreadableQUIC.rawValue), quic \(bypass.quic.rawValue)")
+        if !bypass.proxies.isEmpty { lines.append("  school proxies: " + bypass.proxies.map(\.description).joined(separator: " ")) }
         let engines = SafeSearchEngine.allCases.filter(bypass.safeSearch.contains).map(\.rawValue)
         lines.append("  safeSearch: " + (engines.isEmpty ? "none" : engines.joined(separator: " ")))
         return lines.joined(separator: "\n")

@@ -150,8 +150,17 @@ public struct BypassPolicy: Sendable, Hashable {
     public var quic: Action = .allow
     /// The engines whose SafeSearch is enforced.
     public var safeSearch: Set<SafeSearchEngine> = []
+    /// The school's own proxies: SOCKS and CONNECT to them are not tunnels
+    /// (a CONNECT is then judged by the name it asks for).
+    public var proxies: [ProxyEndpoint] = []
 
     public init() {}
+
+    /// Whether a flow to `destination`, `port` goes to one of the school's proxies.
+    public func isSchoolProxy(_ destination: IPAddress?, port: UInt16?) -> Bool {
+        guard let destination else { return false }
+        return proxies.contains { $0.matches(destination, port: port) }
+    }
 
     /// The category of known DNS-over-HTTPS resolvers (rules/bypass/doh), blocked with `encryptedDNS: block`.
     public static let encryptedDNSCategory = "doh"
@@ -159,7 +168,63 @@ public struct BypassPolicy: Sendable, Hashable {
     public static let echFrontCategory = "ech-front"
 
     /// The keys under `bypass:`.
-    public static let bypassKeyNames = ["encryptedDNS", "ech", "tunnels", "unreadableQUIC", "quic"]
+    public static let bypassKeyNames = ["encryptedDNS", "ech", "tunnels", "unreadableQUIC", "quic", "proxy"]
+}
+
+/// One of the school's proxies (`bypass.proxy`): an address or an address
+/// block, and the port (any port when absent). Written `10.0.0.8:3128`,
+/// `10.0.0.0/24`, `[2001:db8::8]:3128`, `2001:db8::/64` or `[2001:db8::/64]:3128`.
+public struct ProxyEndpoint: Sendable, Hashable, CustomStringConvertible {
+    public var network: IPNetwork
+    public var port: UInt16?
+
+    public init(network: IPNetwork, port: UInt16? = nil) {
+        self.network = network
+        self.port = port
+    }
+
+    public init?(_ text: some StringProtocol) {
+        let text = Substring(text)
+        if text.hasPrefix("[") {
+            // [IPv6] or [IPv6]:PORT, also with an address block inside the brackets.
+            guard let close = text.firstIndex(of: "]") else { return nil }
+            guard let network = IPNetwork(text[text.index(after: text.startIndex)..<close]), !network.address.isIPv4 else { return nil }
+            let rest = text[text.index(after: close)...]
+            if rest.isEmpty {
+                self.init(network: network)
+            } else {
+                guard rest.hasPrefix(":"), let port = Self.port(rest.dropFirst()) else { return nil }
+                self.init(network: network, port: port)
+            }
+            return
+        }
+        let colons = text.count { $0 == ":" }
+        if colons == 1 {
+            // IPv4 (or an IPv4 block) with a port.
+            let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+            guard let network = IPNetwork(parts[0]), network.address.isIPv4, let port = Self.port(parts[1]) else { return nil }
+            self.init(network: network, port: port)
+        } else {
+            guard let network = IPNetwork(text) else { return nil }
+            self.init(network: network)
+        }
+    }
+
+    private static func port(_ text: Substring) -> UInt16? {
+        guard !text.isEmpty, text.allSatisfy({ $0.isASCII && $0.isNumber }), let port = UInt16(text), port > 0 else { return nil }
+        return port
+    }
+
+    public func matches(_ destination: IPAddress, port: UInt16?) -> Bool {
+        guard network.contains(destination) else { return false }
+        guard let wanted = self.port else { return true }
+        return port == wanted
+    }
+
+    public var description: String {
+        guard let port else { return network.description }
+        return network.address.isIPv4 ? "\(network):\(port)" : "[\(network)]:\(port)"
+    }
 }
 
 /// The `safeSearch:` and `bypass:` keys one policy level sets (nil: the
@@ -171,6 +236,7 @@ public struct BypassKeys: Sendable, Hashable {
     public var tunnels: BypassPolicy.Action?
     public var unreadableQUIC: BypassPolicy.Action?
     public var quic: BypassPolicy.Action?
+    public var proxies: [ProxyEndpoint]?
 
     public init() {}
 
@@ -190,6 +256,7 @@ public struct BypassKeys: Sendable, Hashable {
         if let tunnels { result.tunnels = tunnels }
         if let unreadableQUIC { result.unreadableQUIC = unreadableQUIC }
         if let quic { result.quic = quic }
+        if let proxies { result.proxies = proxies }
         return result
     }
 }

@@ -20,6 +20,7 @@
 /// tunnels block
 /// unreadableQUIC block
 /// quic allow
+/// proxy 10.0.0.8:3128 [2001:db8::8]:3128   # the school's proxies (absent: none)
 /// safeSearch google youtube-strict   # or: safeSearch none
 /// ```
 /// A file without the bypass lines gets their defaults (every way around
@@ -58,6 +59,7 @@ public enum PolicyText {
         lines.append("tunnels \(bypass.tunnels.rawValue)")
         lines.append("unreadableQUIC \(bypass.unreadableQUIC.rawValue)")
         lines.append("quic \(bypass.quic.rawValue)")
+        if !bypass.proxies.isEmpty { lines.append((["proxy"] + bypass.proxies.map(\.description)).joined(separator: " ")) }
         let engines = SafeSearchEngine.allCases.filter(bypass.safeSearch.contains).map(\.rawValue)
         lines.append("safeSearch " + (engines.isEmpty ? "none" : engines.joined(separator: " ")))
         return lines.joined(separator: "\n") + "\n"
@@ -139,6 +141,15 @@ public enum PolicyText {
                 case "unreadableQUIC": policy.bypass.unreadableQUIC = action
                 default: policy.bypass.quic = action
                 }
+            case "proxy":
+                var proxies: [ProxyEndpoint] = []
+                for value in values {
+                    guard let proxy = ProxyEndpoint(value) else {
+                        throw ParseError(line: number, reason: "'\(value)' is not a proxy (ADDRESS[/LENGTH][:PORT], IPv6 in brackets with a port)")
+                    }
+                    proxies.append(proxy)
+                }
+                policy.bypass.proxies = proxies
             case "safeSearch":
                 var engines: Set<SafeSearchEngine> = []
                 if values != ["none"] {

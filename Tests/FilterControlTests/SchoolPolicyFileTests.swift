@@ -32,12 +32,15 @@ import VerdictCore
         #expect(students.safeSearch == [.google, .youtubeStrict, .bing, .duckduckgo] && students.tunnels == .block)
         let staff = school.effectivePolicy(for: .group("staff"), at: moment).policy.bypass
         #expect(staff.safeSearch.isEmpty && staff.tunnels == .allow && staff.encryptedDNS == .block && staff.quic == .allow)
+        #expect(students.proxies == [ProxyEndpoint("10.20.0.8:3128")!] && staff.proxies == students.proxies, "inherited")
     }
 
     @Test func bypassKeysAreCheckedByName() {
         for (text, key) in [
             ("policy:\n  bypass: { vpn: block }\n", "policy.bypass"),
             ("policy:\n  bypass: { tunnels: maybe }\n", "policy.bypass.tunnels"),
+            ("policy:\n  bypass: { proxy: [ proxy.school.example:3128 ] }\n", "policy.bypass.proxy[0]"),
+            ("policy:\n  bypass: { proxy: 10.0.0.8:99999 }\n", "policy.bypass.proxy"),
             ("policy:\n  safeSearch: [altavista]\n", "policy.safeSearch[0]"),
             ("policy:\n  safeSearch: [youtube-strict, youtube-moderate]\n", "policy.safeSearch"),
         ] {

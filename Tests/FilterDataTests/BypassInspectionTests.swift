@@ -120,11 +120,48 @@ import VerdictCore
         let first = judge.inspect(udpPacket(sourcePort: 50_000, destinationPort: 4443, unknown), now: 0)
         #expect(first.kind == .quic && first.verdict == .drop && first.finality == .firstDecision)
         #expect(first.decision.reason.category == "unreadableQUIC")
-        // Google QUIC: read by the replay, not by the live path.
+        // A Q050 Initial that does not open with Q050's salt: Google QUIC that cannot be read.
         var gquic = rfc9001ClientInitial
         gquic[1...4] = Array("Q050".utf8)[0...3]
         let google = judge.inspect(udpPacket(sourcePort: 50_001, destinationPort: 443, gquic), now: 0)
         #expect(google.verdict == .drop && google.decision.reason.category == "unreadableQUIC")
+    }
+
+    @Test func googleQUICIsJudgedByTheNameItsCHLOCarries() {
+        var judge = inspector(policy: policy())
+        let blocked = GoogleQUICTests.chlo([("PAD\u{0}", [0x2D, 0x2D]), ("SNI\u{0}", Array("www.blocked.example".utf8)), ("VER\u{0}", Array("Q046".utf8))])
+        let one = judge.inspect(udpPacket(sourcePort: 50_002, destinationPort: 443, GoogleQUICTests.q046Packet(blocked)), now: 0)
+        #expect(one.kind == .quic && one.findings.name == "www.blocked.example" && one.verdict == .drop, "\(one.decision)")
+        #expect(one.decision.reason.category == "adult")
+        // Across two datagrams, the second first: the flow waits, then gets its name.
+        let message = GoogleQUICTests.chlo([("PAD\u{0}", [UInt8](repeating: 0x2D, count: 300)), ("SNI\u{0}", Array("fine.example".utf8))])
+        let late = judge.inspect(udpPacket(sourcePort: 50_003, destinationPort: 443, GoogleQUICTests.q046Packet(Array(message.dropFirst(200)), offset: 200)), now: 0)
+        #expect(late.finality == .undecided)
+        let early = judge.inspect(udpPacket(sourcePort: 50_003, destinationPort: 443, GoogleQUICTests.q046Packet(Array(message.prefix(200)))), now: 1)
+        #expect(early.findings.name == "fine.example" && early.verdict == .allow && early.decision.reason.source != .bypass)
+        // A CHLO that never starts at offset 0 gives no name: unreadable within the datagram bound.
+        var settings = FlowInspectorSettings()
+        settings.limits = FlowLimits(quicDatagramBound: 2)
+        var bounded = inspector(policy: policy(), settings: settings)
+        let later = GoogleQUICTests.q046Packet(Array(message.dropFirst(200)), offset: 200)
+        _ = bounded.inspect(udpPacket(sourcePort: 50_004, destinationPort: 443, later), now: 0)
+        let second = bounded.inspect(udpPacket(sourcePort: 50_004, destinationPort: 443, later), now: 1)
+        #expect(second.verdict == .drop && second.decision.reason.category == "unreadableQUIC")
+    }
+
+    @Test func encryptedDNSShowsItselfByItsALPNOnAnyPort() {
+        var judge = inspector(policy: policy())
+        var client = TCPClient()
+        client.serverPort = 443
+        _ = judge.inspect(client.syn, now: 0)
+        let hello = Build.records(Build.clientHello(extensions: [Build.sniExtension("resolver.example"), Build.alpnExtension(["dot"])]))
+        let dot = judge.inspect(client.data(at: 0, hello), now: 1)
+        #expect(dot.kind == .dot && dot.verdict == .drop && dot.decision.reason.category == "encryptedDNS", "\(dot.kind) \(dot.decision)")
+        // h2 and http/1.1 are TLS as before.
+        let web = TCPClient(clientPort: 40_010, serverPort: 443)
+        _ = judge.inspect(web.syn, now: 0)
+        let plain = judge.inspect(web.data(at: 0, Build.records(Build.clientHello(extensions: [Build.sniExtension("resolver.example"), Build.alpnExtension(["h2", "http/1.1"])]))), now: 1)
+        #expect(plain.kind == .tls && plain.verdict == .allow)
     }
 
     @Test func theDoHAndECHFrontListsGoWithTheirKeys() throws {

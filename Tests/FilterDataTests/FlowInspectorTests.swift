@@ -397,6 +397,28 @@ private let second: UInt64 = 1_000_000_000
         #expect(later.verdict == .drop && later.finality == .repeatedDecision)
     }
 
+    @Test func aNewQUICConnectionOnADecidedFlowsPortsIsJudgedAgain() {
+        let store = try! makeStore([("example.com", "test")])
+        var inspector = FlowInspector(engine: VerdictEngine(rules: store, policy: Policy()))
+        // A datagram that shows no name is allowed (noName: allow) and decides the flow...
+        let junk = inspector.inspect(udpPacket(sourcePort: 50_010, destinationPort: 443, [0x23] + [UInt8](repeating: 0, count: 47)), now: 0)
+        #expect(junk.verdict == .allow && junk.finality == .firstDecision)
+        // ... but a QUIC Initial from the same port opens a connection of its own, judged by its name.
+        let initial = inspector.inspect(udpPacket(sourcePort: 50_010, destinationPort: 443, rfc9001ClientInitial), now: 1)
+        #expect(initial.verdict == .drop && initial.finality == .firstDecision && initial.findings.name == "example.com")
+        #expect(inspector.counters.reopenedFlows == 1)
+        // A later Initial of the connection (under the server's connection ID, so it does not
+        // open with its own keys) and a short-header packet get the decision.
+        var later = rfc9001ClientInitial
+        later[6] ^= 0x01  // another Destination Connection ID
+        #expect(inspector.inspect(udpPacket(sourcePort: 50_010, destinationPort: 443, later), now: 2).finality == .repeatedDecision)
+        #expect(inspector.inspect(udpPacket(sourcePort: 50_010, destinationPort: 443, [0x41, 1, 2, 3, 4, 5]), now: 3).finality == .repeatedDecision)
+        #expect(inspector.counters.reopenedFlows == 1)
+        // The first Initial sent again is judged again, to the same decision.
+        let again = inspector.inspect(udpPacket(sourcePort: 50_010, destinationPort: 443, rfc9001ClientInitial), now: 4)
+        #expect(again.verdict == .drop && again.finality == .firstDecision)
+    }
+
     @Test func otherUDPIsJudgedAtOnceWithoutAName() {
         var inspector = inspector(policy: Policy(noName: .block))
         let inspection = inspector.inspect(udpPacket(sourcePort: 5000, destinationPort: 123, [0x23] + [UInt8](repeating: 0, count: 47)), now: 0)

@@ -165,6 +165,20 @@ import Testing
                 #expect(blocked.status == 3, "QUIC v\(version) ipv6=\(ipv6) blocked: exit \(blocked.status) \(blocked.output)")
             }
         }
+        // A new QUIC connection from the port of a decided one (conntrack keeps the UDP
+        // entry and its decision for minutes) is judged on its own Initial: allowed then
+        // blocked, blocked then allowed, and after a datagram that shows no name (which
+        // noName: allow lets through) a blocked name is still refused.
+        for ipv6 in [false, true] {
+            let port = ipv6 ? 47_101 : 47_001
+            #expect(try network.quic("allowed.test", ipv6: ipv6, localPort: port).status == 0)
+            let after = try network.quic("www.blocked.test", ipv6: ipv6, localPort: port)
+            #expect(after.status == 3, "ipv6=\(ipv6): blocked after allowed on port \(port): exit \(after.status) \(after.output)")
+            let back = try network.quic("allowed.test", ipv6: ipv6, localPort: port)
+            #expect(back.status == 0 && back.output == "ok allowed.test\n", "ipv6=\(ipv6): allowed after blocked: exit \(back.status) \(back.output)")
+            let junk = try network.quic("www.blocked.test", ipv6: ipv6, localPort: port + 1, junkFirst: true)
+            #expect(junk.status == 3, "ipv6=\(ipv6): blocked after a nameless datagram: exit \(junk.status) \(junk.output)")
+        }
     }
 
     @Test func dnsQueriesAreJudgedOneByOne() throws {

@@ -135,9 +135,14 @@ final class TestNetwork {
     }
 
     /// QUIC from the client: exit 0 with the answer, 3 refused (ICMP), 2 no answer.
-    func quic(_ name: String, ipv6: Bool = false, version: Int = 1) throws -> (status: Int32, output: String) {
+    /// One QUIC connection (Helpers/quic_client.py); `localPort` binds the client's
+    /// port, `junkFirst` sends a datagram that is no QUIC from it first.
+    func quic(_ name: String, ipv6: Bool = false, version: Int = 1, localPort: Int = 0, junkFirst: Bool = false) throws -> (status: Int32, output: String) {
         let script = TestNetwork.packageRoot + "/Tests/IntegrationTests/Helpers/quic_client.py"
-        return try inClient("\(TestNetwork.python) \(script) --address \(ipv6 ? serverIPv6 : serverIPv4) --name \(name) --version \(version)")
+        var command = "\(TestNetwork.python) \(script) --address \(ipv6 ? serverIPv6 : serverIPv4) --name \(name) --version \(version)"
+        if localPort != 0 { command += " --local-port \(localPort)" }
+        if junkFirst { command += " --junk-first" }
+        return try inClient(command)
     }
 
     /// dnsmasq on the server: every name under allowed.test and blocked.test resolves to the server.

@@ -63,6 +63,25 @@ struct BypassNamesTests {
     @Test func bypassPolicyDefaults() {
         let policy = BypassPolicy()
         #expect(policy.encryptedDNS == .block && policy.ech == .block && policy.tunnels == .block && policy.unreadableQUIC == .block)
-        #expect(policy.quic == .allow && policy.safeSearch.isEmpty)
+        #expect(policy.quic == .allow && policy.safeSearch.isEmpty && policy.proxies.isEmpty)
+    }
+
+    @Test func schoolProxyAddressesParseAndPrintBack() throws {
+        for text in ["10.0.0.8:3128", "10.0.0.0/24", "10.0.0.8", "[2001:db8::8]:3128", "2001:db8::/64", "[2001:db8::/64]:8080", "2001:db8::8"] {
+            let proxy = try #require(ProxyEndpoint(text), "\(text)")
+            #expect(ProxyEndpoint(proxy.description) == proxy, "\(text) -> \(proxy)")
+        }
+        for bad in ["", "proxy.school.example:3128", "10.0.0.8:", "10.0.0.8:0", "10.0.0.8:65536", "10.0.0.8:31a8", "[10.0.0.8]:3128",
+            "[2001:db8::8", "[2001:db8::8]3128", "2001:db8::8:3128:x", "10.0.0.0/33:80"]
+        {
+            #expect(ProxyEndpoint(bad) == nil, "\(bad)")
+        }
+        let proxy = try #require(ProxyEndpoint("10.0.0.8:3128"))
+        #expect(proxy.matches(IPAddress("10.0.0.8")!, port: 3128))
+        #expect(!proxy.matches(IPAddress("10.0.0.8")!, port: 1080))
+        #expect(!proxy.matches(IPAddress("10.0.0.9")!, port: 3128))
+        let anyPort = try #require(ProxyEndpoint("10.0.0.0/24"))
+        #expect(anyPort.matches(IPAddress("10.0.0.200")!, port: 1080) && !anyPort.matches(IPAddress("10.0.1.1")!, port: 1080))
+        #expect(try #require(ProxyEndpoint("[2001:db8::/64]:8080")).matches(IPAddress("2001:db8::77")!, port: 8080))
     }
 }

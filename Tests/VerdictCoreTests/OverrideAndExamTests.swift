@@ -56,6 +56,33 @@ import VerdictCore
         #expect(engine.decide(FlowFacts(destination: IPAddress("192.0.2.11"), mayRevealName: true)).verdict == .needMoreData)
     }
 
+    @Test func socksAndConnectToTheSchoolsProxyAreNotTunnels() throws {
+        var policy = Policy()
+        policy.bypass.proxies = [ProxyEndpoint("10.0.0.8:3128")!]
+        let engine = VerdictEngine(rules: try VerdictEngineTests.rules(), policy: policy)
+        func connect(_ host: String, to destination: String, port: UInt16) throws -> Decision {
+            engine.decide(FlowFacts(host: try HostName(host), nameSource: .httpHost, destination: IPAddress(destination), destinationPort: port, bypass: .connect))
+        }
+        // Through the school's proxy a CONNECT is judged by the name it asks for.
+        #expect(try connect("unlisted.example", to: "10.0.0.8", port: 3128).verdict == .allow)
+        let blocked = try connect("www.casino.example", to: "10.0.0.8", port: 3128)
+        #expect(blocked.verdict == .drop && blocked.reason.source == .category && blocked.reason.category == "gambling")
+        // Anywhere else (another port of the same address too) it is a tunnel.
+        for (destination, port) in [("10.0.0.8", UInt16(8080)), ("198.51.100.7", 3128)] {
+            let tunnel = try connect("unlisted.example", to: destination, port: port)
+            #expect(tunnel.verdict == .drop && tunnel.reason == Reason(source: .bypass, category: "tunnels", rule: "connect"))
+        }
+        // SOCKS to the proxy shows no name: policy.noName decides.
+        let socks = FlowFacts(destination: IPAddress("10.0.0.8"), destinationPort: 3128, bypass: .socks)
+        #expect(engine.decide(socks).verdict == .allow)
+        var strict = policy
+        strict.noName = .block
+        #expect(VerdictEngine(rules: try VerdictEngineTests.rules(), policy: strict).decide(socks).reason.source == .noName)
+        // The exemption is for proxies only: WireGuard to the proxy's address is a tunnel.
+        let wireguard = FlowFacts(destination: IPAddress("10.0.0.8"), destinationPort: 3128, transport: .udp, bypass: .wireguard)
+        #expect(engine.decide(wireguard).reason == Reason(source: .bypass, category: "tunnels", rule: "wireguard"))
+    }
+
     @Test func overridesAndExamsTravelInThePolicyText() throws {
         var policy = Policy()
         policy.overrideAllow = try patterns("khanacademy.org")
@@ -71,7 +98,9 @@ import VerdictCore
         bypassing.bypass.tunnels = .allow
         bypassing.bypass.quic = .block
         bypassing.bypass.safeSearch = [.google, .youtubeModerate]
+        bypassing.bypass.proxies = [ProxyEndpoint("10.0.0.8:3128")!, ProxyEndpoint("[2001:db8::/64]:8080")!]
         #expect(try PolicyText.parse(PolicyText.render(bypassing)) == bypassing)
+        #expect(throws: PolicyText.ParseError.self) { try PolicyText.parse("proxy proxy.school.example:3128\n") }
         #expect(throws: PolicyText.ParseError.self) { try PolicyText.parse("safeSearch altavista\n") }
         #expect(throws: PolicyText.ParseError.self) { try PolicyText.parse("tunnels sometimes\n") }
         #expect(throws: PolicyText.ParseError.self) { try PolicyText.parse("exam soon\n") }

@@ -84,7 +84,8 @@ public struct InspectorCounters: Sendable, Hashable {
     public var evictions: UInt64 = 0
     /// Decided TCP flows forgotten once the packets queued before their verdict were in (`forgetDecided`).
     public var decidedForgotten: UInt64 = 0
-    /// Decided TCP flows forgotten because a SYN opened a new connection on their addresses and ports.
+    /// Decided flows forgotten because a new connection came on their addresses and ports
+    /// (a TCP SYN, or a QUIC Initial that opens with its own connection ID).
     public var reopenedFlows: UInt64 = 0
     /// Flows judged before showing a name because too many flows held buffers.
     public var inspectionsCutShort: UInt64 = 0
@@ -341,7 +342,20 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
         var message: DNSMessage? = nil
         if isDNS, case .success(let parsed) = DNSMessageParser.parse(payload) { message = parsed }
 
-        if let slot = table.find(packetKey, now: now) {
+        var existing = table.find(packetKey, now: now)
+        if let slot = existing, !isDNS, table.stage(of: slot) == .decided, FlowInspector.startsQUICConnection(payload) {
+            // A client Initial that opens with its own connection ID's keys on a decided
+            // flow: a new QUIC connection from the same port (the kernel queues these and
+            // clears the old decision: KernelRules), or the first Initial sent again before
+            // the server answered. Judged afresh on its ClientHello either way: the old
+            // decision (of another connection, or of a datagram that showed no name) is
+            // not this connection's. The same connection's later Initials use the server's
+            // connection ID and do not open with their own keys.
+            _ = table.remove(slot)
+            existing = nil
+            tally.reopenedFlows += 1
+        }
+        if let slot = existing {
             let step = udpStep(slot, fromClient: true, isDNS: isDNS, message: message, payload: payload)
             return finish(step, slot, packetKey, direction: .clientToServer, uid: uid, gid: gid, created: false)
         }
@@ -371,7 +385,8 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
         let machine: FlowStateMachine
         if case .recognized(let recognition) = TunnelRecognizer.examine(datagram: payload, serverPort: packetKey.destinationPort) {
             machine = FlowStateMachine.recognized(recognition.kind)
-        } else if !payload.isEmpty && payload[0] & 0x80 != 0 {
+        } else if !payload.isEmpty && payload[0] & 0x80 != 0 || GoogleQUICParser.version(ofClientDatagram: payload) != nil {
+            // An IETF QUIC long header, or Google QUIC (also its public header, Q043 and earlier).
             machine = FlowStateMachine.quic(limits: settings.limits)
         } else {
             machine = FlowStateMachine.nameless()
@@ -379,6 +394,17 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
         let slot = create(packetKey, machine, now: now)
         let step = table[slot].clientDatagram(payload)
         return finish(step, slot, packetKey, direction: .clientToServer, uid: uid, gid: gid, created: true)
+    }
+
+    /// Whether a client datagram can begin a QUIC connection: an IETF QUIC
+    /// Initial that opens with the keys of its own Destination Connection ID
+    /// (RFC 9001 section 5.2), or a Google QUIC packet with a version tag.
+    static func startsQUICConnection(_ payload: Span<UInt8>) -> Bool {
+        guard !payload.isEmpty else { return false }
+        if GoogleQUICParser.version(ofClientDatagram: payload) != nil { return true }
+        guard payload[0] & 0xC0 == 0xC0 else { return false }
+        if case .packets(let summary) = QUICInitialParser.parse(datagram: payload) { return !summary.initials.isEmpty }
+        return false
     }
 
     private mutating func udpStep(_ slot: FlowSlot, fromClient: Bool, isDNS: Bool, message: DNSMessage?,

@@ -155,6 +155,8 @@ public struct FlowStateMachine: Sendable {
         public var assembler: QUICCryptoAssembler
         public var clientDatagrams = 0
         public let limits: FlowLimits
+        /// Set when the flow's first datagram carried a Google QUIC version tag.
+        public var googleQUIC: GoogleQUICHandshake?
     }
 
     /// A DNS flow: each query is judged on its own.
@@ -430,7 +432,12 @@ public struct FlowStateMachine: Sendable {
             let outcome = progress.peek.withContiguousPrefix { ClientHelloParser.parse(recordStream: $0) }
             switch outcome {
             case .clientHello(let info):
-                return decideNow(FlowFindings(kind: tlsKind, wireName: info.serverName, encryptedClientHello: info.hasEncryptedClientHello))
+                // DNS over TLS on another port shows itself by its ALPN (RFC 7858 registers "dot").
+                var kind = tlsKind
+                if kind == .tls, !info.alpnProtocols.isEmpty, TunnelRecognizer.encryptedDNS(alpnProtocols: info.alpnProtocols, quic: false) != nil {
+                    kind = .dot
+                }
+                return decideNow(FlowFindings(kind: kind, wireName: info.serverName, encryptedClientHello: info.hasEncryptedClientHello))
             case .needMoreData(let total):
                 let needed = total ?? available + 1
                 // A ClientHello that cannot fit in the peek bound never shows its name here.
@@ -488,6 +495,9 @@ public struct FlowStateMachine: Sendable {
     // MARK: QUIC
 
     private mutating func advance(_ progress: inout QUICProgress, payload: Span<UInt8>) -> FlowStep {
+        if progress.googleQUIC != nil || (progress.clientDatagrams == 0 && GoogleQUICParser.version(ofClientDatagram: payload) != nil) {
+            return advanceGoogleQUIC(&progress, payload: payload)
+        }
         guard !payload.isEmpty, payload[0] & 0x80 != 0 else {
             // A short-header packet: the handshake is over (or this is no QUIC), no Initial will follow.
             return decideNow(FlowFindings(kind: progress.clientDatagrams > 0 ? .quic : .none))
@@ -497,7 +507,8 @@ public struct FlowStateMachine: Sendable {
         if case .packets(let summary) = outcome, !summary.initials.isEmpty {
             switch progress.assembler.clientHello() {
             case .clientHello(let info):
-                return decideNow(FlowFindings(kind: .quic, wireName: info.serverName, encryptedClientHello: info.hasEncryptedClientHello))
+                return decideNow(FlowFindings(kind: Self.quicKind(alpnProtocols: info.alpnProtocols), wireName: info.serverName,
+                                              encryptedClientHello: info.hasEncryptedClientHello))
             case .needMoreData(let total):
                 if let total, total > progress.limits.quicCryptoBound { return decideNow(FlowFindings(kind: .quic)) }
             case .notTLS, .malformed:
@@ -506,8 +517,7 @@ public struct FlowStateMachine: Sendable {
         }
         // A version hallpass has no keys for, and not one reserved for greasing
         // version negotiation (0x?a?a?a?a, RFC 9000 section 15): this flow will
-        // never show a name (Google QUIC included: the replay reads it, the
-        // live path does not), so it is judged now.
+        // never show a name, so it is judged now.
         if payload.count >= 5 {
             let version = UInt32(payload[1]) << 24 | UInt32(payload[2]) << 16 | UInt32(payload[3]) << 8 | UInt32(payload[4])
             if version != 0, version & 0x0f0f_0f0f != 0x0a0a_0a0a, QUICInitialParser.initialParameters(for: version) == nil {
@@ -520,6 +530,33 @@ public struct FlowStateMachine: Sendable {
             return decideNow(FlowFindings(kind: .quic))
         }
         return .awaitMoreData
+    }
+
+    /// Chrome's old QUIC (Q024-Q043, Q046, Q050, T050, T051): the CHLO or
+    /// ClientHello from the handshake stream, read from offset 0 as the server
+    /// reads it. A version it cannot read, or a handshake that does not come
+    /// within the datagram bound, is judged without a name (`unreadableQUIC`).
+    private mutating func advanceGoogleQUIC(_ progress: inout QUICProgress, payload: Span<UInt8>) -> FlowStep {
+        progress.clientDatagrams += 1
+        // Moved out while it grows, so its buffer is not copied on write.
+        var handshake = progress.googleQUIC.take() ?? GoogleQUICHandshake(capacity: progress.limits.quicCryptoBound)
+        let outcome = handshake.add(datagram: payload)
+        progress.googleQUIC = handshake
+        switch outcome {
+        case .hello(let hello):
+            return decideNow(FlowFindings(kind: Self.quicKind(alpnProtocols: hello.alpnProtocols), wireName: hello.serverName,
+                                          encryptedClientHello: hello.encryptedClientHello))
+        case .needMoreData:
+            return progress.clientDatagrams >= progress.limits.quicDatagramBound ? decideNow(FlowFindings(kind: .quic)) : .awaitMoreData
+        case .notGoogleQUIC, .unreadableVersion, .malformed:
+            return decideNow(FlowFindings(kind: .quic))
+        }
+    }
+
+    /// `doq` when the ClientHello's ALPN asks for DNS over QUIC (RFC 9250), on any port.
+    private static func quicKind(alpnProtocols: [[UInt8]]) -> FlowKind {
+        guard !alpnProtocols.isEmpty, let recognition = TunnelRecognizer.encryptedDNS(alpnProtocols: alpnProtocols, quic: true) else { return .quic }
+        return FlowKind(recognition.kind)
     }
 
     // MARK: Helpers

@@ -120,10 +120,12 @@ public enum TunnelRecognizer {
     /// or a draft's "doq-iNN"; DNS over TLS by "dot" (the IANA TLS ALPN
     /// registry). `quic` says which transport the ClientHello came on.
     public static func encryptedDNS(alpnProtocols: [[UInt8]], quic: Bool) -> BypassRecognition? {
+        // Compared as bytes: this runs on every ClientHello, and h2 or h3 should cost no String.
         for name in alpnProtocols {
-            let text = String(decoding: name, as: UTF8.self)
-            if quic, text == "doq" || text.hasPrefix("doq-i") { return BypassRecognition(.doq, "ALPN \(text)") }
-            if !quic, text == "dot" { return BypassRecognition(.dot, "ALPN dot") }
+            if quic, name.elementsEqual("doq".utf8) || name.starts(with: "doq-i".utf8) {
+                return BypassRecognition(.doq, "ALPN " + String(decoding: name, as: UTF8.self))
+            }
+            if !quic, name.elementsEqual("dot".utf8) { return BypassRecognition(.dot, "ALPN dot") }
         }
         return nil
     }

@@ -17,10 +17,12 @@ from aioquic.quic.connection import QuicConnection
 from aioquic.quic.events import ConnectionTerminated, HandshakeCompleted, StreamDataReceived
 
 
-def request(address, name, port=443, version="1", deadline=3.0):
+def request(address, name, port=443, version="1", deadline=3.0, local_port=0, junk_first=False):
     """One QUIC connection to `address` with server name `name` that sends
     the name on a stream and reads the answer. Returns (status, text,
-    local port): 0 and the answer, 3 "refused", 2 "timeout", 4 "terminated: ..."."""
+    local port): 0 and the answer, 3 "refused", 2 "timeout", 4 "terminated: ...".
+    `local_port` binds the socket to that port (0: any); `junk_first` sends
+    one datagram that is no QUIC before the connection, from the same socket."""
     configuration = QuicConfiguration(is_client=True, alpn_protocols=["hq-interop"], server_name=name)
     configuration.verify_mode = ssl.CERT_NONE
     if version == "2":
@@ -28,7 +30,13 @@ def request(address, name, port=443, version="1", deadline=3.0):
         configuration.original_version = 0x6B3343CF
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     with socket.socket(family, socket.SOCK_DGRAM) as sock:
+        if local_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("::" if family == socket.AF_INET6 else "0.0.0.0", local_port))
         sock.connect((address, port))
+        if junk_first:
+            sock.send(b"\x23" + bytes(47))
+            time.sleep(0.1)
         peer = sock.getpeername()
         local_port = sock.getsockname()[1]
         connection = QuicConnection(configuration=configuration)
@@ -72,8 +80,11 @@ def main():
     parser.add_argument("--name", required=True)
     parser.add_argument("--version", default="1", choices=["1", "2"])
     parser.add_argument("--deadline", type=float, default=3.0)
+    parser.add_argument("--local-port", type=int, default=0)
+    parser.add_argument("--junk-first", action="store_true")
     arguments = parser.parse_args()
-    status, text, _ = request(arguments.address, arguments.name, arguments.port, arguments.version, arguments.deadline)
+    status, text, _ = request(arguments.address, arguments.name, arguments.port, arguments.version, arguments.deadline,
+                              arguments.local_port, arguments.junk_first)
     print(text, flush=True)
     return status
 
