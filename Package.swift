@@ -195,7 +195,14 @@ let package = Package(
         // MARK: Tests
         .testTarget(name: "VerdictCoreTests", dependencies: ["VerdictCore"]),
         .testTarget(name: "SharedStoreTests", dependencies: ["SharedStore", "VerdictCore"]),
-        .testTarget(name: "FilterDataTests", dependencies: ["FilterData", "VerdictCore", "SharedStore"]),
+        .testTarget(
+            name: "FilterDataTests",
+            dependencies: [
+                "FilterData", "VerdictCore", "SharedStore",
+                // Sealing QUIC Initials in tests (FilterData links both already).
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ]),
         .testTarget(
             name: "BlockPageTests",
             dependencies: [

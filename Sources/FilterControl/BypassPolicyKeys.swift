@@ -41,12 +41,12 @@ extension BypassKeys {
             if let value = keys["quic"] { quic = try value.choice(BypassPolicy.Action.self) }
             if let node = keys["proxy"] {
                 // One proxy or a list: ADDRESS[/LENGTH][:PORT], an IPv6 address in brackets when a port follows.
-                let items = if case .scalar = node.node { [node] } else { try node.list() }
+                let items = if case .scalar = node.node, node.node.null == nil { [node] } else { try node.list() }
                 var found: [ProxyEndpoint] = []
                 for item in items {
                     let text = try item.string()
                     guard let proxy = ProxyEndpoint(text) else {
-                        throw item.error("'\(text)' is not a proxy address: ADDRESS[/LENGTH][:PORT], e.g. 10.0.0.8:3128 or [2001:db8::8]:3128")
+                        throw item.error("'\(text)' is not a proxy address: ADDRESS[/LENGTH][:PORT], e.g. 10.0.0.8:3128 or \"[2001:db8::8]:3128\" (quoted)")
                     }
                     found.append(proxy)
                 }

@@ -70,9 +70,9 @@ extension Configuration {
             tunnels: block
             unreadableQUIC: block
             quic: allow
-            # The school's own web proxies (ADDRESS[/LENGTH][:PORT], IPv6 in brackets with a
-            # port): SOCKS and CONNECT to them are not tunnels; a CONNECT is judged by the
-            # name it asks for. (example)
+            # The school's own web proxies (ADDRESS[/LENGTH][:PORT]; an IPv6 address with a port in
+            # quotes and brackets, "[2001:db8::8]:3128"): SOCKS and CONNECT to them are not
+            # tunnels; a connection's first request is judged by the name it asks for. (example)
             # proxy: [ 10.0.0.8:3128 ]
 
         blockPage:

@@ -17,11 +17,10 @@ import SharedStore
 /// udp dport 53                            -> NFQUEUE  (every DNS query is judged on its own)
 /// tcp SYN, no decision in its mark, on a
 ///   connection that carries one            -> MARK reopened (a new connection on a decided one's ports)
-/// udp whose payload starts like a QUIC
-///   Initial or 0-RTT packet (BPF match), no
-///   decision in its mark, on a connection
-///   that carries one                       -> MARK reopened (filter-data judges it again when it is a
-///                                             new connection's first Initial)
+/// udp carrying a QUIC v1 or v2 Initial
+///   (BPF match), no decision in its mark,
+///   on a connection that carries one       -> MARK reopened (filter-data judges it again when it holds
+///                                             the start of a ClientHello)
 /// mark has reopened                       -> CONNMARK decision cleared, NFQUEUE (filter-data forgets the old flow)
 /// connmark = allow                        -> RETURN   (the fast path: decided flows skip user space)
 /// connmark = block, tcp                   -> REJECT with a TCP reset (fast failure, no hang)
@@ -68,34 +67,52 @@ public struct KernelRules: Sendable {
         var command: String { self == .ipv4 ? "iptables" : "ip6tables" }
     }
 
-    /// A classic BPF program: true when a UDP packet's payload starts with a
-    /// QUIC long header of type 0 or 1 with the fixed bit (first byte 0xC0 to
-    /// 0xDF: a version 1 Initial or 0-RTT, a version 2 Initial; Google QUIC's
-    /// Q046 and later too). IPv6 packets with extension headers never match.
+    /// A classic BPF program: true when a UDP packet carries a QUIC long
+    /// header of version 1 with the Initial type, or of version 2 (RFC 9369)
+    /// with its Initial type; the fixed bit is not looked at (RFC 9287 lets a
+    /// client grease it). RTP and other traffic whose first bit is set do not
+    /// match: the version word must be exact. IPv6 packets with extension
+    /// headers always match (filter-data reads past them).
     static func quicInitialProgram(_ family: Family) -> String {
         let instructions: [(UInt16, UInt8, UInt8, UInt32)]
         switch family {
         case .ipv4:
             instructions = [
-                (0x30, 0, 0, 0),  // ldb [0]          version / IHL
-                (0x54, 0, 0, 15),  // and #15
-                (0x64, 0, 0, 2),  // lsh #2           IP header length
-                (0x07, 0, 0, 0),  // tax
-                (0x50, 0, 0, 8),  // ldb [x + 8]      the first payload byte (past the UDP header; none: no match)
-                (0x54, 0, 0, 0xE0),  // and #0xE0
-                (0x15, 0, 1, 0xC0),  // jeq #0xC0
-                (0x06, 0, 0, 65535),  // ret match
-                (0x06, 0, 0, 0),  // ret no match
+                (0x30, 0, 0, 0),  // 0  ldb [0]          version / IHL
+                (0x54, 0, 0, 15),  // 1  and #15
+                (0x64, 0, 0, 2),  // 2  lsh #2           IP header length
+                (0x07, 0, 0, 0),  // 3  tax
+                (0x50, 0, 0, 8),  // 4  ldb [x + 8]      first payload byte (none: no match)
+                (0x45, 0, 10, 0x80),  // 5  jset #0x80       a long header? else 16
+                (0x54, 0, 0, 0x30),  // 6  and #0x30        the type bits
+                (0x02, 0, 0, 0),  // 7  st M[0]
+                (0x40, 0, 0, 9),  // 8  ld [x + 9]       the version
+                (0x15, 0, 2, 0x0000_0001),  // 9  jeq #1           else 12
+                (0x60, 0, 0, 0),  // 10 ld M[0]
+                (0x15, 3, 4, 0x00),  // 11 jeq #0 (Initial) -> 15, else 16
+                (0x15, 0, 3, 0x6b33_43cf),  // 12 jeq #v2         else 16
+                (0x60, 0, 0, 0),  // 13 ld M[0]
+                (0x15, 0, 1, 0x10),  // 14 jeq #0x10 (v2 Initial) -> 15, else 16
+                (0x06, 0, 0, 65535),  // 15 ret match
+                (0x06, 0, 0, 0),  // 16 ret no match
             ]
         case .ipv6:
             instructions = [
-                (0x30, 0, 0, 6),  // ldb [6]          next header
-                (0x15, 0, 4, 17),  // jeq #17          UDP right after the fixed header? else no match
-                (0x30, 0, 0, 48),  // ldb [48]         the first payload byte
-                (0x54, 0, 0, 0xE0),  // and #0xE0
-                (0x15, 0, 1, 0xC0),  // jeq #0xC0
-                (0x06, 0, 0, 65535),  // ret match
-                (0x06, 0, 0, 0),  // ret no match
+                (0x30, 0, 0, 6),  // 0  ldb [6]          next header
+                (0x15, 0, 11, 17),  // 1  jeq #17          UDP right after the fixed header? else 13 (match)
+                (0x30, 0, 0, 48),  // 2  ldb [48]         first payload byte
+                (0x45, 0, 10, 0x80),  // 3  jset #0x80       else 14
+                (0x54, 0, 0, 0x30),  // 4  and #0x30
+                (0x02, 0, 0, 0),  // 5  st M[0]
+                (0x20, 0, 0, 49),  // 6  ld [49]          the version
+                (0x15, 0, 2, 0x0000_0001),  // 7  jeq #1           else 10
+                (0x60, 0, 0, 0),  // 8  ld M[0]
+                (0x15, 3, 4, 0x00),  // 9  jeq #0 -> 13, else 14
+                (0x15, 0, 3, 0x6b33_43cf),  // 10 jeq #v2          else 14
+                (0x60, 0, 0, 0),  // 11 ld M[0]
+                (0x15, 0, 1, 0x10),  // 12 jeq #0x10 -> 13, else 14
+                (0x06, 0, 0, 65535),  // 13 ret match
+                (0x06, 0, 0, 0),  // 14 ret no match
             ]
         }
         return "\(instructions.count)," + instructions.map { "\($0.0) \($0.1) \($0.2) \($0.3)" }.joined(separator: ",")

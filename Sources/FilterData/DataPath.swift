@@ -17,10 +17,10 @@ public struct FlowMarks: Sendable, Hashable {
     /// answers of that socket are queued on the input hook and all others
     /// pass in the kernel. One queue trip per lookup in the common case.
     public var dnsAnswer: UInt32 = 0x0040_0000
-    /// Set by the kernel rules on a SYN whose connection already carries a
-    /// decision (a new connection reusing a decided one's addresses and ports):
-    /// the decision is cleared and the SYN queued, so filter-data forgets the
-    /// old flow and the new connection is judged on its own.
+    /// Set by the kernel rules on a SYN, or a QUIC client Initial, whose
+    /// connection already carries a decision (a new connection reusing a
+    /// decided one's addresses and ports): the decision is cleared and the
+    /// packet queued, so filter-data judges the new connection on its own.
     public var reopened: UInt32 = 0x0080_0000
 
     public init() {}
@@ -45,7 +45,7 @@ public struct DataPathCounters: Sendable, Hashable {
     /// Decisions reported to filter-control, and those dropped because the channel stayed full.
     public var reportsSent: UInt64 = 0
     public var reportsDropped: UInt64 = 0
-    /// SYNs the kernel rules queued as reopened (a new connection on a decided one's ports).
+    /// TCP SYNs the kernel rules queued as reopened (a new connection on a decided one's ports).
     public var reopenedConnections: UInt64 = 0
 
     public init() {}
@@ -194,7 +194,8 @@ public final class DataPath {
             socket.setVerdict(answer(bytes, now: now), for: packet.id)
             return
         }
-        if packet.mark & marks.reopened != 0 { counters.reopenedConnections += 1 }
+        // QUIC Initials come marked too (most are a connection's later ones): counted by the inspector when they start one.
+        if packet.mark & marks.reopened != 0, DataPath.isTCP(bytes) { counters.reopenedConnections += 1 }
         let inspection = inspector.inspect(bytes, uid: packet.uid, gid: packet.gid, now: now)
         guard inspection.verdict == .needRules, inspection.finality == .undecided, let key = inspection.flow,
             let question = DataPath.question(for: inspection)
@@ -378,6 +379,12 @@ public final class DataPath {
     private func expectAnswer(to packet: Span<UInt8>, _ inspection: Inspection, action: DNSAnswerAction, now: UInt64) {
         guard let key = inspection.flow, let name = inspection.facts.host, let id = DataPath.dnsMessageID(packet) else { return }
         answerPlans.expect(.init(flow: key, id: id), name: name, action: action, now: now)
+    }
+
+    /// Whether an IP packet carries TCP (IPv6: right after the fixed header).
+    static func isTCP(_ packet: Span<UInt8>) -> Bool {
+        guard packet.count >= 20 else { return false }
+        return packet[0] >> 4 == 4 ? packet[9] == 6 : packet.count >= 40 && packet[6] == 6
     }
 
     /// The DNS message id of a UDP packet (the first two bytes after the UDP header).
@@ -648,6 +655,7 @@ public final class DataPath {
             .init("flows", inspection.flowsCreated),
             .init("reopenedConnections", counters.reopenedConnections),
             .init("reopenedFlows", inspection.reopenedFlows),
+            .init("reopenedQUICFlows", inspection.reopenedQUICFlows),
             .init("decidedForgotten", inspection.decidedForgotten),
             .init("allowed", inspection.allowed),
             .init("dropped", inspection.dropped),

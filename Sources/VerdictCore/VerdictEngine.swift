@@ -155,7 +155,8 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
     private func bypassDecision(_ facts: FlowFacts) -> Decision? {
         let keys = policy.bypass
         if let kind = facts.bypass {
-            // The school's own proxy: a CONNECT is judged by the name it asks for, SOCKS as nameless.
+            // The school's own proxy: judged by the target the request names (a CONNECT, SOCKS4,
+            // a SOCKS5 request that came with its greeting), else as nameless (policy.noName).
             if kind == .socks || kind == .connect, keys.isSchoolProxy(facts.destination, port: facts.destinationPort) { return nil }
             let (key, action) = kind.isEncryptedDNS ? ("encryptedDNS", keys.encryptedDNS) : ("tunnels", keys.tunnels)
             return action == .block ? Decision(.drop, Reason(source: .bypass, category: key, rule: kind.rawValue)) : nil

@@ -89,7 +89,7 @@ struct Status: ParsableCommand {
         lines.append(data)
         if let refusal = status.dataProcess.lastRulesRefusal { lines.append("             refused new rules: \(refusal)") }
         lines.append(
-            "packets:     \(count("packets")) seen, \(count("flows")) flows (\(count("reopenedConnections")) on reused ports); verdicts: \(count("allowed")) allow, \(count("dropped")) block, \(count("neededRules")) ask, \(count("neededMoreData")) wait"
+            "packets:     \(count("packets")) seen, \(count("flows")) flows (\((counters["reopenedConnections"] ?? 0) + (counters["reopenedQUICFlows"] ?? 0)) on reused ports); verdicts: \(count("allowed")) allow, \(count("dropped")) block, \(count("neededRules")) ask, \(count("neededMoreData")) wait"
         )
         lines.append(
             "needRules:   \(count("heldFlows")) flows held (\(count("heldPackets")) packets), \(count("questions")) asked, \(count("answers")) answered, \(count("askTimeouts")) timed out; round trip p50 \(count("roundTripP50Micros")) µs, p99 \(count("roundTripP99Micros")) µs"

@@ -406,17 +406,53 @@ private let second: UInt64 = 1_000_000_000
         // ... but a QUIC Initial from the same port opens a connection of its own, judged by its name.
         let initial = inspector.inspect(udpPacket(sourcePort: 50_010, destinationPort: 443, rfc9001ClientInitial), now: 1)
         #expect(initial.verdict == .drop && initial.finality == .firstDecision && initial.findings.name == "example.com")
-        #expect(inspector.counters.reopenedFlows == 1)
+        #expect(inspector.counters.reopenedQUICFlows == 1)
         // A later Initial of the connection (under the server's connection ID, so it does not
         // open with its own keys) and a short-header packet get the decision.
         var later = rfc9001ClientInitial
         later[6] ^= 0x01  // another Destination Connection ID
         #expect(inspector.inspect(udpPacket(sourcePort: 50_010, destinationPort: 443, later), now: 2).finality == .repeatedDecision)
         #expect(inspector.inspect(udpPacket(sourcePort: 50_010, destinationPort: 443, [0x41, 1, 2, 3, 4, 5]), now: 3).finality == .repeatedDecision)
-        #expect(inspector.counters.reopenedFlows == 1)
+        #expect(inspector.counters.reopenedQUICFlows == 1)
         // The first Initial sent again is judged again, to the same decision.
         let again = inspector.inspect(udpPacket(sourcePort: 50_010, destinationPort: 443, rfc9001ClientInitial), now: 4)
         #expect(again.verdict == .drop && again.finality == .firstDecision)
+        #expect(inspector.counters.reopenedQUICFlows == 2)
+    }
+
+    @Test func laterInitialsUnderTheOriginalConnectionIDKeepTheDecision() {
+        // A server may keep the client's connection ID (quiche does, for Chrome's 8-byte
+        // IDs): the client's later Initials then open with their own keys, but carry ACKs,
+        // not the ClientHello. They must not start the flow over.
+        let dcid: [UInt8] = [1, 2, 3, 4, 5, 6, 7, 8]
+        let hello = Build.clientHello(extensions: [Build.sniExtension("fine.example")])
+        var inspector = inspector(policy: Policy(blockedCategories: .only(["adult"])))
+        let first = inspector.inspect(udpPacket(sourcePort: 50_020, destinationPort: 443,
+                                                QUICSealing.initial(frames: QUICSealing.cryptoFrame(offset: 0, hello), dcid: dcid)), now: 0)
+        #expect(first.verdict == .allow && first.findings.name == "fine.example" && first.finality == .firstDecision)
+        let ack = inspector.inspect(udpPacket(sourcePort: 50_020, destinationPort: 443,
+                                              QUICSealing.initial(frames: QUICSealing.ackFrame, dcid: dcid, packetNumber: 1)), now: 1)
+        #expect(ack.verdict == .allow && ack.finality == .repeatedDecision)
+        // CRYPTO past offset 0 (the rest of a ClientHello sent again) does not either.
+        let rest = inspector.inspect(udpPacket(sourcePort: 50_020, destinationPort: 443,
+                                               QUICSealing.initial(frames: QUICSealing.cryptoFrame(offset: 40, Array(hello[40...])), dcid: dcid, packetNumber: 2)), now: 2)
+        #expect(rest.finality == .repeatedDecision)
+        #expect(inspector.counters.reopenedQUICFlows == 0)
+        // A new connection under the same connection ID, with a blocked name: judged on it.
+        let other = Build.clientHello(extensions: [Build.sniExtension("www.blocked.example")])
+        let reused = inspector.inspect(udpPacket(sourcePort: 50_020, destinationPort: 443,
+                                                 QUICSealing.initial(frames: QUICSealing.cryptoFrame(offset: 0, other), dcid: dcid)), now: 3)
+        #expect(reused.verdict == .drop && reused.finality == .firstDecision && reused.findings.name == "www.blocked.example")
+    }
+
+    @Test func googleQUICsLaterPacketsKeepTheDecision() {
+        // Q046 carries its version tag in every long-header packet: only a handshake piece at offset 0 starts over.
+        var inspector = inspector()
+        let message = GoogleQUICTests.chlo([("PAD\u{0}", [0x2D, 0x2D]), ("SNI\u{0}", Array("fine.example".utf8))])
+        let first = inspector.inspect(udpPacket(sourcePort: 50_030, destinationPort: 443, GoogleQUICTests.q046Packet(message)), now: 0)
+        #expect(first.verdict == .allow && first.findings.name == "fine.example")
+        let later = inspector.inspect(udpPacket(sourcePort: 50_030, destinationPort: 443, GoogleQUICTests.q046Packet(message, offset: 1_024)), now: 1)
+        #expect(later.finality == .repeatedDecision)
     }
 
     @Test func otherUDPIsJudgedAtOnceWithoutAName() {

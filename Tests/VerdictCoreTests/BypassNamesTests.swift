@@ -76,6 +76,8 @@ struct BypassNamesTests {
         {
             #expect(ProxyEndpoint(bad) == nil, "\(bad)")
         }
+        // Without brackets an IPv6 address takes no port: this is the address 2001:db8::8:3128, any port.
+        #expect(ProxyEndpoint("2001:db8::8:3128")?.port == nil)
         let proxy = try #require(ProxyEndpoint("10.0.0.8:3128"))
         #expect(proxy.matches(IPAddress("10.0.0.8")!, port: 3128))
         #expect(!proxy.matches(IPAddress("10.0.0.8")!, port: 1080))

@@ -84,9 +84,10 @@ public struct InspectorCounters: Sendable, Hashable {
     public var evictions: UInt64 = 0
     /// Decided TCP flows forgotten once the packets queued before their verdict were in (`forgetDecided`).
     public var decidedForgotten: UInt64 = 0
-    /// Decided flows forgotten because a new connection came on their addresses and ports
-    /// (a TCP SYN, or a QUIC Initial that opens with its own connection ID).
+    /// Decided TCP flows forgotten because a SYN opened a new connection on their addresses and ports.
     public var reopenedFlows: UInt64 = 0
+    /// Decided UDP flows judged again because a QUIC connection's first Initial came on their ports.
+    public var reopenedQUICFlows: UInt64 = 0
     /// Flows judged before showing a name because too many flows held buffers.
     public var inspectionsCutShort: UInt64 = 0
 
@@ -344,16 +345,15 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
 
         var existing = table.find(packetKey, now: now)
         if let slot = existing, !isDNS, table.stage(of: slot) == .decided, FlowInspector.startsQUICConnection(payload) {
-            // A client Initial that opens with its own connection ID's keys on a decided
-            // flow: a new QUIC connection from the same port (the kernel queues these and
-            // clears the old decision: KernelRules), or the first Initial sent again before
-            // the server answered. Judged afresh on its ClientHello either way: the old
-            // decision (of another connection, or of a datagram that showed no name) is
-            // not this connection's. The same connection's later Initials use the server's
-            // connection ID and do not open with their own keys.
+            // The start of a QUIC connection's ClientHello on a decided flow: a new connection
+            // from the same port (the kernel queues client Initials of decided connections and
+            // clears the old decision: KernelRules), or the client's first Initial sent again
+            // before the server answered. Judged afresh on its ClientHello either way: the old
+            // decision (of another connection, or of a datagram that showed no name) is not
+            // this connection's. Later Initials of a connection carry ACKs, not the ClientHello.
             _ = table.remove(slot)
             existing = nil
-            tally.reopenedFlows += 1
+            tally.reopenedQUICFlows += 1
         }
         if let slot = existing {
             let step = udpStep(slot, fromClient: true, isDNS: isDNS, message: message, payload: payload)
@@ -396,15 +396,19 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
         return finish(step, slot, packetKey, direction: .clientToServer, uid: uid, gid: gid, created: true)
     }
 
-    /// Whether a client datagram can begin a QUIC connection: an IETF QUIC
-    /// Initial that opens with the keys of its own Destination Connection ID
-    /// (RFC 9001 section 5.2), or a Google QUIC packet with a version tag.
+    /// Whether a client datagram carries the start of a QUIC connection's
+    /// handshake: an IETF QUIC Initial that opens with the keys of its own
+    /// Destination Connection ID (RFC 9001 section 5.2) and holds a CRYPTO
+    /// frame at offset 0, or Google QUIC with a handshake piece at offset 0.
     static func startsQUICConnection(_ payload: Span<UInt8>) -> Bool {
-        guard !payload.isEmpty else { return false }
-        if GoogleQUICParser.version(ofClientDatagram: payload) != nil { return true }
-        guard payload[0] & 0xC0 == 0xC0 else { return false }
-        if case .packets(let summary) = QUICInitialParser.parse(datagram: payload) { return !summary.initials.isEmpty }
-        return false
+        guard payload.count >= 5 else { return false }
+        if GoogleQUICParser.version(ofClientDatagram: payload) != nil {
+            if case .handshake(_, let pieces, _) = GoogleQUICParser.parse(datagram: payload) { return pieces.contains { $0.offset == 0 } }
+            return false
+        }
+        guard payload[0] & 0x80 != 0 else { return false }
+        guard case .packets(let summary) = QUICInitialParser.parse(datagram: payload) else { return false }
+        return summary.initials.contains { packet in packet.cryptoFrames.contains { $0.offset == 0 } }
     }
 
     private mutating func udpStep(_ slot: FlowSlot, fromClient: Bool, isDNS: Bool, message: DNSMessage?,
