@@ -144,6 +144,29 @@ extension IPAddress {
         }
     }
 
+    /// Parses the text form from its UTF-8 bytes, as `init?(_:)` does, without a String.
+    public init?(utf8 bytes: ArraySlice<UInt8>) {
+        if let v4 = IPAddress.parseIPv4(bytes) {
+            self = .v4(v4)
+        } else if let v6 = IPAddress.parseIPv6(bytes) {
+            self = v6
+        } else {
+            return nil
+        }
+    }
+
+    /// Appends the text form (`description`) as UTF-8; IPv4 without building a String.
+    public func appendDescription(to bytes: inout [UInt8]) {
+        guard case .v4(let value) = self else {
+            bytes.append(contentsOf: description.utf8)
+            return
+        }
+        for shift in stride(from: 24, through: 0, by: -8) {
+            if shift < 24 { bytes.append(UInt8(ascii: ".")) }
+            appendDecimal(UInt64(value >> UInt32(shift) & 0xFF), to: &bytes)
+        }
+    }
+
     static func parseIPv4(_ bytes: ArraySlice<UInt8>) -> UInt32? {
         var value: UInt32 = 0
         var parts = 0
@@ -275,4 +298,38 @@ public struct IPNetwork: Hashable, Sendable, CustomStringConvertible {
     public var description: String {
         prefixLength == address.bitWidth ? address.description : "\(address)/\(prefixLength)"
     }
+}
+
+/// Appends `value` in decimal as UTF-8 digits.
+public func appendDecimal(_ value: UInt64, to bytes: inout [UInt8]) {
+    if value < 10 {
+        bytes.append(UInt8(ascii: "0") + UInt8(value))
+        return
+    }
+    var digits = InlineArray<20, UInt8>(repeating: 0)
+    var count = 0
+    var rest = value
+    while rest > 0 {
+        digits[count] = UInt8(ascii: "0") + UInt8(rest % 10)
+        rest /= 10
+        count += 1
+    }
+    while count > 0 {
+        count -= 1
+        bytes.append(digits[count])
+    }
+}
+
+/// The unsigned decimal number in `bytes` (digits only, no sign), nil when it is not one or does not fit.
+public func parseDecimal<N: FixedWidthInteger & UnsignedInteger>(_ bytes: ArraySlice<UInt8>, as type: N.Type = N.self) -> N? {
+    guard !bytes.isEmpty, bytes.count <= 20 else { return nil }
+    var value: N = 0
+    for byte in bytes {
+        guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+        let (times, overflow1) = value.multipliedReportingOverflow(by: 10)
+        let (sum, overflow2) = times.addingReportingOverflow(N(byte - UInt8(ascii: "0")))
+        guard !overflow1, !overflow2 else { return nil }
+        value = sum
+    }
+    return value
 }

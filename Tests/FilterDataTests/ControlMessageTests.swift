@@ -17,6 +17,15 @@ import VerdictCore
             .rulesRefused(code: "store.checksum", message: "the store's checksum does not match"),
             .pong(42, counters: [.init("packets", 10), .init("heldFlows", 0)]),
             .pong(43, counters: []),
+            .reports([]),
+            .reports([
+                FlowReport(flow: FlowKey(protocolNumber: 6, source: IPAddress("10.0.0.1")!, sourcePort: 40_000, destination: IPAddress("203.0.113.9")!, destinationPort: 443),
+                           uid: 1000, kind: "tls", host: "www.example.com", path: nil, verdict: .allow, reason: Reason(source: .unknownHost)),
+                FlowReport(flow: FlowKey(protocolNumber: 17, source: IPAddress("2001:db8::1")!, sourcePort: 0, destination: IPAddress("::ffff:192.0.2.1")!, destinationPort: 65_535),
+                           uid: nil, kind: "quic", host: nil, path: nil, verdict: .drop, reason: Reason(source: .bypass, category: "unreadableQUIC", rule: "quic")),
+                FlowReport(flow: FlowKey(protocolNumber: 6, source: IPAddress("0.0.0.0")!, sourcePort: 1, destination: IPAddress("255.255.255.255")!, destinationPort: 80),
+                           uid: 4_294_967_295, kind: "http", host: "blocked.test", path: "/a path/ü?q=1", verdict: .drop, reason: Reason(source: .category, category: "adult", rule: "blocked.test")),
+            ]),
         ]
         for message in messages {
             #expect(try ControlMessage(decoding: message.encoded) == message)
@@ -28,6 +37,15 @@ import VerdictCore
             "", "hello", "hello\n1", "hello\nx\n1", "rules\nrelative\n/abs", "rules\n/a", "answer\nnot a name\n60",
             "answer\nok.example\n-1", "answer\nok.example", "ping\n", "ask\nnew.example\ntls\n1.2.3.4\n99999\n-",
             "pong\n1\nnovalue", "pong\n1\nx=-3", "whatever\n1", "noanswer\n", "refused\nonly-code",
+            "report\n", "report\n6\t10.0.0.1\t1\t10.0.0.2\t2\t-\ttls\t-\tallow\tunknown\t-\t-",  // 12 fields
+            "report\n6\t10.0.0.1\t1\t10.0.0.2\t2\t-\ttls\t-\tallow\tunknown\t-\t-\t-\t-",  // 14 fields
+            "report\n256\t10.0.0.1\t1\t10.0.0.2\t2\t-\ttls\t-\tallow\tunknown\t-\t-\t-",
+            "report\n6\t10.0.0.1\t65536\t10.0.0.2\t2\t-\ttls\t-\tallow\tunknown\t-\t-\t-",
+            "report\n6\t10.0.0.256\t1\t10.0.0.2\t2\t-\ttls\t-\tallow\tunknown\t-\t-\t-",
+            "report\n6\t10.0.0.1\t1\t10.0.0.2\t2\t-1\ttls\t-\tallow\tunknown\t-\t-\t-",
+            "report\n6\t10.0.0.1\t1\t10.0.0.2\t2\t-\ttls\t-\tmaybe\tunknown\t-\t-\t-",
+            "report\n6\t10.0.0.1\t\t10.0.0.2\t2\t-\ttls\t-\tallow\tunknown\t-\t-\t-",
+            "reports\n", "report" + String(repeating: "\n6\t10.0.0.1\t1\t10.0.0.2\t2\t-\ttls\t-\tallow\tunknown\t-\t-\t-", count: 13),
         ]
         for text in bad {
             #expect(throws: ControlMessage.DecodingError.self, "\(text.debugDescription)") { try ControlMessage(decoding: Array(text.utf8)) }
@@ -37,6 +55,11 @@ import VerdictCore
             try ControlMessage(decoding: Array(("ping\n" + String(repeating: "1", count: ControlMessage.maximumSize)).utf8))
         }
         forEachMutation(of: ControlMessage.answer(host: try! HostName("a.example"), categories: ["x"], timeToLive: 5).encoded) { bytes in
+            _ = try? ControlMessage(decoding: bytes)
+        }
+        let report = FlowReport(flow: FlowKey(protocolNumber: 6, source: IPAddress("2001:db8::1")!, sourcePort: 4, destination: IPAddress("10.0.0.2")!, destinationPort: 80),
+                                uid: 7, kind: "http", host: "a.example", path: "/x", verdict: .drop, reason: Reason(source: .category, category: "c", rule: "r"))
+        forEachMutation(of: ControlMessage.reports([report, report]).encoded) { bytes in
             _ = try? ControlMessage(decoding: bytes)
         }
     }

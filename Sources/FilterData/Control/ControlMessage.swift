@@ -59,13 +59,24 @@ public enum ControlMessage: Sendable, Hashable {
     }
 
     public var encoded: [UInt8] {
+        if case .reports(let reports) = self {
+            // The most frequent message, written straight into bytes (no String per field).
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(6 + reports.count * 96)
+            bytes.append(contentsOf: "report".utf8)
+            for report in reports {
+                bytes.append(0x0A)
+                report.appendLine(to: &bytes)
+            }
+            return bytes
+        }
         var fields: [String]
         switch self {
         case .useRules(let store, let policy): fields = ["rules", store, policy]
         case .usePolicy(let policy): fields = ["policy", policy]
         case .userPlacement(let uid, let audience): fields = ["user", String(uid), PolicySet.token(audience)]
         case .askUser(let uid): fields = ["askuser", String(uid)]
-        case .reports(let reports): fields = ["report"] + reports.map(\.line)
+        case .reports: fields = []  // written above
         case .answer(let host, let categories, let timeToLive): fields = ["answer", host.description, String(timeToLive)] + categories
         case .noAnswer(let host): fields = ["noanswer", host.description]
         case .ping(let number): fields = ["ping", String(number)]
@@ -94,12 +105,33 @@ public enum ControlMessage: Sendable, Hashable {
         guard !bytes.isEmpty, bytes.count <= ControlMessage.maximumSize else {
             throw DecodingError(reason: "a message of \(bytes.count) bytes (1 to \(ControlMessage.maximumSize) expected)")
         }
-        let text: String
         do {
-            text = String(copying: try UTF8Span(validating: bytes))
+            _ = try UTF8Span(validating: bytes)
         } catch {
             throw DecodingError(reason: "not UTF-8")
         }
+        if bytes.count >= 6, bytes[0] == UInt8(ascii: "r"), bytes[1] == UInt8(ascii: "e"), bytes[2] == UInt8(ascii: "p"),
+            bytes[3] == UInt8(ascii: "o"), bytes[4] == UInt8(ascii: "r"), bytes[5] == UInt8(ascii: "t"), bytes.count == 6 || bytes[6] == 0x0A
+        {
+            // Reports come with every decision: read from the bytes, without a String per line and field.
+            let all = bytes.copied(0..<bytes.count)
+            var reports: [FlowReport] = []
+            var start = 7
+            while start <= all.count {
+                let end = all[start...].firstIndex(of: 0x0A) ?? all.count
+                guard reports.count < FlowReport.maximumPerMessage else {
+                    throw DecodingError(reason: "more than \(FlowReport.maximumPerMessage) reports")
+                }
+                guard let report = FlowReport(line: all[start..<end]) else {
+                    throw DecodingError(reason: "'\(String(decoding: all[start..<min(end, start + 64)], as: UTF8.self))' is not a report")
+                }
+                reports.append(report)
+                start = end + 1
+            }
+            self = .reports(reports)
+            return
+        }
+        let text = String(decoding: bytes.copied(0..<bytes.count), as: UTF8.self)
         let fields = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         let arguments = fields.dropFirst()
         func count(_ expected: Int) throws(DecodingError) {
@@ -154,14 +186,6 @@ public enum ControlMessage: Sendable, Hashable {
         case "askuser":
             try count(1)
             self = .askUser(try number(values[0]))
-        case "report":
-            guard values.count <= FlowReport.maximumPerMessage else { throw DecodingError(reason: "more than \(FlowReport.maximumPerMessage) reports") }
-            var reports: [FlowReport] = []
-            for line in values {
-                guard let report = FlowReport(line: line) else { throw DecodingError(reason: "'\(line.prefix(64))' is not a report") }
-                reports.append(report)
-            }
-            self = .reports(reports)
         case "loaded":
             try count(1)
             self = .rulesLoaded(version: try number(values[0]))
@@ -236,36 +260,88 @@ public struct FlowReport: Sendable, Hashable {
 
     /// `PROTO SRC SPORT DST DPORT UID KIND HOST VERDICT SOURCE CATEGORY RULE PATH`, tab-separated, '-' for none.
     var line: String {
-        func field(_ text: String?) -> String {
-            guard let text, !text.isEmpty else { return "-" }
-            // The common case (a name, a kind) goes as it is, without a copy.
-            if text.utf8.count <= 256, !text.utf8.contains(where: { $0 == 0x09 || $0 == 0x0A }) { return text }
-            return String(text.filter { $0 != "\t" && $0 != "\n" }.prefix(256))
+        var bytes: [UInt8] = []
+        appendLine(to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends `line` as UTF-8.
+    func appendLine(to bytes: inout [UInt8]) {
+        func field(_ text: String?) {
+            guard let text, !text.isEmpty else {
+                bytes.append(UInt8(ascii: "-"))
+                return
+            }
+            // The common case (a name, a kind) goes as it is.
+            if text.utf8.count <= 256, !text.utf8.contains(where: { $0 == 0x09 || $0 == 0x0A }) {
+                bytes.append(contentsOf: text.utf8)
+            } else {
+                bytes.append(contentsOf: String(text.filter { $0 != "\t" && $0 != "\n" }.prefix(256)).utf8)
+            }
         }
-        return [
-            String(flow.protocolNumber), flow.source.description, String(flow.sourcePort), flow.destination.description, String(flow.destinationPort),
-            uid.map(String.init) ?? "-", field(kind), field(host), verdict.rawValue, reason.source.rawValue, field(reason.category), field(reason.rule),
-            field(path),
-        ].joined(separator: "\t")
+        func tab() { bytes.append(0x09) }
+        appendDecimal(UInt64(flow.protocolNumber), to: &bytes)
+        tab()
+        flow.source.appendDescription(to: &bytes)
+        tab()
+        appendDecimal(UInt64(flow.sourcePort), to: &bytes)
+        tab()
+        flow.destination.appendDescription(to: &bytes)
+        tab()
+        appendDecimal(UInt64(flow.destinationPort), to: &bytes)
+        tab()
+        if let uid { appendDecimal(UInt64(uid), to: &bytes) } else { bytes.append(UInt8(ascii: "-")) }
+        tab()
+        field(kind)
+        tab()
+        field(host)
+        tab()
+        bytes.append(contentsOf: verdict.rawValue.utf8)
+        tab()
+        bytes.append(contentsOf: reason.source.rawValue.utf8)
+        tab()
+        field(reason.category)
+        tab()
+        field(reason.rule)
+        tab()
+        field(path)
     }
 
     init?(line: String) {
-        let fields = line.split(separator: "\t", omittingEmptySubsequences: false)
-        guard fields.count == 13, let proto = UInt8(fields[0]), let source = IPAddress(fields[1]), let sourcePort = UInt16(fields[2]),
-            let destination = IPAddress(fields[3]), let destinationPort = UInt16(fields[4]), let verdict = Verdict(rawValue: String(fields[8])),
-            let reasonSource = Reason.Source(rawValue: String(fields[9]))
+        self.init(line: Array(line.utf8)[...])
+    }
+
+    /// Reads a line of valid UTF-8 (the message was checked as a whole).
+    init?(line: ArraySlice<UInt8>) {
+        var fields = InlineArray<13, Range<Int>>(repeating: 0..<0)
+        var count = 0
+        var start = line.startIndex
+        for index in line.indices where line[index] == 0x09 {
+            guard count < 12 else { return nil }
+            fields[count] = start..<index
+            count += 1
+            start = index + 1
+        }
+        guard count == 12 else { return nil }
+        fields[12] = start..<line.endIndex
+        func bytes(_ number: Int) -> ArraySlice<UInt8> { line[fields[number]] }
+        func text(_ number: Int) -> String { String(decoding: bytes(number), as: UTF8.self) }
+        func optional(_ number: Int) -> String? { bytes(number).elementsEqual("-".utf8) ? nil : text(number) }
+        guard let proto = parseDecimal(bytes(0), as: UInt8.self), let source = IPAddress(utf8: bytes(1)),
+            let sourcePort = parseDecimal(bytes(2), as: UInt16.self), let destination = IPAddress(utf8: bytes(3)),
+            let destinationPort = parseDecimal(bytes(4), as: UInt16.self), let verdict = Verdict(rawValue: text(8)),
+            let reasonSource = Reason.Source(rawValue: text(9))
         else { return nil }
-        func optional(_ text: Substring) -> String? { text == "-" ? nil : String(text) }
         let uid: UInt32?
-        if fields[5] == "-" {
+        if bytes(5).elementsEqual("-".utf8) {
             uid = nil
         } else {
-            guard let number = UInt32(fields[5]) else { return nil }
+            guard let number = parseDecimal(bytes(5), as: UInt32.self) else { return nil }
             uid = number
         }
         self.init(
             flow: FlowKey(protocolNumber: proto, source: source, sourcePort: sourcePort, destination: destination, destinationPort: destinationPort),
-            uid: uid, kind: String(fields[6]), host: optional(fields[7]), path: optional(fields[12]), verdict: verdict,
-            reason: Reason(source: reasonSource, category: optional(fields[10]), rule: optional(fields[11])))
+            uid: uid, kind: text(6), host: optional(7), path: optional(12), verdict: verdict,
+            reason: Reason(source: reasonSource, category: optional(10), rule: optional(11)))
     }
 }
