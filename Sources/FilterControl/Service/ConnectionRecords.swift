@@ -87,17 +87,47 @@ public final class ConnectionRecords: Sendable {
         return records.filter { record in engines.decide(record.facts).verdict == .drop }
     }
 
-    /// Kept across a restart of filter-control (in the runtime folder: gone at reboot, as the connections are).
+    /// The first line of the saved file.
+    static let fileHeader = "hallpass connections 1"
+
+    /// Kept across a restart of filter-control (in the runtime folder: gone at
+    /// reboot, as the connections are): a line per record in the reports'
+    /// format, oldest first, so that 65,536 records cost a few MB of writing
+    /// and no tree of JSON values.
     public func save(to path: String) {
-        let records = state.withLock { Array($0.records.values) }
-        guard let data = try? JSONEncoder().encode(records) else { return }
-        try? data.write(to: URL(fileURLWithPath: path), options: .atomic)
+        var bytes = Array((Self.fileHeader + "\n").utf8)
+        state.withLock { state in
+            bytes.reserveCapacity(bytes.count + state.records.count * 96)
+            for key in state.order {
+                guard let record = state.records[key] else { continue }
+                FlowReport(flow: record.flow, uid: record.uid, kind: record.kind, host: record.host, path: record.path, verdict: .allow,
+                           reason: Reason(source: .unknownHost)).appendLine(to: &bytes)
+                bytes.append(0x0A)
+            }
+        }
+        try? Data(bytes).write(to: URL(fileURLWithPath: path), options: .atomic)
     }
 
+    /// Reads what `save` wrote (or the JSON array an earlier version wrote); an unreadable file or line is skipped.
     public func load(from path: String) {
-        guard let data = FileManager.default.contents(atPath: path), let records = try? JSONDecoder().decode([Record].self, from: data) else { return }
+        guard let data = FileManager.default.contents(atPath: path) else { return }
+        var records: [Record] = []
+        let bytes = [UInt8](data)
+        let header = Array(Self.fileHeader.utf8)
+        if bytes.starts(with: header + [0x0A]) {
+            var start = header.count + 1
+            while start < bytes.count, records.count < capacity {
+                let end = bytes[start...].firstIndex(of: 0x0A) ?? bytes.count
+                if let report = FlowReport(line: bytes[start..<end]) {
+                    records.append(Record(flow: report.flow, uid: report.uid, kind: report.kind, host: report.host, path: report.path))
+                }
+                start = end + 1
+            }
+        } else if let old = try? JSONDecoder().decode([Record].self, from: data) {
+            records = Array(old.prefix(capacity))
+        }
         state.withLock { state in
-            for record in records.prefix(capacity) where state.records.updateValue(record, forKey: record.flow) == nil {
+            for record in records where state.records.updateValue(record, forKey: record.flow) == nil {
                 state.order.append(record.flow)
             }
         }

@@ -266,7 +266,7 @@ public struct FlowReport: Sendable, Hashable {
     }
 
     /// Appends `line` as UTF-8.
-    func appendLine(to bytes: inout [UInt8]) {
+    public func appendLine(to bytes: inout [UInt8]) {
         func field(_ text: String?) {
             guard let text, !text.isEmpty else {
                 bytes.append(UInt8(ascii: "-"))
@@ -312,7 +312,7 @@ public struct FlowReport: Sendable, Hashable {
     }
 
     /// Reads a line of valid UTF-8 (the message was checked as a whole).
-    init?(line: ArraySlice<UInt8>) {
+    public init?(line: ArraySlice<UInt8>) {
         var fields = InlineArray<13, Range<Int>>(repeating: 0..<0)
         var count = 0
         var start = line.startIndex
