@@ -13,6 +13,9 @@
 # and may set:
 #   bench_build_flags  swift build flags (default: -c release; make and
 #                      peerbench.sh add --static-swift-stdlib)
+# HALLPASS_BIN (from the environment): a folder with filterctl, filter-control
+# and filter-data to use instead of building (a long soak keeps its copy while
+# the tree is built again).
 #   bench_https        1: bench_nginx also serves HTTPS on 443 and the rule
 #                      server on 8443 (call bench_tls first)
 #   bench_store        the store filter-control uses (--store; default
@@ -22,10 +25,17 @@
 bench_setup() {
     [ "$(id -u)" = 0 ] || { echo "$bench_name: needs root (network namespaces, iptables, NFQUEUE)" >&2; exit 77; }
     scripts/install-deps.sh
-    # shellcheck disable=SC2086  # the flags are words
-    swift build ${bench_build_flags:--c release} 2>&1 | tail -1
-    # shellcheck disable=SC2086
-    bin=$(swift build ${bench_build_flags:--c release} --show-bin-path)
+    if [ -n "${HALLPASS_BIN:-}" ]; then
+        bin=$HALLPASS_BIN
+        for program in filterctl filter-control filter-data; do
+            [ -x "$bin/$program" ] || { echo "$bench_name: no $program in HALLPASS_BIN=$bin" >&2; exit 66; }
+        done
+    else
+        # shellcheck disable=SC2086  # the flags are words
+        swift build ${bench_build_flags:--c release} 2>&1 | tail -1
+        # shellcheck disable=SC2086
+        bin=$(swift build ${bench_build_flags:--c release} --show-bin-path)
+    fi
     work=$(mktemp -d "/tmp/hallpass-$bench_name.XXXXXX")
     # filter-data (uid 65534 once locked down) reads the policy files in $work/run.
     chmod 755 "$work"
