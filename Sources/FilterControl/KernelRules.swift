@@ -15,6 +15,9 @@ import SharedStore
 ///                                             a late packet judged apart never replaces it)
 /// udp dport 53, mark has dnsAnswer        -> CONNMARK --or-mark dnsAnswer, RETURN (a judged query)
 /// udp dport 53                            -> NFQUEUE  (every DNS query is judged on its own)
+/// tcp dport 53, mark = block              -> CONNMARK block, REJECT with a reset (a refused query ends its connection)
+/// tcp dport 53 carrying payload, no mark,
+///   connection not blocked                 -> NFQUEUE  (every write of queries is judged, not only the first)
 /// tcp SYN, no decision in its mark, on a
 ///   connection that carries one            -> MARK reopened (a new connection on a decided one's ports)
 /// udp carrying a QUIC v1 or v2 Initial
@@ -174,6 +177,9 @@ public struct KernelRules: Sendable {
             -A \(chain) -p udp --dport 53 -m mark --mark \(answer)/\(answer) -j CONNMARK --or-mark \(answer)
             -A \(chain) -p udp --dport 53 -m mark --mark \(answer)/\(answer) -j RETURN
             -A \(chain) -p udp --dport 53 -j \(queueTarget)
+            -A \(chain) -p tcp --dport 53 -m mark --mark \(hex(marks.block))/\(mask) -j CONNMARK --set-xmark \(hex(marks.block))/\(mask)
+            -A \(chain) -p tcp --dport 53 -m mark --mark \(hex(marks.block))/\(mask) -j REJECT --reject-with tcp-reset
+            -A \(chain) -p tcp --dport 53 -m mark --mark 0x0/\(mask) -m connmark ! --mark \(hex(marks.block))/\(mask) -m bpf --bytecode "\(KernelRules.payloadProgram(family))" -j \(queueTarget)
             -A \(chain) -p tcp --syn -m mark --mark 0x0/\(mask) -m connmark ! --mark 0x0/\(mask) -j MARK --set-xmark \(reopened)/\(reopened)
             -A \(chain) -p udp -m mark --mark 0x0/\(mask) -m connmark ! --mark 0x0/\(mask) -m bpf --bytecode "\(KernelRules.quicInitialProgram(family))" -j MARK --set-xmark \(reopened)/\(reopened)
             -A \(chain) -m mark --mark \(reopened)/\(reopened) -j CONNMARK --set-xmark 0x0/\(mask)

@@ -149,6 +149,58 @@ import VerdictCore
         #expect(second.verdict == .drop && second.decision.reason.category == "unreadableQUIC")
     }
 
+    static func tcpQuery(_ name: String, type: Int = 1) -> [UInt8] {
+        let message = Build.dnsQuery(name, type: type)
+        return Build.be16(message.count) + message
+    }
+
+    @Test func everyQueryOverTCPIsJudged() {
+        var judge = inspector(policy: policy())
+        var client = TCPClient()
+        client.serverPort = 53
+        _ = judge.inspect(client.syn, now: 0)
+        // Two queries in one write: the second, the canary, refuses the write.
+        let first = Self.tcpQuery("fine.example") + Self.tcpQuery("use-application-dns.net")
+        let both = judge.inspect(client.data(at: 0, first), now: 1)
+        #expect(both.kind == .dns && both.verdict == .drop && both.findings.name == "use-application-dns.net", "\(both.decision)")
+        // On a connection whose first query was allowed, a later write is judged on its own.
+        let other = TCPClient(clientPort: 40_050, serverPort: 53)
+        _ = judge.inspect(other.syn, now: 0)
+        let allowed = judge.inspect(other.data(at: 0, Self.tcpQuery("fine.example")), now: 1)
+        #expect(allowed.verdict == .allow && allowed.finality == .firstDecision)
+        let blocked = Self.tcpQuery("www.blocked.example")
+        let later = judge.inspect(other.data(at: Self.tcpQuery("fine.example").count, blocked), now: 2)
+        #expect(later.verdict == .drop && later.decision.reason.category == "adult" && later.finality == .firstDecision, "\(later.decision)")
+        // A query split over two writes is judged once it is whole.
+        let split = TCPClient(clientPort: 40_051, serverPort: 53)
+        _ = judge.inspect(split.syn, now: 0)
+        let head = judge.inspect(split.data(at: 0, Array(blocked.prefix(9))), now: 1)
+        #expect(head.finality == .undecided)
+        let tail = judge.inspect(split.data(at: 9, Array(blocked.dropFirst(9))), now: 2)
+        #expect(tail.verdict == .drop && tail.findings.name == "www.blocked.example")
+    }
+
+    @Test func aTCPQueryWhoseAnswerTheFilterWouldChangeIsRefused() {
+        let client = TCPClient(clientPort: 40_060, serverPort: 53)
+        // An HTTPS record over TCP could bring an ECH key that no rewrite takes out.
+        var judge = inspector(policy: policy())
+        _ = judge.inspect(client.syn, now: 0)
+        let https = judge.inspect(client.data(at: 0, Self.tcpQuery("www.ech.example", type: 65)), now: 1)
+        #expect(https.verdict == .drop && https.decision.reason == Reason(source: .bypass, category: "ech", rule: "https-record-over-tcp"))
+        var relaxed = inspector(policy: policy { $0.ech = .allow })
+        _ = relaxed.inspect(client.syn, now: 0)
+        #expect(relaxed.inspect(client.data(at: 0, Self.tcpQuery("www.ech.example", type: 65)), now: 1).verdict == .allow)
+        // A name SafeSearch covers.
+        var safe = inspector(policy: policy { $0.safeSearch = [.google] })
+        _ = safe.inspect(client.syn, now: 0)
+        let google = safe.inspect(client.data(at: 0, Self.tcpQuery("www.google.com")), now: 1)
+        #expect(google.verdict == .drop && google.decision.reason.category == "safeSearch")
+        // An A query for an ordinary name goes.
+        let plain = TCPClient(clientPort: 40_061, serverPort: 53)
+        _ = safe.inspect(plain.syn, now: 0)
+        #expect(safe.inspect(plain.data(at: 0, Self.tcpQuery("www.example.org")), now: 1).verdict == .allow)
+    }
+
     @Test func encryptedDNSShowsItselfByItsALPNOnAnyPort() {
         var judge = inspector(policy: policy())
         var client = TCPClient()

@@ -240,6 +240,31 @@ import Testing
         let answers = try network.inClient("python3 \(network.folder)/same-socket.py \(network.serverIPv4)")
         #expect(answers.output == "www.blocked.test 127.0.0.1\nwww.allowed.test \(network.serverIPv4)\n", "\(answers.status): \(answers.output)")
 
+        // DNS over TCP: each query on a connection is judged, not only the first; one whose
+        // answer would need a change (the canary: NXDOMAIN over UDP) resets the connection.
+        let tcpQueries = """
+            import socket, struct, sys
+            def query(name, id):
+                labels = b"".join(bytes([len(l)]) + l.encode() for l in name.split("."))
+                message = struct.pack(">HHHHHH", id, 0x0100, 1, 0, 0, 0) + labels + b"\\0" + struct.pack(">HH", 1, 1)
+                return struct.pack(">H", len(message)) + message
+            s = socket.create_connection((sys.argv[1], 53), timeout=3)
+            for id, name in enumerate(sys.argv[2:], 1):
+                try:
+                    s.sendall(query(name, id))
+                    length = struct.unpack(">H", s.recv(2))[0]
+                    answer = s.recv(length)
+                    print(name, ".".join(str(b) for b in answer[-4:]))
+                except (ConnectionResetError, struct.error, socket.timeout) as error:
+                    print(name, "refused", type(error).__name__)
+                    break
+            """
+        try tcpQueries.write(toFile: network.folder + "/tcp-queries.py", atomically: true, encoding: .utf8)
+        let overTCP = try network.inClient("python3 \(network.folder)/tcp-queries.py \(network.serverIPv4) www.allowed.test use-application-dns.net www.allowed.test")
+        #expect(overTCP.output == "www.allowed.test \(network.serverIPv4)\nuse-application-dns.net refused ConnectionResetError\n", "\(overTCP.status): \(overTCP.output)")
+        let blockedOverTCP = try network.inClient("python3 \(network.folder)/tcp-queries.py \(network.serverIPv4) n2.allowed.test n2.blocked.test")
+        #expect(blockedOverTCP.output == "n2.allowed.test \(network.serverIPv4)\nn2.blocked.test refused ConnectionResetError\n", "\(blockedOverTCP.status): \(blockedOverTCP.output)")
+
         // With policy.blockedDNS: drop, the query for a blocked name goes nowhere.
         try (String(contentsOfFile: config, encoding: .utf8).replacingOccurrences(of: "policy:\n", with: "policy:\n  blockedDNS: drop\n"))
             .write(toFile: config, atomically: true, encoding: .utf8)

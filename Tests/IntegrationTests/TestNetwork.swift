@@ -149,7 +149,10 @@ final class TestNetwork {
     func startDNS() throws {
         try start(
             [
-                "ip", "netns", "exec", server, "dnsmasq", "--no-daemon", "--no-resolv", "--no-hosts", "--bind-interfaces",
+                // In the foreground but otherwise as a real server runs it: --no-daemon would serve
+                // TCP in its main loop, so one connection refused by the filter (whose server side
+                // waits for its timeout) would stop every other query.
+                "ip", "netns", "exec", server, "dnsmasq", "--keep-in-foreground", "--log-facility=-", "--no-resolv", "--no-hosts", "--bind-interfaces",
                 "--listen-address=\(serverIPv4)", "--address=/allowed.test/\(serverIPv4)", "--address=/blocked.test/\(serverIPv4)",
                 "--address=/allowed.test/\(serverIPv6)", "--address=/blocked.test/\(serverIPv6)",
                 "--pid-file=\(folder)/dnsmasq.pid", "--user=root", "--local-ttl=300",

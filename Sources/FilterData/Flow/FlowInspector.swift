@@ -304,6 +304,12 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
     private mutating func inspectTCP(_ packetKey: FlowKey, _ header: TCPSegmentHeader, _ payload: Span<UInt8>,
                                      uid: UInt32?, gid: UInt32?, now: UInt64) -> Inspection {
         var existing = table.find(packetKey, now: now)
+        if let slot = existing, packetKey.destinationPort == settings.dnsPort, !payload.isEmpty, table.stage(of: slot) == .decided {
+            // DNS over TCP: each write of queries is judged (the kernel queues them all), not
+            // only the first: the decision of one query is not another's.
+            _ = table.remove(slot)
+            existing = nil
+        }
         if let slot = existing, header.flags.contains(.syn), !header.flags.contains(.ack), table.stage(of: slot) == .decided {
             // A new connection from the same port to the same place as a decided one
             // (the kernel queues such SYNs and clears the old connection's decision:
@@ -480,8 +486,42 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
                               decision: Decision(.needRules, Reason(source: .unknownHost)), facts: facts, findings: findings)
         case .decide(let findings):
             let facts = makeFacts(findings, key: key, uid: uid, gid: gid)
+            if findings.kind == .dns, key.protocolNumber == 6 {
+                let (judged, judgedFacts, decision) = judgeTCPQueries(findings, facts: facts, key: key, uid: uid, gid: gid)
+                return conclude(slot, key, judged, facts: judgedFacts, direction: direction, created: created, decision: decision)
+            }
             return conclude(slot, key, findings, facts: facts, direction: direction, created: created)
         }
+    }
+
+    /// DNS over TCP: every query of the write is judged, the first refused one
+    /// decides. Its answers pass unchanged (filter-data rewrites UDP answers
+    /// only), so a query whose answer the policy would change is refused
+    /// instead: an HTTPS or SVCB query with `bypass.ech: block` (its answer
+    /// could carry an ECH key), a name SafeSearch covers (the flows that
+    /// follow are held to the enforcement addresses anyway).
+    private func judgeTCPQueries(_ findings: FlowFindings, facts: FlowFacts, key: FlowKey, uid: UInt32?, gid: UInt32?)
+        -> (FlowFindings, FlowFacts, Decision)
+    {
+        let queries = [FlowFindings.DNSQuery(name: findings.wireName, type: findings.dnsType)] + findings.moreQueries
+        var first: (FlowFindings, FlowFacts, Decision)? = nil
+        for (index, query) in queries.enumerated() {
+            var single = FlowFindings(kind: .dns, wireName: query.name, dnsType: query.type)
+            if index == 0 { single = findings }
+            let singleFacts = index == 0 ? facts : makeFacts(single, key: key, uid: uid, gid: gid)
+            var decision = engines.decide(singleFacts)
+            if decision.verdict == .allow, let host = singleFacts.host {
+                let policy = (engines.engine(for: uid) ?? engines.fallback).policy
+                if policy.bypass.ech == .block, query.type == 65 || query.type == 64 {
+                    decision = Decision(.drop, Reason(source: .bypass, category: "ech", rule: "https-record-over-tcp"))
+                } else if let engine = SafeSearch.engine(for: host, among: policy.bypass.safeSearch) {
+                    decision = Decision(.drop, Reason(source: .bypass, category: "safeSearch", rule: engine.enforcementHost))
+                }
+            }
+            if first == nil { first = (single, singleFacts, decision) }
+            if decision.verdict == .drop { return (single, singleFacts, decision) }
+        }
+        return first ?? (findings, facts, engines.decide(facts))
     }
 
     /// Asks the engine, records the answer in the flow, and reports it.

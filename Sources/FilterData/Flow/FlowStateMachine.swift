@@ -47,6 +47,15 @@ public struct FlowFindings: Sendable, Hashable {
     public var encryptedClientHello: Bool
     /// A DNS query's question type (1 A, 28 AAAA, 65 HTTPS, ...); 0 otherwise.
     public var dnsType: UInt16 = 0
+    /// DNS over TCP: the queries after the first that came with it (pipelined
+    /// in one write), each judged too (FlowInspector); the first refused wins.
+    public var moreQueries: [DNSQuery] = []
+
+    /// One query's question.
+    public struct DNSQuery: Sendable, Hashable {
+        public var name: [UInt8]?
+        public var type: UInt16
+    }
 
     public init(kind: FlowKind, wireName: [UInt8]? = nil, path: String? = nil, encryptedClientHello: Bool = false, dnsType: UInt16 = 0) {
         self.kind = kind
@@ -414,16 +423,31 @@ public struct FlowStateMachine: Sendable {
         let available = progress.peek.contiguousCount
         let bound = progress.limits.streamPeekBound
         if progress.carriesDNS {
-            let outcome = progress.peek.withContiguousPrefix { DNSMessageParser.parse(tcpStream: $0) }
-            switch outcome {
-            case .message(let message, _):
-                let name = message.question.map(\.name).flatMap { $0.isEmpty ? nil : $0 }
-                return decideNow(FlowFindings(kind: .dns, wireName: name))
-            case .needMoreData(let total):
-                return total > bound ? decideNow(FlowFindings(kind: .dns)) : .awaitMoreData
-            case .malformed:
-                return decideNow(FlowFindings(kind: .dns))
+            // Every query of the stream so far, not only the first: a client may
+            // send several in one write (RFC 7766 section 6.2.1.1). The flow is
+            // judged once the last one is complete, so a query is never cut in two
+            // by a decision (filter-data judges each later write again: FlowInspector).
+            var queries: [FlowFindings.DNSQuery] = []
+            var offset = 0
+            while offset < available {
+                let outcome = progress.peek.withContiguousPrefix { DNSMessageParser.parse(tcpStream: $0.extracting(offset..<$0.count)) }
+                switch outcome {
+                case .message(let message, let range):
+                    let name = message.question.map(\.name).flatMap { $0.isEmpty ? nil : $0 }
+                    queries.append(FlowFindings.DNSQuery(name: name, type: message.question?.type ?? 0))
+                    offset += range.upperBound
+                case .needMoreData(let total):
+                    if offset + total > bound { return decideNow(FlowFindings(kind: .dns)) }
+                    return .awaitMoreData
+                case .malformed:
+                    return decideNow(FlowFindings(kind: .dns))
+                }
+                if queries.count > 16 { return decideNow(FlowFindings(kind: .dns)) }
             }
+            guard let first = queries.first else { return .awaitMoreData }
+            var findings = FlowFindings(kind: .dns, wireName: first.name, dnsType: first.type)
+            findings.moreQueries = Array(queries.dropFirst())
+            return decideNow(findings)
         }
         // DNS over TLS has its own port (RFC 7858 section 3.1): its ClientHello still names the resolver.
         let tlsKind: FlowKind = progress.serverPort == TunnelRecognizer.Ports.encryptedDNS ? .dot : .tls
