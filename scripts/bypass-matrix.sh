@@ -15,6 +15,7 @@
 #   10.83.0.4   dnsdist: DNS over HTTPS (443, /dns-query) and over TLS (853); DNS over QUIC (853/udp, aioquic)
 #   10.83.0.5   OpenVPN servers, UDP 1194 and TCP 1194 (a test PKI made here)
 #   10.83.0.6   wireguard-go (UDP 51821), the peer of a real WireGuard tunnel
+#   10.83.0.7   nginx (443), standing for a Tor relay: the bundle's tor list names this address
 # Users (setpriv): uid 4241 is in no group (the school's top-level policy: every bypass blocked,
 # SafeSearch on, noName allow), 4242 in "relaxed" (every bypass allowed, no SafeSearch), 4243 in
 # "nonames" (as 4241 but noName: block). Root's flows (a kernel-owned or root socket) are system
@@ -87,7 +88,7 @@ ip link set "b$$s" netns "$server"
 ip -n "$client" link set lo up
 ip -n "$server" link set lo up
 ip -n "$client" addr add 10.83.0.1/24 dev "b$$c"
-for host in 2 3 4 5 6 53; do ip -n "$server" addr add "10.83.0.$host/24" dev "b$$s"; done
+for host in 2 3 4 5 6 7 53; do ip -n "$server" addr add "10.83.0.$host/24" dev "b$$s"; done
 ip -n "$client" link set "b$$c" up
 ip -n "$server" link set "b$$s" up
 for namespace in "$client" "$server"; do
@@ -134,7 +135,8 @@ http { access_log off; client_body_temp_path $work/b; proxy_temp_path $work/p; f
   uwsgi_temp_path $work/u; scgi_temp_path $work/s;
   ssl_certificate $pki/server.pem; ssl_certificate_key $pki/server.key;
   server { listen 10.83.0.2:80; listen 10.83.0.2:443 ssl; location / { return 200 "web server: \$host\n"; } }
-  server { listen 10.83.0.3:80; listen 10.83.0.3:443 ssl; location / { return 200 "SafeSearch enforcement host: \$host\n"; } } }
+  server { listen 10.83.0.3:80; listen 10.83.0.3:443 ssl; location / { return 200 "SafeSearch enforcement host: \$host\n"; } }
+  server { listen 10.83.0.7:443 ssl; location / { return 200 "a Tor relay (pretend): \$host\n"; } } }
 NGINX
 start_server nginx nginx -c "$work/nginx.conf" -p "$work"
 cat >"$work/dnsdist.conf" <<LUA
@@ -218,16 +220,19 @@ policy_groups() {
     echo "      noName: block"
 }
 { policy_base; policy_bypass_top; policy_groups 1; } >"$work/school-policy.yaml"
+# The school's Tor relay list (docs/bypass.md): one pretend relay.
+mkdir -p "$work/lists"
+echo "10.83.0.7" >"$work/lists/tor.txt"
 key=$("$filterctl" bundle keygen --out "$work/signing-key.pem")
 policy_keys=1
 if ! "$filterctl" bundle build --key "$work/signing-key.pem" --version 1 --expires 2d --policy "$work/school-policy.yaml" \
-        --out "$work/bundle" rules/ut1 rules/bypass rules/demo >"$work/bundle.log" 2>&1; then
+        --out "$work/bundle" rules/ut1 rules/bypass rules/demo "$work/lists/tor.txt" >"$work/bundle.log" 2>&1; then
     policy_keys=0
     echo "   (this hallpass does not read policy.safeSearch and policy.bypass yet: $(grep -o 'unknown key[^)]*)' "$work/bundle.log" | head -1);"
     echo "    the bundle carries the policy without them, and the rows that need them show the difference)"
     { policy_base; policy_groups 0; } >"$work/school-policy.yaml"
     "$filterctl" bundle build --key "$work/signing-key.pem" --version 1 --expires 2d --policy "$work/school-policy.yaml" \
-        --out "$work/bundle" rules/ut1 rules/bypass rules/demo >"$work/bundle.log" 2>&1
+        --out "$work/bundle" rules/ut1 rules/bypass rules/demo "$work/lists/tor.txt" >"$work/bundle.log" 2>&1
 fi
 sed 's/^/   | /' "$work/school-policy.yaml"
 # The machine's own policy: the school's top level again, for a hallpass whose daemon does not
@@ -322,7 +327,26 @@ try_openvpn() {
 }
 try_socks() { outcome as_user "$1" curl -sS -m 6 --socks5-hostname 10.83.0.2:1080 -o /dev/null http://www.example.test/; }
 try_connect() { outcome as_user "$1" curl -sS -m 6 --proxytunnel -x http://10.83.0.2:8888 -k -o /dev/null https://www.example.test/; }
+try_https_record_tcp() {  # over TCP the answer cannot be rewritten: the query is refused
+    local answer
+    answer=$(as_user "$1" dig +tcp +short +time=3 +tries=1 www.ech.test HTTPS 2>&1 || true)
+    echo "dig +tcp www.ech.test HTTPS -> $answer" >>"$work/clients.log"
+    case "$answer" in
+        *ech=*) echo allow ;;
+        *) echo block ;;
+    esac
+}
+try_canary_tcp() {  # an answer with an address is the resolver's, not the filter's
+    local answer
+    answer=$(as_user "$1" dig +tcp +short +time=3 +tries=1 "$2" A 2>&1 || true)
+    echo "dig +tcp $2 -> $answer" >>"$work/clients.log"
+    case "$answer" in
+        10.83.0.*) echo allow ;;
+        *) echo block ;;
+    esac
+}
 try_school_proxy() { outcome as_user "$1" curl -sS -m 6 --proxytunnel -x http://10.83.0.2:3128 -k -o /dev/null "https://$2/"; }
+try_tor() { outcome as_user "$1" curl -sS -m 6 -k --resolve www.innocent.test:443:10.83.0.7 -o /dev/null https://www.innocent.test/; }
 try_quic_unknown() { outcome as_user "$1" "$python" "$helper" udp-probe 10.83.0.2 4443 quic-unknown; }
 try_safesearch_dns() {  # a CNAME to the enforcement host is the filter's answer
     local answer
@@ -347,6 +371,10 @@ rows=(
     "Private Relay mask-h2.icloud.com|dig (NXDOMAIN = block)|4242|allow|try_canary 4242 mask-h2.icloud.com"
     "HTTPS record with ech|dig HTTPS (stripped = block)|4241|block|try_https_record 4241"
     "HTTPS record with ech|dig HTTPS (stripped = block)|4242|allow|try_https_record 4242"
+    "HTTPS record with ech, over TCP|dig +tcp HTTPS (refused = block)|4241|block|try_https_record_tcp 4241"
+    "HTTPS record with ech, over TCP|dig +tcp HTTPS (refused = block)|4242|allow|try_https_record_tcp 4242"
+    "canary over TCP|dig +tcp use-application-dns.net|4241|block|try_canary_tcp 4241 use-application-dns.net"
+    "canary over TCP|dig +tcp use-application-dns.net|4242|allow|try_canary_tcp 4242 use-application-dns.net"
     "ECH ClientHello, cloudflare-ech.com|python ClientHello + 0xfe0d|4241|block|try_ech_hello 4241"
     "ECH ClientHello, cloudflare-ech.com|python ClientHello + 0xfe0d|4242|allow|try_ech_hello 4242"
     "WireGuard handshake|148-byte initiation to udp/51820|4241|block|try_wireguard_bytes 4241"
@@ -362,6 +390,8 @@ rows=(
     "HTTP CONNECT (not the school proxy)|curl --proxytunnel (tinyproxy)|4242|allow|try_connect 4242"
     "HTTP CONNECT via the school proxy|curl --proxytunnel -x :3128 www.example.test|4241|allow|try_school_proxy 4241 www.example.test"
     "... to a name of a blocked category|curl --proxytunnel -x :3128 (vpn list)|4241|block|try_school_proxy 4241 01usevpn.website"
+    "Tor relay (the school's tor list)|curl to a relay's address|4241|block|try_tor 4241"
+    "Tor relay (the school's tor list)|curl to a relay's address|4242|allow|try_tor 4242"
     "QUIC of an unknown version|long header 0x1a2b3c4d to udp/4443|4241|block|try_quic_unknown 4241"
     "QUIC of an unknown version|long header 0x1a2b3c4d to udp/4443|4242|allow|try_quic_unknown 4242"
     "SafeSearch: DNS for www.google.com|dig (CNAME = block)|4241|block|try_safesearch_dns 4241"

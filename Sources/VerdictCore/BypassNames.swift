@@ -166,6 +166,8 @@ public struct BypassPolicy: Sendable, Hashable {
     public static let encryptedDNSCategory = "doh"
     /// The category of ECH public names (rules/bypass/ech-front), blocked with `ech: block`.
     public static let echFrontCategory = "ech-front"
+    /// The category of Tor relay addresses (the school's list), a tunnel with `tunnels: block`.
+    public static let torCategory = "tor"
 
     /// The keys under `bypass:`.
     public static let bypassKeyNames = ["encryptedDNS", "ech", "tunnels", "unreadableQUIC", "quic", "proxy"]

@@ -38,6 +38,8 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
     public var answers = LookupAnswers()
     /// `categoryBlocked[id]` for every category of `rules`.
     private let categoryBlocked: [Bool]
+    /// The `tor` category (relay addresses) when `bypass.tunnels: block`.
+    private let torRelays: CategoryID?
     /// The exam's list, while an exam is in force.
     private let examList: ListLayer?
     /// Teacher overrides, checked before the lists.
@@ -99,6 +101,7 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
             policy.blockedCategories.blocks(name) || (name == BypassPolicy.encryptedDNSCategory && policy.bypass.encryptedDNS == .block)
                 || (name == BypassPolicy.echFrontCategory && policy.bypass.ech == .block)
         }
+        self.torRelays = policy.bypass.tunnels == .block ? rules.categoryNames.firstIndex(of: BypassPolicy.torCategory).map { CategoryID($0) } : nil
         self.examList = policy.exam.map { ListLayer(deny: [], allow: $0.allow, allowSource: .examList, denySource: .exam) }
         self.overrides = ListLayer(deny: policy.overrideBlock, allow: policy.overrideAllow, allowSource: .overrideAllow, denySource: .overrideBlock)
         self.local = ListLayer(deny: policy.deny, allow: policy.allow, allowSource: .localAllowList, denySource: .localDenyList)
@@ -106,6 +109,10 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
 
     /// The decision for a flow, with its reason. See `Policy` for the precedence.
     public func decide(_ facts: FlowFacts) -> Decision {
+        // A Tor relay carries any traffic under any name: a tunnel, before every rule of names.
+        if let torRelays, let destination = facts.destination, isInCategory(destination, torRelays) {
+            return Decision(.drop, Reason(source: .bypass, category: "tunnels", rule: BypassKind.tor.rawValue))
+        }
         if facts.bypass != nil || facts.quic, let decision = bypassDecision(facts) { return decision }
         if let host = facts.host {
             // The canary names of encrypted DNS answer NXDOMAIN (filter-data rewrites the answer).
@@ -381,6 +388,14 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
         }
         guard let best else { return nil }
         return Reason(source: .category, category: categoryName(best.category), rule: best.network.description)
+    }
+
+    private func isInCategory(_ address: IPAddress, _ wanted: CategoryID) -> Bool {
+        var found = false
+        rules.forEachNetworkRule(containing: address.unmappingIPv4) { _, category in
+            if category == wanted { found = true }
+        }
+        return found
     }
 
     private func isBlocked(_ category: CategoryID) -> Bool {

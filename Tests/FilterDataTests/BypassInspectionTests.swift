@@ -201,6 +201,16 @@ import VerdictCore
         #expect(safe.inspect(plain.data(at: 0, Self.tcpQuery("www.example.org")), now: 1).verdict == .allow)
     }
 
+    @Test func aFlowToATorRelayIsOfKindTor() throws {
+        let store = try makeStore([("10.0.0.2", "tor"), ("blocked.example", "adult")])
+        var judge = FlowInspector(engine: VerdictEngine(rules: store, policy: policy()))
+        // (The kernel queues a connection's first payload, not its SYN.)
+        let client = TCPClient(clientPort: 40_070, serverPort: 9001)
+        let hello = judge.inspect(client.data(at: 0, clientHelloRecords("www.random-looking.example")), now: 1)
+        #expect(hello.kind == .tor && hello.verdict == .drop && hello.decision.reason == Reason(source: .bypass, category: "tunnels", rule: "tor"))
+        #expect(hello.findings.name == "www.random-looking.example", "the name it showed is still reported")
+    }
+
     @Test func encryptedDNSShowsItselfByItsALPNOnAnyPort() {
         var judge = inspector(policy: policy())
         var client = TCPClient()

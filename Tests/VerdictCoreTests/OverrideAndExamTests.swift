@@ -83,6 +83,24 @@ import VerdictCore
         #expect(engine.decide(wireguard).reason == Reason(source: .bypass, category: "tunnels", rule: "wireguard"))
     }
 
+    @Test func aTorRelayIsATunnelWhateverNameItShows() throws {
+        var rules = try VerdictEngineTests.rules()
+        try rules.add("198.51.100.7", "tor")
+        var policy = Policy(blockedCategories: .only([]))
+        policy.allow = try patterns("www.innocent.example")
+        let facts = FlowFacts(host: try HostName("www.innocent.example"), nameSource: .tlsServerName, destination: IPAddress("198.51.100.7"), destinationPort: 9001)
+        let decision = VerdictEngine(rules: rules, policy: policy).decide(facts)
+        #expect(decision.verdict == .drop && decision.reason == Reason(source: .bypass, category: "tunnels", rule: "tor"), "before the allow list")
+        // tunnels: allow leaves the relay to the lists (the tor category is not blocked here).
+        policy.bypass.tunnels = .allow
+        #expect(VerdictEngine(rules: rules, policy: policy).decide(facts).verdict == .allow)
+        // Other addresses are not relays.
+        policy.bypass.tunnels = .block
+        var elsewhere = facts
+        elsewhere.destination = IPAddress("198.51.100.8")
+        #expect(VerdictEngine(rules: rules, policy: policy).decide(elsewhere).verdict == .allow)
+    }
+
     @Test func overridesAndExamsTravelInThePolicyText() throws {
         var policy = Policy()
         policy.overrideAllow = try patterns("khanacademy.org")

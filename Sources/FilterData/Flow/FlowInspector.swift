@@ -528,6 +528,9 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
     private mutating func conclude(_ slot: FlowSlot, _ key: FlowKey, _ findings: FlowFindings, facts: FlowFacts,
                                    direction: Inspection.Direction, created: Bool, decision given: Decision? = nil) -> Inspection {
         let decision = given ?? engines.decide(facts)
+        var findings = findings
+        // A flow to a Tor relay is of that kind, whatever its ClientHello looked like.
+        if decision.reason.source == .bypass, decision.reason.rule == BypassKind.tor.rawValue { findings.kind = .tor }
         let wasQueries: Bool
         if case .judgingQueries = table[slot].state { wasQueries = true } else { wasQueries = false }
         let stage = table[slot].apply(decision, findings: findings, facts: facts)
