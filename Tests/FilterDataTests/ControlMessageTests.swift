@@ -17,6 +17,8 @@ import VerdictCore
             .rulesRefused(code: "store.checksum", message: "the store's checksum does not match"),
             .pong(42, counters: [.init("packets", 10), .init("heldFlows", 0)]),
             .pong(43, counters: []),
+            // A field ending in a carriage return before the next line feed (found by the control fuzzer).
+            .answer(host: try HostName("e.example"), categories: ["a\r", "b"], timeToLive: 3),
             .reports([]),
             .reports([
                 FlowReport(flow: FlowKey(protocolNumber: 6, source: IPAddress("10.0.0.1")!, sourcePort: 40_000, destination: IPAddress("203.0.113.9")!, destinationPort: 443),

@@ -131,8 +131,10 @@ public enum ControlMessage: Sendable, Hashable {
             self = .reports(reports)
             return
         }
-        let text = String(decoding: bytes.copied(0..<bytes.count), as: UTF8.self)
-        let fields = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        // Split on the byte: as Characters, "\r\n" is one, and a field ending in
+        // "\r" would swallow the line feed after it.
+        let fields = bytes.copied(0..<bytes.count).split(separator: 0x0A, omittingEmptySubsequences: false)
+            .map { String(decoding: $0, as: UTF8.self) }
         let arguments = fields.dropFirst()
         func count(_ expected: Int) throws(DecodingError) {
             guard arguments.count == expected else {
