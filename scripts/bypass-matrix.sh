@@ -333,7 +333,8 @@ try_https_record_tcp() {  # over TCP the answer cannot be rewritten: the query i
     echo "dig +tcp www.ech.test HTTPS -> $answer" >>"$work/clients.log"
     case "$answer" in
         *ech=*) echo allow ;;
-        *) echo block ;;
+        *"connection reset"*|*"end of file"*) echo block ;;  # refused by the filter
+        *) echo "error" ;;
     esac
 }
 try_canary_tcp() {  # an answer with an address is the resolver's, not the filter's
@@ -342,7 +343,8 @@ try_canary_tcp() {  # an answer with an address is the resolver's, not the filte
     echo "dig +tcp $2 -> $answer" >>"$work/clients.log"
     case "$answer" in
         10.83.0.*) echo allow ;;
-        *) echo block ;;
+        *"connection reset"*|*"end of file"*) echo block ;;  # refused by the filter
+        *) echo "error" ;;
     esac
 }
 try_school_proxy() { outcome as_user "$1" curl -sS -m 6 --proxytunnel -x http://10.83.0.2:3128 -k -o /dev/null "https://$2/"; }

@@ -110,7 +110,10 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
     /// The decision for a flow, with its reason. See `Policy` for the precedence.
     public func decide(_ facts: FlowFacts) -> Decision {
         // A Tor relay carries any traffic under any name: a tunnel, before every rule of names.
-        if let torRelays, let destination = facts.destination, isInCategory(destination, torRelays) {
+        // (Not for DNS queries, nor for a flow still showing its name: asked again at its decision.)
+        if let torRelays, facts.nameSource != .dnsQuestion, !facts.mayRevealName, let destination = facts.destination,
+            isInCategory(destination, torRelays)
+        {
             return Decision(.drop, Reason(source: .bypass, category: "tunnels", rule: BypassKind.tor.rawValue))
         }
         if facts.bypass != nil || facts.quic, let decision = bypassDecision(facts) { return decision }

@@ -17,7 +17,7 @@ import VerdictCore
         FileManager.default.temporaryDirectory.appendingPathComponent("connections-\(UUID().uuidString)").path
     }
 
-    @Test func onlyAllowedConnectionsAreKeptAndTheOldestGoFirst() {
+    @Test func onlyAllowedConnectionsAreKeptAndTheOldestGoFirst() throws {
         let records = ConnectionRecords(capacity: 3)
         records.record(contentsOf: [Self.report(1), Self.report(2, verdict: .drop), Self.report(3, kind: "dns"), Self.report(4), Self.report(5), Self.report(6)])
         #expect(records.count == 3)
@@ -27,10 +27,13 @@ import VerdictCore
         let again = ConnectionRecords(capacity: 10)
         again.load(from: path)
         #expect(again.count == 3)
-        // A smaller store takes what fits.
+        // A smaller store keeps the newest, as it would have.
         let small = ConnectionRecords(capacity: 2)
         small.load(from: path)
         #expect(small.count == 2)
+        let store = try RuleStore(bytes: try RuleStoreBuilder().build(version: 1).bytes)
+        let everything = PolicyEngines(single: VerdictEngine(rules: store, policy: Policy(blockedCategories: .all, unknown: .block, noName: .block)))
+        #expect(Set(small.blocked(by: everything).map(\.flow.sourcePort)) == [5, 6])
     }
 
     @Test func recordsSurviveASaveAndLoadWithEveryField() throws {

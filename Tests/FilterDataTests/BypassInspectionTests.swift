@@ -180,6 +180,55 @@ import VerdictCore
         #expect(tail.verdict == .drop && tail.findings.name == "www.blocked.example")
     }
 
+    @Test func whatFollowsTCPQueriesUnreadIsNotLetThrough() {
+        var judge = inspector(policy: policy())
+        var port = 40_080
+        func write(_ bytes: [UInt8]) -> Inspection {
+            port += 1
+            let client = TCPClient(clientPort: port, serverPort: 53)
+            return judge.inspect(client.data(at: 0, bytes), now: 1)
+        }
+        // A query and then a length prefix that promises more than the peek bound.
+        let tail = write(Self.tcpQuery("fine.example") + [0xFF, 0xFF])
+        #expect(tail.verdict == .drop && tail.decision.reason == Reason(source: .bypass, category: "tunnels", rule: "unreadable-dns-over-tcp"), "\(tail.decision)")
+        // A query and then one the parser refuses (a control byte in a label).
+        var bad = Self.tcpQuery("www.blocked.example")
+        bad[4 + 12 + 2] = 0x7F
+        #expect(write(Self.tcpQuery("fine.example") + bad).verdict == .drop)
+        // More queries in one write than are read: refused, not judged by the first.
+        let many = (0...FlowLimits.maximumQueriesPerWrite).flatMap { _ in Self.tcpQuery("fine.example") }
+        #expect(write(many).verdict == .drop)
+        // A blocked query among them is what the decision names.
+        let blockedFirst = write(Self.tcpQuery("www.blocked.example") + [0xFF, 0xFF])
+        #expect(blockedFirst.decision.reason.category == "adult")
+        // tunnels: allow judges the unreadable rest as nameless (noName: allow here).
+        var relaxed = inspector(policy: policy { $0.tunnels = .allow })
+        #expect(relaxed.inspect(TCPClient(clientPort: 40_200, serverPort: 53).data(at: 0, Self.tcpQuery("fine.example") + [0xFF, 0xFF]), now: 1).verdict == .allow)
+    }
+
+    @Test func aTCPQueryIsNotHeldForALookup() throws {
+        let store = try makeStore([("blocked.example", "adult")])
+        var asking = policy()
+        asking.unknown = .ask
+        asking.askDefault = .block
+        var judge = FlowInspector(engine: VerdictEngine(rules: store, policy: asking))
+        let client = TCPClient(clientPort: 40_090, serverPort: 53)
+        let unknown = judge.inspect(client.data(at: 0, Self.tcpQuery("fine.example") + Self.tcpQuery("unknown.example")), now: 1)
+        #expect(unknown.finality == .firstDecision && unknown.verdict == .drop && unknown.decision.reason.source == .askTimeout, "\(unknown.decision)")
+    }
+
+    @Test func aWriteAfterAGapStartsTheTCPDNSFlowAgain() {
+        var judge = inspector(policy: policy())
+        let client = TCPClient(clientPort: 40_095, serverPort: 53)
+        // An old segment sent again: the first half of a query, never completed.
+        let old = Self.tcpQuery("fine.example")
+        let half = judge.inspect(client.data(at: 0, Array(old.prefix(8))), now: 1)
+        #expect(half.finality == .undecided)
+        // The next write comes after a gap: judged on its own, not left waiting unread.
+        let later = judge.inspect(client.data(at: 500, Self.tcpQuery("www.blocked.example")), now: 2)
+        #expect(later.verdict == .drop && later.findings.name == "www.blocked.example", "\(later.finality) \(later.decision)")
+    }
+
     @Test func aTCPQueryWhoseAnswerTheFilterWouldChangeIsRefused() {
         let client = TCPClient(clientPort: 40_060, serverPort: 53)
         // An HTTPS record over TCP could bring an ECH key that no rewrite takes out.
@@ -190,10 +239,15 @@ import VerdictCore
         var relaxed = inspector(policy: policy { $0.ech = .allow })
         _ = relaxed.inspect(client.syn, now: 0)
         #expect(relaxed.inspect(client.data(at: 0, Self.tcpQuery("www.ech.example", type: 65)), now: 1).verdict == .allow)
-        // A name SafeSearch covers.
+        // A name SafeSearch covers, once the enforcement host's addresses are known (as over UDP).
         var safe = inspector(policy: policy { $0.safeSearch = [.google] })
         _ = safe.inspect(client.syn, now: 0)
-        let google = safe.inspect(client.data(at: 0, Self.tcpQuery("www.google.com")), now: 1)
+        #expect(safe.inspect(client.data(at: 0, Self.tcpQuery("www.google.com")), now: 1).verdict == .allow, "no addresses yet")
+        var set = safe.engines.set
+        set.safeSearchTargets[.google] = SafeSearchTarget(addresses: [IPAddress("216.239.38.120")!], timeToLive: 300)
+        safe.replaceEngines(PolicyEngines(rules: blockedStore, set: set))
+        let again = TCPClient(clientPort: 40_062, serverPort: 53)
+        let google = safe.inspect(again.data(at: 0, Self.tcpQuery("www.google.com")), now: 2)
         #expect(google.verdict == .drop && google.decision.reason.category == "safeSearch")
         // An A query for an ordinary name goes.
         let plain = TCPClient(clientPort: 40_061, serverPort: 53)

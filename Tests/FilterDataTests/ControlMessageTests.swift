@@ -34,7 +34,7 @@ import VerdictCore
         }
     }
 
-    @Test func malformedMessagesAreRefusedWithAReason() {
+    @Test func malformedMessagesAreRefusedWithAReason() throws {
         let bad: [String] = [
             "", "hello", "hello\n1", "hello\nx\n1", "rules\nrelative\n/abs", "rules\n/a", "answer\nnot a name\n60",
             "answer\nok.example\n-1", "answer\nok.example", "ping\n", "ask\nnew.example\ntls\n1.2.3.4\n99999\n-",
@@ -59,6 +59,15 @@ import VerdictCore
         forEachMutation(of: ControlMessage.answer(host: try! HostName("a.example"), categories: ["x"], timeToLive: 5).encoded) { bytes in
             _ = try? ControlMessage(decoding: bytes)
         }
+        // Fields with separators or too long: one line, fields of at most 256 bytes cut on a character boundary.
+        let odd = FlowReport(flow: FlowKey(protocolNumber: 6, source: IPAddress("10.0.0.1")!, sourcePort: 4, destination: IPAddress("10.0.0.2")!, destinationPort: 80),
+                             uid: nil, kind: "http", host: "a.example", path: String(repeating: "é", count: 300), verdict: .drop,
+                             reason: Reason(source: .category, category: "bad\r\ncategory\tname", rule: "\n"))
+        let oddBytes = ControlMessage.reports([odd]).encoded
+        #expect(oddBytes.filter { $0 == 0x0A }.count == 1 && !oddBytes.contains(0x0D))
+        guard case .reports(let decoded) = try ControlMessage(decoding: oddBytes) else { Issue.record("not reports"); return }
+        #expect(decoded.first?.reason.category == "badcategoryname" && decoded.first?.reason.rule == nil)
+        #expect(decoded.first?.path == String(repeating: "é", count: 128))
         let report = FlowReport(flow: FlowKey(protocolNumber: 6, source: IPAddress("2001:db8::1")!, sourcePort: 4, destination: IPAddress("10.0.0.2")!, destinationPort: 80),
                                 uid: 7, kind: "http", host: "a.example", path: "/x", verdict: .drop, reason: Reason(source: .category, category: "c", rule: "r"))
         forEachMutation(of: ControlMessage.reports([report, report]).encoded) { bytes in

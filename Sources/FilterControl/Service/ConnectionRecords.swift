@@ -98,8 +98,10 @@ public final class ConnectionRecords: Sendable {
         var bytes = Array((Self.fileHeader + "\n").utf8)
         state.withLock { state in
             bytes.reserveCapacity(bytes.count + state.records.count * 96)
+            var written = Set<FlowKey>(minimumCapacity: state.records.count)
             for key in state.order {
-                guard let record = state.records[key] else { continue }
+                // A key forgotten and recorded again is in the order twice: written once.
+                guard let record = state.records[key], written.insert(key).inserted else { continue }
                 FlowReport(flow: record.flow, uid: record.uid, kind: record.kind, host: record.host, path: record.path, verdict: .allow,
                            reason: Reason(source: .unknownHost)).appendLine(to: &bytes)
                 bytes.append(0x0A)
@@ -116,15 +118,17 @@ public final class ConnectionRecords: Sendable {
         let header = Array(Self.fileHeader.utf8)
         if bytes.starts(with: header + [0x0A]) {
             var start = header.count + 1
-            while start < bytes.count, records.count < capacity {
+            while start < bytes.count {
                 let end = bytes[start...].firstIndex(of: 0x0A) ?? bytes.count
                 if let report = FlowReport(line: bytes[start..<end]) {
                     records.append(Record(flow: report.flow, uid: report.uid, kind: report.kind, host: report.host, path: report.path))
                 }
                 start = end + 1
             }
+            // Oldest first in the file: a smaller store keeps the newest, as it would have.
+            if records.count > capacity { records.removeFirst(records.count - capacity) }
         } else if let old = try? JSONDecoder().decode([Record].self, from: data) {
-            records = Array(old.prefix(capacity))
+            records = Array(old.suffix(capacity))
         }
         state.withLock { state in
             for record in records where state.records.updateValue(record, forKey: record.flow) == nil {

@@ -274,12 +274,19 @@ public struct FlowReport: Sendable, Hashable {
                 bytes.append(UInt8(ascii: "-"))
                 return
             }
-            // The common case (a name, a kind) goes as it is.
-            if text.utf8.count <= 256, !text.utf8.contains(where: { $0 == 0x09 || $0 == 0x0A }) {
-                bytes.append(contentsOf: text.utf8)
-            } else {
-                bytes.append(contentsOf: String(text.filter { $0 != "\t" && $0 != "\n" }.prefix(256)).utf8)
+            // At most 256 bytes, without the bytes that separate fields and lines (as bytes:
+            // as Characters "\r\n" is one, and a filter on "\n" would keep its line feed).
+            let start = bytes.count
+            for byte in text.utf8 where byte != 0x09 && byte != 0x0A && byte != 0x0D {
+                bytes.append(byte)
             }
+            if bytes.count - start > 256 {
+                // Cut at a character boundary: not before a UTF-8 continuation byte.
+                var end = start + 256
+                while end > start, bytes[end] & 0xC0 == 0x80 { end -= 1 }
+                bytes.removeSubrange(end...)
+            }
+            if bytes.count == start { bytes.append(UInt8(ascii: "-")) }
         }
         func tab() { bytes.append(0x09) }
         appendDecimal(UInt64(flow.protocolNumber), to: &bytes)

@@ -304,9 +304,13 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
     private mutating func inspectTCP(_ packetKey: FlowKey, _ header: TCPSegmentHeader, _ payload: Span<UInt8>,
                                      uid: UInt32?, gid: UInt32?, now: UInt64) -> Inspection {
         var existing = table.find(packetKey, now: now)
-        if let slot = existing, packetKey.destinationPort == settings.dnsPort, !payload.isEmpty, table.stage(of: slot) == .decided {
+        if let slot = existing, packetKey.destinationPort == settings.dnsPort, !payload.isEmpty,
+            table.stage(of: slot) == .decided || !table[slot].continuesStream(at: header.sequenceNumber)
+        {
             // DNS over TCP: each write of queries is judged (the kernel queues them all), not
-            // only the first: the decision of one query is not another's.
+            // only the first: the decision of one query is not another's. A write that does
+            // not continue what the flow holds (the flow began at an old segment sent again)
+            // starts the flow afresh: a client writes whole queries, so it starts one.
             _ = table.remove(slot)
             existing = nil
         }
@@ -498,28 +502,41 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
     /// decides. Its answers pass unchanged (filter-data rewrites UDP answers
     /// only), so a query whose answer the policy would change is refused
     /// instead: an HTTPS or SVCB query with `bypass.ech: block` (its answer
-    /// could carry an ECH key), a name SafeSearch covers (the flows that
-    /// follow are held to the enforcement addresses anyway).
+    /// could carry an ECH key), a name SafeSearch covers once the enforcement
+    /// host's addresses are known (as over UDP). A query is not held for a
+    /// lookup (`unknown: ask`): the other queries of its connection would wait
+    /// unread behind it; it gets `askDefault` at once. Bytes after the queries
+    /// that are no DNS query are a tunnel on port 53 (`bypass.tunnels`).
     private func judgeTCPQueries(_ findings: FlowFindings, facts: FlowFacts, key: FlowKey, uid: UInt32?, gid: UInt32?)
         -> (FlowFindings, FlowFacts, Decision)
     {
-        let queries = [FlowFindings.DNSQuery(name: findings.wireName, type: findings.dnsType)] + findings.moreQueries
+        let engine = engines.engine(for: uid) ?? engines.fallback
+        let policy = engine.policy
+        var queries = findings.moreQueries
+        if findings.wireName != nil || !findings.unreadableRest { queries.insert(FlowFindings.DNSQuery(name: findings.wireName, type: findings.dnsType), at: 0) }
         var first: (FlowFindings, FlowFacts, Decision)? = nil
         for (index, query) in queries.enumerated() {
             var single = FlowFindings(kind: .dns, wireName: query.name, dnsType: query.type)
-            if index == 0 { single = findings }
-            let singleFacts = index == 0 ? facts : makeFacts(single, key: key, uid: uid, gid: gid)
+            if index == 0, findings.wireName == query.name { single.wireName = findings.wireName }
+            let singleFacts = makeFacts(single, key: key, uid: uid, gid: gid)
             var decision = engines.decide(singleFacts)
+            if decision.verdict == .needRules { decision = engine.askDefault(Reason(source: .askTimeout)) }
             if decision.verdict == .allow, let host = singleFacts.host {
-                let policy = (engines.engine(for: uid) ?? engines.fallback).policy
                 if policy.bypass.ech == .block, query.type == 65 || query.type == 64 {
                     decision = Decision(.drop, Reason(source: .bypass, category: "ech", rule: "https-record-over-tcp"))
-                } else if let engine = SafeSearch.engine(for: host, among: policy.bypass.safeSearch) {
-                    decision = Decision(.drop, Reason(source: .bypass, category: "safeSearch", rule: engine.enforcementHost))
+                } else if let safe = SafeSearch.engine(for: host, among: policy.bypass.safeSearch), engines.set.safeSearchTargets[safe] != nil {
+                    decision = Decision(.drop, Reason(source: .bypass, category: "safeSearch", rule: safe.enforcementHost))
                 }
             }
             if first == nil { first = (single, singleFacts, decision) }
             if decision.verdict == .drop { return (single, singleFacts, decision) }
+        }
+        if findings.unreadableRest {
+            let unread = Decision(.drop, Reason(source: .bypass, category: "tunnels", rule: "unreadable-dns-over-tcp"))
+            if policy.bypass.tunnels == .block { return (first?.0 ?? findings, first?.1 ?? facts, unread) }
+            // Tunnels allowed: what cannot be read is judged as nameless, after the queries that could.
+            let nameless = engines.decide(makeFacts(FlowFindings(kind: .dns), key: key, uid: uid, gid: gid))
+            if nameless.verdict == .drop { return (findings, facts, nameless) }
         }
         return first ?? (findings, facts, engines.decide(facts))
     }

@@ -50,6 +50,9 @@ public struct FlowFindings: Sendable, Hashable {
     /// DNS over TCP: the queries after the first that came with it (pipelined
     /// in one write), each judged too (FlowInspector); the first refused wins.
     public var moreQueries: [DNSQuery] = []
+    /// DNS over TCP: after the queries read, the stream held something that is
+    /// no DNS query (malformed, past the peek bound, too many queries).
+    public var unreadableRest = false
 
     /// One query's question.
     public struct DNSQuery: Sendable, Hashable {
@@ -75,6 +78,9 @@ public struct FlowFindings: Sendable, Hashable {
 
 /// Bounds the state machine works within.
 public struct FlowLimits: Sendable, Hashable {
+    /// DNS over TCP: queries read from one write, at most (a resolver may pipeline many).
+    public static let maximumQueriesPerWrite = 128
+
     /// Client bytes of a TCP stream examined for a name (the peek bound).
     public var streamPeekBound: Int
     /// Bytes of a QUIC CRYPTO stream assembled for the ClientHello.
@@ -269,6 +275,13 @@ public struct FlowStateMachine: Sendable {
 
     // MARK: Events
 
+    /// Whether a TCP segment starting at `sequenceNumber` adds right after the
+    /// bytes the flow holds (true for any state but an unfinished stream).
+    public func continuesStream(at sequenceNumber: UInt32) -> Bool {
+        guard case .peekingStream(let progress) = state, let base = progress.peek.initialSequence else { return true }
+        return StreamPeek.relativeOffset(of: sequenceNumber, from: base) <= progress.peek.contiguousCount
+    }
+
     /// A client-to-server TCP segment.
     public mutating func clientSegment(_ header: TCPSegmentHeader, payload: Span<UInt8>) -> FlowStep {
         switch state {
@@ -429,7 +442,8 @@ public struct FlowStateMachine: Sendable {
             // by a decision (filter-data judges each later write again: FlowInspector).
             var queries: [FlowFindings.DNSQuery] = []
             var offset = 0
-            while offset < available {
+            var unreadableRest = false
+            reading: while offset < available {
                 let outcome = progress.peek.withContiguousPrefix { DNSMessageParser.parse(tcpStream: $0.extracting(offset..<$0.count)) }
                 switch outcome {
                 case .message(let message, let range):
@@ -437,16 +451,22 @@ public struct FlowStateMachine: Sendable {
                     queries.append(FlowFindings.DNSQuery(name: name, type: message.question?.type ?? 0))
                     offset += range.upperBound
                 case .needMoreData(let total):
-                    if offset + total > bound { return decideNow(FlowFindings(kind: .dns)) }
-                    return .awaitMoreData
+                    if offset + total <= bound { return .awaitMoreData }
+                    unreadableRest = true
+                    break reading
                 case .malformed:
-                    return decideNow(FlowFindings(kind: .dns))
+                    unreadableRest = true
+                    break reading
                 }
-                if queries.count > 16 { return decideNow(FlowFindings(kind: .dns)) }
+                if queries.count > FlowLimits.maximumQueriesPerWrite {
+                    unreadableRest = true
+                    break reading
+                }
             }
-            guard let first = queries.first else { return .awaitMoreData }
-            var findings = FlowFindings(kind: .dns, wireName: first.name, dnsType: first.type)
+            // The queries read are judged, and what follows them is not let through unread.
+            var findings = FlowFindings(kind: .dns, wireName: queries.first?.name, dnsType: queries.first?.type ?? 0)
             findings.moreQueries = Array(queries.dropFirst())
+            findings.unreadableRest = unreadableRest
             return decideNow(findings)
         }
         // DNS over TLS has its own port (RFC 7858 section 3.1): its ClientHello still names the resolver.
