@@ -26,6 +26,9 @@ import SharedStore
 ///                                             the start of a ClientHello)
 /// mark has reopened                       -> CONNMARK decision cleared, NFQUEUE (filter-data forgets the old flow)
 /// connmark = allow                        -> RETURN   (the fast path: decided flows skip user space)
+/// tcp RST without payload or options       -> RETURN   (the local end of a refused connection answering
+///                                             the server's FIN or challenge ACK: the server's end closes
+///                                             instead of waiting out its timeouts; nothing is carried)
 /// connmark = block, tcp                   -> REJECT with a TCP reset (fast failure, no hang)
 /// connmark = block                        -> REJECT (ICMP port unreachable)
 /// mark = allow                            -> RETURN   (judged, but no connection to carry it:
@@ -185,6 +188,7 @@ public struct KernelRules: Sendable {
             -A \(chain) -m mark --mark \(reopened)/\(reopened) -j CONNMARK --set-xmark 0x0/\(mask)
             -A \(chain) -m mark --mark \(reopened)/\(reopened) -j \(queueTarget)
             -A \(chain) -m connmark --mark \(hex(marks.allow))/\(mask) -j RETURN
+            -A \(chain) -p tcp --tcp-flags RST RST -m length --length \(family == .ipv4 ? 40 : 60) -j RETURN
             -A \(chain) -p tcp -m connmark --mark \(hex(marks.block))/\(mask) -j REJECT --reject-with tcp-reset
             -A \(chain) -m connmark --mark \(hex(marks.block))/\(mask) -j \(rejectOther)
             -A \(chain) -m mark --mark \(hex(marks.allow))/\(mask) -j RETURN

@@ -20,6 +20,7 @@
 #                      server on 8443 (call bench_tls first)
 #   bench_store        the store filter-control uses (--store; default
 #                      $work/rules.hpstore); empty: rules.source instead
+#   bench_nginx_extra  more directives for nginx's http block
 # Extra background processes go into bench_pids, for the cleanup.
 
 bench_setup() {
@@ -149,6 +150,7 @@ http {
   access_log off;
   log_format brief '\$request_uri \$status';
   sendfile on;
+  ${bench_nginx_extra:-}
   client_body_temp_path $work/body;
   proxy_temp_path $work/proxy;
   fastcgi_temp_path $work/fastcgi;
