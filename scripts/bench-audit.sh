@@ -97,10 +97,14 @@ lines() {  # the number of lines of FILE, 0 when there is none
     if [ -f "$1" ]; then wc -l <"$1"; else echo 0; fi
 }
 
+audit_lines() {  # the records in the audit file and the files it was rotated into (audit.jsonl.1, ...)
+    cat "$work"/audit.jsonl "$work"/audit.jsonl.* 2>/dev/null | wc -l
+}
+
 settle() {  # waits until the file and the collector have had no new record for 1 s (at most 30 s)
     local last="" now quiet=0
     for _ in $(seq 1 150); do
-        now="$(lines "$work/audit.jsonl") $(lines "$work/collector/bench-audit.log")"
+        now="$(audit_lines) $(lines "$work/collector/bench-audit.log")"
         if [ "$now" = "$last" ]; then quiet=$((quiet + 1)); else quiet=0; fi
         [ "$quiet" -ge 5 ] && return 0
         last=$now
@@ -138,7 +142,7 @@ for mode in off on; do
             [ "$(ip netns exec "$server" ss -Htn state established '( sport = :80 )' | wc -l)" = 0 ] && break
             sleep 0.2
         done
-        file0=$(lines "$work/audit.jsonl")
+        file0=$(audit_lines)
         collector0=$(lines "$work/collector/bench-audit.log")
         decided0=$(blocked_decisions)
         control0=$(cpu_ticks "$control_pid")
@@ -148,7 +152,7 @@ for mode in off on; do
         control1=$(cpu_ticks "$control_pid")
         data1=$(cpu_ticks "$data_pid")
         decided=$(($(blocked_decisions) - decided0))
-        records=$(($(lines "$work/audit.jsonl") - file0))
+        records=$(($(audit_lines) - file0))
         collected=$(($(lines "$work/collector/bench-audit.log") - collector0))
         read -r ok fail timeouts secs < <(python3 -c 'import json, sys; r = json.loads(sys.argv[1]); print(r["ok"], r["fail"], r["timeouts"], r["secs"])' "$result")
         flows=$((ok + fail + timeouts))
