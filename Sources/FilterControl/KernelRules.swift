@@ -73,6 +73,11 @@ public struct KernelRules: Sendable {
         var command: String { self == .ipv4 ? "iptables" : "ip6tables" }
     }
 
+    /// `iptables -m bpf --bytecode` text: the count, then each instruction's code, jt, jf and k.
+    private static func bytecode(_ instructions: [(UInt16, UInt8, UInt8, UInt32)]) -> String {
+        "\(instructions.count)," + instructions.map { "\($0.0) \($0.1) \($0.2) \($0.3)" }.joined(separator: ",")
+    }
+
     /// A classic BPF program: true when a UDP packet carries a QUIC long
     /// header of version 1 with the Initial type, or of version 2 (RFC 9369)
     /// with its Initial type; the fixed bit is not looked at (RFC 9287 lets a
@@ -121,7 +126,7 @@ public struct KernelRules: Sendable {
                 (0x06, 0, 0, 0),  // 14 ret no match
             ]
         }
-        return "\(instructions.count)," + instructions.map { "\($0.0) \($0.1) \($0.2) \($0.3)" }.joined(separator: ",")
+        return bytecode(instructions)
     }
 
     /// A classic BPF program (run by the xt `bpf` match on the IP header):
@@ -160,7 +165,7 @@ public struct KernelRules: Sendable {
                 (0x06, 0, 0, 0),  // ret no match
             ]
         }
-        return "\(instructions.count)," + instructions.map { "\($0.0) \($0.1) \($0.2) \($0.3)" }.joined(separator: ",")
+        return bytecode(instructions)
     }
 
     /// The `iptables-restore --noflush` input that (re)writes the chain.

@@ -515,9 +515,8 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
         var queries = findings.moreQueries
         if findings.wireName != nil || !findings.unreadableRest { queries.insert(FlowFindings.DNSQuery(name: findings.wireName, type: findings.dnsType), at: 0) }
         var first: (FlowFindings, FlowFacts, Decision)? = nil
-        for (index, query) in queries.enumerated() {
-            var single = FlowFindings(kind: .dns, wireName: query.name, dnsType: query.type)
-            if index == 0, findings.wireName == query.name { single.wireName = findings.wireName }
+        for query in queries {
+            let single = FlowFindings(kind: .dns, wireName: query.name, dnsType: query.type)
             let singleFacts = makeFacts(single, key: key, uid: uid, gid: gid)
             var decision = engines.decide(singleFacts)
             if decision.verdict == .needRules { decision = engine.askDefault(Reason(source: .askTimeout)) }
