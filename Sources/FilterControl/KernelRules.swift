@@ -10,9 +10,18 @@ import SharedStore
 ///
 /// ```
 /// -o lo                                   -> RETURN   (the block page and local services)
+/// tcp not to port 53, not a SYN,
+///   connmark = allow                      -> RETURN   (the fast path for most packets: an allowed
+///                                             connection's data and ACKs, in two rules)
+/// tcp not to port 53, no mark, no
+///   decision on the connection:
+///   carrying payload (BPF match)          -> NFQUEUE  (a new connection's first data, TFO SYNs too)
+///   anything else                         -> RETURN   (its SYN, ACKs and bare resets carry no name)
 /// mark = allow or block, connection has
 ///   no decision yet                        -> CONNMARK --save-mark (the decision reaches the connection;
 ///                                             a late packet judged apart never replaces it)
+/// tcp not to port 53, mark = allow on
+///   a connection marked allow             -> RETURN   (a judged packet coming back, in five rules)
 /// udp dport 53, mark has dnsAnswer        -> CONNMARK --or-mark dnsAnswer, RETURN (a judged query)
 /// udp dport 53                            -> NFQUEUE  (every DNS query is judged on its own)
 /// tcp dport 53, mark = block              -> CONNMARK block, REJECT with a reset (a refused query ends its connection)
@@ -171,6 +180,7 @@ public struct KernelRules: Sendable {
     /// The `iptables-restore --noflush` input that (re)writes the chain.
     public func restoreInput(_ family: Family) -> String {
         let mask = hex(marks.mask)
+        let allow = hex(marks.allow)
         let answer = hex(marks.dnsAnswer)
         let reopened = hex(marks.reopened)
         let queueTarget = "NFQUEUE --queue-num \(queue)" + (failOpen ? " --queue-bypass" : "")
@@ -180,8 +190,12 @@ public struct KernelRules: Sendable {
             *filter
             :\(chain) - [0:0]
             -A \(chain) -o lo -j RETURN
-            -A \(chain) -m mark --mark \(hex(marks.allow))/\(mask) -m connmark --mark 0x0/\(mask) -j CONNMARK --save-mark --nfmask \(mask) --ctmask \(mask)
+            -A \(chain) -p tcp ! --dport 53 ! --syn -m connmark --mark \(allow)/\(mask) -j RETURN
+            -A \(chain) -p tcp ! --dport 53 -m mark --mark 0x0/\(mask) -m connmark --mark 0x0/\(mask) -m bpf --bytecode "\(KernelRules.payloadProgram(family))" -j \(queueTarget)
+            -A \(chain) -p tcp ! --dport 53 -m mark --mark 0x0/\(mask) -m connmark --mark 0x0/\(mask) -j RETURN
+            -A \(chain) -m mark --mark \(allow)/\(mask) -m connmark --mark 0x0/\(mask) -j CONNMARK --save-mark --nfmask \(mask) --ctmask \(mask)
             -A \(chain) -m mark --mark \(hex(marks.block))/\(mask) -m connmark --mark 0x0/\(mask) -j CONNMARK --save-mark --nfmask \(mask) --ctmask \(mask)
+            -A \(chain) -p tcp ! --dport 53 -m mark --mark \(allow)/\(mask) -m connmark --mark \(allow)/\(mask) -j RETURN
             -A \(chain) -p udp --dport 53 -m mark --mark \(answer)/\(answer) -j CONNMARK --or-mark \(answer)
             -A \(chain) -p udp --dport 53 -m mark --mark \(answer)/\(answer) -j RETURN
             -A \(chain) -p udp --dport 53 -j \(queueTarget)
