@@ -4,6 +4,7 @@
 # no-filter baseline), same workloads, same run; for BENCHMARKS.md.
 #   scripts/peerbench.sh [run.sh options]      e.g. --quick, --rounds 2
 #   HALLPASS_LOG=on scripts/peerbench.sh ...   the same with the collector on too
+#   HALLPASS_BIN=DIR scripts/peerbench.sh ...  the programs in DIR instead of building
 #
 # hallpass installs its own kernel rules (FILTER_RULES=none): its chain in
 # the filter table's OUTPUT, inserted once at start, below the harness's
@@ -33,9 +34,17 @@ case "$log_mode" in
 esac
 
 scripts/install-deps.sh
-# As `make` builds it for a lab machine: the Swift runtime linked in.
-swift build -c release --static-swift-stdlib 2>&1 | tail -1
-bin=$(swift build -c release --static-swift-stdlib --show-bin-path)
+if [ -n "${HALLPASS_BIN:-}" ]; then
+    # Programs built elsewhere (another commit, for an A/B in one session).
+    bin=$HALLPASS_BIN
+    for program in filterctl filter-control filter-data; do
+        [ -x "$bin/$program" ] || { echo "peerbench.sh: no $program in HALLPASS_BIN=$bin" >&2; exit 66; }
+    done
+else
+    # As `make` builds it for a lab machine: the Swift runtime linked in.
+    swift build -c release --static-swift-stdlib 2>&1 | tail -1
+    bin=$(swift build -c release --static-swift-stdlib --show-bin-path)
+fi
 work=$root/bench-out/peerbench
 rm -rf "$work" && mkdir -p "$work"
 
@@ -90,13 +99,19 @@ stop_collector() {
     return 0
 }
 
-# The harness reports the peak resident memory of the whole process tree;
-# filter-data's own peak (VmHWM) is sampled here, every 0.2 s, for every
-# filter-data started on this run's store (the harness starts one per session).
+# The harness reports the peak resident memory and the CPU of the whole
+# process tree; filter-data's and filter-control's own are sampled here,
+# every 0.2 s, for every process started on this run's store (the harness
+# starts one hallpass per session): the highest VmHWM, and the last CPU
+# time (utime + stime) seen of each process, summed at the end.
 peak_of() {  # peak_of NAME: the highest VmHWM in kB seen for NAME processes of this run
     local name=$1 file=$work/peak-$1 pid hwm
+    mkdir -p "$work/cpu-$name"
     for pid in $(pgrep -x "$name" 2>/dev/null); do
         tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "$work" || continue
+        # Fields 14 and 15 of stat, counted after the command's closing parenthesis.
+        sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{print $12 + $13}' >"$work/cpu-$name/$pid.tmp" &&
+            mv "$work/cpu-$name/$pid.tmp" "$work/cpu-$name/$pid"
         hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null) || continue
         if [ -n "$hwm" ] && [ "$hwm" -gt "$(cat "$file" 2>/dev/null || echo 0)" ]; then echo "$hwm" >"$file"; fi
     done
@@ -114,8 +129,11 @@ if [ "$log_mode" = on ]; then
     echo "peerbench.sh: audit records: $(wc -l <"$work/audit.jsonl" 2>/dev/null || echo 0) in log.file," \
         "$(cat "$work/collector/peerbench.log" 2>/dev/null | wc -l) at the collector"
 fi
+ticks=$(getconf CLK_TCK)
 for name in filter-data filter-control; do
     [ -s "$work/peak-$name" ] || continue
     awk -v name="$name" -v kb="$(cat "$work/peak-$name")" \
         'BEGIN { printf "peerbench.sh: %s peak resident memory (VmHWM): %.1f MB\n", name, kb / 1000 }'
+    cat "$work/cpu-$name"/* 2>/dev/null | awk -v name="$name" -v hz="$ticks" \
+        '{ t += $1; n += 1 } END { printf "peerbench.sh: %s CPU (user + system, all its sessions): %.2f s in %d processes\n", name, t / hz, n }'
 done
