@@ -47,6 +47,11 @@ enum Files {
         let encoded = message.encoded
         guard encoded.count <= ControlMessage.maximumSize else { return }
         require((try? ControlMessage(decoding: encoded)) == message, "a decoded message does not survive encoding")
+        // Report lines are kept as they came: each one checked must read as a report, field by field too.
+        if case .reports(let lines) = message {
+            require(lines.reports.count == lines.count, "a checked report line does not read as a report")
+            for index in 0..<lines.count { require(lines.summary(index)?.verdict != nil, "a checked report line has no verdict") }
+        }
     }
 
     /// The store as filter-data opens it: from a file, structure checked, no checksum; then lookups.

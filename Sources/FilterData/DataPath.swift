@@ -75,8 +75,8 @@ public final class DataPath {
     public private(set) var counters = DataPathCounters()
     private var roundTrips = RoundTripLog(capacity: 1024)
     private var lastSweep: UInt64 = 0
-    /// Reports not sent yet (the channel was full); bounded by `maximumPendingReports`.
-    private var pendingReports: [FlowReport] = []
+    /// Reports not sent yet, as their lines; bounded by `maximumPendingReports`.
+    private var pendingReports = FlowReportLines()
     /// When the oldest waiting report was made (monotonic ns); nil when none waits.
     private var reportsWaitingSince: UInt64?
     /// TCP flows decided in this turn of the loop, and those decided before
@@ -307,10 +307,13 @@ public final class DataPath {
         }
         let facts = inspection.facts
         if pendingReports.isEmpty { reportsWaitingSince = DataPath.monotonicNanoseconds() }
-        pendingReports.append(
-            FlowReport(
-                flow: key, uid: facts.uid, kind: inspection.kind.rawValue, host: facts.host?.description ?? inspection.findings.name,
-                path: inspection.kind == .http ? facts.path : nil, verdict: inspection.verdict, reason: inspection.decision.reason))
+        // Written as the line it travels in: no FlowReport, no String of the name.
+        pendingReports.appendLine { bytes in
+            FlowReport.appendLine(
+                to: &bytes, flow: key, uid: facts.uid, kind: inspection.kind.rawValue,
+                host: facts.host?.bytes ?? inspection.findings.name.map { Array($0.utf8) },
+                path: inspection.kind == .http ? facts.path : nil, verdict: inspection.verdict, reason: inspection.decision.reason)
+        }
     }
 
     /// Reports waiting for room in the channel, at most (a full channel drops, and counts, the rest).
@@ -322,26 +325,39 @@ public final class DataPath {
     /// a wakeup). The audit log and the connection records are that much later.
     static let reportDelay: UInt64 = 50_000_000
     /// Reports that go at once, without waiting for `reportDelay`.
-    static let reportBatch = 4 * FlowReport.maximumPerMessage
+    static let reportBatch = 64
 
     /// Sends the waiting reports once there are `reportBatch` of them or the
     /// oldest has waited `reportDelay`, without ever waiting on the channel:
-    /// what it has no room for stays for the next batch.
+    /// what it has no room for stays for the next batch. A message carries
+    /// as many lines as fit in it.
     private func sendReports(now: UInt64) {
         guard let control, !pendingReports.isEmpty else { return }
         guard pendingReports.count >= DataPath.reportBatch || now &- (reportsWaitingSince ?? now) >= DataPath.reportDelay || now == .max else { return }
+        // Room for the lines in a message after its name and line feed.
+        let room = ControlMessage.maximumSize - 7
         var sent = 0
         while sent < pendingReports.count {
-            let chunk = Array(pendingReports[sent..<min(pendingReports.count, sent + FlowReport.maximumPerMessage)])
+            var end = sent
+            while end < pendingReports.count, end - sent < FlowReportLines.maximumPerMessage,
+                pendingReports.byteCount(sent..<(end + 1)) <= room
+            {
+                end += 1
+            }
+            // A line is far shorter than a message (its fields are cut to 256 bytes): at least one fits.
             do {
-                try control.send(.reports(chunk))
+                try control.send(.reports(pendingReports.lines(sent..<max(end, sent + 1))))
             } catch {
                 break
             }
-            sent += chunk.count
+            sent = max(end, sent + 1)
         }
         counters.reportsSent += UInt64(sent)
-        pendingReports.removeFirst(sent)
+        if sent == pendingReports.count {
+            pendingReports.removeAll(keepingCapacity: true)
+        } else {
+            pendingReports = pendingReports.lines(sent..<pendingReports.count)
+        }
         // What stays waits for room in the channel: tried again after another delay, not at every turn.
         reportsWaitingSince = pendingReports.isEmpty ? nil : DataPath.monotonicNanoseconds()
     }

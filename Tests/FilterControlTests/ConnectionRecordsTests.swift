@@ -17,23 +17,61 @@ import VerdictCore
         FileManager.default.temporaryDirectory.appendingPathComponent("connections-\(UUID().uuidString)").path
     }
 
+    static func lines(_ reports: [FlowReport]) -> FlowReportLines { FlowReportLines(reports) }
+
+    static let everything: PolicyEngines<RuleStore> = {
+        let store = try! RuleStore(bytes: try! RuleStoreBuilder().build(version: 1).bytes)
+        return PolicyEngines(single: VerdictEngine(rules: store, policy: Policy(blockedCategories: .all, unknown: .block, noName: .block)))
+    }()
+
     @Test func onlyAllowedConnectionsAreKeptAndTheOldestGoFirst() throws {
-        let records = ConnectionRecords(capacity: 3)
-        records.record(contentsOf: [Self.report(1), Self.report(2, verdict: .drop), Self.report(3, kind: "dns"), Self.report(4), Self.report(5), Self.report(6)])
+        // Room for three lines a half: the fourth line starts the other half, the seventh empties the first.
+        let line = Self.lines([Self.report(4)]).bytes.count
+        let records = ConnectionRecords(capacity: 2 * 3 * line)
+        records.record(contentsOf: Self.lines([Self.report(2, verdict: .drop), Self.report(3, kind: "dns"), Self.report(4), Self.report(5), Self.report(6)]))
         #expect(records.count == 3)
+        records.record(contentsOf: Self.lines([Self.report(7), Self.report(8), Self.report(9)]))
+        #expect(records.count == 6)
+        records.record(contentsOf: Self.lines([Self.report(10)]))
+        #expect(records.count == 4)
+        #expect(Set(records.blocked(by: Self.everything).map(\.flow.sourcePort)) == [7, 8, 9, 10])
         let path = temporaryFile()
         defer { try? FileManager.default.removeItem(atPath: path) }
         records.save(to: path)
-        let again = ConnectionRecords(capacity: 10)
+        let again = ConnectionRecords()
         again.load(from: path)
-        #expect(again.count == 3)
-        // A smaller store keeps the newest, as it would have.
-        let small = ConnectionRecords(capacity: 2)
+        #expect(again.count == 4)
+        // A smaller space keeps the newest, as it would have.
+        let small = ConnectionRecords(capacity: 2 * (line + 1))
         small.load(from: path)
-        #expect(small.count == 2)
-        let store = try RuleStore(bytes: try RuleStoreBuilder().build(version: 1).bytes)
-        let everything = PolicyEngines(single: VerdictEngine(rules: store, policy: Policy(blockedCategories: .all, unknown: .block, noName: .block)))
-        #expect(Set(small.blocked(by: everything).map(\.flow.sourcePort)) == [5, 6])
+        #expect(Set(small.blocked(by: Self.everything).map(\.flow.sourcePort)) == [9, 10])
+    }
+
+    @Test func aConnectionCutIsForgottenAndAReusedOneIsJudgedOnItsNewerRecord() throws {
+        let records = ConnectionRecords()
+        records.record(contentsOf: Self.lines([Self.report(4, host: "old.example"), Self.report(5), Self.report(4, host: "new.example")]))
+        let first = records.blocked(by: Self.everything)
+        #expect(first.count == 2)
+        #expect(first.first { $0.flow.sourcePort == 4 }?.host == "new.example")
+        for record in first where record.flow.sourcePort == 5 { records.forget(record) }
+        #expect(records.blocked(by: Self.everything).map(\.flow.sourcePort) == [4])
+        // A record given before its half was emptied forgets nothing there now.
+        let tiny = ConnectionRecords(capacity: 2 * Self.lines([Self.report(11)]).bytes.count)
+        tiny.record(contentsOf: Self.lines([Self.report(11)]))
+        let stale = tiny.records()
+        tiny.record(contentsOf: Self.lines([Self.report(12), Self.report(13)]))
+        stale.forEach(tiny.forget)
+        #expect(Set(tiny.records().map(\.flow.sourcePort)) == [12, 13])
+    }
+
+    @Test func theSpaceIsTakenOnceAtStartAndRecordingAllocatesNothingThatStays() throws {
+        // Written at start: the whole space is resident before the first record.
+        let records = ConnectionRecords(capacity: 1 << 20)
+        let batch = Self.lines((0..<48).map { Self.report(UInt16(1000 + $0), host: "h\($0).allowed.example", kind: "http") })
+        for _ in 0..<1000 { records.record(contentsOf: batch) }
+        // 48,000 lines through 1 MiB: only what fits is kept, the newest.
+        #expect(records.count > 0 && records.count * batch.bytes.count / 48 <= 1 << 20)
+        #expect(records.records().count == 48)
     }
 
     @Test func recordsSurviveASaveAndLoadWithEveryField() throws {
@@ -42,7 +80,7 @@ import VerdictCore
             Self.report(1, host: nil, kind: "quic"),
             Self.report(40_000, host: "blocked.test", kind: "http", source: "2001:db8::5", path: "/a path/ü?q=1"),
         ]
-        records.record(contentsOf: kept)
+        records.record(contentsOf: Self.lines(kept))
         let path = temporaryFile()
         defer { try? FileManager.default.removeItem(atPath: path) }
         records.save(to: path)
@@ -51,9 +89,7 @@ import VerdictCore
         let again = ConnectionRecords()
         again.load(from: path)
         // Judged again with a policy that blocks everything: both come back, with their facts.
-        let store = try RuleStore(bytes: try RuleStoreBuilder().build(version: 1).bytes)
-        let everything = PolicyEngines(single: VerdictEngine(rules: store, policy: Policy(blockedCategories: .all, unknown: .block, noName: .block)))
-        let back = again.blocked(by: everything).sorted { $0.flow.sourcePort < $1.flow.sourcePort }
+        let back = again.blocked(by: Self.everything).sorted { $0.flow.sourcePort < $1.flow.sourcePort }
         #expect(back.map(\.flow) == kept.map(\.flow))
         #expect(back.map(\.host) == [nil, "blocked.test"] && back.map(\.path) == [nil, "/a path/ü?q=1"] && back.map(\.uid) == [nil, 1000])
     }

@@ -25,6 +25,22 @@ import Glibc
 
     func text(_ metrics: HallpassMetrics) -> String { String(decoding: metrics.exposition(), as: UTF8.self) }
 
+    @Test func aBatchIsCountedByItsRunsOfEqualLabels() {
+        let metrics = HallpassMetrics()
+        metrics.record(contentsOf: FlowReportLines([
+            report(.drop, category: "gambling", kind: "tls"), report(.drop, category: "gambling", kind: "tls"),
+            report(.allow, category: nil, kind: "http"), report(.drop, category: "gambling", kind: "tls"),
+            report(.drop, category: "gambling", kind: "dns"), report(.allow, category: "gambling", kind: "tls"),
+            report(.allow, category: nil, kind: "http"),
+        ]))
+        let lines = text(metrics).split(separator: "\n").map(String.init)
+        #expect(lines.contains(#"hallpass_decisions_total{action="block",category="gambling",kind="tls"} 3"#), "\(lines)")
+        #expect(lines.contains(#"hallpass_decisions_total{action="block",category="gambling",kind="dns"} 1"#))
+        #expect(lines.contains(#"hallpass_decisions_total{action="allow",category="gambling",kind="tls"} 1"#))
+        #expect(lines.contains(#"hallpass_decisions_total{action="allow",category="-",kind="http"} 2"#))
+        #expect(lines.contains(#"hallpass_flows_total{kind="tls"} 4"#) && lines.contains(#"hallpass_flows_total{kind="http"} 2"#))
+    }
+
     @Test func decisionsAreCountedByActionCategoryAndKind() {
         let metrics = HallpassMetrics()
         metrics.record(report(.drop, category: "gambling", kind: "tls"))

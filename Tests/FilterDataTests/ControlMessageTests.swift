@@ -19,15 +19,15 @@ import VerdictCore
             .pong(43, counters: []),
             // A field ending in a carriage return before the next line feed (found by the control fuzzer).
             .answer(host: try HostName("e.example"), categories: ["a\r", "b"], timeToLive: 3),
-            .reports([]),
-            .reports([
+            .reports(FlowReportLines()),
+            .reports(FlowReportLines([
                 FlowReport(flow: FlowKey(protocolNumber: 6, source: IPAddress("10.0.0.1")!, sourcePort: 40_000, destination: IPAddress("203.0.113.9")!, destinationPort: 443),
                            uid: 1000, kind: "tls", host: "www.example.com", path: nil, verdict: .allow, reason: Reason(source: .unknownHost)),
                 FlowReport(flow: FlowKey(protocolNumber: 17, source: IPAddress("2001:db8::1")!, sourcePort: 0, destination: IPAddress("::ffff:192.0.2.1")!, destinationPort: 65_535),
                            uid: nil, kind: "quic", host: nil, path: nil, verdict: .drop, reason: Reason(source: .bypass, category: "unreadableQUIC", rule: "quic")),
                 FlowReport(flow: FlowKey(protocolNumber: 6, source: IPAddress("0.0.0.0")!, sourcePort: 1, destination: IPAddress("255.255.255.255")!, destinationPort: 80),
                            uid: 4_294_967_295, kind: "http", host: "blocked.test", path: "/a path/ü?q=1", verdict: .drop, reason: Reason(source: .category, category: "adult", rule: "blocked.test")),
-            ]),
+            ])),
         ]
         for message in messages {
             #expect(try ControlMessage(decoding: message.encoded) == message)
@@ -47,7 +47,8 @@ import VerdictCore
             "report\n6\t10.0.0.1\t1\t10.0.0.2\t2\t-1\ttls\t-\tallow\tunknown\t-\t-\t-",
             "report\n6\t10.0.0.1\t1\t10.0.0.2\t2\t-\ttls\t-\tmaybe\tunknown\t-\t-\t-",
             "report\n6\t10.0.0.1\t\t10.0.0.2\t2\t-\ttls\t-\tallow\tunknown\t-\t-\t-",
-            "reports\n", "report" + String(repeating: "\n6\t10.0.0.1\t1\t10.0.0.2\t2\t-\ttls\t-\tallow\tunknown\t-\t-\t-", count: 13),
+            "reports\n", "report\n", "report6\t10.0.0.1\t1\t10.0.0.2\t2\t-\ttls\t-\tallow\tunknown\t-\t-\t-",
+            "report" + String(repeating: "\n6\t0.0.0.0\t1\t0.0.0.0\t2\t-\tx\t-\tallow\tunknown\t-\t-\t-", count: FlowReportLines.maximumPerMessage + 1),
         ]
         for text in bad {
             #expect(throws: ControlMessage.DecodingError.self, "\(text.debugDescription)") { try ControlMessage(decoding: Array(text.utf8)) }
@@ -63,14 +64,14 @@ import VerdictCore
         let odd = FlowReport(flow: FlowKey(protocolNumber: 6, source: IPAddress("10.0.0.1")!, sourcePort: 4, destination: IPAddress("10.0.0.2")!, destinationPort: 80),
                              uid: nil, kind: "http", host: "a.example", path: String(repeating: "é", count: 300), verdict: .drop,
                              reason: Reason(source: .category, category: "bad\r\ncategory\tname", rule: "\n"))
-        let oddBytes = ControlMessage.reports([odd]).encoded
+        let oddBytes = ControlMessage.reports(FlowReportLines([odd])).encoded
         #expect(oddBytes.filter { $0 == 0x0A }.count == 1 && !oddBytes.contains(0x0D))
         guard case .reports(let decoded) = try ControlMessage(decoding: oddBytes) else { Issue.record("not reports"); return }
-        #expect(decoded.first?.reason.category == "badcategoryname" && decoded.first?.reason.rule == nil)
-        #expect(decoded.first?.path == String(repeating: "é", count: 128))
+        #expect(decoded.reports.first?.reason.category == "badcategoryname" && decoded.reports.first?.reason.rule == nil)
+        #expect(decoded.reports.first?.path == String(repeating: "é", count: 128))
         let report = FlowReport(flow: FlowKey(protocolNumber: 6, source: IPAddress("2001:db8::1")!, sourcePort: 4, destination: IPAddress("10.0.0.2")!, destinationPort: 80),
                                 uid: 7, kind: "http", host: "a.example", path: "/x", verdict: .drop, reason: Reason(source: .category, category: "c", rule: "r"))
-        forEachMutation(of: ControlMessage.reports([report, report]).encoded) { bytes in
+        forEachMutation(of: ControlMessage.reports(FlowReportLines([report, report])).encoded) { bytes in
             _ = try? ControlMessage(decoding: bytes)
         }
     }

@@ -345,7 +345,7 @@ public final class DataSupervisor: @unchecked Sendable {
     private func readMessages(_ channel: ControlChannel) {
         // The reports of every message read now go on as one event per wakeup,
         // however many messages filter-data sent.
-        var reports: [FlowReport] = []
+        var reports = FlowReportLines()
         defer { if !reports.isEmpty { onEvent(.reports(reports)) } }
         var heard = false
         defer { if heard { lastHeard = Date() } }
@@ -401,7 +401,7 @@ public final class DataSupervisor: @unchecked Sendable {
                 // A channel that never runs dry (a busy machine) still hands reports on.
                 if reports.count >= 1024 {
                     onEvent(.reports(reports))
-                    reports.removeAll(keepingCapacity: true)
+                    reports = FlowReportLines()
                 }
             case .useRules, .usePolicy, .userPlacement, .answer, .noAnswer, .ping:
                 log("filter-data sent a message meant for filter-control")
@@ -469,6 +469,6 @@ public final class DataSupervisor: @unchecked Sendable {
 public enum DataEvent: Sendable {
     /// A flow of this user waits: which group are they in?
     case askUser(UInt32)
-    /// Decisions to record (first decisions of flows, blocked DNS queries).
-    case reports([FlowReport])
+    /// Decisions to record (first decisions of flows, blocked DNS queries), as their lines.
+    case reports(FlowReportLines)
 }

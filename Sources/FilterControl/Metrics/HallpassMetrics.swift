@@ -53,18 +53,36 @@ public final class HallpassMetrics: Sendable {
 
     /// A decision filter-data reported (a flow's first, or a blocked DNS query).
     public func record(_ report: FlowReport) {
-        record(contentsOf: CollectionOfOne(report))
+        record(contentsOf: FlowReportLines(CollectionOfOne(report)))
     }
 
     /// The decisions of a batch of reports: counted by labels first, so each
-    /// counter is looked up and increased once per batch, not once per report.
-    public func record(contentsOf reports: some Collection<FlowReport>) {
+    /// counter is looked up and increased once per batch, not once per
+    /// report; a label is made a String once per run of equal labels (a
+    /// batch is mostly one kind of flow, allowed, in no category).
+    public func record(contentsOf reports: FlowReportLines) {
         var decisions: [DecisionLabels: Int64] = [:]
         var flows: [String: Int64] = [:]
-        for report in reports {
-            decisions[DecisionLabels(allowed: report.verdict == .allow, category: report.reason.category ?? "-", kind: report.kind), default: 0] += 1
-            if report.kind != "dns" { flows[report.kind, default: 0] += 1 }
+        var run: (line: FlowReport.Fields, labels: DecisionLabels, count: Int64)? = nil
+        func close() {
+            guard let run else { return }
+            decisions[run.labels, default: 0] += run.count
+            if run.labels.kind != "dns" { flows[run.labels.kind, default: 0] += run.count }
         }
+        for index in 0..<reports.count {
+            guard let fields = reports.summary(index) else { continue }
+            let allowed = fields.verdict == .allow
+            if let current = run, current.labels.allowed == allowed, current.line.kind.elementsEqual(fields.kind),
+                current.line.category.elementsEqual(fields.category)
+            {
+                run?.count += 1
+                continue
+            }
+            close()
+            let category = fields.category.elementsEqual("-".utf8) ? "-" : String(decoding: fields.category, as: UTF8.self)
+            run = (fields, DecisionLabels(allowed: allowed, category: category, kind: String(decoding: fields.kind, as: UTF8.self)), 1)
+        }
+        close()
         guard !decisions.isEmpty else { return }
         counters.withLock { cache in
             for (labels, count) in decisions {

@@ -7,9 +7,16 @@ public import VerdictCore
 /// What each connection allowed while filter-control runs was judged on (its
 /// name, its user), from filter-data's reports: the record that lets a
 /// change of policy judge open connections again, even those long gone from
-/// filter-data's flow table (their packets bypass user space). Bounded: the
-/// oldest records go first; a record of a connection that has ended costs
-/// nothing but its room (cutting it finds nothing).
+/// filter-data's flow table (their packets bypass user space).
+///
+/// The records are the reports' own lines, kept as bytes in a space of
+/// fixed size allocated (and touched) once at start: keeping one costs a
+/// copy of its line, and filter-control's memory does not grow with the
+/// connections it has seen. The space is two halves; when the newer half
+/// is full, the older one is emptied and written next, so the oldest
+/// records go, half a space at a time. A record of a connection that has
+/// ended costs nothing but its room (cutting it finds nothing); a record is
+/// read (decoded) only when the policy changes, or to be saved.
 public final class ConnectionRecords: Sendable {
     public struct Record: Sendable, Hashable {
         public var flow: FlowKey
@@ -17,6 +24,16 @@ public final class ConnectionRecords: Sendable {
         public var kind: String
         public var host: String?
         public var path: String?
+        /// Where the line is, to forget it after a cut.
+        var place: Place? = nil
+
+        public init(flow: FlowKey, uid: UInt32?, kind: String, host: String?, path: String?) {
+            self.flow = flow
+            self.uid = uid
+            self.kind = kind
+            self.host = host
+            self.path = path
+        }
 
         /// The connection as the kernel's tables key it (the local end first).
         public var connection: OpenConnection {
@@ -41,100 +58,166 @@ public final class ConnectionRecords: Sendable {
         }
     }
 
-    /// Records kept, at most.
-    public let capacity: Int
-    /// The records, and their keys oldest first (a ring: the oldest go from its front in constant time).
-    private let state: Mutex<(records: [FlowKey: Record], order: CircularBuffer<FlowKey>)>
-
-    public init(capacity: Int = 65_536) {
-        self.capacity = capacity
-        state = Mutex(([:], CircularBuffer()))
+    /// A line's half, its offset there, and the half's generation (a half
+    /// emptied since holds other lines).
+    struct Place: Sendable, Hashable {
+        var half: Int
+        var offset: Int
+        var generation: UInt64
     }
 
-    public var count: Int { state.withLock { $0.records.count } }
+    /// The two halves of the space, and which is being written.
+    private struct Space {
+        var bytes: [UInt8]
+        var used = [0, 0]
+        var lines = [0, 0]
+        var generation: [UInt64] = [0, 0]
+        var newer = 0
+
+        init(halfSize: Int) {
+            // Every byte written now: the pages are the process's from the start.
+            bytes = [UInt8](repeating: 0, count: 2 * halfSize)
+        }
+
+        var halfSize: Int { bytes.count / 2 }
+
+        mutating func append(_ line: some Collection<UInt8>) {
+            guard line.count + 1 <= halfSize else { return }
+            if used[newer] + line.count + 1 > halfSize {
+                newer = 1 - newer
+                used[newer] = 0
+                lines[newer] = 0
+                generation[newer] &+= 1
+            }
+            let start = newer * halfSize + used[newer]
+            bytes.replaceSubrange(start..<(start + line.count), with: line)
+            bytes[start + line.count] = 0x0A
+            used[newer] += line.count + 1
+            lines[newer] += 1
+        }
+
+        /// Every kept line, oldest first, with its place (forgotten lines are skipped).
+        func forEachLine(_ body: (ArraySlice<UInt8>, Place) -> Void) {
+            for half in [1 - newer, newer] {
+                let base = half * halfSize
+                var offset = 0
+                while offset < used[half] {
+                    let start = base + offset
+                    let end = bytes[start..<(base + used[half])].firstIndex(of: 0x0A) ?? (base + used[half])
+                    if bytes[start] != ConnectionRecords.forgotten {
+                        body(bytes[start..<end], Place(half: half, offset: offset, generation: generation[half]))
+                    }
+                    offset = end - base + 1
+                }
+            }
+        }
+    }
+
+    /// The first byte of a forgotten line (a line starts with its protocol's digits).
+    static let forgotten = UInt8(ascii: "#")
+
+    /// The space for records, in bytes.
+    public let capacity: Int
+    private let space: Mutex<Space>
+
+    /// `capacity` bytes: the default holds about 80,000 records (a line is
+    /// 60 to 120 bytes for most connections).
+    public init(capacity: Int = 8 << 20) {
+        self.capacity = max(capacity, 2) & ~1
+        space = Mutex(Space(halfSize: self.capacity / 2))
+    }
+
+    /// The records kept (forgotten ones included until their half is emptied).
+    public var count: Int { space.withLock { $0.lines[0] + $0.lines[1] } }
 
     /// Keeps the first decision of an allowed connection (DNS queries are judged one by one: not connections).
     public func record(_ report: FlowReport) {
-        record(contentsOf: CollectionOfOne(report))
+        record(contentsOf: FlowReportLines(CollectionOfOne(report)))
     }
 
-    /// `record(_:)` for a batch, under one lock.
-    public func record(contentsOf reports: some Collection<FlowReport>) {
-        let kept = reports.lazy.filter { report in
-            report.verdict == .allow && report.kind != "dns" && (report.flow.protocolNumber == 6 || report.flow.protocolNumber == 17)
-        }
-        guard !kept.isEmpty else { return }
-        state.withLock { state in
-            for report in kept {
-                let record = Record(flow: report.flow, uid: report.uid, kind: report.kind, host: report.host, path: report.path)
-                if state.records.updateValue(record, forKey: report.flow) == nil { state.order.append(report.flow) }
+    /// `record(_:)` for a batch, under one lock: the lines of the allowed
+    /// TCP and UDP connections are copied as they are.
+    public func record(contentsOf reports: FlowReportLines) {
+        space.withLock { space in
+            for index in 0..<reports.count {
+                guard let fields = reports.summary(index), fields.verdict == .allow, !fields.kind.elementsEqual("dns".utf8),
+                    let proto = fields.protocolNumber, proto == 6 || proto == 17
+                else { continue }
+                space.append(fields.line)
             }
-            while state.records.count > capacity, let oldest = state.order.popFirst() {
-                state.records[oldest] = nil
-            }
-            // The order list only grows with new keys; compact it when forgotten keys pile up.
-            if state.order.count > 2 * capacity { state.order = CircularBuffer(state.order.filter { state.records[$0] != nil }) }
         }
     }
 
-    public func forget(_ flow: FlowKey) {
-        state.withLock { _ = $0.records.removeValue(forKey: flow) }
+    /// Every record, the newest of each connection (a connection recorded
+    /// twice, its ports reused, is judged on its newer record).
+    public func records() -> [Record] {
+        var newest: [FlowKey: Record] = [:]
+        space.withLock { space in
+            space.forEachLine { line, place in
+                guard let report = FlowReport(line: line) else { return }
+                var record = Record(flow: report.flow, uid: report.uid, kind: report.kind, host: report.host, path: report.path)
+                record.place = place
+                newest[report.flow] = record
+            }
+        }
+        return Array(newest.values)
+    }
+
+    /// Forgets a record `records()` gave (a connection cut): a later change of policy does not cut it again.
+    public func forget(_ record: Record) {
+        guard let place = record.place else { return }
+        space.withLock { space in
+            guard space.generation[place.half] == place.generation else { return }
+            space.bytes[place.half * space.halfSize + place.offset] = ConnectionRecords.forgotten
+        }
     }
 
     /// The records whose connection these engines block now.
     public func blocked<Rules: RuleSource>(by engines: PolicyEngines<Rules>) -> [Record] {
-        let records = state.withLock { Array($0.records.values) }
-        return records.filter { record in engines.decide(record.facts).verdict == .drop }
+        records().filter { record in engines.decide(record.facts).verdict == .drop }
     }
 
     /// The first line of the saved file.
     static let fileHeader = "hallpass connections 1"
 
     /// Kept across a restart of filter-control (in the runtime folder: gone at
-    /// reboot, as the connections are): a line per record in the reports'
-    /// format, oldest first, so that 65,536 records cost a few MB of writing
-    /// and no tree of JSON values.
+    /// reboot, as the connections are): the lines as they are kept, oldest
+    /// first, so that a few MB of records are a few MB of writing.
     public func save(to path: String) {
         var bytes = Array((Self.fileHeader + "\n").utf8)
-        state.withLock { state in
-            bytes.reserveCapacity(bytes.count + state.records.count * 96)
-            var written = Set<FlowKey>(minimumCapacity: state.records.count)
-            for key in state.order {
-                // A key forgotten and recorded again is in the order twice: written once.
-                guard let record = state.records[key], written.insert(key).inserted else { continue }
-                FlowReport(flow: record.flow, uid: record.uid, kind: record.kind, host: record.host, path: record.path, verdict: .allow,
-                           reason: Reason(source: .unknownHost)).appendLine(to: &bytes)
+        space.withLock { space in
+            bytes.reserveCapacity(bytes.count + space.used[0] + space.used[1])
+            space.forEachLine { line, _ in
+                bytes.append(contentsOf: line)
                 bytes.append(0x0A)
             }
         }
         try? Data(bytes).write(to: URL(fileURLWithPath: path), options: .atomic)
     }
 
-    /// Reads what `save` wrote (or the JSON array an earlier version wrote); an unreadable file or line is skipped.
+    /// Reads what `save` wrote (or the JSON array an earlier version wrote);
+    /// an unreadable file or line is skipped. Oldest first in the file: a
+    /// smaller space keeps the newest, as it would have.
     public func load(from path: String) {
         guard let data = FileManager.default.contents(atPath: path) else { return }
-        var records: [Record] = []
+        var lines = FlowReportLines()
         let bytes = [UInt8](data)
         let header = Array(Self.fileHeader.utf8)
         if bytes.starts(with: header + [0x0A]) {
             var start = header.count + 1
             while start < bytes.count {
                 let end = bytes[start...].firstIndex(of: 0x0A) ?? bytes.count
-                if let report = FlowReport(line: bytes[start..<end]) {
-                    records.append(Record(flow: report.flow, uid: report.uid, kind: report.kind, host: report.host, path: report.path))
-                }
+                if let report = FlowReport(line: bytes[start..<end]) { lines.append(report) }
                 start = end + 1
             }
-            // Oldest first in the file: a smaller store keeps the newest, as it would have.
-            if records.count > capacity { records.removeFirst(records.count - capacity) }
         } else if let old = try? JSONDecoder().decode([Record].self, from: data) {
-            records = Array(old.suffix(capacity))
-        }
-        state.withLock { state in
-            for record in records where state.records.updateValue(record, forKey: record.flow) == nil {
-                state.order.append(record.flow)
+            for record in old {
+                lines.append(
+                    FlowReport(flow: record.flow, uid: record.uid, kind: record.kind, host: record.host, path: record.path, verdict: .allow,
+                               reason: Reason(source: .unknownHost)))
             }
         }
+        record(contentsOf: lines)
     }
 }
 

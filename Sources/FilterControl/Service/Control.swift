@@ -451,12 +451,15 @@ public actor Control {
     /// Cuts every recorded open connection the new policy blocks.
     func judgeOpenConnections(set: PolicySet) async {
         let engines = PolicyEngines(rules: store, set: set)
-        let doomed = connections.blocked(by: engines)
-        guard !doomed.isEmpty else { return }
         let cutter = self.cutter
-        let outcomes = (try? await NIOThreadPool.singleton.runIfActive { doomed.map { ($0, cutter.cut($0.connection)) } }) ?? []
+        let connections = self.connections
+        // Off the actor: the records are read (decoded) and judged here, tens of thousands of them.
+        let outcomes =
+            (try? await NIOThreadPool.singleton.runIfActive {
+                connections.blocked(by: engines).map { ($0, cutter.cut($0.connection)) }
+            }) ?? []
         for (record, outcome) in outcomes {
-            connections.forget(record.flow)
+            connections.forget(record)
             logger.notice(
                 "cut an open connection the policy now blocks",
                 metadata: [
@@ -495,20 +498,21 @@ public actor Control {
     /// Called on the supervisor's thread as the reports arrive (everything it
     /// touches is thread-safe), so that the reports filter-data sends as it
     /// stops are in the audit log's queue before the log finishes.
-    nonisolated func record(_ reports: [FlowReport]) {
+    nonisolated func record(_ reports: FlowReportLines) {
         connections.record(contentsOf: reports)
         metrics?.record(contentsOf: reports)
         guard audit != nil || notifier != nil else { return }
-        // Most reports are of allowed flows, kept above; a record is made only of what is written or told.
+        // Most reports are of allowed flows, kept above as lines; a record is made only of what is written or told.
         let recordsAllowed = audit?.settings.allowed == .all
         let version = rulesVersionForReports.load(ordering: .relaxed)
         let now = clock()
         var skipped = 0
-        for report in reports {
-            guard report.verdict != .allow || recordsAllowed else {
+        for index in 0..<reports.count {
+            guard recordsAllowed || reports.summary(index)?.verdict != .allow else {
                 skipped += 1
                 continue
             }
+            guard let report = reports.report(index) else { continue }
             let decision = Control.decisionRecord(report, at: now, rulesVersion: version)
             audit?.record(decision)
             if decision.action == .block { notifier?.consider(decision) }

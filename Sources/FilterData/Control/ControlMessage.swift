@@ -35,7 +35,7 @@ public enum ControlMessage: Sendable, Hashable {
     case hello(pid: Int32, rulesVersion: UInt64)
     case ask(NeedRulesQuestion)
     case askUser(UInt32)
-    case reports([FlowReport])
+    case reports(FlowReportLines)
     case rulesLoaded(version: UInt64)
     case rulesRefused(code: String, message: String)
     case pong(UInt64, counters: [Counter])
@@ -59,14 +59,14 @@ public enum ControlMessage: Sendable, Hashable {
     }
 
     public var encoded: [UInt8] {
-        if case .reports(let reports) = self {
-            // The most frequent message, written straight into bytes (no String per field).
+        if case .reports(let lines) = self {
+            // The most frequent message: its lines as they are.
             var bytes: [UInt8] = []
-            bytes.reserveCapacity(6 + reports.count * 96)
+            bytes.reserveCapacity(7 + lines.bytes.count)
             bytes.append(contentsOf: "report".utf8)
-            for report in reports {
+            if !lines.isEmpty {
                 bytes.append(0x0A)
-                report.appendLine(to: &bytes)
+                bytes.append(contentsOf: lines.bytes.dropLast())
             }
             return bytes
         }
@@ -113,22 +113,8 @@ public enum ControlMessage: Sendable, Hashable {
         if bytes.count >= 6, bytes[0] == UInt8(ascii: "r"), bytes[1] == UInt8(ascii: "e"), bytes[2] == UInt8(ascii: "p"),
             bytes[3] == UInt8(ascii: "o"), bytes[4] == UInt8(ascii: "r"), bytes[5] == UInt8(ascii: "t"), bytes.count == 6 || bytes[6] == 0x0A
         {
-            // Reports come with every decision: read from the bytes, without a String per line and field.
-            let all = bytes.copied(0..<bytes.count)
-            var reports: [FlowReport] = []
-            var start = 7
-            while start <= all.count {
-                let end = all[start...].firstIndex(of: 0x0A) ?? all.count
-                guard reports.count < FlowReport.maximumPerMessage else {
-                    throw DecodingError(reason: "more than \(FlowReport.maximumPerMessage) reports")
-                }
-                guard let report = FlowReport(line: all[start..<end]) else {
-                    throw DecodingError(reason: "'\(String(decoding: all[start..<min(end, start + 64)], as: UTF8.self))' is not a report")
-                }
-                reports.append(report)
-                start = end + 1
-            }
-            self = .reports(reports)
+            // Reports come with every decision: checked, and kept as their lines.
+            self = .reports(try FlowReportLines(decoding: bytes.copied(6..<bytes.count)[...]))
             return
         }
         // Split on the byte: as Characters, "\r\n" is one, and a field ending in
@@ -256,10 +242,6 @@ public struct FlowReport: Sendable, Hashable {
         self.reason = reason
     }
 
-    /// Reports per message: a full one stays well under `ControlMessage.maximumSize`
-    /// (a path is cut to 256 bytes, a name is at most 253).
-    public static let maximumPerMessage = 12
-
     /// `PROTO SRC SPORT DST DPORT UID KIND HOST VERDICT SOURCE CATEGORY RULE PATH`, tab-separated, '-' for none.
     var line: String {
         var bytes: [UInt8] = []
@@ -269,15 +251,20 @@ public struct FlowReport: Sendable, Hashable {
 
     /// Appends `line` as UTF-8.
     public func appendLine(to bytes: inout [UInt8]) {
-        func field(_ text: String?) {
-            guard let text, !text.isEmpty else {
-                bytes.append(UInt8(ascii: "-"))
-                return
-            }
+        FlowReport.appendLine(
+            to: &bytes, flow: flow, uid: uid, kind: kind, host: host.map { Array($0.utf8) }, path: path, verdict: verdict, reason: reason)
+    }
+
+    /// Writes a report's line from its parts (filter-data writes one as it
+    /// decides, with the name's canonical bytes, without a FlowReport).
+    public static func appendLine(
+        to bytes: inout [UInt8], flow: FlowKey, uid: UInt32?, kind: String, host: [UInt8]?, path: String?, verdict: Verdict, reason: Reason
+    ) {
+        func field(_ text: some Collection<UInt8>) {
             // At most 256 bytes, without the bytes that separate fields and lines (as bytes:
             // as Characters "\r\n" is one, and a filter on "\n" would keep its line feed).
             let start = bytes.count
-            for byte in text.utf8 where byte != 0x09 && byte != 0x0A && byte != 0x0D {
+            for byte in text where byte != 0x09 && byte != 0x0A && byte != 0x0D {
                 bytes.append(byte)
             }
             if bytes.count - start > 256 {
@@ -287,6 +274,9 @@ public struct FlowReport: Sendable, Hashable {
                 bytes.removeSubrange(end...)
             }
             if bytes.count == start { bytes.append(UInt8(ascii: "-")) }
+        }
+        func field(_ text: String?) {
+            if let text { field(text.utf8) } else { bytes.append(UInt8(ascii: "-")) }
         }
         func tab() { bytes.append(0x09) }
         appendDecimal(UInt64(flow.protocolNumber), to: &bytes)
@@ -303,7 +293,7 @@ public struct FlowReport: Sendable, Hashable {
         tab()
         field(kind)
         tab()
-        field(host)
+        if let host { field(host) } else { bytes.append(UInt8(ascii: "-")) }
         tab()
         bytes.append(contentsOf: verdict.rawValue.utf8)
         tab()
@@ -322,30 +312,19 @@ public struct FlowReport: Sendable, Hashable {
 
     /// Reads a line of valid UTF-8 (the message was checked as a whole).
     public init?(line: ArraySlice<UInt8>) {
-        var fields = InlineArray<13, Range<Int>>(repeating: 0..<0)
-        var count = 0
-        var start = line.startIndex
-        for index in line.indices where line[index] == 0x09 {
-            guard count < 12 else { return nil }
-            fields[count] = start..<index
-            count += 1
-            start = index + 1
-        }
-        guard count == 12 else { return nil }
-        fields[12] = start..<line.endIndex
-        func bytes(_ number: Int) -> ArraySlice<UInt8> { line[fields[number]] }
-        func text(_ number: Int) -> String { String(decoding: bytes(number), as: UTF8.self) }
-        func optional(_ number: Int) -> String? { bytes(number).elementsEqual("-".utf8) ? nil : text(number) }
-        guard let proto = parseDecimal(bytes(0), as: UInt8.self), let source = IPAddress(utf8: bytes(1)),
-            let sourcePort = parseDecimal(bytes(2), as: UInt16.self), let destination = IPAddress(utf8: bytes(3)),
-            let destinationPort = parseDecimal(bytes(4), as: UInt16.self), let verdict = Verdict(rawValue: text(8)),
+        guard let fields = Fields(line: line) else { return nil }
+        func text(_ number: Int) -> String { String(decoding: fields[number], as: UTF8.self) }
+        func optional(_ number: Int) -> String? { fields.isNone(number) ? nil : text(number) }
+        guard let proto = fields.protocolNumber, let source = IPAddress(utf8: fields[1]),
+            let sourcePort = parseDecimal(fields[2], as: UInt16.self), let destination = IPAddress(utf8: fields[3]),
+            let destinationPort = parseDecimal(fields[4], as: UInt16.self), let verdict = fields.verdict,
             let reasonSource = Reason.Source(rawValue: text(9))
         else { return nil }
         let uid: UInt32?
-        if bytes(5).elementsEqual("-".utf8) {
+        if fields.isNone(5) {
             uid = nil
         } else {
-            guard let number = parseDecimal(bytes(5), as: UInt32.self) else { return nil }
+            guard let number = parseDecimal(fields[5], as: UInt32.self) else { return nil }
             uid = number
         }
         self.init(

@@ -1,0 +1,162 @@
+public import VerdictCore
+
+/// Reports as the lines they travel in (`FlowReport`'s tab-separated
+/// format, each line ended by a line feed): what filter-data writes as it
+/// decides and what filter-control keeps. A line is read field by field
+/// where a field is needed, so the common report (an allowed connection,
+/// which filter-control only keeps) costs no String and no decoding of
+/// the fields nobody reads.
+///
+/// Lines decoded from a message were checked whole (`init(decoding:)`);
+/// lines appended by filter-data are written by `FlowReport`'s encoder.
+public struct FlowReportLines: Sendable, Hashable {
+    /// The lines, each ended by a line feed.
+    public private(set) var bytes: [UInt8] = []
+    /// Where each line starts in `bytes`.
+    private var starts: [Int] = []
+
+    /// Lines per `report` message, at most (the message's size bounds them too).
+    public static let maximumPerMessage = 128
+
+    public init() {}
+
+    public init(_ reports: some Sequence<FlowReport>) {
+        for report in reports { append(report) }
+    }
+
+    public var count: Int { starts.count }
+    public var isEmpty: Bool { starts.isEmpty }
+
+    /// The line at `index`, without its line feed.
+    public func line(_ index: Int) -> ArraySlice<UInt8> {
+        let end = index + 1 < starts.count ? starts[index + 1] : bytes.count
+        return bytes[starts[index]..<(end - 1)]
+    }
+
+    /// The report at `index`, decoded (nil only for a line appended unchecked that is no report).
+    public func report(_ index: Int) -> FlowReport? {
+        FlowReport(line: line(index))
+    }
+
+    /// Every report, decoded.
+    public var reports: [FlowReport] {
+        (0..<count).compactMap(report)
+    }
+
+    public mutating func append(_ report: FlowReport) {
+        starts.append(bytes.count)
+        report.appendLine(to: &bytes)
+        bytes.append(0x0A)
+    }
+
+    /// Appends a line `write` puts at the end of the bytes (without its line feed).
+    mutating func appendLine(_ write: (inout [UInt8]) -> Void) {
+        starts.append(bytes.count)
+        write(&bytes)
+        bytes.append(0x0A)
+    }
+
+    public mutating func append(contentsOf other: FlowReportLines) {
+        let base = bytes.count
+        bytes.append(contentsOf: other.bytes)
+        starts.append(contentsOf: other.starts.lazy.map { $0 + base })
+    }
+
+    public mutating func removeAll(keepingCapacity: Bool = false) {
+        bytes.removeAll(keepingCapacity: keepingCapacity)
+        starts.removeAll(keepingCapacity: keepingCapacity)
+    }
+
+    /// The lines from `range`, as a batch of their own.
+    public func lines(_ range: Range<Int>) -> FlowReportLines {
+        guard !range.isEmpty else { return FlowReportLines() }
+        var part = FlowReportLines()
+        let start = starts[range.lowerBound]
+        let end = range.upperBound < starts.count ? starts[range.upperBound] : bytes.count
+        part.bytes = Array(bytes[start..<end])
+        part.starts = starts[range].map { $0 - start }
+        return part
+    }
+
+    /// The size of the lines from `range`, line feeds included.
+    public func byteCount(_ range: Range<Int>) -> Int {
+        guard !range.isEmpty else { return 0 }
+        return (range.upperBound < starts.count ? starts[range.upperBound] : bytes.count) - starts[range.lowerBound]
+    }
+
+    /// Reads the lines of a `report` message: `message` is what follows the
+    /// name, each line after a line feed (empty for no reports). Each line is
+    /// checked as `FlowReport(line:)` reads it, without a String of any field.
+    public init(decoding message: ArraySlice<UInt8>) throws(ControlMessage.DecodingError) {
+        var start = message.startIndex
+        while start < message.endIndex {
+            guard message[start] == 0x0A else { throw ControlMessage.DecodingError(reason: "a report message's lines follow its name") }
+            let lineStart = start + 1
+            let end = message[lineStart...].firstIndex(of: 0x0A) ?? message.endIndex
+            guard starts.count < FlowReportLines.maximumPerMessage else {
+                throw ControlMessage.DecodingError(reason: "more than \(FlowReportLines.maximumPerMessage) reports")
+            }
+            let line = message[lineStart..<end]
+            guard FlowReport.Fields(line: line)?.isReport == true else {
+                throw ControlMessage.DecodingError(reason: "'\(String(decoding: line.prefix(64), as: UTF8.self))' is not a report")
+            }
+            starts.append(bytes.count)
+            bytes.append(contentsOf: line)
+            bytes.append(0x0A)
+            start = end
+        }
+    }
+
+    /// What filter-control reads of every report (the labels of the
+    /// decisions' metrics, and whether the connection is kept), as ranges
+    /// of `line(index)`'s bytes.
+    public func summary(_ index: Int) -> FlowReport.Fields? {
+        FlowReport.Fields(line: line(index))
+    }
+}
+
+extension FlowReport {
+    /// The 13 fields of a report line, found without copying: each a range
+    /// of the line's bytes, and the protocol and verdict read.
+    public struct Fields: Sendable {
+        public let line: ArraySlice<UInt8>
+        private var ranges: InlineArray<13, Range<Int>>
+
+        /// Nil when the line does not have 13 tab-separated fields.
+        public init?(line: ArraySlice<UInt8>) {
+            self.line = line
+            ranges = InlineArray(repeating: 0..<0)
+            var count = 0
+            var start = line.startIndex
+            for index in line.indices where line[index] == 0x09 {
+                guard count < 12 else { return nil }
+                ranges[count] = start..<index
+                count += 1
+                start = index + 1
+            }
+            guard count == 12 else { return nil }
+            ranges[12] = start..<line.endIndex
+        }
+
+        /// Field `number` (0: protocol ... 12: path).
+        public subscript(number: Int) -> ArraySlice<UInt8> { line[ranges[number]] }
+
+        public var protocolNumber: UInt8? { parseDecimal(self[0], as: UInt8.self) }
+        public var kind: ArraySlice<UInt8> { self[6] }
+        public var category: ArraySlice<UInt8> { self[10] }
+        /// The verdict, from its raw value.
+        public var verdict: Verdict? { Verdict.allCases.first { self[8].elementsEqual($0.rawValue.utf8) } }
+
+        /// Whether every field reads as `FlowReport(line:)` needs it to.
+        var isReport: Bool {
+            guard protocolNumber != nil, IPAddress(utf8: self[1]) != nil, parseDecimal(self[2], as: UInt16.self) != nil,
+                IPAddress(utf8: self[3]) != nil, parseDecimal(self[4], as: UInt16.self) != nil, verdict != nil,
+                Reason.Source(rawValue: String(decoding: self[9], as: UTF8.self)) != nil
+            else { return false }
+            return isNone(5) || parseDecimal(self[5], as: UInt32.self) != nil
+        }
+
+        /// Whether field `number` is '-' (none).
+        func isNone(_ number: Int) -> Bool { self[number].elementsEqual("-".utf8) }
+    }
+}
