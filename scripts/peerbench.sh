@@ -34,17 +34,12 @@ case "$log_mode" in
 esac
 
 scripts/install-deps.sh
-if [ -n "${HALLPASS_BIN:-}" ]; then
-    # Programs built elsewhere (another commit, for an A/B in one session).
-    bin=$HALLPASS_BIN
-    for program in filterctl filter-control filter-data; do
-        [ -x "$bin/$program" ] || { echo "peerbench.sh: no $program in HALLPASS_BIN=$bin" >&2; exit 66; }
-    done
-else
-    # As `make` builds it for a lab machine: the Swift runtime linked in.
-    swift build -c release --static-swift-stdlib 2>&1 | tail -1
-    bin=$(swift build -c release --static-swift-stdlib --show-bin-path)
-fi
+# The programs: HALLPASS_BIN's (another commit, for an A/B in one session), or
+# built as `make` builds them for a lab machine (the Swift runtime linked in).
+source scripts/lib/bench-network.sh
+bench_name=peerbench.sh
+bench_build_flags="-c release --static-swift-stdlib"
+bench_programs
 work=$root/bench-out/peerbench
 rm -rf "$work" && mkdir -p "$work"
 

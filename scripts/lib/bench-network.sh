@@ -23,9 +23,8 @@
 #   bench_nginx_extra  more directives for nginx's http block
 # Extra background processes go into bench_pids, for the cleanup.
 
-bench_setup() {
-    [ "$(id -u)" = 0 ] || { echo "$bench_name: needs root (network namespaces, iptables, NFQUEUE)" >&2; exit 77; }
-    scripts/install-deps.sh
+# Sets bin: the folder of the programs, HALLPASS_BIN's or a fresh build's.
+bench_programs() {
     if [ -n "${HALLPASS_BIN:-}" ]; then
         bin=$HALLPASS_BIN
         for program in filterctl filter-control filter-data; do
@@ -37,6 +36,12 @@ bench_setup() {
         # shellcheck disable=SC2086
         bin=$(swift build ${bench_build_flags:--c release} --show-bin-path)
     fi
+}
+
+bench_setup() {
+    [ "$(id -u)" = 0 ] || { echo "$bench_name: needs root (network namespaces, iptables, NFQUEUE)" >&2; exit 77; }
+    scripts/install-deps.sh
+    bench_programs
     work=$(mktemp -d "/tmp/hallpass-$bench_name.XXXXXX")
     # filter-data (uid 65534 once locked down) reads the policy files in $work/run.
     chmod 755 "$work"
