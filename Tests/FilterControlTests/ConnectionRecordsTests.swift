@@ -37,7 +37,7 @@ import VerdictCore
         #expect(Set(records.blocked(by: Self.everything).map(\.flow.sourcePort)) == [7, 8, 9, 10])
         let path = temporaryFile()
         defer { try? FileManager.default.removeItem(atPath: path) }
-        records.save(to: path)
+        try records.save(to: path)
         let again = ConnectionRecords()
         again.load(from: path)
         #expect(again.count == 4)
@@ -83,9 +83,12 @@ import VerdictCore
         records.record(contentsOf: Self.lines(kept))
         let path = temporaryFile()
         defer { try? FileManager.default.removeItem(atPath: path) }
-        records.save(to: path)
+        try records.save(to: path)
         let text = try String(contentsOfFile: path, encoding: .utf8)
         #expect(text.hasPrefix(ConnectionRecords.fileHeader + "\n"))
+        // Who visited what: for root alone, in a folder everyone may read.
+        let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
         let again = ConnectionRecords()
         again.load(from: path)
         // Judged again with a policy that blocks everything: both come back, with their facts.

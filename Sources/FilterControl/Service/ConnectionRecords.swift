@@ -1,6 +1,7 @@
 public import FilterData
 import Foundation
 import NIOCore
+public import SharedStore
 import Synchronization
 public import VerdictCore
 
@@ -182,8 +183,10 @@ public final class ConnectionRecords: Sendable {
 
     /// Kept across a restart of filter-control (in the runtime folder: gone at
     /// reboot, as the connections are): the lines as they are kept, oldest
-    /// first, so that a few MB of records are a few MB of writing.
-    public func save(to path: String) {
+    /// first, so that a few MB of records are a few MB of writing. Mode 0600:
+    /// the runtime folder is readable by all (filter-data reads its policy
+    /// there), and these lines say who visited what.
+    public func save(to path: String) throws(AtomicFile.Failure) {
         var bytes = Array((Self.fileHeader + "\n").utf8)
         space.withLock { space in
             bytes.reserveCapacity(bytes.count + space.used[0] + space.used[1])
@@ -192,7 +195,7 @@ public final class ConnectionRecords: Sendable {
                 bytes.append(0x0A)
             }
         }
-        try? Data(bytes).write(to: URL(fileURLWithPath: path), options: .atomic)
+        try AtomicFile.write(bytes, to: path, mode: 0o600)
     }
 
     /// Reads what `save` wrote (or the JSON array an earlier version wrote);

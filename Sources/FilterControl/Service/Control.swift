@@ -279,7 +279,11 @@ public actor Control {
 
     /// On stop: the connection records are kept for the next start.
     func saveConnections() {
-        connections.save(to: options.runtimeDirectory + "/connections")
+        do {
+            try connections.save(to: options.runtimeDirectory + "/connections")
+        } catch {
+            logger.warning("the connection records are not kept for the next start: \(error)")
+        }
     }
 
     // MARK: The policy set
