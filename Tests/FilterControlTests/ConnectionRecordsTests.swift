@@ -55,6 +55,12 @@ import VerdictCore
         #expect(first.first { $0.flow.sourcePort == 4 }?.host == "new.example")
         for record in first where record.flow.sourcePort == 5 { records.forget(record) }
         #expect(records.blocked(by: Self.everything).map(\.flow.sourcePort) == [4])
+        // An older record the policy blocks, a newer one of the same ports it allows: not cut.
+        let nameless = PolicyEngines(
+            single: VerdictEngine(rules: Self.everything.rules, policy: Policy(blockedCategories: .only([]), unknown: .allow, noName: .block)))
+        let reused = ConnectionRecords()
+        reused.record(contentsOf: Self.lines([Self.report(6, host: nil), Self.report(6, host: "allowed.example"), Self.report(7, host: nil)]))
+        #expect(reused.blocked(by: nameless).map(\.flow.sourcePort) == [7])
         // A record given before its half was emptied forgets nothing there now.
         let tiny = ConnectionRecords(capacity: 2 * Self.lines([Self.report(11)]).bytes.count)
         tiny.record(contentsOf: Self.lines([Self.report(11)]))

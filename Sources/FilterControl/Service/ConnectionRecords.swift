@@ -164,7 +164,7 @@ public final class ConnectionRecords: Sendable {
         return Array(newest.values)
     }
 
-    /// Forgets a record `records()` gave (a connection cut): a later change of policy does not cut it again.
+    /// Forgets a record `blocked(by:)` or `records()` gave (a connection cut): a later change of policy does not cut it again.
     public func forget(_ record: Record) {
         guard let place = record.place else { return }
         space.withLock { space in
@@ -173,9 +173,26 @@ public final class ConnectionRecords: Sendable {
         }
     }
 
-    /// The records whose connection these engines block now.
+    /// The records whose connection these engines block now, each judged
+    /// as it is read: what is held meanwhile is the blocked ones, not every
+    /// record decoded (tens of MB at a full space, at every change of
+    /// policy, which the allocator keeps). A connection recorded twice (its
+    /// ports reused) is judged on its newer record.
     public func blocked<Rules: RuleSource>(by engines: PolicyEngines<Rules>) -> [Record] {
-        records().filter { record in engines.decide(record.facts).verdict == .drop }
+        var blocked: [FlowKey: Record] = [:]
+        space.withLock { space in
+            space.forEachLine { line, place in
+                guard let report = FlowReport(line: line) else { return }
+                var record = Record(flow: report.flow, uid: report.uid, kind: report.kind, host: report.host, path: report.path)
+                if engines.decide(record.facts).verdict == .drop {
+                    record.place = place
+                    blocked[report.flow] = record
+                } else if blocked[report.flow] != nil {
+                    blocked[report.flow] = nil
+                }
+            }
+        }
+        return Array(blocked.values)
     }
 
     /// The first line of the saved file.

@@ -86,7 +86,8 @@ public struct FlowReportLines: Sendable, Hashable {
 
     /// Reads the lines of a `report` message: `message` is what follows the
     /// name, each line after a line feed (empty for no reports). Each line is
-    /// checked as `FlowReport(line:)` reads it, without a String of any field.
+    /// checked as `FlowReport(line:)` reads it; of its fields only the
+    /// reason's source becomes a String (a short one, stored inline).
     public init(decoding message: ArraySlice<UInt8>) throws(ControlMessage.DecodingError) {
         var start = message.startIndex
         while start < message.endIndex {
