@@ -68,11 +68,13 @@ public enum PolicyText {
     public static func parse(_ text: String) throws(ParseError) -> Policy {
         var policy = Policy()
         var sawBlock = false
-        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        // Split on scalars, not Characters: a combining mark after a space
+        // makes one Character of the two, which would join two fields.
+        for (index, rawLine) in text.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let number = index + 1
-            var line = Substring(rawLine)
+            var line = rawLine
             if let hash = line.firstIndex(of: "#") { line = line[..<hash] }
-            let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" })
+            let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" }).map(Substring.init)
             guard let key = fields.first else { continue }
             let values = fields.dropFirst()
             switch key {
