@@ -110,8 +110,7 @@ public struct PolicySet: Sendable, Hashable {
     /// Reads a policy set; a file without any `audience` line is one plain
     /// policy for everyone (what filter-control wrote before groups existed).
     public static func parse(_ text: String) throws(PolicyText.ParseError) -> PolicySet {
-        // Lines and fields split on scalars, as PolicyText.parse splits them.
-        let allLines = text.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false).map(Substring.init)
+        let allLines = PolicyText.lines(text)
         guard allLines.contains(where: { $0.unicodeScalars.starts(with: "audience ".unicodeScalars) }) else {
             return PolicySet(single: try PolicyText.parse(text))
         }
@@ -131,7 +130,7 @@ public struct PolicySet: Sendable, Hashable {
         }
         for (index, line) in allLines.enumerated() {
             let number = index + 1
-            let fields = line.unicodeScalars.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" }).map(Substring.init)
+            let fields = PolicyText.fields(line)
             if fields.first == "audience" {
                 try finish()
                 let audience: Audience

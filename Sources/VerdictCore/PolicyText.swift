@@ -65,16 +65,27 @@ public enum PolicyText {
         return lines.joined(separator: "\n") + "\n"
     }
 
+    // Lines and fields are split on scalars, not Characters: a combining mark
+    // after a space makes one Character of the two, which would join two fields.
+
+    /// The lines of a policy file (or of a policy set, `PolicySet.parse`).
+    static func lines(_ text: String) -> [Substring] {
+        text.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false).map(Substring.init)
+    }
+
+    /// The fields of a line, between spaces, tabs and carriage returns.
+    static func fields(_ line: Substring) -> [Substring] {
+        line.unicodeScalars.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" }).map(Substring.init)
+    }
+
     public static func parse(_ text: String) throws(ParseError) -> Policy {
         var policy = Policy()
         var sawBlock = false
-        // Split on scalars, not Characters: a combining mark after a space
-        // makes one Character of the two, which would join two fields.
-        for (index, rawLine) in text.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (index, rawLine) in Self.lines(text).enumerated() {
             let number = index + 1
             var line = rawLine
-            if let hash = line.firstIndex(of: "#") { line = line[..<hash] }
-            let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" }).map(Substring.init)
+            if let hash = line.unicodeScalars.firstIndex(of: "#") { line = line[..<hash] }
+            let fields = Self.fields(line)
             guard let key = fields.first else { continue }
             let values = fields.dropFirst()
             switch key {

@@ -153,15 +153,20 @@ public final class ConnectionRecords: Sendable {
     /// twice, its ports reused, is judged on its newer record).
     public func records() -> [Record] {
         var newest: [FlowKey: Record] = [:]
+        forEachRecord { newest[$0.flow] = $0 }
+        return Array(newest.values)
+    }
+
+    /// Every kept record, decoded one at a time, oldest first, with its place.
+    private func forEachRecord(_ body: (Record) -> Void) {
         space.withLock { space in
             space.forEachLine { line, place in
                 guard let report = FlowReport(line: line) else { return }
                 var record = Record(flow: report.flow, uid: report.uid, kind: report.kind, host: report.host, path: report.path)
                 record.place = place
-                newest[report.flow] = record
+                body(record)
             }
         }
-        return Array(newest.values)
     }
 
     /// Forgets a record `blocked(by:)` or `records()` gave (a connection cut): a later change of policy does not cut it again.
@@ -180,17 +185,8 @@ public final class ConnectionRecords: Sendable {
     /// ports reused) is judged on its newer record.
     public func blocked<Rules: RuleSource>(by engines: PolicyEngines<Rules>) -> [Record] {
         var blocked: [FlowKey: Record] = [:]
-        space.withLock { space in
-            space.forEachLine { line, place in
-                guard let report = FlowReport(line: line) else { return }
-                var record = Record(flow: report.flow, uid: report.uid, kind: report.kind, host: report.host, path: report.path)
-                if engines.decide(record.facts).verdict == .drop {
-                    record.place = place
-                    blocked[report.flow] = record
-                } else if blocked[report.flow] != nil {
-                    blocked[report.flow] = nil
-                }
-            }
+        forEachRecord { record in
+            blocked[record.flow] = engines.decide(record.facts).verdict == .drop ? record : nil
         }
         return Array(blocked.values)
     }
