@@ -64,6 +64,10 @@ public enum RulePattern: Hashable, Sendable, CustomStringConvertible {
     public init(_ rawText: some StringProtocol, urlList: Bool = false) throws(ParseError) {
         var text = rawText.trimmingASCIISpaces()
         guard !text.isEmpty else { throw .empty }
+        // A leading dot means what no marker means (`.example.com` is `example.com`), so it goes
+        // before anything else: `.192.0.2.7` is the address, as `192.0.2.7` is, and reads the same
+        // after it is written back without the dot (found by the policy fuzzer).
+        if text.hasPrefix("."), text.count > 1 { text.removeFirst() }
         // `192.0.2.7.` is the address 192.0.2.7, as URL parsers read it (the WHATWG URL
         // standard's IPv4 parser drops one trailing dot), not a name whose last label is 7.
         let slash = text.firstIndex(of: "/") ?? text.endIndex
@@ -102,8 +106,6 @@ public enum RulePattern: Hashable, Sendable, CustomStringConvertible {
         } else if hostPart.hasPrefix("*.") {
             kind = .subdomainsOnly
             hostPart = hostPart.dropFirst(2)
-        } else if hostPart.hasPrefix(".") {
-            hostPart = hostPart.dropFirst()
         }
         var path: Substring? = nil
         if let slash = hostPart.firstIndex(of: "/") {

@@ -37,7 +37,19 @@ import VerdictCore
         #expect(try RulePattern("example.com.") == RulePattern("example.com"))
     }
 
-    @Test(arguments: ["", "   ", "1.2.3.4/33", "bad host", "host:port", "[::1", "a..b", "/", "////path", "/example.com"])
+    /// A leading dot is no marker at all, also before an address: `.192.0.2.7/24` is the network,
+    /// not a URL prefix on a host named 192.0.2.7 that would read back as the network.
+    @Test func aLeadingDotBeforeAnAddressIsTheAddress() throws {
+        #expect(try RulePattern(".192.0.2.7") == RulePattern("192.0.2.7"))
+        #expect(try RulePattern(".192.0.2.7/24") == RulePattern("192.0.2.7/24"))
+        #expect(try RulePattern(".2001:db8::1") == RulePattern("2001:db8::1"))
+        for text in [".192.0.2.7", ".192.0.2.7/24", ".192.0.2.7/path", ".example.com/path"] {
+            let pattern = try RulePattern(text)
+            #expect(try RulePattern(pattern.description) == pattern)
+        }
+    }
+
+    @Test(arguments: ["", "   ", "1.2.3.4/33", "bad host", "host:port", "[::1", "a..b", "/", "////path", "/example.com", ".", "..example.com"])
     func refusesMalformed(text: String) {
         #expect(throws: RulePattern.ParseError.self) { try RulePattern(text) }
     }
