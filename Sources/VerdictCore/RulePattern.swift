@@ -118,8 +118,16 @@ public enum RulePattern: Hashable, Sendable, CustomStringConvertible {
         } catch {
             throw .badHost(String(hostPart), error)
         }
-        if let path, path != "/" {
-            self = .urlPrefix(host, path: path.lowercased())
+        let urlPath = path.flatMap { $0 == "/" ? nil : $0.lowercased() }
+        // A name shaped like an address, written back without its marker or its dots
+        // (`1.2.3.4..`, `=1.2.3.4/11`), reads as what that text reads as: an address,
+        // a network or a URL prefix on the address (found by the policy fuzzer).
+        if kind == .subtree || urlPath != nil, case .v4 = IPAddress(host.description) {
+            self = try RulePattern(host.description + (urlPath ?? ""), urlList: urlList)
+            return
+        }
+        if let urlPath {
+            self = .urlPrefix(host, path: urlPath)
         } else {
             self = .domain(host, kind)
         }
