@@ -6,12 +6,15 @@ import Testing
 import VerdictCore
 @testable import FilterControl
 
-@Suite struct BrowserPoliciesTests {
+/// A class, so that its temporary folder goes when each test is done with it.
+@Suite final class BrowserPoliciesTests {
     let root: String
 
     init() throws {
         root = try Filterctl.temporaryFolder()
     }
+
+    deinit { try? FileManager.default.removeItem(atPath: root) }
 
     static let caPEM = """
         -----BEGIN CERTIFICATE-----

@@ -21,6 +21,7 @@ import Testing
 
     @Test(.enabled(if: ReplayCommandTests.hasTestdata)) func dohAndECHFrontListsCoverTheCaptures() throws {
         let folder = try Filterctl.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
         let store = folder + "/bypass.hpstore"
         let compiled = try Filterctl.run(["compile", "--out", store, Self.packageRoot + "/rules/bypass"])
         #expect(compiled.status == 0, "\(compiled.stderr)")

@@ -48,7 +48,8 @@ struct Filterctl {
     }
 }
 
-@Suite struct FilterctlTests {
+/// A class, so that its temporary folder goes when each test is done with it.
+@Suite final class FilterctlTests {
     let lists: String
 
     init() throws {
@@ -58,6 +59,8 @@ struct Filterctl {
         try "adult.example\n".write(toFile: lists + "/ut1/adult/domains", atomically: true, encoding: .utf8)
         try "adult2.example/pics\n".write(toFile: lists + "/ut1/adult/urls", atomically: true, encoding: .utf8)
     }
+
+    deinit { try? FileManager.default.removeItem(atPath: lists) }
 
     func compiledStore() throws -> String {
         let store = lists + "/rules.hpstore"
@@ -105,6 +108,7 @@ struct Filterctl {
 
     @Test func bundlesBuildVerifyAndAreRefusedWhenTampered() throws {
         let folder = try Filterctl.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
         let keygen = try Filterctl.run(["bundle", "keygen", "--out", folder + "/key.pem"])
         #expect(keygen.status == 0)
         let publicKey = keygen.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -139,6 +143,7 @@ struct Filterctl {
     /// Any bytes handed over as a store or a bundle: a clear error, never a crash.
     @Test func arbitraryBytesAsStoreOrBundle() throws {
         let folder = try Filterctl.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
         let key = try Filterctl.run(["bundle", "keygen", "--out", folder + "/key.pem"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         var generator = SystemRandomNumberGenerator()
         let realStore = try Data(contentsOf: URL(fileURLWithPath: try compiledStore()))

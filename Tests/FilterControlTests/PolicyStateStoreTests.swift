@@ -11,7 +11,9 @@ import VerdictCore
     }
 
     @Test func overridesAndExamsSurviveARestartAndEndOnTheirOwn() throws {
-        let path = try folder() + "/" + PolicyStateStore.fileName
+        let directory = try folder()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/" + PolicyStateStore.fileName
         let store = PolicyStateStore(path: path)
         let allow = try store.addOverride(.allow, target: "Games.Example", group: "students", until: 1_000 + 3600, by: "teacher", now: 1_000)
         #expect(allow.target == "games.example", "stored in canonical form")
@@ -32,13 +34,16 @@ import VerdictCore
     }
 
     @Test func badTargetsAndPastEndsAreRefused() throws {
-        let store = PolicyStateStore(path: try folder() + "/state.json")
+        let directory = try folder()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = PolicyStateStore(path: directory + "/state.json")
         #expect(throws: PolicyStateStore.Failure.self) { try store.addOverride(.allow, target: "not a name", group: nil, until: nil, by: nil, now: 0) }
         #expect(throws: PolicyStateStore.Failure.self) { try store.addOverride(.allow, target: "a.example", group: nil, until: 10, by: nil, now: 10) }
     }
 
     @Test func anUnreadableFileIsMovedAsideNotOverwritten() throws {
         let directory = try folder()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = directory + "/state.json"
         try "{ not json".write(toFile: path, atomically: true, encoding: .utf8)
         var logged: [String] = []

@@ -3,7 +3,8 @@
 import Foundation
 import Testing
 
-@Suite struct ReplayCommandTests {
+/// A class, so that its temporary folder goes when each test is done with it.
+@Suite final class ReplayCommandTests {
     static let testdata: String = {
         if let override = ProcessInfo.processInfo.environment["HALLPASS_TESTDATA"], !override.isEmpty { return override }
         let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -21,6 +22,8 @@ import Testing
         let compiled = try Filterctl.run(["compile", "--out", store, folder + "/test.txt"])
         #expect(compiled.status == 0, "\(compiled.stderr)")
     }
+
+    deinit { try? FileManager.default.removeItem(atPath: folder) }
 
     @Test(.enabled(if: hasTestdata)) func textLinesBlockTheListedName() throws {
         let result = try Filterctl.run(["replay", "--store", store, Self.testdata + "/ndpi/pcap/443-curl.pcap", Self.testdata + "/ndpi/pcap/http.pcapng"])

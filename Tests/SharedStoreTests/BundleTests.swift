@@ -3,9 +3,13 @@ import Foundation
 import SharedStore
 import Testing
 
-@Suite struct BundleTests {
+/// A class, so that the bundle folders it writes go when each test is done with them.
+@Suite final class BundleTests {
     let key = BundleSigningKey()
     let now: Int64 = 1_795_000_000
+    private var folders: [URL] = []
+
+    deinit { for folder in folders { try? FileManager.default.removeItem(at: folder) } }
 
     /// Writes a signed bundle into a new temporary folder and returns the folder.
     func makeBundle(
@@ -14,6 +18,7 @@ import Testing
     ) throws -> String {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("hallpass-bundle-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        folders.append(folder)
         let store = try sampleStore()
         let manifest = BundleSigner.manifest(
             files: [(BundleManifest.storeFileName, store)], version: version, issuedAt: issued ?? now - 60,
