@@ -16,6 +16,8 @@
 #   10.83.0.5   OpenVPN servers, UDP 1194 and TCP 1194 (a test PKI made here)
 #   10.83.0.6   wireguard-go (UDP 51821), the peer of a real WireGuard tunnel
 #   10.83.0.7   nginx (443), standing for a Tor relay: the bundle's tor list names this address
+#   10.83.0.8   dropbear (SSH, ports 22 and 443)
+#   10.83.0.9   dropbear (SSH, port 22), standing for the school's own SSH server (bypass.sshServers)
 # Users (setpriv): uid 4241 is in no group (the school's top-level policy: every bypass blocked,
 # SafeSearch on, noName allow), 4242 in "relaxed" (every bypass allowed, no SafeSearch), 4243 in
 # "nonames" (as 4241 but noName: block). Root's flows (a kernel-owned or root socket) are system
@@ -88,7 +90,7 @@ ip link set "b$$s" netns "$server"
 ip -n "$client" link set lo up
 ip -n "$server" link set lo up
 ip -n "$client" addr add 10.83.0.1/24 dev "b$$c"
-for host in 2 3 4 5 6 7 53; do ip -n "$server" addr add "10.83.0.$host/24" dev "b$$s"; done
+for host in 2 3 4 5 6 7 8 9 53; do ip -n "$server" addr add "10.83.0.$host/24" dev "b$$s"; done
 ip -n "$client" link set "b$$c" up
 ip -n "$server" link set "b$$s" up
 for namespace in "$client" "$server"; do
@@ -173,6 +175,10 @@ for proto in udp tcp; do
         --dev-type tun --server "$subnet" 255.255.255.0 --ca "$pki/ca.pem" --cert "$pki/vpnserver.pem" --key "$pki/vpnserver.key" \
         --dh "$pki/dh.pem" --tls-auth "$pki/ta.key" 0 --verb 3
 done
+# SSH: dropbear with a host key made here, on 22 and 443 of an outside server and on 22 of the school's.
+dropbearkey -t ed25519 -f "$work/dropbear-host-key" >/dev/null 2>&1
+start_server dropbear dropbear -F -E -s -P "$work/dropbear.pid" -r "$work/dropbear-host-key" \
+    -p 10.83.0.8:22 -p 10.83.0.8:443 -p 10.83.0.9:22
 # WireGuard: wireguard-go in the server namespace (the kernel here has no wireguard module).
 wg genkey >"$work/wg-server.key"
 wg pubkey <"$work/wg-server.key" >"$work/wg-server.pub"
@@ -207,7 +213,8 @@ YAML
 policy_bypass_top() {
     cat <<YAML
   safeSearch: [ google, youtube-strict, bing, duckduckgo ]
-  bypass: { encryptedDNS: block, ech: block, tunnels: block, unreadableQUIC: block, quic: allow, proxy: [ 10.83.0.2:3128 ] }
+  bypass: { encryptedDNS: block, ech: block, tunnels: block, unreadableQUIC: block, quic: allow, ssh: block,
+            proxy: [ 10.83.0.2:3128 ], sshServers: [ 10.83.0.9:22 ] }
 YAML
 }
 policy_groups() {
@@ -215,7 +222,7 @@ policy_groups() {
     echo "  groups:"
     echo "    relaxed:"
     echo "      block: [ ]"
-    [ "$with_bypass" = 1 ] && echo "      safeSearch: none" && echo "      bypass: { encryptedDNS: allow, ech: allow, tunnels: allow, unreadableQUIC: allow }"
+    [ "$with_bypass" = 1 ] && echo "      safeSearch: none" && echo "      bypass: { encryptedDNS: allow, ech: allow, tunnels: allow, unreadableQUIC: allow, ssh: allow }"
     echo "    nonames:"
     echo "      noName: block"
 }
@@ -348,6 +355,12 @@ try_canary_tcp() {  # an answer with an address is the resolver's, not the filte
     esac
 }
 try_school_proxy() { outcome as_user "$1" curl -sS -m 6 --proxytunnel -x http://10.83.0.2:3128 -k -o /dev/null "https://$2/"; }
+try_ssh() {  # the key exchange completes (a host key comes back) only when the client's first line passes
+    local keys
+    keys=$(as_user "$1" ssh-keyscan -T 4 -t ed25519 -p "$3" "$2" 2>>"$work/clients.log" || true)
+    echo "ssh-keyscan -p $3 $2 -> $keys" >>"$work/clients.log"
+    case "$keys" in *ssh-ed25519*) echo allow ;; *) echo block ;; esac
+}
 try_tor() { outcome as_user "$1" curl -sS -m 6 -k --resolve www.innocent.test:443:10.83.0.7 -o /dev/null https://www.innocent.test/; }
 try_quic_unknown() { outcome as_user "$1" "$python" "$helper" udp-probe 10.83.0.2 4443 quic-unknown; }
 try_safesearch_dns() {  # a CNAME to the enforcement host is the filter's answer
@@ -392,6 +405,10 @@ rows=(
     "HTTP CONNECT (not the school proxy)|curl --proxytunnel (tinyproxy)|4242|allow|try_connect 4242"
     "HTTP CONNECT via the school proxy|curl --proxytunnel -x :3128 www.example.test|4241|allow|try_school_proxy 4241 www.example.test"
     "... to a name of a blocked category|curl --proxytunnel -x :3128 (vpn list)|4241|block|try_school_proxy 4241 01usevpn.website"
+    "SSH (ssh -D is a SOCKS proxy)|ssh-keyscan to dropbear, port 22|4241|block|try_ssh 4241 10.83.0.8 22"
+    "SSH (ssh -D is a SOCKS proxy)|ssh-keyscan to dropbear, port 22|4242|allow|try_ssh 4242 10.83.0.8 22"
+    "SSH on port 443|ssh-keyscan to dropbear, port 443|4241|block|try_ssh 4241 10.83.0.8 443"
+    "SSH to the school's SSH server|ssh-keyscan, bypass.sshServers|4241|allow|try_ssh 4241 10.83.0.9 22"
     "Tor relay (the school's tor list)|curl to a relay's address|4241|block|try_tor 4241"
     "Tor relay (the school's tor list)|curl to a relay's address|4242|allow|try_tor 4242"
     "QUIC of an unknown version|long header 0x1a2b3c4d to udp/4443|4241|block|try_quic_unknown 4241"

@@ -40,8 +40,10 @@ fi
 if [ "$matrix" = 1 ]; then
     # scripts/bypass-matrix.sh: DoH and DoT (dnsdist, kdig), OpenVPN, WireGuard in user space (the kernel
     # may lack its module), a SOCKS5 server, an HTTP CONNECT proxy, ping through the tunnel, tcpdump for
-    # --capture; DoQ comes from aioquic below
-    packages+=(dnsdist knot-dnsutils openvpn wireguard-tools wireguard-go microsocks tinyproxy python3-venv iputils-ping tcpdump)
+    # --capture, an SSH server (dropbear-bin: the programs alone, no service on the host) and
+    # ssh-keyscan; DoQ comes from aioquic below
+    packages+=(dnsdist knot-dnsutils openvpn wireguard-tools wireguard-go microsocks tinyproxy python3-venv iputils-ping tcpdump
+               dropbear-bin openssh-client)
 fi
 
 missing=()

@@ -39,20 +39,24 @@ extension BypassKeys {
             if let value = keys["tunnels"] { tunnels = try value.choice(BypassPolicy.Action.self) }
             if let value = keys["unreadableQUIC"] { unreadableQUIC = try value.choice(BypassPolicy.Action.self) }
             if let value = keys["quic"] { quic = try value.choice(BypassPolicy.Action.self) }
-            if let node = keys["proxy"] {
-                // One proxy or a list: ADDRESS[/LENGTH][:PORT], an IPv6 address in brackets when a port follows.
-                let items = if case .scalar = node.node, node.node.null == nil { [node] } else { try node.list() }
-                var found: [ProxyEndpoint] = []
-                for item in items {
-                    let text = try item.string()
-                    guard let proxy = ProxyEndpoint(text) else {
-                        throw item.error("'\(text)' is not a proxy address: ADDRESS[/LENGTH][:PORT], e.g. 10.0.0.8:3128 or \"[2001:db8::8]:3128\" (quoted)")
-                    }
-                    found.append(proxy)
-                }
-                proxies = found
-            }
+            if let value = keys["ssh"] { ssh = try value.choice(BypassPolicy.Action.self) }
+            if let node = keys["proxy"] { proxies = try Self.endpoints(node, what: "a proxy address", example: "10.0.0.8:3128") }
+            if let node = keys["sshServers"] { sshServers = try Self.endpoints(node, what: "an SSH server address", example: "10.0.0.5:22") }
         }
+    }
+
+    /// One address or a list: ADDRESS[/LENGTH][:PORT], an IPv6 address in brackets when a port follows.
+    private static func endpoints(_ node: ConfigNode, what: String, example: String) throws(ConfigurationError) -> [ProxyEndpoint] {
+        let items = if case .scalar = node.node, node.node.null == nil { [node] } else { try node.list() }
+        var found: [ProxyEndpoint] = []
+        for item in items {
+            let text = try item.string()
+            guard let endpoint = ProxyEndpoint(text) else {
+                throw item.error("'\(text)' is not \(what): ADDRESS[/LENGTH][:PORT], e.g. \(example) or \"[2001:db8::8]:3128\" (quoted)")
+            }
+            found.append(endpoint)
+        }
+        return found
     }
 
     /// The keys of the top-level `policy:` mapping of a YAML document

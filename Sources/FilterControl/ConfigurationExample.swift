@@ -62,18 +62,23 @@ extension Configuration {
           # bing, duckduckgo; or none (docs/bypass.md). (example)
           safeSearch: [ google, youtube-strict ]
           # Ways around the filter, each block | allow: DNS over HTTPS/TLS/QUIC and the canary
-          # names, ECH, VPN tunnels and proxies, QUIC that cannot be read; quic: block stops
-          # every QUIC flow (browsers fall back to TCP). These are the defaults.
+          # names, ECH, VPN tunnels and proxies, QUIC that cannot be read, SSH (ssh -D is a
+          # proxy); quic: block stops every QUIC flow (browsers fall back to TCP). These are
+          # the defaults.
           bypass:
             encryptedDNS: block
             ech: block
             tunnels: block
             unreadableQUIC: block
             quic: allow
+            ssh: block
             # The school's own web proxies (ADDRESS[/LENGTH][:PORT]; an IPv6 address with a port in
             # quotes and brackets, "[2001:db8::8]:3128"): SOCKS and CONNECT to them are not
             # tunnels; a connection's first request is judged by the name it asks for. (example)
             # proxy: [ 10.0.0.8:3128 ]
+            # The school's own SSH servers (same form): SSH to them is allowed whatever ssh says,
+            # and judged like any flow without a name (noName). (example)
+            # sshServers: [ 10.0.0.5:22 ]
 
         blockPage:
           # Where filter-control serves the block page (local addresses); blocked names

@@ -44,8 +44,9 @@ public enum PolicySummary {
         let bypass = policy.bypass
         lines.append(
             "  bypass: encryptedDNS \(bypass.encryptedDNS.rawValue), ech \(bypass.ech.rawValue), tunnels \(bypass.tunnels.rawValue),"
-                + " unreadableQUIC \(bypass.unreadableQUIC.rawValue), quic \(bypass.quic.rawValue)")
+                + " unreadableQUIC \(bypass.unreadableQUIC.rawValue), quic \(bypass.quic.rawValue), ssh \(bypass.ssh.rawValue)")
         if !bypass.proxies.isEmpty { lines.append("  school proxies: " + bypass.proxies.map(\.description).joined(separator: " ")) }
+        if !bypass.sshServers.isEmpty { lines.append("  school SSH servers: " + bypass.sshServers.map(\.description).joined(separator: " ")) }
         let engines = SafeSearchEngine.allCases.filter(bypass.safeSearch.contains).map(\.rawValue)
         lines.append("  safeSearch: " + (engines.isEmpty ? "none" : engines.joined(separator: " ")))
         return lines.joined(separator: "\n")

@@ -104,6 +104,9 @@ public enum SafeSearch {
 /// what its client sends first (FilterData's TunnelRecognizer).
 public enum BypassKind: String, Sendable, Hashable, CaseIterable {
     case wireguard, openvpn, ike, socks, connect, tor
+    /// SSH (RFC 4253): `ssh -D` is a SOCKS proxy and `-L`/`-R` forward any port, and
+    /// what a session carries is encrypted; its own key, `bypass.ssh`, not `tunnels`.
+    case ssh
     /// DNS over TLS (TCP 853, RFC 7858).
     case dot
     /// DNS over QUIC (UDP 853 or ALPN "doq", RFC 9250).
@@ -148,11 +151,16 @@ public struct BypassPolicy: Sendable, Hashable {
     public var unreadableQUIC: Action = .block
     /// Every QUIC flow (`block`: browsers fall back to TCP).
     public var quic: Action = .allow
+    /// SSH to anything but the school's SSH servers.
+    public var ssh: Action = .block
     /// The engines whose SafeSearch is enforced.
     public var safeSearch: Set<SafeSearchEngine> = []
     /// The school's own proxies: SOCKS and CONNECT to them are not tunnels
     /// (a CONNECT is then judged by the name it asks for).
     public var proxies: [ProxyEndpoint] = []
+    /// The school's own SSH servers (a Linux class's shell server, a Git host): SSH
+    /// to them is not a way around the filter, whatever `ssh` says.
+    public var sshServers: [ProxyEndpoint] = []
 
     public init() {}
 
@@ -160,6 +168,12 @@ public struct BypassPolicy: Sendable, Hashable {
     public func isSchoolProxy(_ destination: IPAddress?, port: UInt16?) -> Bool {
         guard let destination else { return false }
         return proxies.contains { $0.matches(destination, port: port) }
+    }
+
+    /// Whether a flow to `destination`, `port` goes to one of the school's SSH servers.
+    public func isSchoolSSHServer(_ destination: IPAddress?, port: UInt16?) -> Bool {
+        guard let destination else { return false }
+        return sshServers.contains { $0.matches(destination, port: port) }
     }
 
     /// The category of known DNS-over-HTTPS resolvers (rules/bypass/doh), blocked with `encryptedDNS: block`.
@@ -170,10 +184,10 @@ public struct BypassPolicy: Sendable, Hashable {
     public static let torCategory = "tor"
 
     /// The keys under `bypass:`.
-    public static let bypassKeyNames = ["encryptedDNS", "ech", "tunnels", "unreadableQUIC", "quic", "proxy"]
+    public static let bypassKeyNames = ["encryptedDNS", "ech", "tunnels", "unreadableQUIC", "quic", "ssh", "proxy", "sshServers"]
 }
 
-/// One of the school's proxies (`bypass.proxy`): an address or an address
+/// One of the school's proxies (`bypass.proxy`) or SSH servers (`bypass.sshServers`): an address or an address
 /// block, and the port (any port when absent). Written `10.0.0.8:3128`,
 /// `10.0.0.0/24`, `[2001:db8::8]:3128`, `2001:db8::/64` or `[2001:db8::/64]:3128`.
 public struct ProxyEndpoint: Sendable, Hashable, CustomStringConvertible {
@@ -238,7 +252,9 @@ public struct BypassKeys: Sendable, Hashable {
     public var tunnels: BypassPolicy.Action?
     public var unreadableQUIC: BypassPolicy.Action?
     public var quic: BypassPolicy.Action?
+    public var ssh: BypassPolicy.Action?
     public var proxies: [ProxyEndpoint]?
+    public var sshServers: [ProxyEndpoint]?
 
     public init() {}
 
@@ -258,7 +274,9 @@ public struct BypassKeys: Sendable, Hashable {
         if let tunnels { result.tunnels = tunnels }
         if let unreadableQUIC { result.unreadableQUIC = unreadableQUIC }
         if let quic { result.quic = quic }
+        if let ssh { result.ssh = ssh }
         if let proxies { result.proxies = proxies }
+        if let sshServers { result.sshServers = sshServers }
         return result
     }
 }

@@ -109,8 +109,9 @@ public struct Reason: Sendable, Hashable, CustomStringConvertible {
         /// filter-control has not said yet which group the flow's user is in.
         case unknownUser = "unknown-user"
         /// A way around the filter the policy blocks (`bypass:`); the
-        /// category says which key (`tunnels`, `encryptedDNS`, `quic`,
-        /// `unreadableQUIC`), the rule what was recognized (`wireguard`, `dot`, ...).
+        /// category says which key (`tunnels`, `encryptedDNS`, `ssh`, `quic`,
+        /// `unreadableQUIC`, `ech`, `safeSearch`), the rule what was recognized
+        /// (`wireguard`, `dot`, `ssh`, ...).
         case bypass
     }
 

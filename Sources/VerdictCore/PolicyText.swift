@@ -20,7 +20,9 @@
 /// tunnels block
 /// unreadableQUIC block
 /// quic allow
+/// ssh block
 /// proxy 10.0.0.8:3128 [2001:db8::8]:3128   # the school's proxies (absent: none)
+/// sshServers 10.0.0.5:22                   # the school's SSH servers (absent: none)
 /// safeSearch google youtube-strict   # or: safeSearch none
 /// ```
 /// A file without the bypass lines gets their defaults (every way around
@@ -59,7 +61,9 @@ public enum PolicyText {
         lines.append("tunnels \(bypass.tunnels.rawValue)")
         lines.append("unreadableQUIC \(bypass.unreadableQUIC.rawValue)")
         lines.append("quic \(bypass.quic.rawValue)")
+        lines.append("ssh \(bypass.ssh.rawValue)")
         if !bypass.proxies.isEmpty { lines.append((["proxy"] + bypass.proxies.map(\.description)).joined(separator: " ")) }
+        if !bypass.sshServers.isEmpty { lines.append((["sshServers"] + bypass.sshServers.map(\.description)).joined(separator: " ")) }
         let engines = SafeSearchEngine.allCases.filter(bypass.safeSearch.contains).map(\.rawValue)
         lines.append("safeSearch " + (engines.isEmpty ? "none" : engines.joined(separator: " ")))
         return lines.joined(separator: "\n") + "\n"
@@ -143,7 +147,7 @@ public enum PolicyText {
                     let ttl = UInt32(values[values.startIndex + 2]), ttl <= 86_400
                 else { throw ParseError(line: number, reason: usage) }
                 policy.dnsRewrite = Policy.DNSRewrite(ipv4: ipv4, ipv6: ipv6, timeToLive: ttl)
-            case "encryptedDNS", "ech", "tunnels", "unreadableQUIC", "quic":
+            case "encryptedDNS", "ech", "tunnels", "unreadableQUIC", "quic", "ssh":
                 guard values.count == 1, let action = BypassPolicy.Action(rawValue: String(values.first!)) else {
                     throw ParseError(line: number, reason: "expected '\(key) block|allow'")
                 }
@@ -152,17 +156,19 @@ public enum PolicyText {
                 case "ech": policy.bypass.ech = action
                 case "tunnels": policy.bypass.tunnels = action
                 case "unreadableQUIC": policy.bypass.unreadableQUIC = action
+                case "ssh": policy.bypass.ssh = action
                 default: policy.bypass.quic = action
                 }
-            case "proxy":
-                var proxies: [ProxyEndpoint] = []
+            case "proxy", "sshServers":
+                var endpoints: [ProxyEndpoint] = []
                 for value in values {
-                    guard let proxy = ProxyEndpoint(value) else {
-                        throw ParseError(line: number, reason: "'\(value)' is not a proxy (ADDRESS[/LENGTH][:PORT], IPv6 in brackets with a port)")
+                    guard let endpoint = ProxyEndpoint(value) else {
+                        let what = key == "proxy" ? "a proxy" : "an SSH server"
+                        throw ParseError(line: number, reason: "'\(value)' is not \(what) (ADDRESS[/LENGTH][:PORT], IPv6 in brackets with a port)")
                     }
-                    proxies.append(proxy)
+                    endpoints.append(endpoint)
                 }
-                policy.bypass.proxies = proxies
+                if key == "proxy" { policy.bypass.proxies = endpoints } else { policy.bypass.sshServers = endpoints }
             case "safeSearch":
                 var engines: Set<SafeSearchEngine> = []
                 if values != ["none"] {

@@ -168,7 +168,14 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
             // The school's own proxy: judged by the target the request names (a CONNECT, SOCKS4,
             // a SOCKS5 request that came with its greeting), else as nameless (policy.noName).
             if kind == .socks || kind == .connect, keys.isSchoolProxy(facts.destination, port: facts.destinationPort) { return nil }
-            let (key, action) = kind.isEncryptedDNS ? ("encryptedDNS", keys.encryptedDNS) : ("tunnels", keys.tunnels)
+            // The school's SSH servers: left to the rules (SSH shows no name: policy.noName).
+            if kind == .ssh, keys.isSchoolSSHServer(facts.destination, port: facts.destinationPort) { return nil }
+            let (key, action) =
+                switch kind {
+                case .dot, .doq: ("encryptedDNS", keys.encryptedDNS)
+                case .ssh: ("ssh", keys.ssh)
+                case .wireguard, .openvpn, .ike, .socks, .connect, .tor: ("tunnels", keys.tunnels)
+                }
             return action == .block ? Decision(.drop, Reason(source: .bypass, category: key, rule: kind.rawValue)) : nil
         }
         if keys.quic == .block { return Decision(.drop, Reason(source: .bypass, category: "quic", rule: "quic")) }

@@ -33,6 +33,8 @@ import VerdictCore
         let staff = school.effectivePolicy(for: .group("staff"), at: moment).policy.bypass
         #expect(staff.safeSearch.isEmpty && staff.tunnels == .allow && staff.encryptedDNS == .block && staff.quic == .allow)
         #expect(students.proxies == [ProxyEndpoint("10.20.0.8:3128")!] && staff.proxies == students.proxies, "inherited")
+        #expect(students.ssh == .block && staff.ssh == .allow)
+        #expect(students.sshServers == [ProxyEndpoint("10.20.0.22:22")!] && staff.sshServers == students.sshServers, "inherited")
     }
 
     @Test func bypassKeysAreCheckedByName() {
@@ -41,6 +43,8 @@ import VerdictCore
             ("policy:\n  bypass: { tunnels: maybe }\n", "policy.bypass.tunnels"),
             ("policy:\n  bypass: { proxy: [ proxy.school.example:3128 ] }\n", "policy.bypass.proxy[0]"),
             ("policy:\n  bypass: { proxy: 10.0.0.8:99999 }\n", "policy.bypass.proxy"),
+            ("policy:\n  bypass: { ssh: sometimes }\n", "policy.bypass.ssh"),
+            ("policy:\n  bypass: { sshServers: [ shell.school.example ] }\n", "policy.bypass.sshServers[0]"),
             ("policy:\n  safeSearch: [altavista]\n", "policy.safeSearch[0]"),
             ("policy:\n  safeSearch: [youtube-strict, youtube-moderate]\n", "policy.safeSearch"),
         ] {

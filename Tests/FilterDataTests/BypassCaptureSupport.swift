@@ -183,6 +183,7 @@ struct NDPIFlowLabel {
         if name.contains("IPSec") { return .ike }
         if name.hasPrefix("SOCKS") { return .socks }
         if name.contains("HTTP_Connect") { return .connect }
+        if name.hasPrefix("SSH") { return .ssh }
         if name.contains("DoH_DoT") {
             if identity.transport == "udp" { return .doq }
             if identity.endpoints.contains(where: { $0.port == 853 }) { return .dot }

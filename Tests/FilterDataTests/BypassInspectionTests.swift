@@ -58,19 +58,41 @@ import VerdictCore
         #expect(request.findings.name == "blocked-not.example", "the proxy's target is reported")
     }
 
-    @Test func plainHTTPAndSSHAreNotTunnels() {
+    @Test func plainHTTPIsNoTunnel() {
         var judge = inspector(policy: policy())
         var client = TCPClient()
         client.serverPort = 80
         _ = judge.inspect(client.syn, now: 0)
         let request = judge.inspect(client.data(at: 0, Array("GET / HTTP/1.1\r\nHost: fine.example\r\n\r\n".utf8)), now: 1)
         #expect(request.kind == .http && request.verdict == .allow)
-        var ssh = judge
-        client.clientPort = 40_001
-        client.serverPort = 22
-        _ = ssh.inspect(client.syn, now: 0)
-        let banner = ssh.inspect(client.data(at: 0, Array("SSH-2.0-OpenSSH_9.2\r\n".utf8)), now: 1)
-        #expect(banner.kind == FlowKind.none && banner.verdict == .allow)
+    }
+
+    /// SSH on any port is blocked by `bypass.ssh` (default block), not by `tunnels`;
+    /// the school's SSH servers are left to the rules (a nameless flow: noName).
+    @Test func sshIsBlockedByItsOwnKeyExceptToTheSchoolsServers() throws {
+        let banner = Array("SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n".utf8)
+        func first(_ policy: Policy, port: Int) -> Inspection {
+            var judge = inspector(policy: policy)
+            var client = TCPClient()
+            client.serverPort = port
+            _ = judge.inspect(client.syn, now: 0)
+            return judge.inspect(client.data(at: 0, banner), now: 1)
+        }
+        for port in [22, 443] {
+            let blocked = first(policy(), port: port)
+            #expect(blocked.kind == .ssh && blocked.verdict == .drop && blocked.finality == .firstDecision, "\(blocked.kind) \(blocked.decision)")
+            #expect(blocked.decision.reason.source == .bypass && blocked.decision.reason.category == "ssh" && blocked.decision.reason.rule == "ssh")
+        }
+        #expect(first(policy { $0.tunnels = .allow }, port: 22).verdict == .drop, "tunnels: allow does not allow SSH")
+        #expect(first(policy { $0.ssh = .allow }, port: 22).verdict == .allow)
+        #expect(first(policy { $0.ssh = .allow; $0.tunnels = .block }, port: 22).kind == .ssh)
+        // TCPClient's server is 10.0.0.2 (Build's default destination): the school's server, on port 22 only.
+        let server = try #require(ProxyEndpoint("10.0.0.2:22"))
+        #expect(first(policy { $0.sshServers = [server] }, port: 22).verdict == .allow)
+        #expect(first(policy { $0.sshServers = [server] }, port: 2222).verdict == .drop, "another port of that address")
+        var noNames = policy { $0.sshServers = [server] }
+        noNames.noName = .block
+        #expect(first(noNames, port: 22).verdict == .drop, "the school's server is judged as nameless")
     }
 
     @Test func wireGuardAndIKEAreRecognizedByTheirFirstDatagram() {

@@ -128,7 +128,7 @@ private let second: UInt64 = 1_000_000_000
 
     @Test func neitherTLSNorHTTPIsNamelessAtOnce() {
         var machine = FlowStateMachine.tcp()
-        #expect(step(&machine, seq: 1, Array("SSH-2.0-OpenSSH_9.2\r\n".utf8)) == .decide(.nothing))
+        #expect(step(&machine, seq: 1, Array("220 mail.example.com ESMTP ready\r\n".utf8)) == .decide(.nothing))
     }
 
     @Test func clientResetEndsTheSearch() {

@@ -167,6 +167,30 @@ struct TunnelRecognizerTests {
         #expect(TunnelRecognizer.examine(stream: Array("GET / HTTP/1.1\r\n".utf8), serverPort: 80) == .notRecognized)
     }
 
+    // MARK: SSH
+
+    /// Identification strings of Debian's clients and others (RFC 4253 section 4.2), on any port.
+    @Test func sshIdentificationOnAnyPort() {
+        for (line, version) in [("SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n", "2.0"), ("SSH-2.0-PuTTY_Release_0.78\r\n", "2.0"),
+                                ("SSH-2.0-dropbear_2022.83\r\n", "2.0"), ("SSH-1.99-OpenSSH_3.9p1\r\n", "1.99")] {
+            for port: UInt16 in [22, 443, 80, 2222] {
+                let recognition = Self.recognized(TunnelRecognizer.examine(stream: Array(line.utf8), serverPort: port))
+                #expect(recognition == BypassRecognition(.ssh, "identification SSH-" + version), "\(line) to port \(port)")
+            }
+            // Every prefix up to the "-" after the version waits; the software version is not needed.
+            let bytes = Array(line.utf8)
+            let needed = 4 + version.utf8.count + 1
+            for length in 1..<needed {
+                #expect(TunnelRecognizer.examine(stream: Array(bytes.prefix(length)), serverPort: 22) == .needMoreData, "\(line) prefix \(length)")
+            }
+            #expect(Self.recognized(TunnelRecognizer.examine(stream: Array(bytes.prefix(needed)), serverPort: 22))?.kind == .ssh)
+        }
+        // What only starts like it.
+        for text in ["SSH-\r\n", "SSH--x", "SSH-.2-x", "SSH-2.-x", "SSH-2.0x", "SSH-123456789-x", "ssh-2.0-x", "SSX-2.0-x", "SSH 2.0-x"] {
+            #expect(TunnelRecognizer.examine(stream: Array(text.utf8), serverPort: 22) == .notRecognized, "\(text)")
+        }
+    }
+
     // MARK: Encrypted DNS
 
     @Test func encryptedDNSByPortAndALPN() {
@@ -184,14 +208,15 @@ struct TunnelRecognizerTests {
         let hello = Build.records(Build.clientHello(extensions: [Build.sniExtension("www.example.com")]))
         #expect(TunnelRecognizer.examine(stream: hello, serverPort: 443) == .notRecognized)
         #expect(TunnelRecognizer.examine(stream: Array("GET / HTTP/1.1\r\nHost: a\r\n\r\n".utf8), serverPort: 80) == .notRecognized)
-        #expect(TunnelRecognizer.examine(stream: Array("SSH-2.0-OpenSSH_9.2\r\n".utf8), serverPort: 22) == .notRecognized)
+        #expect(TunnelRecognizer.examine(stream: Array("220 mail.example.com ESMTP\r\n".utf8), serverPort: 25) == .notRecognized)
         #expect(TunnelRecognizer.examine(datagram: Build.dnsQuery("example.com"), serverPort: 53) == .notRecognized)
         #expect(TunnelRecognizer.examine(datagram: [0xC0, 0, 0, 0, 1] + [UInt8](repeating: 0, count: 1200), serverPort: 443) == .notRecognized)
     }
 
     @Test func everyTruncationAndRandomDamageIsHandled() {
         let vectors: [[UInt8]] = [Self.initiation, Self.plainReset, Self.tlsAuthReset, [0, 0, 0, 0] + Self.ikeSAInit(),
-                                  [5, 1, 0, 5, 1, 0, 1, 10, 0, 0, 1, 0, 80], Array("CONNECT a.example:443 HTTP/1.1\r\n".utf8)]
+                                  [5, 1, 0, 5, 1, 0, 1, 10, 0, 0, 1, 0, 80], Array("CONNECT a.example:443 HTTP/1.1\r\n".utf8),
+                                  Array("SSH-2.0-OpenSSH_9.2p1\r\n".utf8)]
         for vector in vectors {
             for length in 0...vector.count {
                 let prefix = Array(vector.prefix(length))

@@ -64,6 +64,7 @@ struct BypassNamesTests {
         let policy = BypassPolicy()
         #expect(policy.encryptedDNS == .block && policy.ech == .block && policy.tunnels == .block && policy.unreadableQUIC == .block)
         #expect(policy.quic == .allow && policy.safeSearch.isEmpty && policy.proxies.isEmpty)
+        #expect(policy.ssh == .block && policy.sshServers.isEmpty)
     }
 
     @Test func schoolProxyAddressesParseAndPrintBack() throws {

@@ -117,7 +117,12 @@ import VerdictCore
         bypassing.bypass.quic = .block
         bypassing.bypass.safeSearch = [.google, .youtubeModerate]
         bypassing.bypass.proxies = [ProxyEndpoint("10.0.0.8:3128")!, ProxyEndpoint("[2001:db8::/64]:8080")!]
+        bypassing.bypass.ssh = .allow
+        bypassing.bypass.sshServers = [ProxyEndpoint("10.0.0.5:22")!, ProxyEndpoint("2001:db8::/64")!]
         #expect(try PolicyText.parse(PolicyText.render(bypassing)) == bypassing)
+        #expect(PolicyText.render(bypassing).contains("\nssh allow\nproxy 10.0.0.8:3128 [2001:db8::/64]:8080\nsshServers 10.0.0.5:22 2001:db8::/64\n"))
+        #expect(throws: PolicyText.ParseError.self) { try PolicyText.parse("sshServers shell.school.example\n") }
+        #expect(throws: PolicyText.ParseError.self) { try PolicyText.parse("ssh never\n") }
         #expect(throws: PolicyText.ParseError.self) { try PolicyText.parse("proxy proxy.school.example:3128\n") }
         #expect(throws: PolicyText.ParseError.self) { try PolicyText.parse("safeSearch altavista\n") }
         #expect(throws: PolicyText.ParseError.self) { try PolicyText.parse("tunnels sometimes\n") }

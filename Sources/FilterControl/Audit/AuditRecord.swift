@@ -15,7 +15,7 @@ public struct DecisionRecord: Sendable, Hashable {
         /// No name: a bare address, a protocol filter-data does not read.
         case other
         /// Ways around the filter filter-data recognized (docs/bypass.md).
-        case wireguard, openvpn, ike, socks, connect, tor, dot, doq
+        case wireguard, openvpn, ike, socks, connect, tor, dot, doq, ssh
     }
 
     public enum Action: String, Sendable, Hashable, Codable, CaseIterable {

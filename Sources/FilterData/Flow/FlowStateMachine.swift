@@ -11,7 +11,7 @@ public enum FlowKind: String, Sendable, Hashable, CaseIterable {
     case tls, http, quic, dns
     /// No name-bearing protocol was recognised (or not yet).
     case none
-    case wireguard, openvpn, ike, socks, connect, tor, dot, doq
+    case wireguard, openvpn, ike, socks, connect, tor, dot, doq, ssh
 
     public init(_ bypass: BypassKind) {
         self.init(rawValue: bypass.rawValue)!
@@ -24,7 +24,7 @@ public enum FlowKind: String, Sendable, Hashable, CaseIterable {
         case .http, .connect: .httpHost
         case .quic, .doq: .quicServerName
         case .dns: .dnsQuestion
-        case .none, .wireguard, .openvpn, .ike, .socks, .tor: nil
+        case .none, .wireguard, .openvpn, .ike, .socks, .tor, .ssh: nil
         }
     }
 

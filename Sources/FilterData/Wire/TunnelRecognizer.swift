@@ -1,6 +1,6 @@
 // Ways around a name filter, recognized from what a client sends first:
 // VPN tunnels (WireGuard, OpenVPN, IKE/IPsec), proxies (SOCKS, HTTP
-// CONNECT) and encrypted DNS (DNS over TLS, DNS over QUIC). Pure functions
+// CONNECT), SSH and encrypted DNS (DNS over TLS, DNS over QUIC). Pure functions
 // over the bytes the filter sees before its verdict: the first client
 // datagrams of a UDP flow, the reassembled prefix of a TCP client stream, and
 // the ports. Nothing here needs the server's answers, which filter-data does
@@ -78,7 +78,7 @@ public enum TunnelRecognizer {
         }
         guard !bytes.isEmpty else { return .needMoreData }
         var waiting = false
-        for outcome in [openVPNOverTCP(bytes), socks5(bytes), socks4(bytes), httpConnect(bytes)] {
+        for outcome in [openVPNOverTCP(bytes), socks5(bytes), socks4(bytes), httpConnect(bytes), ssh(bytes)] {
             switch outcome {
             case .recognized: return outcome
             case .needMoreData: waiting = true
@@ -128,6 +128,39 @@ public enum TunnelRecognizer {
             if !quic, name.elementsEqual("dot".utf8) { return BypassRecognition(.dot, "ALPN dot") }
         }
         return nil
+    }
+
+    // MARK: SSH
+
+    /// The longest protocol version looked at ("1.99" is the longest in use).
+    static let maximumSSHVersionLength = 8
+
+    /// SSH's identification string (RFC 4253 section 4.2), which a client sends
+    /// first on any port: "SSH-" protoversion "-" softwareversion, ending in CR LF.
+    /// Recognized on "SSH-", a version of digits and dots, and the "-" after it;
+    /// the software version and comments are the user's to set and are not kept.
+    /// A client that waits for the server's line sends its own next: still first.
+    static func ssh(_ bytes: Span<UInt8>) -> BypassOutcome {
+        let prefix = "SSH-".utf8
+        for (offset, expected) in prefix.enumerated() {
+            guard offset < bytes.count else { return .needMoreData }
+            guard bytes[offset] == expected else { return .notRecognized }
+        }
+        var index = prefix.count
+        var version = ""
+        while index < bytes.count, index - prefix.count <= maximumSSHVersionLength {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "-") {
+                guard let first = version.utf8.first, first != UInt8(ascii: "."), version.utf8.last != UInt8(ascii: ".") else {
+                    return .notRecognized
+                }
+                return .recognized(BypassRecognition(.ssh, "identification SSH-" + version))
+            }
+            guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: ".") else { return .notRecognized }
+            version.unicodeScalars.append(Unicode.Scalar(byte))
+            index += 1
+        }
+        return index - prefix.count > maximumSSHVersionLength ? .notRecognized : .needMoreData
     }
 
     // MARK: WireGuard
