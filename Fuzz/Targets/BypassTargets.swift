@@ -5,12 +5,12 @@ import VerdictCore
 
 enum BypassFuzzing {
     /// Ports with a meaning to the recognizers, and some without.
-    static let ports: [UInt16] = [853, 500, 4500, 1194, 1080, 8080, 51820, 443]
+    static let ports: [UInt16] = [853, 500, 4500, 1194, 1080, 8080, 51820, 22, 53, 443]
 
     // MARK: Tunnels and proxies
 
-    /// Input: flags (bit 0: a TCP stream, else UDP datagrams; bits 1-3: the
-    /// server port from `ports`), then for a stream its bytes, for datagrams
+    /// Input: flags (bit 0: a TCP stream, else UDP datagrams; bits 1-7: the
+    /// server port from `ports`, modulo its count), then for a stream its bytes, for datagrams
     /// each after a size byte (0, or the eighth datagram: the rest).
     static func tunnel(_ input: [UInt8]) {
         var splitter = InputSplitter(input)
@@ -47,7 +47,9 @@ enum BypassFuzzing {
         switch outcome {
         case .recognized(let recognition):
             if let target = recognition.target { require(!target.host.isEmpty, "a proxy target without a host") }
-            if serverPort == TunnelRecognizer.Ports.encryptedDNS { require(recognition.kind == .dot, "port 853 over TCP is not DNS over TLS") }
+            if serverPort == TunnelRecognizer.Ports.encryptedDNS {
+                require(recognition.kind == .dot || recognition.kind == .ssh, "port 853 over TCP is neither DNS over TLS nor SSH")
+            }
         case .needMoreData:
             require(length < TunnelRecognizer.maximumStreamPrefix, "more data wanted past the prefix bound")
         case .notRecognized:

@@ -194,6 +194,7 @@ enum BypassSeeds {
         let connect = Array("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n".utf8)
         let tailscale = Array("TS\u{1F4AC}".utf8) + (0..<56).map { UInt8(truncatingIfNeeded: $0 &* 11 &+ 3) }
         let control: [UInt8] = [0x20] + Array(openVPNHardReset[1..<9]) + [0, 0, 0, 0, 2]
+        let ssh = Array("SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n".utf8)
         return [
             [tunnelFlags(tcp: false, port: 51820), 0] + wireGuardInitiation,
             [tunnelFlags(tcp: false, port: 51820), 0] + wireGuardKeepalive,
@@ -208,6 +209,10 @@ enum BypassSeeds {
             [tunnelFlags(tcp: true, port: 1080)] + socks4a,
             [tunnelFlags(tcp: true, port: 8080)] + connect,
             [tunnelFlags(tcp: true, port: 853), 22, 3, 1, 0, 5, 1, 0, 0, 1, 0],
+            [tunnelFlags(tcp: true, port: 22)] + ssh,
+            [tunnelFlags(tcp: true, port: 443)] + ssh,
+            [tunnelFlags(tcp: true, port: 853)] + ssh,
+            [tunnelFlags(tcp: true, port: 53)] + ssh,
             [tunnelFlags(tcp: false, port: 853), 0, 0xC0, 0, 0, 0, 1, 8, 1, 2, 3, 4, 5, 6, 7, 8, 0],
         ]
     }()

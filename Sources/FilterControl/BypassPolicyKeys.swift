@@ -40,19 +40,23 @@ extension BypassKeys {
             if let value = keys["unreadableQUIC"] { unreadableQUIC = try value.choice(BypassPolicy.Action.self) }
             if let value = keys["quic"] { quic = try value.choice(BypassPolicy.Action.self) }
             if let value = keys["ssh"] { ssh = try value.choice(BypassPolicy.Action.self) }
-            if let node = keys["proxy"] { proxies = try Self.endpoints(node, what: "a proxy address", example: "10.0.0.8:3128") }
-            if let node = keys["sshServers"] { sshServers = try Self.endpoints(node, what: "an SSH server address", example: "10.0.0.5:22") }
+            if let node = keys["proxy"] {
+                proxies = try Self.endpoints(node, what: "a proxy address", examples: "10.0.0.8:3128 or \"[2001:db8::8]:3128\"")
+            }
+            if let node = keys["sshServers"] {
+                sshServers = try Self.endpoints(node, what: "an SSH server address", examples: "10.0.0.5:22 or \"[2001:db8::5]:22\"")
+            }
         }
     }
 
     /// One address or a list: ADDRESS[/LENGTH][:PORT], an IPv6 address in brackets when a port follows.
-    private static func endpoints(_ node: ConfigNode, what: String, example: String) throws(ConfigurationError) -> [ProxyEndpoint] {
+    private static func endpoints(_ node: ConfigNode, what: String, examples: String) throws(ConfigurationError) -> [ProxyEndpoint] {
         let items = if case .scalar = node.node, node.node.null == nil { [node] } else { try node.list() }
         var found: [ProxyEndpoint] = []
         for item in items {
             let text = try item.string()
             guard let endpoint = ProxyEndpoint(text) else {
-                throw item.error("'\(text)' is not \(what): ADDRESS[/LENGTH][:PORT], e.g. \(example) or \"[2001:db8::8]:3128\" (quoted)")
+                throw item.error("'\(text)' is not \(what): ADDRESS[/LENGTH][:PORT], e.g. \(examples) (quoted)")
             }
             found.append(endpoint)
         }

@@ -64,10 +64,13 @@ public enum RulePattern: Hashable, Sendable, CustomStringConvertible {
     public init(_ rawText: some StringProtocol, urlList: Bool = false) throws(ParseError) {
         var text = rawText.trimmingASCIISpaces()
         guard !text.isEmpty else { throw .empty }
-        // A leading dot means what no marker means (`.example.com` is `example.com`), so it goes
-        // before anything else: `.192.0.2.7` is the address, as `192.0.2.7` is, and reads the same
-        // after it is written back without the dot (found by the policy fuzzer).
-        if text.hasPrefix("."), text.count > 1 { text.removeFirst() }
+        // A leading dot before a name or an address means what no marker means (`.example.com`
+        // is `example.com`), so it goes before the address checks: `.192.0.2.7` is the address, as
+        // `192.0.2.7` is, and reads the same once written back without the dot (found by the
+        // policy fuzzer). Before a marker (`.=`, `.*.`, `..`, `.[`, `./`) it stays, and the entry is refused.
+        if text.hasPrefix("."), let next = text.unicodeScalars.dropFirst().first, !".=*[/".unicodeScalars.contains(next) {
+            text.removeFirst()
+        }
         // `192.0.2.7.` is the address 192.0.2.7, as URL parsers read it (the WHATWG URL
         // standard's IPv4 parser drops one trailing dot), not a name whose last label is 7.
         let slash = text.firstIndex(of: "/") ?? text.endIndex
@@ -119,18 +122,18 @@ public enum RulePattern: Hashable, Sendable, CustomStringConvertible {
             throw .badHost(String(hostPart), error)
         }
         let urlPath = path.flatMap { $0 == "/" ? nil : $0.lowercased() }
-        // A name shaped like an address, written back without its marker or its dots
-        // (`1.2.3.4..`, `=1.2.3.4/11`), reads as what that text reads as: an address,
-        // a network or a URL prefix on the address (found by the policy fuzzer).
-        if kind == .subtree || urlPath != nil, case .v4 = IPAddress(host.description) {
-            self = try RulePattern(host.description + (urlPath ?? ""), urlList: urlList)
-            return
+        let pattern: RulePattern = urlPath.map { .urlPrefix(host, path: $0) } ?? .domain(host, kind)
+        // A name shaped like an address is written back without its marker or extra dots when it
+        // has none or a path (`1.2.3.4..` as `1.2.3.4`, `=1.2.3.4/11` as `1.2.3.4/11`), and must
+        // read back as itself: otherwise it is refused, never widened to the address or to a
+        // network of two million (found by the policy fuzzer). The text read again here starts
+        // with the address, so it never comes back to this line.
+        if kind == .subtree || urlPath != nil, case .v4 = IPAddress(host.description),
+            (try? RulePattern(pattern.description, urlList: urlList)) != pattern
+        {
+            throw .badNetwork(text)
         }
-        if let urlPath {
-            self = .urlPrefix(host, path: urlPath)
-        } else {
-            self = .domain(host, kind)
-        }
+        self = pattern
     }
 
     public var description: String {

@@ -78,13 +78,17 @@ import VerdictCore
             _ = judge.inspect(client.syn, now: 0)
             return judge.inspect(client.data(at: 0, banner), now: 1)
         }
-        for port in [22, 443] {
+        // Port 53 carries DNS over TCP, 853 DNS over TLS: SSH there is SSH all the same.
+        for port in [22, 443, 53, 853] {
             let blocked = first(policy(), port: port)
             #expect(blocked.kind == .ssh && blocked.verdict == .drop && blocked.finality == .firstDecision, "\(blocked.kind) \(blocked.decision)")
             #expect(blocked.decision.reason.source == .bypass && blocked.decision.reason.category == "ssh" && blocked.decision.reason.rule == "ssh")
         }
-        #expect(first(policy { $0.tunnels = .allow }, port: 22).verdict == .drop, "tunnels: allow does not allow SSH")
-        #expect(first(policy { $0.ssh = .allow }, port: 22).verdict == .allow)
+        for port in [22, 53, 853] {
+            #expect(first(policy { $0.tunnels = .allow; $0.encryptedDNS = .allow }, port: port).verdict == .drop,
+                    "tunnels and encryptedDNS allowed do not allow SSH on \(port)")
+            #expect(first(policy { $0.ssh = .allow }, port: port).verdict == .allow, "\(port)")
+        }
         #expect(first(policy { $0.ssh = .allow; $0.tunnels = .block }, port: 22).kind == .ssh)
         // TCPClient's server is 10.0.0.2 (Build's default destination): the school's server, on port 22 only.
         let server = try #require(ProxyEndpoint("10.0.0.2:22"))

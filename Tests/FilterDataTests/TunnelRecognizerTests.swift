@@ -169,25 +169,28 @@ struct TunnelRecognizerTests {
 
     // MARK: SSH
 
-    /// Identification strings of Debian's clients and others (RFC 4253 section 4.2), on any port.
+    /// Identification strings of Debian's clients and others (RFC 4253 section 4.2), on any port,
+    /// 853 too; and what OpenSSH's server also takes (`sscanf("SSH-%d.%d-")`: a space or a sign).
     @Test func sshIdentificationOnAnyPort() {
         for (line, version) in [("SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n", "2.0"), ("SSH-2.0-PuTTY_Release_0.78\r\n", "2.0"),
-                                ("SSH-2.0-dropbear_2022.83\r\n", "2.0"), ("SSH-1.99-OpenSSH_3.9p1\r\n", "1.99")] {
-            for port: UInt16 in [22, 443, 80, 2222] {
+                                ("SSH-2.0-dropbear_2022.83\r\n", "2.0"), ("SSH-1.99-OpenSSH_3.9p1\r\n", "1.99"), ("SSH- 2.0-x\r\n", ""),
+                                ("SSH-+2.0-x\r\n", ""), ("SSH-2.000000000-x\r\n", "2.000000")] {
+            for port: UInt16 in [22, 443, 80, 2222, 853] {
                 let recognition = Self.recognized(TunnelRecognizer.examine(stream: Array(line.utf8), serverPort: port))
                 #expect(recognition == BypassRecognition(.ssh, "identification SSH-" + version), "\(line) to port \(port)")
             }
-            // Every prefix up to the "-" after the version waits; the software version is not needed.
+            // Shorter than "SSH-" it waits, on 853 too (DNS over TLS starts with 0x16); "SSH-" is enough.
             let bytes = Array(line.utf8)
-            let needed = 4 + version.utf8.count + 1
-            for length in 1..<needed {
-                #expect(TunnelRecognizer.examine(stream: Array(bytes.prefix(length)), serverPort: 22) == .needMoreData, "\(line) prefix \(length)")
+            for length in 1..<4 {
+                for port: UInt16 in [22, 853] {
+                    #expect(TunnelRecognizer.examine(stream: Array(bytes.prefix(length)), serverPort: port) == .needMoreData, "\(line) prefix \(length)")
+                }
             }
-            #expect(Self.recognized(TunnelRecognizer.examine(stream: Array(bytes.prefix(needed)), serverPort: 22))?.kind == .ssh)
+            #expect(Self.recognized(TunnelRecognizer.examine(stream: Array(bytes.prefix(4)), serverPort: 22))?.kind == .ssh)
         }
-        // What only starts like it.
-        for text in ["SSH-\r\n", "SSH--x", "SSH-.2-x", "SSH-2.-x", "SSH-2.0x", "SSH-123456789-x", "ssh-2.0-x", "SSX-2.0-x", "SSH 2.0-x"] {
+        for text in ["ssh-2.0-x", "SSX-2.0-x", "SSH 2.0-x", "xSSH-2.0-x"] {
             #expect(TunnelRecognizer.examine(stream: Array(text.utf8), serverPort: 22) == .notRecognized, "\(text)")
+            #expect(Self.recognized(TunnelRecognizer.examine(stream: Array(text.utf8), serverPort: 853))?.kind == .dot, "\(text) on 853")
         }
     }
 

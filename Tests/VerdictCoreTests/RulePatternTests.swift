@@ -38,19 +38,23 @@ import VerdictCore
     }
 
     /// A leading dot is no marker at all, also before an address: `.192.0.2.7/24` is the network,
-    /// not a URL prefix on a host named 192.0.2.7 that would read back as the network. Every
-    /// address-shaped entry reads back as itself.
-    @Test func addressShapedEntriesReadBackAsThemselves() throws {
+    /// not a URL prefix on a host named 192.0.2.7 that would read back as the network. An
+    /// address-shaped name that would not read back as itself (`=192.0.2.7/11` is written
+    /// `192.0.2.7/11`, a network of two million) is refused, never widened.
+    @Test func addressShapedEntriesReadBackAsThemselvesOrAreRefused() throws {
         #expect(try RulePattern(".192.0.2.7") == RulePattern("192.0.2.7"))
         #expect(try RulePattern(".192.0.2.7/24") == RulePattern("192.0.2.7/24"))
         #expect(try RulePattern(".2001:db8::1") == RulePattern("2001:db8::1"))
-        // Written back, these lose what made them names (the marker before a path, the dots): they are the address.
-        #expect(try RulePattern("192.0.2.7..") == RulePattern("192.0.2.7"))
-        #expect(try RulePattern("=192.0.2.7/11") == RulePattern("192.0.2.7/11"))
-        for text in [".192.0.2.7", ".192.0.2.7/24", ".192.0.2.7/path", ".example.com/path", "192.0.2.7..", "=192.0.2.7/11",
-                     "*.192.0.2.7/11", "192.0.2.7../11", "192.0.2.7../Path", "=192.0.2.7", "*.192.0.2.7"] {
+        #expect(try RulePattern(".bücher.example") == RulePattern("bücher.example"))
+        #expect(try RulePattern("192.0.2.7../Path") == .urlPrefix(HostName("192.0.2.7"), path: "/path"))
+        #expect(try RulePattern("=192.0.2.7") == .domain(HostName("192.0.2.7"), .exact))
+        for text in [".192.0.2.7", ".192.0.2.7/24", ".192.0.2.7/path", ".example.com/path", "192.0.2.7../Path", "=192.0.2.7", "*.192.0.2.7",
+                     "=192.0.2.7/path"] {
             let pattern = try RulePattern(text)
-            #expect(try RulePattern(pattern.description) == pattern)
+            #expect(try RulePattern(pattern.description) == pattern, "\(text)")
+        }
+        for text in ["192.0.2.7..", "=192.0.2.7/11", "*.192.0.2.7/11", "192.0.2.7../11", ".=example.com", ".*.example.com", ".[2001:db8::1]"] {
+            #expect(throws: RulePattern.ParseError.self, "\(text)") { try RulePattern(text) }
         }
     }
 

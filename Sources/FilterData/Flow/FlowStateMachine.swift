@@ -436,6 +436,12 @@ public struct FlowStateMachine: Sendable {
         let available = progress.peek.contiguousCount
         let bound = progress.limits.streamPeekBound
         if progress.carriesDNS {
+            // SSH on port 53 is SSH (`bypass.ssh`), not a stream of queries that cannot be read (`tunnels`).
+            switch progress.peek.withContiguousPrefix({ TunnelRecognizer.ssh($0) }) {
+            case .recognized(let recognition): return decideNow(FlowFindings(kind: FlowKind(recognition.kind)))
+            case .needMoreData: return .awaitMoreData
+            case .notRecognized: break
+            }
             // Every query of the stream so far, not only the first: a client may
             // send several in one write (RFC 7766 section 6.2.1.1). The flow is
             // judged once the last one is complete, so a query is never cut in two

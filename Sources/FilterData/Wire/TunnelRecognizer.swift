@@ -73,12 +73,18 @@ public enum TunnelRecognizer {
     /// Examines the contiguous prefix of a TCP client stream. Call again when
     /// it grows; the answer depends only on the prefix and the ports.
     public static func examine(stream bytes: Span<UInt8>, serverPort: UInt16) -> BypassOutcome {
+        // SSH first, on every port: on 853 it is SSH, not DNS over TLS (whose
+        // first byte is a TLS record's, 0x16), so `ssh`, not `encryptedDNS`, judges it.
+        let ssh = ssh(bytes)
+        if case .recognized = ssh { return ssh }
         if serverPort == Ports.encryptedDNS {
+            // Known by the port before any byte; the first bytes only wait when they may still be SSH's.
+            if ssh == .needMoreData, !bytes.isEmpty { return .needMoreData }
             return .recognized(BypassRecognition(.dot, "TCP port 853"))
         }
         guard !bytes.isEmpty else { return .needMoreData }
-        var waiting = false
-        for outcome in [openVPNOverTCP(bytes), socks5(bytes), socks4(bytes), httpConnect(bytes), ssh(bytes)] {
+        var waiting = ssh == .needMoreData
+        for outcome in [openVPNOverTCP(bytes), socks5(bytes), socks4(bytes), httpConnect(bytes)] {
             switch outcome {
             case .recognized: return outcome
             case .needMoreData: waiting = true
@@ -132,13 +138,13 @@ public enum TunnelRecognizer {
 
     // MARK: SSH
 
-    /// The longest protocol version looked at ("1.99" is the longest in use).
-    static let maximumSSHVersionLength = 8
-
     /// SSH's identification string (RFC 4253 section 4.2), which a client sends
     /// first on any port: "SSH-" protoversion "-" softwareversion, ending in CR LF.
-    /// Recognized on "SSH-", a version of digits and dots, and the "-" after it;
-    /// the software version and comments are the user's to set and are not kept.
+    /// Recognized on "SSH-" alone: no other client protocol starts so, and
+    /// OpenSSH's server reads the version with `sscanf("SSH-%d.%d-")`, which
+    /// also takes "SSH- 2.0-" or "SSH-+2.0-"; a stricter check would let those
+    /// through. The detail keeps the version's digits and dots (at most 8), not
+    /// the software version or comments, which are the user's to write.
     /// A client that waits for the server's line sends its own next: still first.
     static func ssh(_ bytes: Span<UInt8>) -> BypassOutcome {
         let prefix = "SSH-".utf8
@@ -146,21 +152,15 @@ public enum TunnelRecognizer {
             guard offset < bytes.count else { return .needMoreData }
             guard bytes[offset] == expected else { return .notRecognized }
         }
-        var index = prefix.count
         var version = ""
-        while index < bytes.count, index - prefix.count <= maximumSSHVersionLength {
+        var index = prefix.count
+        while index < bytes.count, version.utf8.count < 8 {
             let byte = bytes[index]
-            if byte == UInt8(ascii: "-") {
-                guard let first = version.utf8.first, first != UInt8(ascii: "."), version.utf8.last != UInt8(ascii: ".") else {
-                    return .notRecognized
-                }
-                return .recognized(BypassRecognition(.ssh, "identification SSH-" + version))
-            }
-            guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: ".") else { return .notRecognized }
+            guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: ".") else { break }
             version.unicodeScalars.append(Unicode.Scalar(byte))
             index += 1
         }
-        return index - prefix.count > maximumSSHVersionLength ? .notRecognized : .needMoreData
+        return .recognized(BypassRecognition(.ssh, "identification SSH-" + version))
     }
 
     // MARK: WireGuard
