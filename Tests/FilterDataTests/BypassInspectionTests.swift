@@ -58,6 +58,14 @@ import VerdictCore
         #expect(request.findings.name == "blocked-not.example", "the proxy's target is reported")
     }
 
+    /// FlowKind and BypassKind map by name both ways (two switches that must not drift apart).
+    @Test func flowKindsAndBypassKindsMapByName() {
+        for kind in FlowKind.allCases {
+            #expect(kind.bypass?.rawValue == BypassKind(rawValue: kind.rawValue)?.rawValue, "\(kind)")
+        }
+        for bypass in BypassKind.allCases { #expect(FlowKind(bypass).rawValue == bypass.rawValue) }
+    }
+
     @Test func plainHTTPIsNoTunnel() {
         var judge = inspector(policy: policy())
         var client = TCPClient()

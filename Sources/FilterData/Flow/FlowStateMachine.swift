@@ -14,7 +14,18 @@ public enum FlowKind: String, Sendable, Hashable, CaseIterable {
     case wireguard, openvpn, ike, socks, connect, tor, dot, doq, ssh
 
     public init(_ bypass: BypassKind) {
-        self.init(rawValue: bypass.rawValue)!
+        self =
+            switch bypass {
+            case .wireguard: .wireguard
+            case .openvpn: .openvpn
+            case .ike: .ike
+            case .socks: .socks
+            case .connect: .connect
+            case .tor: .tor
+            case .ssh: .ssh
+            case .dot: .dot
+            case .doq: .doq
+            }
     }
 
     /// The `FlowFacts` name source for a name found this way.
@@ -28,8 +39,23 @@ public enum FlowKind: String, Sendable, Hashable, CaseIterable {
         }
     }
 
-    /// The way around the filter this kind is, if it is one.
-    public var bypass: BypassKind? { BypassKind(rawValue: rawValue) }
+    /// The way around the filter this kind is, if it is one. A switch of cases,
+    /// not `BypassKind(rawValue:)`: this runs for every flow judged, and the
+    /// raw value's init is a switch over strings (seen in a profile).
+    public var bypass: BypassKind? {
+        switch self {
+        case .tls, .http, .quic, .dns, .none: nil
+        case .wireguard: .wireguard
+        case .openvpn: .openvpn
+        case .ike: .ike
+        case .socks: .socks
+        case .connect: .connect
+        case .tor: .tor
+        case .ssh: .ssh
+        case .dot: .dot
+        case .doq: .doq
+        }
+    }
 }
 
 /// What a flow revealed about where it goes.
