@@ -111,9 +111,6 @@ public enum BypassKind: String, Sendable, Hashable, CaseIterable {
     case dot
     /// DNS over QUIC (UDP 853 or ALPN "doq", RFC 9250).
     case doq
-
-    /// Encrypted DNS (`bypass.encryptedDNS`), not a tunnel (`bypass.tunnels`).
-    public var isEncryptedDNS: Bool { self == .dot || self == .doq }
 }
 
 /// Where an engine's SafeSearch sends its names: the enforcement host's
@@ -166,14 +163,17 @@ public struct BypassPolicy: Sendable, Hashable {
 
     /// Whether a flow to `destination`, `port` goes to one of the school's proxies.
     public func isSchoolProxy(_ destination: IPAddress?, port: UInt16?) -> Bool {
-        guard let destination else { return false }
-        return proxies.contains { $0.matches(destination, port: port) }
+        Self.reaches(proxies, destination, port: port)
     }
 
     /// Whether a flow to `destination`, `port` goes to one of the school's SSH servers.
     public func isSchoolSSHServer(_ destination: IPAddress?, port: UInt16?) -> Bool {
+        Self.reaches(sshServers, destination, port: port)
+    }
+
+    private static func reaches(_ endpoints: [ProxyEndpoint], _ destination: IPAddress?, port: UInt16?) -> Bool {
         guard let destination else { return false }
-        return sshServers.contains { $0.matches(destination, port: port) }
+        return endpoints.contains { $0.matches(destination, port: port) }
     }
 
     /// The category of known DNS-over-HTTPS resolvers (rules/bypass/doh), blocked with `encryptedDNS: block`.

@@ -14,18 +14,7 @@ public enum FlowKind: String, Sendable, Hashable, CaseIterable {
     case wireguard, openvpn, ike, socks, connect, tor, dot, doq, ssh
 
     public init(_ bypass: BypassKind) {
-        self =
-            switch bypass {
-            case .wireguard: .wireguard
-            case .openvpn: .openvpn
-            case .ike: .ike
-            case .socks: .socks
-            case .connect: .connect
-            case .tor: .tor
-            case .ssh: .ssh
-            case .dot: .dot
-            case .doq: .doq
-            }
+        self.init(rawValue: bypass.rawValue)!
     }
 
     /// The `FlowFacts` name source for a name found this way.
