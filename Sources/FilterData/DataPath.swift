@@ -47,6 +47,9 @@ public struct DataPathCounters: Sendable, Hashable {
     public var reportsDropped: UInt64 = 0
     /// TCP SYNs the kernel rules queued as reopened (a new connection on a decided one's ports).
     public var reopenedConnections: UInt64 = 0
+    /// Reads after a turn's verdicts that found more packets, so that its
+    /// decided flows stayed for another read (`forgetDecidedFlows`).
+    public var lateReads: UInt64 = 0
 
     public init() {}
 }
@@ -79,10 +82,8 @@ public final class DataPath {
     private var pendingReports = FlowReportLines()
     /// When the oldest waiting report was made (monotonic ns); nil when none waits.
     private var reportsWaitingSince: UInt64?
-    /// TCP flows decided in this turn of the loop, and those decided before
-    /// the last time the queue was read empty (see `forgetDecidedFlows`).
-    private var decidedNow: [FlowKey] = []
-    private var decidedBefore: [FlowKey] = []
+    /// TCP flows decided since their entries were last forgotten (see `forgetDecidedFlows`).
+    private var decided: [FlowKey] = []
 
     public init(
         socket: NetfilterQueueSocket, inspector: FlowInspector<RuleStore>, control: ControlChannel? = nil,
@@ -147,8 +148,9 @@ public final class DataPath {
                 let now = DataPath.monotonicNanoseconds()
                 timeout = deadline <= now ? 0 : Int32(min(250, (deadline - now) / 1_000_000 + 1))
             }
-            // Flows decided lately are forgotten a turn after the queue was read empty: that turn comes within a millisecond.
-            if !decidedBefore.isEmpty || !decidedNow.isEmpty { timeout = min(timeout, 1) }
+            // Decided flows are forgotten in the turn that decides them, unless packets kept
+            // coming after the verdicts went: then the next turn comes within a millisecond.
+            if !decided.isEmpty { timeout = min(timeout, 1) }
             for index in descriptors.indices { descriptors[index].revents = 0 }
             let ready = SystemCalls.poll(&descriptors, timeoutMilliseconds: timeout)
             if ready < 0, errno != EINTR { throw QueueSocketError(operation: "poll", errno: errno) }
@@ -169,7 +171,7 @@ public final class DataPath {
             let now = DataPath.monotonicNanoseconds()
             if !held.isEmpty { settleExpired(now: now) }
             try socket.flushVerdicts()
-            if drained { forgetDecidedFlows() }
+            if drained, !decided.isEmpty { try forgetDecidedFlows() }
             sendReports(now: now)
             if now &- lastSweep > 1_000_000_000 {
                 _ = inspector.removeExpiredFlows(now: now, limit: 4096)
@@ -245,22 +247,37 @@ public final class DataPath {
         }
     }
 
-    /// Forgets the TCP flows decided before the verdicts just sent, once the
-    /// queue was read empty after them. A decided flow's entry is only there
-    /// for packets queued before its verdict saved the decision on the
-    /// connection (the verdict's NF_REPEAT saves it within the send): those
-    /// were all in the socket when the verdict went, and a read that empties
-    /// the socket has had them. Kept longer, the entry would give its decision
-    /// to a new connection that reuses the addresses and ports while conntrack
-    /// starts a fresh entry for it (its SYN is then not queued). A packet that
-    /// still comes late is judged as a flow of its own, and the kernel rules
-    /// never let that judgement replace the connection's saved decision.
-    private func forgetDecidedFlows() {
-        if !decidedBefore.isEmpty {
-            inspector.forgetDecided(decidedBefore)
-            decidedBefore.removeAll(keepingCapacity: true)
+    /// Forgets the decided TCP flows once the queue, read after their
+    /// verdicts were sent, is empty. A decided flow's entry is only there for
+    /// packets queued before its verdict saved the decision on the connection
+    /// (the verdict's NF_REPEAT saves it within the send): those were all in
+    /// the socket when the verdict went, so the read after the send has them,
+    /// and they are judged with the entry still there. Kept longer, the entry
+    /// would give its decision to a new connection that reuses the addresses
+    /// and ports while conntrack starts a fresh entry for it (its SYN is then
+    /// not queued). A packet that still comes late is judged as a flow of its
+    /// own, and the kernel rules never let that judgement replace the
+    /// connection's saved decision.
+    ///
+    /// Called after a turn read the queue empty and sent its verdicts. The
+    /// read here mostly finds nothing, and the flows go in the same turn: no
+    /// timer wakes filter-data a millisecond later for them (which cost a
+    /// few microseconds per connection at peerbench's rate). When packets did
+    /// come, they are judged and their verdicts sent, and the flows wait for
+    /// the next turn, within a millisecond.
+    private func forgetDecidedFlows() throws(QueueSocketError) {
+        for _ in 0..<4 {
+            let late = try socket.receiveReady(limit: 64) { packet, bytes in
+                handle(packet, bytes, now: DataPath.monotonicNanoseconds())
+            }
+            try socket.flushVerdicts()
+            if late == 0 {
+                inspector.forgetDecided(decided)
+                decided.removeAll(keepingCapacity: true)
+                return
+            }
+            counters.lateReads += 1
         }
-        swap(&decidedBefore, &decidedNow)
     }
 
     /// A packet or flow judged: reported, and a TCP flow's first decision noted to be forgotten.
@@ -273,7 +290,7 @@ public final class DataPath {
     private func noteDecided(_ inspection: Inspection) {
         guard inspection.finality == .firstDecision, let key = inspection.flow, key.protocolNumber == 6 else { return }
         // Bounded: under a flood the time-based expiry still removes what this list misses.
-        if decidedNow.count < 8192 { decidedNow.append(key) }
+        if decided.count < 8192 { decided.append(key) }
     }
 
     /// What a flow that needs rules waits for: its user's group, else its name.
@@ -324,8 +341,12 @@ public final class DataPath {
     /// (at a few connections a second, each report used to cost both processes
     /// a wakeup). The audit log and the connection records are that much later.
     static let reportDelay: UInt64 = 50_000_000
-    /// Reports that go at once, without waiting for `reportDelay`.
-    static let reportBatch = 64
+    /// Reports that go at once, without waiting for `reportDelay`: four
+    /// messages' worth, so that at thousands of connections a second
+    /// filter-control still wakes some twenty times a second, not once per
+    /// few milliseconds (each wakeup costs both processes a context switch
+    /// and the caches the other one warmed).
+    static let reportBatch = 4 * FlowReportLines.maximumPerMessage
 
     /// Sends the waiting reports once there are `reportBatch` of them or the
     /// oldest has waited `reportDelay`, without ever waiting on the channel:
@@ -670,6 +691,7 @@ public final class DataPath {
             .init("packets", inspection.packets),
             .init("flows", inspection.flowsCreated),
             .init("reopenedConnections", counters.reopenedConnections),
+            .init("lateReads", counters.lateReads),
             .init("reopenedFlows", inspection.reopenedFlows),
             .init("reopenedQUICFlows", inspection.reopenedQUICFlows),
             .init("decidedForgotten", inspection.decidedForgotten),

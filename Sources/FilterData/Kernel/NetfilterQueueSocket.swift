@@ -84,6 +84,10 @@ public struct QueueSocketCounters: Sendable, Hashable {
     /// One datagram at a time; big enough for a 64 KiB GSO packet and its attributes.
     private let receiveBuffer: UnsafeMutableRawBufferPointer
     private var verdictBatch: [UInt8] = []
+    /// Where nfq_nlmsg_parse puts a message's attributes: one table for the
+    /// socket's life, not an array made for every datagram read. libnetfilter_queue's
+    /// NFQA_MAX is smaller than the kernel's: room is left.
+    private var attributes = unsafe [UnsafeMutablePointer<nlattr>?](repeating: nil, count: 64)
     private static let copyRange: UInt32 = 0xFFFF
 
     /// Opens the socket, binds the queue, asks for whole packets, the socket's
@@ -240,8 +244,6 @@ public struct QueueSocketCounters: Sendable, Hashable {
         var offset = 0
         let headerSize = MemoryLayout<nlmsghdr>.size
         let packetType = UInt16(NFNL_SUBSYS_QUEUE << 8) | UInt16(NFQNL_MSG_PACKET.rawValue)
-        // libnetfilter_queue's NFQA_MAX is smaller than the kernel's: leave room.
-        var attributes = unsafe [UnsafeMutablePointer<nlattr>?](repeating: nil, count: 64)
         while offset + headerSize <= count {
             let raw = unsafe receiveBuffer.baseAddress! + offset
             let header = unsafe raw.assumingMemoryBound(to: nlmsghdr.self)
