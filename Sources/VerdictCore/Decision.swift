@@ -85,7 +85,7 @@ public enum Verdict: String, Sendable, Hashable, CaseIterable {
 
 /// Why a verdict was given: which list, category and rule, or which default.
 public struct Reason: Sendable, Hashable, CustomStringConvertible {
-    public enum Source: String, Sendable, Hashable {
+    public enum Source: String, Sendable, Hashable, CaseIterable {
         case localAllowList = "local-allow"
         case localDenyList = "local-deny"
         case category

@@ -136,12 +136,14 @@ public final class ConnectionRecords: Sendable {
         record(contentsOf: FlowReportLines(CollectionOfOne(report)))
     }
 
+    private static let dnsKind = Array("dns".utf8)
+
     /// `record(_:)` for a batch, under one lock: the lines of the allowed
     /// TCP and UDP connections are copied as they are.
     public func record(contentsOf reports: FlowReportLines) {
         space.withLock { space in
             for index in 0..<reports.count {
-                guard let fields = reports.summary(index), fields.verdict == .allow, !fields.kind.elementsEqual("dns".utf8),
+                guard let fields = reports.summary(index), fields.verdict == .allow, fields.kind != ConnectionRecords.dnsKind[...],
                     let proto = fields.protocolNumber, proto == 6 || proto == 17
                 else { continue }
                 space.append(fields.line)

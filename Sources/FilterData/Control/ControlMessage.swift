@@ -318,7 +318,7 @@ public struct FlowReport: Sendable, Hashable {
         guard let proto = fields.protocolNumber, let source = IPAddress(utf8: fields[1]),
             let sourcePort = parseDecimal(fields[2], as: UInt16.self), let destination = IPAddress(utf8: fields[3]),
             let destinationPort = parseDecimal(fields[4], as: UInt16.self), let verdict = fields.verdict,
-            let reasonSource = Reason.Source(rawValue: text(9))
+            let reasonSource = fields.reasonSource
         else { return nil }
         let uid: UInt32?
         if fields.isNone(5) {

@@ -128,12 +128,15 @@ extension FlowReport {
             self.line = line
             ranges = InlineArray(repeating: 0..<0)
             var count = 0
-            var start = line.startIndex
-            for index in line.indices where line[index] == 0x09 {
+            // The tabs are found on the line's span (no index checks against the slice, no retains).
+            let span = line.span
+            let base = line.startIndex
+            var start = base
+            for offset in span.indices where span[offset] == 0x09 {
                 guard count < 12 else { return nil }
-                ranges[count] = start..<index
+                ranges[count] = start..<(base + offset)
                 count += 1
-                start = index + 1
+                start = base + offset + 1
             }
             guard count == 12 else { return nil }
             ranges[12] = start..<line.endIndex
@@ -146,18 +149,30 @@ extension FlowReport {
         public var kind: ArraySlice<UInt8> { self[6] }
         public var category: ArraySlice<UInt8> { self[10] }
         /// The verdict, from its raw value.
-        public var verdict: Verdict? { Verdict.allCases.first { self[8].elementsEqual($0.rawValue.utf8) } }
+        public var verdict: Verdict? { FlowReport.Fields.word(self[8], in: FlowReport.Fields.verdicts) }
+
+        /// The reason's source, from its raw value.
+        public var reasonSource: Reason.Source? { FlowReport.Fields.word(self[9], in: FlowReport.Fields.reasonSources) }
+
+        /// The raw values of a field's words as bytes, made once: compared
+        /// as arrays, not through String's UTF-8 view for every line.
+        static let verdicts = Verdict.allCases.map { (Array($0.rawValue.utf8), $0) }
+        static let reasonSources = Reason.Source.allCases.map { (Array($0.rawValue.utf8), $0) }
+
+        static func word<Word>(_ field: ArraySlice<UInt8>, in words: [([UInt8], Word)]) -> Word? {
+            words.first { $0.0.count == field.count && $0.0[...] == field }?.1
+        }
 
         /// Whether every field reads as `FlowReport(line:)` needs it to.
         var isReport: Bool {
             guard protocolNumber != nil, IPAddress(utf8: self[1]) != nil, parseDecimal(self[2], as: UInt16.self) != nil,
                 IPAddress(utf8: self[3]) != nil, parseDecimal(self[4], as: UInt16.self) != nil, verdict != nil,
-                Reason.Source(rawValue: String(decoding: self[9], as: UTF8.self)) != nil
+                reasonSource != nil
             else { return false }
             return isNone(5) || parseDecimal(self[5], as: UInt32.self) != nil
         }
 
         /// Whether field `number` is '-' (none).
-        func isNone(_ number: Int) -> Bool { self[number].elementsEqual("-".utf8) }
+        func isNone(_ number: Int) -> Bool { self[number].count == 1 && self[number].first == UInt8(ascii: "-") }
     }
 }
