@@ -76,6 +76,21 @@ import VerdictCore
         }
     }
 
+    @Test func reportFieldsAreFoundOnALineInsideItsBuffer() throws {
+        // A line that does not start at index 0 (as in a batch), with empty fields first, inside and last.
+        let buffer = Array("xx\n6\t10.0.0.1\t1\t10.0.0.2\t2\t-\ttls\t\tallow\tunknown\t\tr\t".utf8)
+        let fields = try #require(FlowReport.Fields(line: buffer[3...]))
+        #expect(Array(fields[0]) == Array("6".utf8) && Array(fields[3]) == Array("10.0.0.2".utf8))
+        #expect(fields[7].isEmpty && fields[10].isEmpty && fields[12].isEmpty)
+        #expect(Array(fields[11]) == Array("r".utf8))
+        #expect(fields.verdict == .allow && fields.reasonSource == .unknownHost && Array(fields.kind) == Array("tls".utf8))
+        #expect(fields.protocolNumber == 6)
+        // Twelve tabs exactly: one more or one less is no report line, and neither is a line no report can be as long as.
+        #expect(FlowReport.Fields(line: (buffer + [0x09])[3...]) == nil)
+        #expect(FlowReport.Fields(line: buffer[3..<(buffer.count - 1)]) == nil)
+        #expect(FlowReport.Fields(line: (buffer + [UInt8](repeating: 0x41, count: 70_000))[3...]) == nil)
+    }
+
     @Test func theChannelCarriesMessagesAndSeesTheEnd() throws {
         var (left, right): (ControlChannel?, ControlChannel?) = try ControlChannel.makePair()
         #expect(try right!.receive() == nil)
