@@ -262,20 +262,27 @@ public final class DataPath {
     /// Called after a turn read the queue empty and sent its verdicts. The
     /// read here mostly finds nothing, and the flows go in the same turn: no
     /// timer wakes filter-data a millisecond later for them (which cost a
-    /// few microseconds per connection at peerbench's rate). When packets did
-    /// come, they are judged and their verdicts sent, and the flows wait for
-    /// the next turn, within a millisecond.
+    /// few microseconds per connection at peerbench's rate). A read that
+    /// finds packets still empties the queue of what came before the
+    /// verdicts sent ahead of it: the flows of those verdicts go, and the
+    /// flows the read itself decides wait for the next read, as many as four
+    /// in a turn, then for the next turn (within a millisecond). So a busy
+    /// queue never keeps a decided flow longer than a read or two.
     private func forgetDecidedFlows() throws(QueueSocketError) {
+        // The flows at the front of `decided` whose verdicts have been sent: all of them, after the turn's flush.
+        var sent = decided.count
         for _ in 0..<4 {
-            let late = try socket.receiveReady(limit: 64) { packet, bytes in
+            let limit = 64
+            let late = try socket.receiveReady(limit: limit) { packet, bytes in
                 handle(packet, bytes, now: DataPath.monotonicNanoseconds())
             }
-            try socket.flushVerdicts()
-            if late == 0 {
-                inspector.forgetDecided(decided)
-                decided.removeAll(keepingCapacity: true)
-                return
+            if late < limit, sent > 0 {
+                inspector.forgetDecided(decided[..<sent])
+                decided.removeFirst(sent)
             }
+            try socket.flushVerdicts()
+            sent = decided.count
+            if late == 0 { return }
             counters.lateReads += 1
         }
     }
@@ -341,12 +348,14 @@ public final class DataPath {
     /// (at a few connections a second, each report used to cost both processes
     /// a wakeup). The audit log and the connection records are that much later.
     static let reportDelay: UInt64 = 50_000_000
-    /// Reports that go at once, without waiting for `reportDelay`: four
-    /// messages' worth, so that at thousands of connections a second
-    /// filter-control still wakes some twenty times a second, not once per
-    /// few milliseconds (each wakeup costs both processes a context switch
-    /// and the caches the other one warmed).
-    static let reportBatch = 4 * FlowReportLines.maximumPerMessage
+    /// Reports that go at once, without waiting for `reportDelay`: at
+    /// thousands of connections a second filter-control then wakes some
+    /// tens of times a second, not once per few milliseconds (each wakeup
+    /// costs both processes a context switch and the caches the other one
+    /// warmed). 256 lines are three or four messages (a line is 80 to 150
+    /// bytes, a message at most `ControlMessage.maximumSize`), a small part
+    /// of the channel's send buffer, which questions to filter-control share.
+    static let reportBatch = 2 * FlowReportLines.maximumPerMessage
 
     /// Sends the waiting reports once there are `reportBatch` of them or the
     /// oldest has waited `reportDelay`, without ever waiting on the channel:

@@ -276,7 +276,7 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
     /// Forgets these TCP flows if they are still decided (a new flow on the same
     /// key, still being inspected, stays). Returns how many went.
     @discardableResult
-    public mutating func forgetDecided(_ keys: [FlowKey]) -> Int {
+    public mutating func forgetDecided(_ keys: some Sequence<FlowKey>) -> Int {
         var forgotten = 0
         for key in keys {
             guard let slot = table.slot(for: key), table.stage(of: slot) == .decided else { continue }
