@@ -157,10 +157,7 @@ public final class DataPath {
             // An interrupted poll read nothing: not a sign that the queue is empty.
             var drained = ready >= 0
             if ready > 0, descriptors[0].revents != 0 {
-                let limit = 64
-                drained = try socket.receiveReady(limit: limit) { packet, bytes in
-                    handle(packet, bytes, now: DataPath.monotonicNanoseconds())
-                } < limit
+                drained = try readQueue() < DataPath.readLimit
             }
             if ready > 0, descriptors.count > 1, descriptors[1].revents != 0 {
                 if !serveControl() {
@@ -247,6 +244,17 @@ public final class DataPath {
         }
     }
 
+    /// Packets handled per read of the queue, at most: a read that handles
+    /// fewer has emptied it.
+    static let readLimit = 64
+
+    /// Reads and handles up to `readLimit` queued packets without waiting; returns how many.
+    private func readQueue() throws(QueueSocketError) -> Int {
+        try socket.receiveReady(limit: DataPath.readLimit) { packet, bytes in
+            handle(packet, bytes, now: DataPath.monotonicNanoseconds())
+        }
+    }
+
     /// Forgets the decided TCP flows once the queue, read after their
     /// verdicts were sent, is empty. A decided flow's entry is only there for
     /// packets queued before its verdict saved the decision on the connection
@@ -272,11 +280,8 @@ public final class DataPath {
         // The flows at the front of `decided` whose verdicts have been sent: all of them, after the turn's flush.
         var sent = decided.count
         for _ in 0..<4 {
-            let limit = 64
-            let late = try socket.receiveReady(limit: limit) { packet, bytes in
-                handle(packet, bytes, now: DataPath.monotonicNanoseconds())
-            }
-            if late < limit, sent > 0 {
+            let late = try readQueue()
+            if late < DataPath.readLimit, sent > 0 {
                 inspector.forgetDecided(decided[..<sent])
                 decided.removeFirst(sent)
             }
