@@ -64,7 +64,7 @@ for target in "${selected_targets[@]}"; do
     if [ -z "$(ls -A "$corpus")" ]; then environment+=(HALLPASS_FUZZ_SEEDS="$corpus"); fi
     if [ -n "$runs" ]; then limit=(-runs="$runs"); else limit=(-max_total_time="$seconds"); fi
     log="$out/logs/$target.log"
-    echo "== $target (${runs:+$runs runs}${runs:-$seconds s})"
+    if [ -n "$runs" ]; then echo "== $target ($runs runs)"; else echo "== $target ($seconds s)"; fi
     status=0
     env "${environment[@]}" nice -n 10 "$binary" \
         -rss_limit_mb=2048 -timeout=10 -detect_leaks=0 -max_len="$(max_len "$target")" -print_final_stats=1 \

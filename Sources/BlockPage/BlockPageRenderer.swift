@@ -65,7 +65,7 @@ public struct BlockPageRenderer: Sendable {
             if let custom = folder?.templates[kind] {
                 templates[kind] = try PageTemplate.compile(custom.text, file: custom.path)
             } else {
-                templates[kind] = try PageTemplate.compile(kind.builtInText, file: "built-in \(kind.fileName)")
+                templates[kind] = kind.builtInTemplate
             }
         }
         self.templates = templates

@@ -15,17 +15,10 @@ struct LocalizedStrings: Sendable {
 
     init(custom: [CustomFile]) throws(BlockPageError) {
         var tables: [String: [String: String]] = [:]
-        var english: [String: String] = [:]
-        for entry in try StringsFile.parse(BuiltInStrings.english, file: "built-in en.strings") {
-            english[entry.key] = entry.value
-        }
+        var english = Self.builtIn.english
         let keys = Set(english.keys)
 
         // Built-in languages first, then the custom files on top.
-        var sources: [(language: String, text: String, file: String)] = []
-        for builtIn in BuiltInStrings.byLanguage where builtIn.language != "en" {
-            sources.append((builtIn.language, builtIn.text, "built-in \(builtIn.language).strings"))
-        }
         var customEnglish: [StringsFile.Entry] = []
         var customOthers: [(language: String, entries: [StringsFile.Entry], file: String)] = []
         for file in custom {
@@ -48,10 +41,10 @@ struct LocalizedStrings: Sendable {
         try Self.checkDirection(english["direction"], file: custom.first { $0.language == "en" }?.path ?? "built-in en.strings")
         tables["en"] = english
 
-        for source in sources {
+        for other in Self.builtIn.others {
             var table = english
-            for entry in try StringsFile.parse(source.text, file: source.file) { table[entry.key] = entry.value }
-            tables[source.language] = table
+            for entry in other.entries { table[entry.key] = entry.value }
+            tables[other.language] = table
         }
         for other in customOthers {
             var table = tables[other.language] ?? english
@@ -61,6 +54,23 @@ struct LocalizedStrings: Sendable {
         }
         self.byLanguage = tables
     }
+
+    /// The built-in files, parsed once per process (the renderer is made
+    /// again on every reload): English as a table, then every other
+    /// language's entries. They are constants; the tests parse each one.
+    private static let builtIn: (english: [String: String], others: [(language: String, entries: [StringsFile.Entry])]) = {
+        func parse(_ text: String, language: String) -> [StringsFile.Entry] {
+            do {
+                return try StringsFile.parse(text, file: "built-in \(language).strings")
+            } catch {
+                fatalError("the built-in \(language).strings does not parse: \(error)")
+            }
+        }
+        var english: [String: String] = [:]
+        for entry in parse(BuiltInStrings.english, language: "en") { english[entry.key] = entry.value }
+        let others = BuiltInStrings.byLanguage.filter { $0.language != "en" }.map { ($0.language, parse($0.text, language: $0.language)) }
+        return (english, others)
+    }()
 
     func strings(for language: String) -> [String: String] {
         byLanguage[language] ?? byLanguage["en"] ?? [:]

@@ -13,6 +13,26 @@ enum PageKind: String, Sendable, CaseIterable {
         case .error: BuiltInTemplates.error
         }
     }
+
+    /// The built-in template, compiled once per process (the renderer is
+    /// made again on every reload). The texts are constants; the tests
+    /// render each one.
+    var builtInTemplate: MustacheTemplate {
+        guard let template = Self.builtInTemplates[self] else { fatalError("no built-in \(fileName)") }
+        return template
+    }
+
+    private static let builtInTemplates: [PageKind: MustacheTemplate] = {
+        var templates: [PageKind: MustacheTemplate] = [:]
+        for kind in PageKind.allCases {
+            do {
+                templates[kind] = try PageTemplate.compile(kind.builtInText, file: "built-in \(kind.fileName)")
+            } catch {
+                fatalError("the built-in \(kind.fileName) does not compile: \(error)")
+            }
+        }
+        return templates
+    }()
 }
 
 /// Compiles and checks page templates.
