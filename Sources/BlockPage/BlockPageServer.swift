@@ -7,6 +7,7 @@ public import NIOCore
 import NIOHTTP1
 public import NIOPosix
 import NIOSSL
+import SharedStore
 
 /// Serves the block page over HTTP and, with the school's local CA, HTTPS,
 /// on the addresses blocked names resolve to and on the page's own port.
@@ -301,7 +302,9 @@ final class BlockPageHTTPHandler: ChannelInboundHandler, RemovableChannelHandler
 enum LocalPeer {
     static func userName(clientPort: Int, serverPort: Int) -> String? {
         for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            // Read to the end: Foundation's readers stop after the first 4 KB (about 26 sockets) of a /proc table.
+            guard let bytes = try? BoundedFile.read(table, limit: 64 << 20) else { continue }
+            let text = String(decoding: bytes, as: UTF8.self)
             for line in text.split(separator: "\n").dropFirst() {
                 let fields = line.split(separator: " ", omittingEmptySubsequences: true)
                 guard fields.count > 7, port(fields[1]) == clientPort, port(fields[2]) == serverPort, let uid = uid_t(fields[7]) else { continue }

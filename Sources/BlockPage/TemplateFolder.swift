@@ -1,4 +1,5 @@
 import Foundation
+import SharedStore
 
 /// The files of a custom template folder (`blockPage.templates`), read once:
 ///
@@ -64,27 +65,18 @@ private func listing(_ folder: String, code: String) throws(BlockPageError) -> [
     }
 }
 
-/// A regular file of at most `limit` bytes, as UTF-8 text.
+/// A regular file of at most `limit` bytes (a symbolic link to one is
+/// fine), as UTF-8 text.
 private func readText(_ path: String, limit: Int, codePrefix: String) throws(BlockPageError) -> String {
-    let data: Data
+    let data: [UInt8]
     do {
-        // attributesOfItem does not follow a symbolic link; a linked file is fine.
-        let target = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
-        let attributes = try FileManager.default.attributesOfItem(atPath: target)
-        guard attributes[.type] as? FileAttributeType == .typeRegular else {
-            throw BlockPageError.inFile("\(codePrefix).unreadable", file: path, line: nil, "not a regular file")
-        }
-        if let size = attributes[.size] as? NSNumber, size.intValue > limit {
-            throw BlockPageError.inFile("\(codePrefix).too-large", file: path, line: nil, "\(size.intValue) bytes, more than the \(limit) a file may have")
-        }
-        data = try Data(contentsOf: URL(fileURLWithPath: target))
-    } catch let error as BlockPageError {
-        throw error
+        data = try BoundedFile.read(path, limit: UInt64(limit), followingLinks: true)
+    } catch .tooLarge {
+        throw .inFile("\(codePrefix).too-large", file: path, line: nil, "more than the \(limit) bytes a file may have")
+    } catch .notRegular {
+        throw .inFile("\(codePrefix).unreadable", file: path, line: nil, "not a regular file")
     } catch {
-        throw .inFile("\(codePrefix).unreadable", file: path, line: nil, "cannot read it: \(error.localizedDescription)")
-    }
-    guard data.count <= limit else {
-        throw .inFile("\(codePrefix).too-large", file: path, line: nil, "\(data.count) bytes, more than the \(limit) a file may have")
+        throw .inFile("\(codePrefix).unreadable", file: path, line: nil, "cannot read it: \(error)")
     }
     guard let text = String(validating: data, as: UTF8.self) else {
         throw .inFile("\(codePrefix).unreadable", file: path, line: nil, "not UTF-8 text; save it as UTF-8")

@@ -64,9 +64,16 @@ public struct PolicyInForce: Sendable, Hashable {
     /// The school's policy in a bundle folder (`policy.yaml`), nil when it has none.
     public static func bundlePolicy(inFolder folder: String) throws(ConfigurationError) -> SchoolPolicy? {
         let path = folder + "/" + BundleManifest.policyFileName
-        guard FileManager.default.fileExists(atPath: path) else { return nil }
-        guard let data = FileManager.default.contents(atPath: path), data.count <= SchoolPolicy.maximumFileBytes else {
-            throw ConfigurationError(key: "", message: "\(path) cannot be read (or is larger than \(SchoolPolicy.maximumFileBytes / 1024) KiB)")
+        let data: [UInt8]
+        do {
+            // Read with its bound (Foundation reads a file whole first, and leaks on an empty one).
+            data = try BoundedFile.read(path, limit: UInt64(SchoolPolicy.maximumFileBytes), followingLinks: true)
+        } catch .missing {
+            return nil
+        } catch .tooLarge {
+            throw ConfigurationError(key: "", message: "\(path) is larger than \(SchoolPolicy.maximumFileBytes / 1024) KiB")
+        } catch {
+            throw ConfigurationError(key: "", message: "\(path) cannot be read: \(error)")
         }
         do {
             return try SchoolPolicy(yaml: String(decoding: data, as: UTF8.self))

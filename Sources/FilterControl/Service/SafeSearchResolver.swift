@@ -2,6 +2,7 @@ import FilterData
 import Foundation
 import NIOCore
 import NIOPosix
+import SharedStore
 import Synchronization
 import VerdictCore
 
@@ -90,7 +91,9 @@ struct MarkedDNSClient: Sendable {
 
     /// The `nameserver` lines of /etc/resolv.conf (at most three, as glibc reads).
     static func systemNameservers(path: String = "/etc/resolv.conf") -> [IPAddress] {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [] }
+        // Read again for each lookup: BoundedFile, not Foundation (which leaks 4 KiB on each read of an empty file).
+        guard let bytes = try? BoundedFile.read(path, limit: 64 * 1024, followingLinks: true) else { return [] }
+        let text = String(decoding: bytes, as: UTF8.self)
         return Array(
             text.split(separator: "\n").compactMap { line -> IPAddress? in
                 let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
