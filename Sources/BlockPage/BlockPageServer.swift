@@ -184,7 +184,7 @@ public final class BlockPageServer: Sendable {
                     if let tls { try pipeline.addHandler(NIOSSLServerHandler(context: tls)) }
                     try pipeline.addHandler(IdleStateHandler(readTimeout: .seconds(10)))
                     try pipeline.configureHTTPServerPipeline(withErrorHandling: true)
-                    try pipeline.addHandler(BlockPageHTTPHandler(responder: responder, scheme: scheme, serverPort: listener.port))
+                    try pipeline.addHandler(BlockPageHTTPHandler(responder: responder, scheme: scheme))
                 }
             }
             .bind(host: listener.address, port: listener.port).wait()
@@ -221,15 +221,13 @@ final class BlockPageHTTPHandler: ChannelInboundHandler, RemovableChannelHandler
 
     private let responder: NIOLockedValueBox<BlockPageResponder>
     private let scheme: String
-    private let serverPort: Int
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
     private var tooLarge = false
 
-    init(responder: NIOLockedValueBox<BlockPageResponder>, scheme: String, serverPort: Int) {
+    init(responder: NIOLockedValueBox<BlockPageResponder>, scheme: String) {
         self.responder = responder
         self.scheme = scheme
-        self.serverPort = serverPort
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -250,7 +248,7 @@ final class BlockPageHTTPHandler: ChannelInboundHandler, RemovableChannelHandler
                 response = responder.renderer.errorPage(status: 413, acceptLanguage: head.headers.first(name: "accept-language"))
             } else {
                 let hostHeader = head.headers.first(name: "host").map(Self.hostWithoutPort)
-                let user = context.channel.remoteAddress?.port.flatMap { LocalPeer.userName(clientPort: $0, serverPort: serverPort) }
+                let user = LocalPeer.userName(client: context.channel.remoteAddress, server: context.channel.localAddress)
                 let request = BlockPageRequest(
                     method: head.method.rawValue, target: head.uri, host: hostHeader,
                     acceptLanguage: head.headers.first(name: "accept-language"), body: body, scheme: scheme, user: user)
@@ -298,24 +296,75 @@ final class BlockPageHTTPHandler: ChannelInboundHandler, RemovableChannelHandler
 }
 
 /// Who is on the other end of a local connection: the owner of the client
-/// socket, found in /proc/net/tcp and tcp6 by its port and the server's.
+/// socket, found in /proc/net/tcp and tcp6 by the connection's two
+/// addresses and ports. Ports alone are not enough: anyone may bind a local
+/// port another user's connection to some server on 443 also uses, and put
+/// that user's name on an access request.
 enum LocalPeer {
-    static func userName(clientPort: Int, serverPort: Int) -> String? {
+    /// One end of a connection as /proc/net/tcp and tcp6 show it: the
+    /// address's bytes (an IPv4-mapped IPv6 address as its four IPv4 bytes)
+    /// and the port.
+    struct Endpoint: Equatable {
+        var address: [UInt8]
+        var port: Int
+
+        init(address: [UInt8], port: Int) {
+            let mapped: [UInt8] = Array(repeating: 0, count: 10) + [0xFF, 0xFF]
+            self.address = address.count == 16 && Array(address[0..<12]) == mapped ? Array(address[12...]) : address
+            self.port = port
+        }
+
+        /// A socket address as the kernel's table writes it, nil for a Unix socket.
+        init?(_ socketAddress: SocketAddress?) {
+            guard let socketAddress, let port = socketAddress.port else { return nil }
+            switch socketAddress {
+            case .v4(let v4):
+                let value = UInt32(bigEndian: v4.address.sin_addr.s_addr)
+                self.init(address: [24, 16, 8, 0].map { UInt8(truncatingIfNeeded: value >> $0) }, port: port)
+            case .v6(let v6):
+                // unsafe: reads the byte view of in6_addr's union, 16 plain bytes copied out by value.
+                let b = unsafe v6.address.sin6_addr.__in6_u.__u6_addr8
+                self.init(address: [b.0, b.1, b.2, b.3, b.4, b.5, b.6, b.7, b.8, b.9, b.10, b.11, b.12, b.13, b.14, b.15], port: port)
+            case .unixDomainSocket:
+                return nil
+            }
+        }
+
+        /// A table's `ADDRESS:PORT` field: the address as 32-bit words in hex,
+        /// each printed as the host reads the network-order bytes in memory.
+        init?(procField field: Substring) {
+            let parts = field.split(separator: ":")
+            guard parts.count == 2, let port = Int(parts[1], radix: 16), parts[0].count == 8 || parts[0].count == 32 else { return nil }
+            var bytes: [UInt8] = []
+            var rest = parts[0]
+            while !rest.isEmpty {
+                guard let word = UInt32(rest.prefix(8), radix: 16) else { return nil }
+                let memoryOrder = word.littleEndian
+                bytes += [0, 8, 16, 24].map { UInt8(truncatingIfNeeded: memoryOrder >> $0) }
+                rest = rest.dropFirst(8)
+            }
+            self.init(address: bytes, port: port)
+        }
+    }
+
+    static func userName(client: SocketAddress?, server: SocketAddress?) -> String? {
+        guard let client = Endpoint(client), let server = Endpoint(server) else { return nil }
+        return userName(client: client, server: server)
+    }
+
+    static func userName(client: Endpoint, server: Endpoint) -> String? {
         for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
             // Read to the end: Foundation's readers stop after the first 4 KB (about 26 sockets) of a /proc table.
             guard let bytes = try? BoundedFile.read(table, limit: 64 << 20) else { continue }
             let text = String(decoding: bytes, as: UTF8.self)
             for line in text.split(separator: "\n").dropFirst() {
                 let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-                guard fields.count > 7, port(fields[1]) == clientPort, port(fields[2]) == serverPort, let uid = uid_t(fields[7]) else { continue }
+                guard fields.count > 7, Endpoint(procField: fields[1]) == client, Endpoint(procField: fields[2]) == server,
+                    let uid = uid_t(fields[7])
+                else { continue }
                 return LocalUserName.name(of: uid)
             }
         }
         return nil
     }
-
-    private static func port(_ endpoint: Substring) -> Int? {
-        endpoint.split(separator: ":").last.flatMap { Int($0, radix: 16) }
-    }
-
 }

@@ -72,31 +72,35 @@ public enum AtomicFile {
 /// Reads regular files with a size limit, to their end, and through a
 /// symbolic link only when asked.
 ///
-/// Daemons read with this, not Foundation: on this toolchain (Swift 6.3.1)
-/// `Data(contentsOf:)`, `String(contentsOfFile:)` and
-/// `FileManager.contents(atPath:)` stop after about 4 KB of a /proc file
-/// (its size reads as 0), and leak 4 KiB on every read of an empty file
-/// (found by the templates fuzz target under LeakSanitizer).
+/// Use it, not Foundation, for /proc files and for files read again and
+/// again: on this toolchain (Swift 6.3.1) `Data(contentsOf:)`,
+/// `String(contentsOfFile:)` and `FileManager.contents(atPath:)` stop after
+/// about 4 KB of a /proc file (its size reads as 0), and leak 4 KiB on every
+/// read of an empty file (found by the templates fuzz target under
+/// LeakSanitizer).
 public enum BoundedFile {
-    public enum Failure: Error, CustomStringConvertible {
+    public enum Failure: Error, Equatable, CustomStringConvertible {
         case missing
         case tooLarge
-        /// A folder, device, socket, ... or, when links are not followed, a symbolic link.
+        /// A folder, device, FIFO, socket, ...
         case notRegular
+        /// A symbolic link, where links are not followed.
+        case symbolicLink
         case system(Int32)
 
         public var description: String {
             switch self {
             case .missing: "no such file"
             case .tooLarge: "the file is too large"
-            case .notRegular: "not a regular file (or a symbolic link where none is followed)"
+            case .notRegular: "not a regular file"
+            case .symbolicLink: "a symbolic link, which is not followed here"
             case .system(let code): systemErrorText(code)
             }
         }
     }
 
     /// The whole file. `followingLinks`: a symbolic link at `path` is read
-    /// through (as /etc/resolv.conf often is one); otherwise it is `notRegular`.
+    /// through (as /etc/resolv.conf often is one); otherwise it is `symbolicLink`.
     public static func read(_ path: String, limit: UInt64, followingLinks: Bool = false) throws(Failure) -> [UInt8] {
         var contents: [UInt8] = []
         _ = try stream(path, limit: limit, followingLinks: followingLinks) { chunk in contents.append(contentsOf: chunk) }
@@ -112,7 +116,7 @@ public enum BoundedFile {
         guard descriptor >= 0 else {
             let code = errno
             if code == ENOENT { throw .missing }
-            if code == ELOOP, !followingLinks { throw .notRegular }
+            if code == ELOOP, !followingLinks { throw .symbolicLink }
             throw .system(code)
         }
         defer { close(descriptor) }

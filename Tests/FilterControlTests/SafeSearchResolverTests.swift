@@ -88,5 +88,10 @@ import VerdictCore
         try "# comment\nsearch school.example\nnameserver 10.0.0.53\nnameserver fe80::1%eth0\nnameserver\tbad\nnameserver 10.0.0.54\nnameserver 10.0.0.55\n"
             .write(toFile: path, atomically: true, encoding: .utf8)
         #expect(MarkedDNSClient.systemNameservers(path: path) == [IPAddress("10.0.0.53")!, IPAddress("fe80::1")!, IPAddress("10.0.0.54")!])
+        // resolv.conf is often a link (systemd-resolved, resolvconf): it is read through.
+        let link = path + ".link"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: path)
+        defer { try? FileManager.default.removeItem(atPath: link) }
+        #expect(MarkedDNSClient.systemNameservers(path: link).count == 3)
     }
 }

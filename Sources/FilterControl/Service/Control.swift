@@ -214,6 +214,8 @@ public actor Control {
         let bytes: [UInt8]
         do {
             bytes = try BoundedFile.read(path, limit: maximumConfigurationBytes, followingLinks: true)
+        } catch .tooLarge {
+            throw StartError(message: "cannot read the configuration \(path): larger than \(maximumConfigurationBytes >> 20) MiB", status: 66)
         } catch {
             throw StartError(message: "cannot read the configuration \(path): \(error)", status: 66)
         }
