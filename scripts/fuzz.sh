@@ -72,6 +72,10 @@ for target in "${selected_targets[@]}"; do
     executions=$(awk '/stat::number_of_executed_units/ {print $2}' "$log" | tail -1 || true)
     rate=$(awk '/stat::average_exec_per_sec/ {print $2}' "$log" | tail -1 || true)
     coverage=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -1 || true)
+    # The scratch folders of fuzzers that are gone (one stopped by a signal or a crash skips its own removal).
+    for scratch in /dev/shm/hallpass-fuzz-*; do
+        [ -d "$scratch" ] && ! kill -0 "${scratch##*-}" 2>/dev/null && rm -rf "$scratch"
+    done
     found=$(find "$crashes" -type f | wc -l)
     line="$target: ${executions:-?} executions, ${rate:-?} exec/s, ${coverage:-cov: ? ft: ?}, $found crash inputs, exit $status"
     echo "$line"

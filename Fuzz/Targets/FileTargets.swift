@@ -8,12 +8,15 @@ import Foundation
 import SharedStore
 import VerdictCore
 
-/// A private folder for targets that must go through a file (in /dev/shm when there is one).
+/// A private folder for targets that must go through a file (in /dev/shm when there is one),
+/// removed when the process exits (the test suite, a fuzzer that ends its runs; fuzz.sh
+/// removes what an interrupted or crashed fuzzer leaves).
 enum Scratch {
     static let folder: String = {
         let base = FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm" : NSTemporaryDirectory()
         let folder = base + "/hallpass-fuzz-\(ProcessInfo.processInfo.processIdentifier)"
         try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        atexit { try? FileManager.default.removeItem(atPath: Scratch.folder) }
         return folder
     }()
 
