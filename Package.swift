@@ -207,6 +207,8 @@ let package = Package(
             name: "BlockPageTests",
             dependencies: [
                 "BlockPage",
+                // Addresses in the local peer tests.
+                "VerdictCore",
                 // The HTTPS certificate tests read certificates and make TLS handshakes on loopback.
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -8,6 +8,7 @@ import NIOHTTP1
 public import NIOPosix
 import NIOSSL
 import SharedStore
+import VerdictCore
 
 /// Serves the block page over HTTP and, with the school's local CA, HTTPS,
 /// on the addresses blocked names resolve to and on the page's own port.
@@ -301,33 +302,21 @@ final class BlockPageHTTPHandler: ChannelInboundHandler, RemovableChannelHandler
 /// port another user's connection to some server on 443 also uses, and put
 /// that user's name on an access request.
 enum LocalPeer {
-    /// One end of a connection as /proc/net/tcp and tcp6 show it: the
-    /// address's bytes (an IPv4-mapped IPv6 address as its four IPv4 bytes)
-    /// and the port.
+    /// One end of a connection as /proc/net/tcp and tcp6 show it: an
+    /// IPv4-mapped IPv6 address counts as its IPv4 address.
     struct Endpoint: Equatable {
-        var address: [UInt8]
+        var address: IPAddress
         var port: Int
 
-        init(address: [UInt8], port: Int) {
-            let mapped: [UInt8] = Array(repeating: 0, count: 10) + [0xFF, 0xFF]
-            self.address = address.count == 16 && Array(address[0..<12]) == mapped ? Array(address[12...]) : address
+        init(address: IPAddress, port: Int) {
+            self.address = address.unmappingIPv4
             self.port = port
         }
 
         /// A socket address as the kernel's table writes it, nil for a Unix socket.
         init?(_ socketAddress: SocketAddress?) {
-            guard let socketAddress, let port = socketAddress.port else { return nil }
-            switch socketAddress {
-            case .v4(let v4):
-                let value = UInt32(bigEndian: v4.address.sin_addr.s_addr)
-                self.init(address: [24, 16, 8, 0].map { UInt8(truncatingIfNeeded: value >> $0) }, port: port)
-            case .v6(let v6):
-                // unsafe: reads the byte view of in6_addr's union, 16 plain bytes copied out by value.
-                let b = unsafe v6.address.sin6_addr.__in6_u.__u6_addr8
-                self.init(address: [b.0, b.1, b.2, b.3, b.4, b.5, b.6, b.7, b.8, b.9, b.10, b.11, b.12, b.13, b.14, b.15], port: port)
-            case .unixDomainSocket:
-                return nil
-            }
+            guard let port = socketAddress?.port, let text = socketAddress?.ipAddress, let address = IPAddress(text) else { return nil }
+            self.init(address: address, port: port)
         }
 
         /// A table's `ADDRESS:PORT` field: the address as 32-bit words in hex,
@@ -343,7 +332,8 @@ enum LocalPeer {
                 bytes += [0, 8, 16, 24].map { UInt8(truncatingIfNeeded: memoryOrder >> $0) }
                 rest = rest.dropFirst(8)
             }
-            self.init(address: bytes, port: port)
+            guard let address = IPAddress(networkBytes: bytes) else { return nil }
+            self.init(address: address, port: port)
         }
     }
 

@@ -2,6 +2,7 @@
 import Foundation
 import Glibc
 import Testing
+import VerdictCore
 
 /// The block page names the user of a browser's connection from the kernel's
 /// socket tables; a lab machine has far more than a few dozen sockets open.
@@ -29,7 +30,7 @@ import Testing
     }
 
     private func endpoint(_ address: String, _ port: Int) -> LocalPeer.Endpoint {
-        LocalPeer.Endpoint(address: address.split(separator: ".").map { UInt8($0)! }, port: port)
+        LocalPeer.Endpoint(address: IPAddress(address)!, port: port)
     }
 
     @Test func everyConnectionsOwnerIsFoundNotOnlyThoseInTheTablesFirst4KB() throws {
@@ -72,14 +73,13 @@ import Testing
         #expect(LocalPeer.userName(client: endpoint("127.0.0.3", clientPort), server: endpoint("127.0.0.1", serverPort)) == nil)
         #expect(LocalPeer.userName(client: endpoint("127.0.0.2", clientPort), server: endpoint("127.0.0.4", serverPort)) == nil)
         // An IPv4-mapped IPv6 address (a dual-stack listener's view of an IPv4 client) is the IPv4 address.
-        let mapped = LocalPeer.Endpoint(address: Array(repeating: 0, count: 10) + [0xFF, 0xFF, 127, 0, 0, 2], port: clientPort)
-        #expect(mapped == endpoint("127.0.0.2", clientPort))
+        #expect(endpoint("::ffff:127.0.0.2", clientPort) == endpoint("127.0.0.2", clientPort))
     }
 
     @Test func procFieldsReadAsTheKernelWritesThem() {
         // 127.0.0.1:8080 and ::1:443 as /proc/net/tcp and tcp6 print them on a little-endian machine.
         #expect(LocalPeer.Endpoint(procField: "0100007F:1F90") == endpoint("127.0.0.1", 8080))
-        #expect(LocalPeer.Endpoint(procField: "00000000000000000000000001000000:01BB") == LocalPeer.Endpoint(address: Array(repeating: 0, count: 15) + [1], port: 443))
+        #expect(LocalPeer.Endpoint(procField: "00000000000000000000000001000000:01BB") == endpoint("::1", 443))
         #expect(LocalPeer.Endpoint(procField: "0100007F") == nil)
         #expect(LocalPeer.Endpoint(procField: "0100007:1F90") == nil)
     }
