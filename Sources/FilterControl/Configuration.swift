@@ -22,6 +22,10 @@ public struct Configuration: Sendable, Hashable {
         public var failMode: FailMode = .open
         /// How many bytes of a flow filter-data reads, at most, looking for a name.
         public var peekBytes: Int = 16 * 1024
+        /// The system user filter-data runs as once sandboxed: the package's own
+        /// (made by systemd-sysusers), shared with no other service. filter-control
+        /// looks it up at start and hands filter-data the numbers (`DataUser`).
+        public var user: String = DataUser.packageUser
     }
 
     public struct Rules: Sendable, Hashable {
@@ -56,8 +60,9 @@ public struct Configuration: Sendable, Hashable {
         public var address: String = "127.0.0.1"
         /// The IPv6 address the block page listens on (and blocked names resolve to).
         public var address6: String = "::1"
-        /// The port of the page at http://address:port/ (for a direct look).
-        public var port: UInt16 = 8080
+        /// The port of the page at http://address:port/ (for a direct look and the
+        /// desktop notice's link); by default the same listener as `httpPort`.
+        public var port: UInt16 = 80
         /// Where browsers sent to the block page by a rewritten DNS answer arrive.
         public var httpPort: UInt16 = 80
         public var httpsPort: UInt16 = 443
@@ -70,6 +75,9 @@ public struct Configuration: Sendable, Hashable {
         public var language: String = "en"
         /// The local CA for HTTPS block pages (`filterctl ca init` makes it; only filter-control reads it).
         public var ca: String = "/etc/hallpass/ca"
+
+        /// The page's own address, `http://127.0.0.1/` (the port only when not 80).
+        public var pageURL: String { "http://\(address)\(port == 80 ? "" : ":\(port)")/" }
     }
 
     public struct Admin: Sendable, Hashable {
@@ -123,7 +131,9 @@ public struct ConfigurationError: Error, Hashable, Sendable, CustomStringConvert
 
 extension Configuration {
     /// Parses YAML text. Unknown keys are errors (a typo must not silently drop a setting).
-    public init(yaml: String) throws(ConfigurationError) {
+    /// `unprivilegedPortStart`: the first port anyone may bind (the block
+    /// page's ports must lie below it); this machine's by default.
+    public init(yaml: String, unprivilegedPortStart: Int = Configuration.unprivilegedPortStart) throws(ConfigurationError) {
         let root: Node?
         do {
             root = try Yams.compose(yaml: yaml)
@@ -131,14 +141,25 @@ extension Configuration {
             throw ConfigurationError(notYAML: error)
         }
         self.init()
-        guard let root else { return }
+        guard let root else {
+            try checkBlockPagePorts([:], unprivilegedPortStart: unprivilegedPortStart)
+            return
+        }
         let top = try ConfigNode(root, key: "").mapping(allowed: ["queue", "rules", "policy", "blockPage", "admin", "log", "notify", "metrics"])
 
         if let queue = top["queue"] {
-            let fields = try queue.mapping(allowed: ["number", "failMode", "peekBytes"])
+            let fields = try queue.mapping(allowed: ["number", "failMode", "peekBytes", "user"])
             if let number = fields["number"] { self.queue.number = try number.integer(in: 0...65535).narrowed() }
             if let mode = fields["failMode"] { self.queue.failMode = try mode.choice(FailMode.self) }
             if let peek = fields["peekBytes"] { self.queue.peekBytes = try peek.integer(in: 512...(1 << 20)) }
+            if let user = fields["user"] {
+                let name = try user.string()
+                guard DataUser.isUserName(name) else {
+                    throw user.error("'\(name)' is not a user name (letters, digits, '_', '.', '-', at most 32, not all digits), such as _hallpass or nobody")
+                }
+                guard name != "root" else { throw user.error("filter-data never runs as root") }
+                self.queue.user = name
+            }
         }
         if let rules = top["rules"] {
             let fields = try rules.mapping(allowed: [
@@ -188,6 +209,7 @@ extension Configuration {
             self.policyKeys.apply(to: &self.policy)
             if let blockedDNS = fields["blockedDNS"] { self.blockedDNS = try blockedDNS.choice(BlockedDNS.self) }
         }
+        var pageFields: [String: ConfigNode] = [:]
         if let page = top["blockPage"] {
             let fields = try page.mapping(allowed: [
                 "address", "address6", "port", "httpPort", "httpsPort", "organization", "requestAccess", "templates", "ca", "language",
@@ -205,6 +227,7 @@ extension Configuration {
             if let port = fields["port"] { self.blockPage.port = try port.integer(in: 1...65535).narrowed() }
             if let port = fields["httpPort"] { self.blockPage.httpPort = try port.integer(in: 1...65535).narrowed() }
             if let port = fields["httpsPort"] { self.blockPage.httpsPort = try port.integer(in: 1...65535).narrowed() }
+            pageFields = fields
             if let templates = fields["templates"] { self.blockPage.templates = try templates.absolutePath() }
             if let ca = fields["ca"] { self.blockPage.ca = try ca.absolutePath() }
             if let language = fields["language"] {
@@ -254,7 +277,42 @@ extension Configuration {
             self.metrics = endpoint
         }
         applyBlockedDNS()
+        try checkBlockPagePorts(pageFields, unprivilegedPortStart: unprivilegedPortStart)
     }
+
+    /// The block page listens only on ports that a user without privilege
+    /// cannot bind: otherwise, while filter-control is down (a restart, an
+    /// update), any local user could listen there first and show a page of
+    /// their own where the desktop notice and rewritten DNS answers send
+    /// people. Ports 80 and 443 of the defaults are privileged.
+    private func checkBlockPagePorts(_ fields: [String: ConfigNode], unprivilegedPortStart: Int) throws(ConfigurationError) {
+        var used: [(name: String, port: UInt16)] = [("port", blockPage.port)]
+        if policy.dnsRewrite != nil { used += [("httpPort", blockPage.httpPort), ("httpsPort", blockPage.httpsPort)] }
+        for (name, port) in used where Int(port) >= unprivilegedPortStart {
+            let remedy =
+                unprivilegedPortStart > 80
+                ? "use a port below \(unprivilegedPortStart) (the default is \(name == "httpsPort" ? 443 : 80))"
+                : "raise net.ipv4.ip_unprivileged_port_start (Linux's default is 1024) or choose a port below it"
+            let message =
+                "port \(port) can be taken by any local user (net.ipv4.ip_unprivileged_port_start is \(unprivilegedPortStart)),"
+                + " who could show a page of their own there while filter-control is down; " + remedy
+            throw fields[name]?.error(message) ?? ConfigurationError(key: "blockPage.\(name)", message: message)
+        }
+        if policy.dnsRewrite != nil, blockPage.port == blockPage.httpsPort {
+            let message = "the page's own port is plain HTTP and cannot also be httpsPort (\(blockPage.httpsPort))"
+            throw fields["port"]?.error(message) ?? ConfigurationError(key: "blockPage.port", message: message)
+        }
+    }
+
+    /// The first port a user without privilege may bind in this network
+    /// namespace (`net.ipv4.ip_unprivileged_port_start`, which covers IPv6
+    /// too); 1024, Linux's default, when it cannot be read. Read once.
+    public static let unprivilegedPortStart: Int = {
+        guard let bytes = try? BoundedFile.read("/proc/sys/net/ipv4/ip_unprivileged_port_start", limit: 64),
+            let value = Int(String(decoding: bytes.prefix { $0 != UInt8(ascii: "\n") }, as: UTF8.self))
+        else { return 1024 }
+        return value
+    }()
 
     /// Puts `policy.blockedDNS` and the block page's addresses into the
     /// policy filter-data reads.

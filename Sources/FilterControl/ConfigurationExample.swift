@@ -17,6 +17,11 @@ extension Configuration {
           # How many bytes of a flow are read, at most, looking for its name (TLS, HTTP, QUIC).
           # A flow that shows no name within this many bytes gets policy.noName.
           peekBytes: 16384
+          # The system user filter-data runs as once sandboxed: the package's own (systemd-sysusers
+          # makes it), shared with no other service, which could otherwise signal and so kill it.
+          # A user the machine does not have: filter-data runs as nobody (uid 65534), logged as an
+          # error. Never root.
+          user: _hallpass
 
         rules:
           # The shared rule folder: one subfolder per installed version and a 'current' link.
@@ -85,9 +90,11 @@ extension Configuration {
           # resolve to these with blockedDNS: rewrite.
           address: 127.0.0.1
           address6: "::1"
-          # The page itself (http://127.0.0.1:8080/?url=...), and where browsers sent by a
-          # rewritten DNS answer arrive (HTTPS only with the local CA: 'filterctl ca init').
-          port: 8080
+          # The page itself (http://127.0.0.1/?url=..., the desktop notice's link), and where browsers
+          # sent by a rewritten DNS answer arrive (HTTPS only with the local CA: 'filterctl ca init').
+          # Each must be below net.ipv4.ip_unprivileged_port_start (1024), so that no local user can
+          # listen there while filter-control is down; port and httpPort may be the same (one listener).
+          port: 80
           httpPort: 80
           httpsPort: 443
           # The local CA's folder; its key is read by filter-control only. A new CA here is

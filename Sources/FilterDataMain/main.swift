@@ -1,7 +1,7 @@
 // filter-data: the sandboxed NFQUEUE data process (see DESIGN.md).
 //
 //   filter-data --store FILE [--policy FILE] [--queue N] [--fail-open | --fail-closed] [--peek-bytes N]
-//               [--control-fd N]
+//               [--control-fd N] [--uid N --gid N]
 //   filter-data --sandbox-self-test
 //
 // filter-control starts it with --control-fd, the inherited end of their
@@ -11,6 +11,9 @@
 // policy.askDefault at once.
 // Started as root, it locks itself down (Sandbox) once the queue socket and
 // the rule store are open; if that fails it exits rather than run unconfined.
+// It becomes the user and group given by number with --uid and --gid
+// (filter-control looks up queue.user: filter-data itself asks no user
+// database), never 0; without them, 65534 (nobody).
 // --sandbox-self-test locks down, tries everything the sandbox must refuse,
 // prints one line per attempt and exits 0 only if all were refused.
 import CHallpassSys
@@ -38,9 +41,12 @@ struct Options {
     var peekBytes = 16 * 1024
     var sandboxSelfTest = false
     var controlDescriptor: Int32?
+    var identity = Sandbox.Identity.nobody
 
     init(_ arguments: [String]) {
         var index = 0
+        var uid: UInt32?
+        var gid: UInt32?
         func value() -> String {
             index += 1
             guard index < arguments.count else { fail("\(arguments[index - 1]) needs a value", status: 64) }
@@ -61,9 +67,17 @@ struct Options {
             case "--control-fd":
                 guard let descriptor = Int32(value()), descriptor > 2 else { fail("--control-fd takes an inherited descriptor above 2", status: 64) }
                 controlDescriptor = descriptor
+            case "--uid", "--gid":
+                let option = arguments[index]
+                guard let id = UInt32(value()), id != 0 else {
+                    fail("\(option) takes a user or group id other than 0: filter-data never runs as root", status: 64)
+                }
+                if option == "--uid" { uid = id } else { gid = id }
             case "--sandbox-self-test": sandboxSelfTest = true
             case "--help", "-h":
-                say("usage: filter-data --store FILE [--policy FILE] [--queue N] [--fail-open | --fail-closed] [--peek-bytes N] [--control-fd N]")
+                say(
+                    "usage: filter-data --store FILE [--policy FILE] [--queue N] [--fail-open | --fail-closed] [--peek-bytes N] [--control-fd N] [--uid N --gid N]"
+                )
                 exit(0)
             default:
                 fail("unknown argument '\(arguments[index])' (see --help)", status: 64)
@@ -71,6 +85,10 @@ struct Options {
             index += 1
         }
         guard store != nil || sandboxSelfTest else { fail("--store FILE is required", status: 64) }
+        if uid != nil || gid != nil {
+            guard let uid, let gid, let identity = Sandbox.Identity(uid: uid, gid: gid) else { fail("--uid and --gid go together", status: 64) }
+            self.identity = identity
+        }
     }
 }
 
@@ -97,7 +115,7 @@ func lockDown() {
         return
     }
     do {
-        try Sandbox.lockDown()
+        try Sandbox.lockDown(as: options.identity)
     } catch {
         fail("\(error); refusing to run unconfined", status: 71)
     }

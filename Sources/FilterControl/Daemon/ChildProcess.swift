@@ -141,7 +141,7 @@ public final class ChildProcess: @unchecked Sendable {
 
     /// Sends `signal` unless the child has ended; returns why the kernel
     /// refused it, or nil. Root may signal a process that runs as another
-    /// user (filter-data drops to uid 65534) only with CAP_KILL.
+    /// user (filter-data drops to its own, `queue.user`) only with CAP_KILL.
     public func send(_ signal: Int32) -> String? {
         guard isRunning, kill(pid, signal) != 0 else { return nil }
         let code = errno

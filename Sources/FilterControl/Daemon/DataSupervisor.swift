@@ -244,7 +244,7 @@ public final class DataSupervisor: @unchecked Sendable {
     /// Asks filter-data to stop in two ways, so that either is enough: the
     /// end of the control channel (it reads it, gives held packets their
     /// default and exits; this needs no privilege) and SIGTERM. SIGKILL
-    /// after 3 seconds. filter-data runs as uid 65534, so the signals need
+    /// after 3 seconds. filter-data runs as its own user, so the signals need
     /// CAP_KILL; when they are refused and filter-data does not go, this
     /// gives up after 2 more seconds rather than wait forever (the kernel
     /// rules must still be removed).

@@ -3,17 +3,18 @@ import Foundation
 /// Whether filter-data can open a file once it runs locked down.
 ///
 /// filter-data opens its first rules as root, before its sandbox, but every
-/// later `useRules` or `usePolicy` it opens as uid and gid 65534 with no
+/// later `useRules` or `usePolicy` it opens as its own user (`queue.user`,
+/// `DataUser`; 65534 when the machine has no such user) with no
 /// capability over files: the file must be readable, and every folder on
 /// the way searchable, for that user. A `rules.directory` under a 0700
 /// folder starts fine and then refuses every reload, so filter-control
 /// checks before it hands files over, and says which folder is in the way.
-/// (Mode bits only: an ACL that lets 65534 through is not seen and reads as
+/// (Mode bits only: an ACL that lets that user through is not seen and reads as
 /// a problem; one that shuts it out is not seen either, and filter-data's
 /// own refusal then tells.)
 public enum DataReadable {
     /// What keeps filter-data from reading `path`, or nil when nothing does.
-    /// filter-data's user and group once locked down (`Sandbox.unprivilegedID`).
+    /// filter-data's user and group when the machine has no `queue.user` (`Sandbox.unprivilegedID`).
     public static let dataUser: UInt32 = 65534
 
     public static func problem(path: String, uid: UInt32 = dataUser, gid: UInt32 = dataUser) -> String? {

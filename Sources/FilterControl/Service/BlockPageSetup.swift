@@ -24,10 +24,13 @@ enum BlockPageSetup {
         return BlockPageResponder(renderer: renderer, backend: PageBackend(control: control), ownNames: own)
     }
 
-    /// Listens where people are sent: the page's own port, and with DNS
-    /// rewriting ports 80 and 443 of both block page addresses (443 with the
-    /// local CA; without one, HTTPS starts on the first reload that finds
-    /// it). A listener that cannot bind is logged; filtering goes on without it.
+    /// Listens where people are sent: the page's own port (by default 80,
+    /// the same listener as `httpPort`), and with DNS rewriting ports 80 and
+    /// 443 of both block page addresses (443 with the local CA; without one,
+    /// HTTPS starts on the first reload that finds it). Every port is below
+    /// `net.ipv4.ip_unprivileged_port_start` (the configuration refuses
+    /// others), so no local user can listen there first while filter-control
+    /// is down. A listener that cannot bind is logged; filtering goes on without it.
     static func start(configuration: Configuration, control: Control, logger: Logger) throws(Control.StartError) -> BlockPageServer {
         let responder: BlockPageResponder
         do {
@@ -45,7 +48,9 @@ enum BlockPageSetup {
                 logger.info("block page: no HTTPS until a reload finds the local CA (\(error.message))")
             }
             for address in [page.address, page.address6] {
-                listeners.append(.init(address: address, port: Int(page.httpPort), tls: false))
+                if address != page.address || page.httpPort != page.port {
+                    listeners.append(.init(address: address, port: Int(page.httpPort), tls: false))
+                }
                 listeners.append(.init(address: address, port: Int(page.httpsPort), tls: true))
             }
         }

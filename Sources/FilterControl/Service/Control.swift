@@ -71,6 +71,8 @@ public actor Control {
     /// Downloads and installs bundles; nil with `--store`.
     private(set) var updater: RuleUpdater?
     let supervisor: DataSupervisor
+    /// The user filter-data runs as (`queue.user`, looked up once at start).
+    let dataUser: DataUser
     private(set) var blockPage: BlockPageServer?
     /// What the block page reads from its event loops (no actor hop there).
     let pageView: Mutex<PageView>
@@ -151,10 +153,20 @@ public actor Control {
             throw StartError(message: "the school's policy in \(bundleFolder ?? "the bundle"): \(error)", status: 65)
         }
         policyClock = PolicyClock(zoneName: policy.school.timeZone)
-        let arguments = [
-            "--queue", String(configuration.queue.number), configuration.queue.failMode == .open ? "--fail-open" : "--fail-closed",
-            "--peek-bytes", String(configuration.queue.peekBytes),
-        ]
+        let user: DataUser
+        switch DataUser.lookUp(configuration.queue.user) {
+        case .found(let found): user = found
+        case .missing(let fallback, let warning):
+            logger.error("\(warning)")
+            user = fallback
+        case .privileged(let message): throw StartError(message: message, status: 78)
+        }
+        dataUser = user
+        let arguments =
+            [
+                "--queue", String(configuration.queue.number), configuration.queue.failMode == .open ? "--fail-open" : "--fail-closed",
+                "--peek-bytes", String(configuration.queue.peekBytes),
+            ] + user.arguments
         let events = ControlEvents()
         supervisor = DataSupervisor(
             launch: .init(executable: options.dataBinary, arguments: arguments), store: storePath, policy: options.runtimeDirectory + "/policy",
@@ -191,7 +203,7 @@ public actor Control {
                 rule: NoticeRule(interval: TimeInterval(configuration.notify.interval), noticeForDNS: !caServes),
                 text: NoticeText(
                     organization: page.organization, requestAccessURL: page.requestAccess?.url,
-                    blockPageURL: "http://\(page.address):\(page.port)/"),
+                    blockPageURL: page.pageURL),
                 logger: logger)
         } else {
             notifier = nil
@@ -273,7 +285,7 @@ public actor Control {
             throw StartError(message: error.message, status: 73)
         }
         connections.load(from: options.runtimeDirectory + "/connections")
-        if let problem = DataReadable.problem(path: storePath) {
+        if let problem = DataReadable.problem(path: storePath, uid: dataUser.uid, gid: dataUser.gid) {
             logger.warning("\(problem); filter-data starts with these rules (it opens them before its sandbox) but would refuse every reload")
         }
     }
@@ -374,8 +386,8 @@ public actor Control {
     func handOver(store: String?, set: PolicySet, waitingAtMost timeout: Duration) async throws(HandOverFailure) -> DataSupervisor.RulesAnswer {
         await handOverTurn()
         defer { handOverDone() }
-        if let store, let problem = DataReadable.problem(path: store) { throw .refused(problem) }
-        if let problem = DataReadable.problem(path: candidatePolicyPath) { throw .refused(problem) }
+        if let store, let problem = DataReadable.problem(path: store, uid: dataUser.uid, gid: dataUser.gid) { throw .refused(problem) }
+        if let problem = DataReadable.problem(path: candidatePolicyPath, uid: dataUser.uid, gid: dataUser.gid) { throw .refused(problem) }
         do {
             try writePolicySet(set, to: candidatePolicyPath)
         } catch {

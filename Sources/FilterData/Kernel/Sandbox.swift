@@ -12,9 +12,12 @@ import SharedStore
 /// privileges, then the seccomp filter):
 ///
 /// 1. every capability but CAP_NET_ADMIN leaves the bounding set;
-/// 2. the process becomes an unprivileged user (65534, `nobody`) with no
-///    supplementary groups, keeping only CAP_NET_ADMIN, which NFQUEUE
-///    verdicts need (without it the kernel answers each verdict with EPERM);
+/// 2. the process becomes its unprivileged user with no supplementary
+///    groups, keeping only CAP_NET_ADMIN, which NFQUEUE verdicts need
+///    (without it the kernel answers each verdict with EPERM). The user is
+///    the one filter-control hands over by number (`--uid`, `--gid`: the
+///    package's own system user, `queue.user`); never root, and 65534
+///    (`nobody`) when none is given;
 /// 3. `no_new_privs`: nothing it could exec may gain privileges;
 /// 4. a seccomp allow-list: every system call not named below fails with
 ///    EPERM. There is no `socket`, `connect`, `bind`, `execve`, `ptrace`;
@@ -28,7 +31,26 @@ public enum Sandbox {
         public var description: String { "sandbox: \(step) failed: \(systemErrorText(errno))" }
     }
 
+    /// The user and group filter-data runs as when none is given (`nobody`, `nogroup`).
     public static let unprivilegedID: UInt32 = 65534
+
+    /// The user and group the sandbox switches to: never root.
+    public struct Identity: Sendable, Hashable {
+        public var uid: UInt32
+        public var gid: UInt32
+        public static let nobody = Identity(checkedUID: unprivilegedID, gid: unprivilegedID)
+
+        /// nil for uid or gid 0: filter-data never runs as root or with root's group.
+        public init?(uid: UInt32, gid: UInt32) {
+            guard uid != 0, gid != 0 else { return nil }
+            self.init(checkedUID: uid, gid: gid)
+        }
+
+        private init(checkedUID uid: UInt32, gid: UInt32) {
+            self.uid = uid
+            self.gid = gid
+        }
+    }
     static let netAdmin: UInt64 = 1 << 12  // CAP_NET_ADMIN
     static let lastCapability = 40  // CAP_CHECKPOINT_RESTORE in Linux 5.9+
 
@@ -44,16 +66,16 @@ public enum Sandbox {
     ]
 
     /// Applies every step; on failure the process must exit (it is half locked down).
-    public static func lockDown() throws(Failure) {
+    public static func lockDown(as identity: Identity = .nobody) throws(Failure) {
         // 1. Bounding set: needs CAP_SETPCAP, which root still has here.
         for capability in 0...lastCapability where capability != 12 {
             if hp_capbset_drop(Int32(capability)) != 0, errno != EINVAL { throw Failure(step: "drop capability \(capability)", errno: errno) }
         }
         // 2. Unprivileged user, CAP_NET_ADMIN kept across the uid change.
         guard setgroups(0, nil) == 0 else { throw Failure(step: "setgroups", errno: errno) }
-        guard hp_setresgid(unprivilegedID, unprivilegedID, unprivilegedID) == 0 else { throw Failure(step: "setresgid", errno: errno) }
+        guard hp_setresgid(identity.gid, identity.gid, identity.gid) == 0 else { throw Failure(step: "setresgid", errno: errno) }
         guard hp_set_keep_caps(1) == 0 else { throw Failure(step: "keep capabilities", errno: errno) }
-        guard hp_setresuid(unprivilegedID, unprivilegedID, unprivilegedID) == 0 else { throw Failure(step: "setresuid", errno: errno) }
+        guard hp_setresuid(identity.uid, identity.uid, identity.uid) == 0 else { throw Failure(step: "setresuid", errno: errno) }
         guard hp_capset(netAdmin, netAdmin, 0) == 0 else { throw Failure(step: "capset", errno: errno) }
         guard hp_clear_ambient_caps() == 0 || errno == EINVAL else { throw Failure(step: "clear ambient capabilities", errno: errno) }
         guard hp_set_keep_caps(0) == 0 else { throw Failure(step: "keep capabilities off", errno: errno) }
