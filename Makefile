@@ -2,11 +2,15 @@
 #
 #   make deps         Debian packages needed to build and run (root)
 #   make              release build of filterctl, filter-control, filter-data
-#   make install      install them, the systemd unit, the man pages, filterctl's
-#                     completions, the configuration example (only if no
-#                     configuration exists) and the rule folder (root)
-#   make uninstall    remove what install put there, keeping the configuration
-#                     and the installed rules
+#   make install      install them, the systemd unit, filter-data's system user
+#                     (_hallpass, made by systemd-sysusers), the man pages, filterctl's
+#                     completions, hallpass's own protection lists (what
+#                     filterctl adds to every store), the configuration
+#                     example (only if no configuration exists) and the rule
+#                     folder (root)
+#   make uninstall    remove what install put there, keeping the configuration,
+#                     the installed rules and filter-data's user (Debian never
+#                     removes a system user: what it owned would pass to the next)
 #   make deb          dist/hallpass_VERSION_amd64.deb, built by debian/rules
 #                     (debhelper); VERSION comes from debian/changelog
 #
@@ -17,6 +21,9 @@ PREFIX     ?= /usr/local
 SYSCONFDIR ?= /etc
 STATEDIR   ?= /var/lib/hallpass
 UNITDIR    ?= /etc/systemd/system
+# systemd-sysusers reads /etc, /run and /usr/lib/sysusers.d (not /usr/local);
+# the package installs into /usr/lib/sysusers.d.
+SYSUSERSDIR ?= $(SYSCONFDIR)/sysusers.d
 ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
 DESTDIR    ?=
 SWIFT      ?= swift
@@ -39,6 +46,8 @@ STATIC_RELINK = --static-swift-stdlib -Xlinker --start-group \
 BINDIR  = $(DESTDIR)$(PREFIX)/bin
 SBINDIR = $(DESTDIR)$(PREFIX)/sbin
 DOCDIR  = $(DESTDIR)$(PREFIX)/share/doc/hallpass
+# hallpass's own protection lists: filterctl reads them from ../share/hallpass/bypass beside its bin folder.
+PROTECTIONDIR = $(DESTDIR)$(PREFIX)/share/hallpass/bypass
 MANDIR  = $(DESTDIR)$(PREFIX)/share/man
 BASHCOMP = $(DESTDIR)$(PREFIX)/share/bash-completion/completions/filterctl
 ZSHCOMP  = $(DESTDIR)$(ZSHCOMPDIR)/_filterctl
@@ -59,7 +68,7 @@ build:
 	$(SWIFT) build $(SWIFTFLAGS) --product filter-data
 
 install: build
-	install -d -m 0755 $(BINDIR) $(SBINDIR) $(DOCDIR) $(DESTDIR)$(UNITDIR) $(MANDIR)/man5 $(MANDIR)/man8 \
+	install -d -m 0755 $(BINDIR) $(SBINDIR) $(DOCDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(MANDIR)/man5 $(MANDIR)/man8 \
 	    $(dir $(BASHCOMP)) $(dir $(ZSHCOMP))
 	# -s: without their debug symbols the programs are a fraction of the size.
 	install -s -m 0755 $(BUILT)/filterctl $(BINDIR)/filterctl
@@ -68,6 +77,10 @@ install: build
 	sed -e 's|/usr/local/|$(PREFIX)/|g' -e 's|/etc/hallpass/|$(SYSCONFDIR)/hallpass/|g' \
 	    -e 's|/var/lib/hallpass|$(STATEDIR)|g' packaging/hallpass.service > $(DESTDIR)$(UNITDIR)/hallpass.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/hallpass.service
+	# filter-data's own user. Into a staging folder (DESTDIR, the package) only the
+	# file: the package's postinst runs systemd-sysusers (dh_installsysusers).
+	install -m 0644 packaging/hallpass.sysusers $(DESTDIR)$(SYSUSERSDIR)/hallpass.conf
+	if [ -z "$(DESTDIR)" ]; then systemd-sysusers $(SYSUSERSDIR)/hallpass.conf; fi
 	install -m 0644 docs/man/*.8 $(MANDIR)/man8/
 	install -m 0644 docs/man/*.5 $(MANDIR)/man5/
 	# A completion is sourced, not run: no #! line.
@@ -76,6 +89,10 @@ install: build
 	chmod 0644 $(BASHCOMP) $(ZSHCOMP)
 	install -m 0644 README.md $(DOCDIR)/
 	install -m 0644 docs/*.md $(DOCDIR)/
+	# The DoH list is GPL-3.0 data: its licence text goes with it.
+	install -d -m 0755 $(PROTECTIONDIR)/doh $(PROTECTIONDIR)/ech-front
+	install -m 0644 rules/bypass/doh/domains rules/bypass/doh/COPYING.GPL-3.0 $(PROTECTIONDIR)/doh/
+	install -m 0644 rules/bypass/ech-front/domains $(PROTECTIONDIR)/ech-front/
 	install -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/hallpass
 	# An existing configuration is never overwritten.
 	if [ ! -e $(CONFIG) ]; then \
@@ -93,11 +110,13 @@ install: build
 uninstall:
 	if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl disable --now hallpass || true; fi
 	rm -f $(BINDIR)/filterctl $(SBINDIR)/filter-control $(SBINDIR)/filter-data $(DESTDIR)$(UNITDIR)/hallpass.service
+	rm -f $(DESTDIR)$(SYSUSERSDIR)/hallpass.conf
 	rm -f $(MANDIR)/man8/filterctl.8 $(MANDIR)/man8/filter-control.8 $(MANDIR)/man8/filter-data.8 $(MANDIR)/man5/hallpass.yaml.5
 	rm -f $(BASHCOMP) $(ZSHCOMP)
-	rm -rf $(DOCDIR)
+	rm -rf $(DOCDIR) $(PROTECTIONDIR)
+	rmdir $(dir $(PROTECTIONDIR)) 2>/dev/null || true
 	if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
-	@echo "kept $(SYSCONFDIR)/hallpass and $(STATEDIR) (the configuration and the installed rules)"
+	@echo "kept $(SYSCONFDIR)/hallpass and $(STATEDIR) (the configuration and the installed rules), and the user _hallpass"
 
 # The package is built the way dpkg-buildpackage builds a binary package
 # (debian/rules clean, build, binary), but the .deb lands in dist/ rather

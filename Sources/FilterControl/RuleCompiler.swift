@@ -33,16 +33,27 @@ public struct RuleCompiler {
         public var bytes: [UInt8]
         public var summary: RuleStoreBuilder.Summary
         public var report: RuleListParser.Report
-        /// Accepted rules per category, in the store's order.
+        /// Accepted rules per category of the sources, in the store's order.
         public var rulesPerCategory: [(category: String, rules: Int)]
+        /// Accepted rules per category of hallpass's own protection lists, and
+        /// where they were read; nil when they were left out.
+        public var protections: (lists: ProtectionLists, rulesPerCategory: [(category: String, rules: Int)])?
     }
+
+    /// The store's metadata key saying which of hallpass's own protection lists it
+    /// carries: their categories, or `none`.
+    public static let protectionsMetadataKey = "protections"
 
     /// Files read inside a UT1 category folder.
     static let categoryFiles = ["domains", "urls"]
 
     public init() {}
 
-    public func compile(_ sources: [SourceSpec], version: UInt64, metadata: [String: String] = [:]) throws -> Result {
+    /// The store of `sources`, with `protections` (hallpass's own lists) added to
+    /// their categories unless nil. The store's metadata says which (`protections`).
+    public func compile(
+        _ sources: [SourceSpec], version: UInt64, metadata: [String: String] = [:], protections: ProtectionLists? = nil
+    ) throws -> Result {
         guard !sources.isEmpty else { throw CompileError(message: "no sources given: name at least one list file or folder") }
         var builder = RuleStoreBuilder()
         var report = RuleListParser.Report()
@@ -101,10 +112,23 @@ public struct RuleCompiler {
                 throw CompileError(message: "\(source.path): no category folders with 'domains' or 'urls' files found")
             }
         }
+        let ordered = builder.categoryNames.map { ($0, perCategory[$0] ?? 0) }
+        // hallpass's own lists last, so that the sources' categories keep their places;
+        // a category the sources have already gets these rules as well.
+        var ownRules: [(category: String, rules: Int)] = []
+        if let protections {
+            perCategory = [:]
+            for category in ProtectionLists.categories {
+                try addFile(protections.listFile(of: category), category: category)
+                ownRules.append((category, perCategory[category] ?? 0))
+            }
+        }
+        builder.setMetadata(RuleCompiler.protectionsMetadataKey, protections == nil ? "none" : ProtectionLists.categories.joined(separator: " "))
         for (key, value) in metadata { builder.setMetadata(key, value) }
         let (bytes, summary) = try builder.build(version: version)
-        let ordered = builder.categoryNames.map { ($0, perCategory[$0] ?? 0) }
-        return Result(bytes: bytes, summary: summary, report: report, rulesPerCategory: ordered)
+        return Result(
+            bytes: bytes, summary: summary, report: report, rulesPerCategory: ordered,
+            protections: protections.map { ($0, ownRules) })
     }
 }
 

@@ -33,7 +33,10 @@ struct BundleCommand: ParsableCommand {
     struct Build: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Compile sources into a signed bundle folder.",
-            discussion: "SOURCE is as for 'filterctl compile'. Publish the folder's files on any HTTPS server.")
+            discussion: """
+                SOURCE is as for 'filterctl compile'; the store carries hallpass's own lists of DNS-over-HTTPS \
+                resolvers and ECH public names as well, unless --no-builtin-protections. Publish the folder's files on any HTTPS server.
+                """)
 
         @Option(name: .long, help: "The signing key (PEM) from 'filterctl bundle keygen'.")
         var key: String
@@ -49,6 +52,8 @@ struct BundleCommand: ParsableCommand {
 
         @Option(name: .long, help: "The school's policy file (groups, schedules, exams; docs/school-policy.md), signed with the rules.")
         var policy: String?
+
+        @OptionGroup var protections: ProtectionOptions
 
         @Argument(help: "[CATEGORY=]PATH of a list file or folder.")
         var sources: [String]
@@ -83,12 +88,13 @@ struct BundleCommand: ParsableCommand {
                 }
                 policyBytes = Array(data)
             }
+            let lists = try protections.lists()
             let now = BundleVerifier.currentTime()
             let result: RuleCompiler.Result
             do {
                 result = try RuleCompiler().compile(
                     sources.map(RuleCompiler.SourceSpec.init), version: version,
-                    metadata: ["bundle-version": String(version), "built": UTCTime.format(now)])
+                    metadata: ["bundle-version": String(version), "built": UTCTime.format(now)], protections: lists)
             } catch let error as RuleCompiler.CompileError {
                 throw fail(error.message, status: ExitStatus.dataError)
             }

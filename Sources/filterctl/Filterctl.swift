@@ -70,6 +70,9 @@ struct Compile: ParsableCommand {
             (hosts file, plain domains, AdBlock ||domain^ lines); a file's category defaults to
             its name without the extension. In lists, 'example.com' matches the name and its
             subdomains, '=example.com' only the name, '*.example.com' only subdomains.
+            The store also carries hallpass's own lists of DNS-over-HTTPS resolvers (doh) and
+            ECH public names (ech-front), from ../share/hallpass/bypass beside the program
+            (/usr/share/hallpass/bypass from the package), unless --no-builtin-protections.
             """
     )
 
@@ -82,13 +85,16 @@ struct Compile: ParsableCommand {
     @Flag(name: .long, help: "Do not list skipped lines.")
     var quiet = false
 
+    @OptionGroup var protections: ProtectionOptions
+
     @Argument(help: "[CATEGORY=]PATH of a list file or folder.")
     var sources: [String]
 
     func run() throws {
+        let lists = try protections.lists()
         let result: RuleCompiler.Result
         do {
-            result = try RuleCompiler().compile(sources.map(RuleCompiler.SourceSpec.init), version: version)
+            result = try RuleCompiler().compile(sources.map(RuleCompiler.SourceSpec.init), version: version, protections: lists)
         } catch let error as RuleCompiler.CompileError {
             throw fail(error.message, status: error.message.contains("no such file") || error.message.contains("cannot read") ? ExitStatus.noInput : ExitStatus.dataError)
         }
@@ -113,6 +119,12 @@ func printSummary(_ result: RuleCompiler.Result, quiet: Bool, to path: String) {
     }
     for (category, count) in result.rulesPerCategory {
         lines.append("  \(category): \(count) rules")
+    }
+    if let (lists, counts) = result.protections {
+        let each = counts.map { "\($0.category) \($0.rules) rules" }.joined(separator: ", ")
+        lines.append("  with hallpass's own protections (\(lists.folder)): \(each)")
+    } else {
+        lines.append("  without hallpass's own protections (--no-builtin-protections): DoH resolvers and ECH public names only as the sources list them")
     }
     let report = result.report
     if report.skippedLines > 0 {
