@@ -88,6 +88,15 @@ struct Status: ParsableCommand {
         if let exit = status.dataProcess.lastExit { data += ", last exit: \(exit)" }
         lines.append(data)
         if let refusal = status.dataProcess.lastRulesRefusal { lines.append("             refused new rules: \(refusal)") }
+        // filter-control asks filter-data for its counters before it answers;
+        // when they did not come in time, these are the last ones it had.
+        if status.dataProcess.countersFresh == false {
+            if let at = status.dataProcess.countersAt {
+                lines.append("counters:    of \(age(at)); " + (running ? "filter-data did not answer just now" : "the last before filter-data stopped"))
+            } else {
+                lines.append("counters:    none from filter-data yet")
+            }
+        }
         lines.append(
             "packets:     \(count("packets")) seen, \(count("flows")) flows (\((counters["reopenedConnections"] ?? 0) + (counters["reopenedQUICFlows"] ?? 0)) on reused ports); verdicts: \(count("allowed")) allow, \(count("dropped")) block, \(count("neededRules")) ask, \(count("neededMoreData")) wait"
         )

@@ -96,6 +96,9 @@ public struct AdminStatus: Codable, Sendable, Hashable {
         public var lastExit: String?
         public var lastRulesRefusal: String?
         public var countersAt: Date?
+        /// Whether filter-data answered this status's own request for its
+        /// counters (false: they are the last ones it sent, of `countersAt`).
+        public var countersFresh: Bool? = nil
     }
 
     /// The policy in force: where it comes from, schedules, exam, overrides.

@@ -45,6 +45,8 @@ public final class DataSupervisor: @unchecked Sendable {
         /// The counters of the latest pong, by name.
         public var counters: [String: UInt64] = [:]
         public var countersAt: Date?
+        /// The highest number of a ping `refreshCounters` sent that filter-data answered.
+        var answeredRefresh: UInt64 = 0
     }
 
     public static let controlDescriptor: Int32 = 3
@@ -178,6 +180,31 @@ public final class DataSupervisor: @unchecked Sendable {
     /// name, or will be told separately).
     public func useAtNextStart(store: String, policy: String) {
         lock.withLock { rules = (store, policy) }
+    }
+
+    /// The pings `refreshCounters` sends are numbered from here up; the health
+    /// check's own count from 1 never gets there.
+    static let firstRefreshPing: UInt64 = 1 << 62
+    private var refreshPings: UInt64 = 0
+
+    /// Asks the running filter-data for its counters now (a ping of its own)
+    /// and waits, at most `timeout` and without blocking a thread, for the
+    /// answer: true when `status` holds counters taken after this call began,
+    /// false when none runs or it did not answer in time (`status` keeps the
+    /// last ones, with their time). filter-data answers control messages in
+    /// order, so the answer to this ping, or to a later one, is enough.
+    public func refreshCounters(waitingAtMost timeout: Duration) async -> Bool {
+        let number = lock.withLock {
+            refreshPings += 1
+            return Self.firstRefreshPing + refreshPings
+        }
+        guard send(.ping(number)) else { return false }
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if lock.withLock({ state.answeredRefresh >= number }) { return true }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        return false
     }
 
     /// What the running filter-data made of the rules of the last `useRules`.
@@ -388,10 +415,11 @@ public final class DataSupervisor: @unchecked Sendable {
                     state.rulesAnswers += 1
                 }
                 log("filter-data refused the new rules: \(reason) [\(code)]; the old rules stay in force")
-            case .pong(_, let counters):
+            case .pong(let number, let counters):
                 lock.withLock {
                     state.counters = Dictionary(counters.map { ($0.name, $0.value) }, uniquingKeysWith: { $1 })
                     state.countersAt = Date()
+                    if number >= Self.firstRefreshPing { state.answeredRefresh = max(state.answeredRefresh, number) }
                     if let version = state.counters["rulesVersion"] { state.rulesVersion = version }
                 }
             case .askUser(let uid):

@@ -23,7 +23,13 @@ extension Control {
         let reply: AdminReply
         switch request.command {
         case .status:
-            return (try? encoder.encode(await status())) ?? Data()
+            // filter-data's counters come with its answer to the health check,
+            // once a second: asked for now, they include the traffic of the
+            // moment before. No answer in time: the last ones, with their time.
+            let fresh = await supervisor.refreshCounters(waitingAtMost: Self.statusCountersWait)
+            var current = await status()
+            current.dataProcess.countersFresh = fresh
+            return (try? encoder.encode(current)) ?? Data()
         case .reload:
             reply = await reload()
         case .check:
@@ -49,6 +55,9 @@ extension Control {
         }
         return (try? encoder.encode(reply)) ?? Data()
     }
+
+    /// How long `filterctl status` waits for filter-data's counters.
+    static let statusCountersWait: Duration = .seconds(1)
 
     // MARK: check and policy show
 

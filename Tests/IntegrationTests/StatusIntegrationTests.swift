@@ -1,0 +1,55 @@
+import Foundation
+import Testing
+
+/// `filterctl status` with real traffic: filter-control asks filter-data for
+/// its counters before it answers, so they count the request just made, and
+/// says how old they are when filter-data does not answer. Part of the
+/// serialized suite: one test network at a time.
+extension FilterIntegrationTests {
+    /// `filterctl status --json`, parsed.
+    func statusObject(_ network: TestNetwork) throws -> [String: Any] {
+        let status = try shell("\(TestNetwork.binaries)/filterctl status --json --socket \(network.folder)/control.sock")
+        #expect(status.status == 0, "\(status.output)")
+        return try #require(try JSONSerialization.jsonObject(with: Data(status.output.utf8)) as? [String: Any], "\(status.output)")
+    }
+
+    @Test func statusCountsTheTrafficJustMadeAndSaysHowOldCountersAre() throws {
+        let network = try TestNetwork()
+        defer { network.tearDown() }
+        try network.startNginx()
+        let (config, store) = try prepare(network)
+        _ = try startHallpass(network, config: config, store: store)
+
+        // Each request is counted by the status asked for right after it. The
+        // health check's counters (once a second) would be the ones from
+        // before the request nearly every time.
+        var seen = 0
+        for round in 1...5 {
+            let allowed = try network.curl("http", "allowed.test")
+            #expect(allowed.status == 0, "\(allowed.output)\n\(network.log("filter-control"))")
+            let object = try statusObject(network)
+            let counters = try #require(object["counters"] as? [String: Any])
+            #expect((object["dataProcess"] as? [String: Any])?["countersFresh"] as? Bool == true, "\(object)")
+            let packets = try #require(counters["packets"] as? Int, "\(counters)")
+            #expect(packets > seen, "round \(round): \(packets) packets after a request, \(seen) before it")
+            seen = packets
+        }
+
+        // filter-data stopped (SIGSTOP): status still answers, after its
+        // bounded wait, with the last counters and how old they are.
+        let pid = try filterData(network)
+        #expect(kill(pid, SIGSTOP) == 0)
+        let status = try shell("\(TestNetwork.binaries)/filterctl status --socket \(network.folder)/control.sock")
+        // Ended, not continued: filter-control starts a new one.
+        kill(pid, SIGKILL)
+        #expect(status.status == 0, "\(status.output)")
+        #expect(status.output.contains("filter-data did not answer just now"), "\(status.output)")
+        #expect(status.output.contains("packets:") && !status.output.contains("packets:     - seen"), "\(status.output)")
+        try network.waitFor("a new filter-data") { network.processIDs(runningExecutable: "filter-data").contains { $0 != pid } }
+        // The new filter-data answers: its counters are fresh, no age shown.
+        try network.waitFor("filter-data to answer status") {
+            let again = try shell("\(TestNetwork.binaries)/filterctl status --socket \(network.folder)/control.sock")
+            return again.status == 0 && again.output.contains("filter-data: pid") && !again.output.contains("counters:")
+        }
+    }
+}
