@@ -41,6 +41,9 @@
 #   - blocked requests that got through: 0 (names blocked in both bundles at
 #     any time, also during the kills; names that flip outside the margins);
 #   - reloads that failed: 0;
+#   - every kill found filter-data (the child of the running filter-control),
+#     filter-control saw it die of SIGKILL, and a new one said hello;
+#   - the memory samples found filter-data (and filter-control) at least once;
 #   - RSS and descriptors of both processes, mean of the last 10 minutes
 #     within 10 % of the mean of minutes 5-15 (needs 25 minutes or more).
 # Allowed requests that failed outside the kill windows are counted and
@@ -256,12 +259,13 @@ reloader() {
     done
 }
 
-# time pid (of the filter-data killed)
+# time pid (of the filter-data killed; - when the running filter-control had
+# none, which fails the run: a kill that finds nothing tests nothing)
 killer() {
     local n=1 t pid
     while t=$(at $((n * kill_interval + kill_offset))) && before_end "$t"; do
         sleep_until "$t"
-        pid=$(bench_data_pid || true)
+        pid=$(bench_data_pid "$(cat "$work/control.pid")" || true)
         if [ -n "$pid" ]; then
             kill -KILL "$pid" || true
             printf '%s\t%s\n' "$EPOCHREALTIME" "$pid" >>"$work/kills.tsv"
@@ -284,7 +288,7 @@ sampler() {
     while t=$(at $((n * sample_interval))) && ! awk -v t="$t" -v e="$end" 'BEGIN { exit !(t > e + 0.5) }'; do
         sleep_until "$t"
         control=$(cat "$work/control.pid")
-        data=$(bench_data_pid || true)
+        data=$(bench_data_pid "$control" || true)
         printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(awk -v n="$n" -v i="$sample_interval" 'BEGIN { printf "%g", n * i / 60 }')" \
             "$EPOCHREALTIME" "$control" "$(proc "$control")" "${data:--}" "$( [ -n "$data" ] && proc "$data" || printf -- '-\t-')" >>"$work/samples.tsv"
         { "$bin/filterctl" status --json --socket "$socket" 2>/dev/null || echo '{}'; } | tr -d '\n' >>"$work/status.jsonl"

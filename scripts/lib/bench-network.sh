@@ -238,7 +238,24 @@ bench_queue_bound() {
         /proc/net/netfilter/nfnetlink_queue 2>/dev/null
 }
 
-# The pid of the filter-data serving $bench_queue.
+# The pid of the filter-data of the running filter-control (CONTROL_PID,
+# default $control_pid), found by what it is: a child of that process whose
+# name is filter-data and whose program is a file named filter-data (when
+# its link in /proc can be read). Not by a path on its command line:
+# filter-control starts it by the resolved path, which is not $bin when
+# HALLPASS_BIN goes through a link. Prints nothing and fails when there is
+# none (filter-data restarting, or filter-control gone).
 bench_data_pid() {
-    pgrep -f "$bin/filter-data --queue $bench_queue" | head -1
+    local control=${1:-$control_pid} child exe
+    [ -n "$control" ] || return 1
+    for child in $(pgrep -P "$control"); do
+        [ "$(cat "/proc/$child/comm" 2>/dev/null)" = filter-data ] || continue
+        if exe=$(readlink "/proc/$child/exe" 2>/dev/null); then
+            exe=${exe% (deleted)}
+            [ "${exe##*/}" = filter-data ] || continue
+        fi
+        echo "$child"
+        return 0
+    done
+    return 1
 }

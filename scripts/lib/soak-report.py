@@ -28,6 +28,12 @@ How each goal is counted:
   process was not one the soak killed with SIGKILL, every "has not
   answered ... killing it", every death of filter-control.
 - Reloads: every `filterctl reload` must exit 0.
+- Kills: each kill must have found a filter-data to kill (kills.tsv has its
+  pid, '-' when the running filter-control had none), filter-control must
+  have seen that process exit "killed by signal 9", and a new filter-data
+  must have said hello after it. A kill that found nothing tested nothing.
+- Samples: at least one memory sample must have found filter-data and one
+  filter-control (a sampler that finds neither measures nothing).
 - A request whose local port an earlier request of the same protocol used
   (within --reuse-window seconds) has the same 5-tuple as that one (every
   request goes to the same server address and port); such requests are
@@ -187,6 +193,18 @@ def main():
         pass
     restarts = final.get("dataProcess", {}).get("restarts")
 
+    # Kills: each one found filter-data, ended it, and saw a new one come back.
+    killed_by_signal = {e["pid"] for e in exits if e["ours"]}
+    kill_failures = []
+    for k in kills:
+        t = round(k["time"] - start, 1)
+        if k["pid"] is None:
+            kill_failures.append({"t": t, "why": "found no filter-data to kill (no child of the running filter-control is filter-data)"})
+        elif k["pid"] not in killed_by_signal:
+            kill_failures.append({"t": t, "why": f"sent SIGKILL to {k['pid']}, but filter-control saw no filter-data {k['pid']} die of it"})
+        elif k["back"] is None:
+            kill_failures.append({"t": t, "why": f"filter-data {k['pid']} died and no new one said hello"})
+
     # Reloads.
     reload_failures = [r for r in reloads if r["status"] != 0]
     pending = [r for r in reloads if r["status"] == 0 and "restarting" in r["output"]]
@@ -199,6 +217,10 @@ def main():
             return None if value in ("-", "") else int(value)
         samples.append({"minute": float(row[0]), "controlPid": number(row[2]), "controlRssKB": number(row[3]), "controlFds": number(row[4]),
                         "dataPid": number(row[5]), "dataRssKB": number(row[6]), "dataFds": number(row[7])})
+    sampled = {"filter-data": sum(1 for s in samples if s["dataRssKB"] is not None),
+               "filter-control": sum(1 for s in samples if s["controlRssKB"] is not None)}
+    sample_failures = [f"no sample found {name} ({len(samples)} sample{'' if len(samples) == 1 else 's'} taken)"
+                       for name, count in sampled.items() if count == 0]
     metrics = ["controlRssKB", "controlFds", "dataRssKB", "dataFds"]
     memory = {"judged": duration_min >= 25}
     if memory["judged"]:
@@ -221,6 +243,8 @@ def main():
         "crashes": {"value": len(crashes), "goal": 0, "ok": not crashes},
         "blockedThrough": {"value": len(through), "goal": 0, "ok": not through},
         "reloadFailures": {"value": len(reload_failures), "goal": 0, "ok": not reload_failures},
+        "kills": {"value": len(kills) - len(kill_failures), "goal": len(kills), "ok": not kill_failures, "failures": kill_failures},
+        "samples": {"value": sampled, "ok": not sample_failures, "failures": sample_failures},
         "memory": {"ok": memory.get("ok") if memory["judged"] else None},
     }
     failed_goals = [name for name, goal in goals.items() if goal["ok"] is False]
@@ -300,6 +324,14 @@ def main():
         + (f"; {reused(through)} of them on a reused local port" if through else ""))
     say_items(through)
     say(f"  reloads that failed: {len(reload_failures)} (goal 0) {'PASS' if not reload_failures else 'FAIL'}")
+    say(f"  kills that found filter-data, ended it and saw a new one: {len(kills) - len(kill_failures)} of {len(kills)} "
+        f"(goal all) {'PASS' if not kill_failures else 'FAIL'}")
+    for failure in kill_failures[:10]:
+        say(f"    at {failure['t']} s: {failure['why']}")
+    say(f"  samples that found filter-data: {sampled['filter-data']}, filter-control: {sampled['filter-control']}, of {len(samples)} "
+        f"(goal at least 1 each) {'PASS' if not sample_failures else 'FAIL'}")
+    for failure in sample_failures:
+        say(f"    {failure}")
     if not memory["judged"]:
         say(f"  RSS and descriptors stable: cannot be judged in {duration_min:.0f} min (needs 25: minutes 5-15 against the last 10)")
     else:
