@@ -9,6 +9,9 @@
 # Run as root on Debian 12 (it installs what it needs).
 #   scripts/demo.sh           runs, shows, cleans up
 #   scripts/demo.sh --wait    keeps the demo running until Enter (to look with a browser)
+# HALLPASS_BIN (from the environment): a folder with filterctl, filter-control
+# and filter-data to use instead of building (scripts/test-demo.sh gives it
+# the build scripts/test.sh made).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 wait_for_enter=0
@@ -19,14 +22,17 @@ case "${1:-}" in
 esac
 
 scripts/install-deps.sh
-echo "== building hallpass (debug)"
-swift build --product filterctl
-swift build --product filter-control
-swift build --product filter-data
-bin=$(swift build --show-bin-path)
-filterctl="$bin/filterctl"
-
+# The demo's own files: the signing key, the bundle, the servers' files,
+# the block page's CA, the admin socket and the audit log, where only root
+# can look (mktemp makes the folder 0700).
 work=$(mktemp -d /tmp/hallpass-demo.XXXXXX)
+# What filter-data reads once it has dropped to its unprivileged user (a
+# new rules version, a new policy): rules.directory and filter-control's
+# runtime folder, in a folder of their own that others may enter, as
+# /var/lib/hallpass and /run/hallpass are. Nothing secret goes there.
+shared=$(mktemp -d /tmp/hallpass-demo-data.XXXXXX)
+chmod 755 "$shared"
+mkdir -m 755 "$shared/lib" "$shared/run"
 client=hpdemo$$c
 server=hpdemo$$s
 pids=()
@@ -34,9 +40,20 @@ cleanup() {
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; done
     ip netns del "$client" 2>/dev/null || true
     ip netns del "$server" 2>/dev/null || true
-    rm -rf "/etc/netns/$client" "$work"
+    rm -rf "/etc/netns/$client" "$work" "$shared"
 }
 trap cleanup EXIT
+
+if [ -n "${HALLPASS_BIN:-}" ]; then
+    bin=$HALLPASS_BIN
+else
+    echo "== building hallpass (debug)"
+    swift build --product filterctl
+    swift build --product filter-control
+    swift build --product filter-data
+    bin=$(swift build --show-bin-path)
+fi
+filterctl="$bin/filterctl"
 
 echo "== compiling rules/ into a store"
 "$filterctl" compile --out "$work/rules.hpstore" --quiet rules/ut1 rules/bypass rules/demo
@@ -102,7 +119,7 @@ cat >>"$work/hallpass.yaml" <<YAML
 queue:
   number: 9
 rules:
-  directory: $work/lib
+  directory: $shared/lib
   source: file://$work/bundle/
   trustedKeys: [ "$key" ]
 blockPage:
@@ -117,7 +134,7 @@ log:
 admin:
   socket: $work/control.sock
 YAML
-ip netns exec "$client" "$bin/filter-control" --config "$work/hallpass.yaml" --runtime-dir "$work/run" 2>"$work/filter-control.log" &
+ip netns exec "$client" "$bin/filter-control" --config "$work/hallpass.yaml" --runtime-dir "$shared/run" 2>"$work/filter-control.log" &
 pids+=($!)
 for _ in $(seq 1 100); do
     ip netns exec "$client" awk '$1 == 9 { found = 1 } END { exit !found }' /proc/net/netfilter/nfnetlink_queue 2>/dev/null && break

@@ -20,6 +20,10 @@ trap stop_rootfs EXIT
 
 swift build --build-tests
 swift test --skip-build
+# The soak's judge on crafted runs and how it finds filter-data (scripts/tests; no root needed).
+PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -p no:cacheprovider scripts/tests
+# The README's first command with this build: no warning or error, and its status counts its traffic.
+scripts/test-demo.sh
 # Every way around the filter with real clients and servers (DoH, DoT, DoQ, the canary names, ECH,
 # WireGuard, OpenVPN, SOCKS, CONNECT, unknown QUIC, SafeSearch, IP literals), blocked for one
 # user and allowed for another by the school's policy; exits 1 when a row differs.
