@@ -3,7 +3,8 @@
 # with the debug build scripts/test.sh already made (SWIFTFLAGS= keeps make
 # from starting a release build): every file lands where the README says,
 # with its mode, the unit names the installed programs (and removes the
-# kernel rules after filter-control), the man pages and completions are
+# kernel rules after filter-control), filter-data's user is in sysusers.d
+# (and systemd-sysusers makes it from that file), the man pages and completions are
 # there, the installed configuration passes `filterctl config check`, a
 # second install keeps an edited configuration, and uninstall removes the
 # programs, man pages and completions but keeps the configuration and the
@@ -31,6 +32,16 @@ for program in $(sed -n 's/^Exec[A-Za-z]*=-\{0,1\}\([^ ]*\).*/\1/p' "$unit"); do
     [ -x "$stage$program" ] || fail "the unit runs $program, which make install did not install"
 done
 grep -qx 'ExecStopPost=/usr/local/sbin/filter-control --remove-rules' "$unit" || fail "the unit does not remove the kernel rules after filter-control ends"
+# filter-data's user: the file systemd-sysusers reads (a staged install runs nothing), and what it makes.
+sysusers="$stage/etc/sysusers.d/hallpass.conf"
+[ "$(stat -c %a "$sysusers" 2>/dev/null)" = 644 ] || fail "filter-data's user is not in etc/sysusers.d/hallpass.conf (mode 0644)"
+mkdir -p "$stage/sysroot/etc"
+: >"$stage/sysroot/etc/passwd"
+: >"$stage/sysroot/etc/group"
+systemd-sysusers --root="$stage/sysroot" "$sysusers" >/dev/null 2>&1 || fail "systemd-sysusers refuses $sysusers"
+grep -q '^_hallpass:x:[1-9][0-9]*:[1-9][0-9]*:[^:]*:/nonexistent:/usr/sbin/nologin$' "$stage/sysroot/etc/passwd" ||
+    fail "systemd-sysusers did not make _hallpass as a system user with no home and no shell: $(cat "$stage/sysroot/etc/passwd")"
+rm -rf "$stage/sysroot"
 for file in usr/local/share/man/man8/filterctl.8 usr/local/share/man/man8/filter-control.8 usr/local/share/man/man8/filter-data.8 \
     usr/local/share/man/man5/hallpass.yaml.5 usr/local/share/bash-completion/completions/filterctl usr/local/share/zsh/site-functions/_filterctl; do
     [ -f "$stage/$file" ] || fail "$file is missing"
@@ -44,7 +55,7 @@ make -s install SWIFTFLAGS= DESTDIR="$stage" >"$stage.log" 2>&1 || { cat "$stage
 grep -q "edited by the admin" "$stage/etc/hallpass/hallpass.yaml" || fail "make install overwrote the configuration"
 
 make -s uninstall SWIFTFLAGS= DESTDIR="$stage" >"$stage.log" 2>&1 || { cat "$stage.log" >&2; fail "make uninstall failed"; }
-[ ! -e "$stage/usr/local/sbin/filter-control" ] && [ ! -e "$unit" ] || fail "uninstall left programs or the unit behind"
+[ ! -e "$stage/usr/local/sbin/filter-control" ] && [ ! -e "$unit" ] && [ ! -e "$sysusers" ] || fail "uninstall left programs, the unit or the sysusers file behind"
 [ -z "$(find "$stage/usr/local/share/man" "$stage/usr/local/share/bash-completion" "$stage/usr/local/share/zsh" -type f)" ] ||
     fail "uninstall left man pages or completions behind"
 [ -f "$stage/etc/hallpass/hallpass.yaml" ] && [ -d "$stage/var/lib/hallpass" ] || fail "uninstall removed the configuration or the rules"

@@ -6,7 +6,9 @@
 # test network namespace that reaches nginx and dnsmasq in a second one:
 #
 #   the package pulls what it needs (libnetfilter-queue1 comes from Depends),
-#   installs the unit enabled and its configuration as a conffile; systemd
+#   installs the unit enabled and its configuration as a conffile, and makes
+#   filter-data's system user _hallpass (sysusers); filter-data runs as that
+#   user, also after a restart; systemd
 #   skips the unit until a rule source is configured; start filters traffic
 #   (HTTP and DNS); reload installs a new bundle, a refused bundle makes
 #   `systemctl reload` fail with the reason in the journal and the rules in
@@ -124,6 +126,18 @@ expect_blocked() {
     [ "$status" != 28 ] || fail "$2: $1 hung (curl timed out) instead of being reset"
 }
 show() { in_container systemctl show hallpass -p "$1" --value; }
+# The package's user for filter-data (packaging/hallpass.sysusers), as the install made it.
+data_user=_hallpass
+data_uid=""
+data_gid=""
+# Every id of the running filter-data (real, effective, saved, file system) must be the package's user.
+expect_data_user() {
+    local pid=$1 uids gids
+    uids=$(in_container awk '$1 == "Uid:" { print $2, $3, $4, $5 }' "/proc/$pid/status")
+    gids=$(in_container awk '$1 == "Gid:" { print $2, $3, $4, $5 }' "/proc/$pid/status")
+    [ "$uids" = "$data_uid $data_uid $data_uid $data_uid" ] || fail "$2: filter-data $pid runs as uids '$uids', not $data_user ($data_uid)"
+    [ "$gids" = "$data_gid $data_gid $data_gid $data_gid" ] || fail "$2: filter-data $pid runs as gids '$gids', not $data_user's group ($data_gid)"
+}
 data_pids() {
     in_container sh -c 'for p in /proc/[0-9]*; do tr "\0" " " <$p/cmdline 2>/dev/null | grep -q "^/usr/sbin/filter-data " && echo ${p#/proc/}; done; true'
 }
@@ -162,11 +176,21 @@ rm -f "$root/var/tmp/$(basename "$deb")"
 [ -L "$root/etc/systemd/system/multi-user.target.wants/hallpass.service" ] || fail "the package did not enable hallpass.service"
 grep -q "^ /etc/hallpass/hallpass.yaml " <(systemd-nspawn -q -D "$root" --register=no --keep-unit --pipe dpkg-query -W -f='${Conffiles}\n' hallpass 2>/dev/null) ||
     fail "/etc/hallpass/hallpass.yaml is not a conffile of the package"
-for file in /lib/systemd/system/hallpass.service /usr/share/man/man8/filterctl.8.gz /usr/share/man/man8/filter-control.8.gz \
+for file in /lib/systemd/system/hallpass.service /usr/lib/sysusers.d/hallpass.conf /usr/share/man/man8/filterctl.8.gz /usr/share/man/man8/filter-control.8.gz \
     /usr/share/man/man8/filter-data.8.gz /usr/share/man/man5/hallpass.yaml.5.gz /usr/share/bash-completion/completions/filterctl \
     /usr/share/zsh/vendor-completions/_filterctl /usr/share/doc/hallpass/copyright; do
     [ -f "$root$file" ] || fail "the package did not install $file"
 done
+
+# The postinst made filter-data's user: a system user with its own group, no home, no login shell.
+entry=$(grep "^$data_user:" "$root/etc/passwd" || true)
+[ -n "$entry" ] || fail "the package did not make the user $data_user"
+IFS=: read -r _ _ data_uid data_gid _ home shell <<<"$entry"
+group=$(grep "^$data_user:" "$root/etc/group" || true)
+[ "$(cut -d: -f3 <<<"$group")" = "$data_gid" ] || fail "$data_user's primary group is not $data_user: $entry / $group"
+[ "$data_uid" -gt 0 ] && [ "$data_uid" -lt 1000 ] && [ "$data_uid" != 65534 ] || fail "$data_user is not a system user of its own: $entry"
+[ "$home" = /nonexistent ] && [ "$shell" = /usr/sbin/nologin ] || fail "$data_user has a home or a shell: $entry"
+echo "filter-data's user: $entry"
 
 step "the test network: the container in $client ($client_ip), nginx and dnsmasq in $server ($server_ip)"
 ip netns add "$client"
@@ -256,6 +280,11 @@ in_container systemctl start hallpass || fail "systemctl start hallpass failed"
 wait_until "filter-data to bind the queue" 100 queue_bound
 echo "filtering $(seconds_since "$started") s after systemctl start"
 [ "$(show ActiveState)" = active ] || fail "hallpass is $(show ActiveState) after start"
+data=$(data_pids)
+[ "$(wc -w <<<"$data")" = 1 ] || fail "expected one filter-data after start, found pids '$data'"
+expect_data_user "$data" "after start"
+echo "filter-data $data runs as $data_user (uid $data_uid, gid $data_gid)"
+unit_journal | grep -q "queue.user" && fail "filter-control logged a problem with filter-data's user: $(unit_journal | grep queue.user)"
 in_container filterctl status | grep -q "rules:       version 1" || fail "filterctl status does not show rules version 1: $(in_container filterctl status)"
 expect_one_set_of_chains "after start"
 expect_allowed allowed.test "after start"
@@ -334,6 +363,7 @@ grep -q "code=killed, status=9/KILL" <<<"$kill_log" || fail "the journal does no
 grep -q "filter-control: kernel rules removed" <<<"$kill_log" || fail "ExecStopPost did not remove the rules after the SIGKILL: $kill_log"
 data=$(data_pids)
 [ "$(wc -w <<<"$data")" = 1 ] && [ "$data" != "$old_data" ] || fail "expected one new filter-data, found pids '$data' (before: '$old_data')"
+expect_data_user "$data" "after the restart"
 expect_one_set_of_chains "after the restart"
 expect_blocked blocked.test "after the restart"
 expect_allowed allowed.test "after the restart"
