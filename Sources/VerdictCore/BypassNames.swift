@@ -111,6 +111,11 @@ public enum BypassKind: String, Sendable, Hashable, CaseIterable {
     case dot
     /// DNS over QUIC (UDP 853 or ALPN "doq", RFC 9250).
     case doq
+    /// A TLS ClientHello past what hallpass reads whole (64 KiB of message,
+    /// 80 KiB of records) or not readable whole (bytes past the peek bound
+    /// came before the ones that declared its size): no browser sends one,
+    /// and its server name stays hidden. Blocked with `tunnels`.
+    case oversizedHello
 }
 
 /// Where an engine's SafeSearch sends its names: the enforcement host's

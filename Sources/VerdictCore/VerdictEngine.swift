@@ -174,7 +174,7 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
                 switch kind {
                 case .dot, .doq: ("encryptedDNS", keys.encryptedDNS)
                 case .ssh: ("ssh", keys.ssh)
-                case .wireguard, .openvpn, .ike, .socks, .connect, .tor: ("tunnels", keys.tunnels)
+                case .wireguard, .openvpn, .ike, .socks, .connect, .tor, .oversizedHello: ("tunnels", keys.tunnels)
                 }
             return action == .block ? Decision(.drop, Reason(source: .bypass, category: key, rule: kind.rawValue)) : nil
         }

@@ -141,6 +141,7 @@ enum BypassEvidence {
                 + (hello.hasEncryptedClientHello ? ", ECH extension" : "")
         case .needMoreData: return "TLS, ClientHello incomplete"
         case .malformed(let reason): return "TLS framing, \(reason)"
+        case .tooLarge(let declared): return "TLS, ClientHello of \(declared) bytes, too large to read"
         case .notTLS: break
         }
         if case .request(let head) = HTTPRequestHeadParser.parse(prefix) {

@@ -81,7 +81,7 @@ struct NameExtractor {
                 return
             case .needMoreData:
                 return
-            case .malformed:
+            case .malformed, .tooLarge:
                 done = true
                 return
             case .notTLS:
@@ -158,7 +158,7 @@ struct NameExtractor {
                     quicFlows[key] = nil
                 case .needMoreData:
                     quicFlows[key] = assembler
-                case .notTLS, .malformed:
+                case .notTLS, .malformed, .tooLarge:
                     finishedQUIC.insert(key)
                     quicFlows[key] = nil
                 }

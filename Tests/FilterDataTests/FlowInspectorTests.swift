@@ -477,12 +477,100 @@ private let second: UInt64 = 1_000_000_000
         #expect(verdicts[3] == .drop, "the fourth piece fills the 256-byte bound")
         #expect(verdicts.dropFirst(4).allSatisfy { $0 == .drop })
 
-        // A ClientHello larger than the bound cannot show its name here: decided at once.
-        let huge = Build.records(Build.clientHello(extensions: [Build.sniExtension("www.blocked.example"), (21, [UInt8](repeating: 0, count: 600))]))
+        // A ClientHello larger than the bound is still read whole, and judged by its name.
+        let huge = Build.records(Build.clientHello(extensions: [(21, [UInt8](repeating: 0, count: 600)), Build.sniExtension("www.blocked.example")]))
         let tls = TCPClient(clientPort: 40_002)
         _ = inspector.inspect(tls.syn, now: 2)
-        let cut = inspector.inspect(tls.data(at: 0, Array(huge[0..<20])), now: 3)
-        #expect(cut.verdict == .drop && cut.decision.reason.source == .noName && cut.kind == .tls)
+        let start = inspector.inspect(tls.data(at: 0, Array(huge[0..<20])), now: 3)
+        #expect(start.verdict == .needMoreData, "\(start.decision) \(start.kind)")
+        let end = inspector.inspect(tls.data(at: 20, Array(huge[20...])), now: 3)
+        #expect(end.verdict == .drop && end.decision.reason.source == .category && end.kind == .tls && end.findings.name == "www.blocked.example")
+    }
+
+    /// A ClientHello grown past the 16 KiB peek bound by a 20 KB extension, in
+    /// two records and the segments of a 1,500-byte path, as a student's own
+    /// client can send it (servers accept it): judged by its name.
+    @Test func aPaddedClientHelloIsJudgedByItsName() {
+        for (name, verdict) in [("www.blocked.example", Verdict.drop), ("www.allowed.example", .allow)] {
+            var inspector = inspector(policy: Policy(blockedCategories: .only(["adult"])))
+            let client = TCPClient()
+            let stream = Build.records(TLSClientHelloTests.paddedHello(name))
+            #expect(stream.count > StreamPeek.defaultCapacity)
+            _ = inspector.inspect(client.syn, now: 0)
+            var last: Inspection?
+            for start in stride(from: 0, to: stream.count, by: 1_448) {
+                let inspection = inspector.inspect(client.data(at: start, Array(stream[start..<min(stream.count, start + 1_448)])), now: 1)
+                if start + 1_448 < stream.count {
+                    #expect(inspection.verdict == .needMoreData, "\(name): segment at \(start)")
+                    #expect(inspector.table.largeHelloCount == 1)
+                }
+                last = inspection
+            }
+            #expect(last?.verdict == verdict && last?.kind == .tls && last?.findings.name == name, "\(name): \(String(describing: last?.decision))")
+            #expect(inspector.table.largeHelloCount == 0 && inspector.table.inspectingCount == 0)
+        }
+    }
+
+    /// A hello that declares more than 64 KiB, and one whose bytes past the peek
+    /// bound came before the ones that declare its size, are never read: blocked
+    /// as a way around the filter (`bypass.tunnels`), allowed where it allows them.
+    @Test func aHelloTooLargeToReadIsABypass() {
+        let tooLarge = Build.records(TLSClientHelloTests.paddedHello("www.allowed.example", padding: 70_000), recordSize: 16_384)
+        for tunnels in [BypassPolicy.Action.block, .allow] {
+            var policy = Policy(blockedCategories: .only(["adult"]))
+            policy.bypass.tunnels = tunnels
+            var inspector = inspector(policy: policy)
+            let client = TCPClient()
+            _ = inspector.inspect(client.syn, now: 0)
+            let first = inspector.inspect(client.data(at: 0, Array(tooLarge[0..<1_448])), now: 1)
+            #expect(first.kind == .oversizedHello && first.finality == .firstDecision)
+            if tunnels == .block {
+                #expect(first.verdict == .drop && first.decision.reason.source == .bypass)
+                #expect(first.decision.reason.category == "tunnels" && first.decision.reason.rule == "oversizedHello")
+            } else {
+                // Left to the rules: no name, so policy.noName (allow by default).
+                #expect(first.verdict == .allow && first.decision.reason.source == .noName)
+            }
+
+            // The end of a 20 KB hello first, then its start: the end went by unread.
+            let padded = Build.records(TLSClientHelloTests.paddedHello("www.allowed.example"))
+            let reordered = TCPClient(clientPort: 40_001)
+            _ = inspector.inspect(reordered.syn, now: 2)
+            let tail = inspector.inspect(reordered.data(at: 17_000, Array(padded[17_000...])), now: 3)
+            #expect(tail.verdict == .needMoreData)
+            let head = inspector.inspect(reordered.data(at: 0, Array(padded[0..<1_448])), now: 3)
+            #expect(head.kind == .oversizedHello && head.verdict == (tunnels == .block ? .drop : .allow))
+        }
+    }
+
+    /// At most `maximumLargeHelloFlows` flows read a large hello at once; one
+    /// more is judged as a hello not read. A flow that finishes frees its place.
+    @Test func largeHellosAreBoundedInNumber() {
+        var settings = FlowInspectorSettings()
+        settings.maximumLargeHelloFlows = 2
+        var inspector = inspector(policy: Policy(blockedCategories: .only(["adult"])), settings: settings)
+        let stream = Build.records(TLSClientHelloTests.paddedHello("www.allowed.example"))
+        let clients = (0..<3).map { TCPClient(clientPort: 42_000 + $0) }
+        for (index, client) in clients.enumerated() {
+            _ = inspector.inspect(client.syn, now: 0)
+            let first = inspector.inspect(client.data(at: 0, Array(stream[0..<1_448])), now: 1)
+            if index < 2 {
+                #expect(first.verdict == .needMoreData && inspector.table.largeHelloCount == index + 1)
+            } else {
+                #expect(first.kind == .oversizedHello && first.verdict == .drop, "the third large hello at once")
+            }
+        }
+        // The first finishes its hello: it is judged by its name, and a new one may be read.
+        let rest = inspector.inspect(clients[0].data(at: 1_448, Array(stream[1_448...])), now: 2)
+        #expect(rest.verdict == .allow && rest.kind == .tls && inspector.table.largeHelloCount == 1)
+        let next = TCPClient(clientPort: 42_010)
+        _ = inspector.inspect(next.syn, now: 3)
+        #expect(inspector.inspect(next.data(at: 0, Array(stream[0..<1_448])), now: 3).verdict == .needMoreData)
+        #expect(inspector.table.largeHelloCount == 2)
+        // Cut short (the end of a capture): a large hello not read whole is no nameless TLS flow.
+        let finished = inspector.finishInspections(now: 4)
+        #expect(finished.count == 2 && finished.allSatisfy { $0.kind == .oversizedHello && $0.verdict == .drop })
+        #expect(inspector.table.largeHelloCount == 0)
     }
 
     @Test func tooManyInspectingFlowsCutsTheOldestShort() {

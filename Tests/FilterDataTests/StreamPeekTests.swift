@@ -101,4 +101,19 @@ import Testing
         }
         #expect(peek.contiguousCount <= 300)
     }
+
+    @Test func growsOnlyWhileNothingPastTheBoundWasDropped() {
+        let data = (0..<300).map { UInt8($0 & 0xFF) }
+        var peek = StreamPeek(capacity: 100)
+        peek.add(sequenceNumber: 0, isSYN: false, payload: Array(data[0..<90]))
+        #expect(peek.grow(to: 300) && peek.capacity == 300)
+        peek.add(sequenceNumber: 90, isSYN: false, payload: Array(data[90...]))
+        #expect(Array(peek.contiguousPrefix) == data)
+
+        // A segment reaching past the bound before the growth: those bytes are gone.
+        var late = StreamPeek(capacity: 100)
+        late.add(sequenceNumber: 0, isSYN: false, payload: Array(data[0..<10]))
+        late.add(sequenceNumber: 50, isSYN: false, payload: Array(data[50..<150]))
+        #expect(!late.grow(to: 300) && late.capacity == 100)
+    }
 }

@@ -81,9 +81,67 @@ import Testing
         var bad = hello
         bad[bad.count - 5] = 0xFF
         #expect(isMalformed(ClientHelloParser.parse(handshakeMessage: bad)))
-        // Over the 64 KiB bound.
-        #expect(isMalformed(ClientHelloParser.parse(recordStream: [22, 3, 1, 0, 4, 1, 0x01, 0x00, 0x01])))
-        #expect(isMalformed(ClientHelloParser.parse(handshakeMessage: [1, 0x01, 0x00, 0x01])))
+        // Over the 64 KiB bound: too large, told apart from malformed (filter-data blocks it as a bypass).
+        #expect(ClientHelloParser.parse(recordStream: [22, 3, 1, 0, 4, 1, 0x01, 0x00, 0x01]) == .tooLarge(declaredLength: 65_541))
+        #expect(ClientHelloParser.parse(handshakeMessage: [1, 0x01, 0x00, 0x01]) == .tooLarge(declaredLength: 65_541))
+        // Declared in a later record of a split hello.
+        #expect(ClientHelloParser.parse(recordStream: Build.records([1, 0x01, 0x00, 0x01], recordSize: 2)) == .tooLarge(declaredLength: 65_541))
+    }
+
+    /// A hello padded to 20 KB (a GREASE extension before the server name), as a
+    /// student's own client can send it: two records, the name in the second.
+    static func paddedHello(_ name: String, padding: Int = 20_000) -> [UInt8] {
+        Build.clientHello(extensions: [(0x0a0a, [UInt8](repeating: 0, count: padding)), Build.sniExtension(name)])
+    }
+
+    @Test func aHelloPaddedPastThePeekBoundIsReadWhole() {
+        let message = Self.paddedHello("www.blocked.example")
+        for recordSize in [16_384, 1_000, 100] {
+            guard case .clientHello(let info) = ClientHelloParser.parse(recordStream: Build.records(message, recordSize: recordSize)) else {
+                Issue.record("records of \(recordSize): expected a ClientHello")
+                continue
+            }
+            #expect(info.serverName.map { String(decoding: $0, as: UTF8.self) } == "www.blocked.example")
+            #expect(info.handshakeLength == message.count)
+        }
+        // The largest hello the parser reads: 64 KiB of message in records of 16 KiB.
+        let largest = Self.paddedHello("a.example", padding: ClientHelloParser.maximumHandshakeLength - 110)
+        #expect(largest.count <= ClientHelloParser.maximumHandshakeLength)
+        guard case .clientHello = ClientHelloParser.parse(recordStream: Build.records(largest)) else {
+            Issue.record("a hello of \(largest.count) bytes is within the bound")
+            return
+        }
+        // The same message in 1-byte records needs six times its size of stream: past the stream bound.
+        #expect(ClientHelloParser.parse(recordStream: Build.records(largest, recordSize: 1)) == .tooLarge(declaredLength: largest.count))
+    }
+
+    /// What an incomplete stream says it needs is never more than the whole
+    /// stream (a larger answer would wait for bytes that never come) and
+    /// always more than it has, whatever the record sizes.
+    @Test func bytesNeededAreALowerBound() {
+        let message = Self.paddedHello("www.example.org", padding: 3_000)
+        for recordSize in [16_384, 700, 64, 7, 1] {
+            let stream = Build.records(message, recordSize: recordSize)
+            var prefixLength = 0
+            var parses = 0
+            while prefixLength < stream.count {
+                parses += 1
+                guard case .needMoreData(let total) = ClientHelloParser.parse(recordStream: Array(stream[0..<prefixLength])) else {
+                    Issue.record("records of \(recordSize): a prefix of \(prefixLength) bytes is no incomplete hello")
+                    break
+                }
+                let needed = total ?? prefixLength + 1
+                #expect(needed > prefixLength && needed <= stream.count, "records of \(recordSize), prefix \(prefixLength): needs \(needed) of \(stream.count)")
+                // As filter-data does: parse again once that many bytes are in.
+                prefixLength = max(needed, prefixLength + 1)
+            }
+            guard case .clientHello = ClientHelloParser.parse(recordStream: stream) else {
+                Issue.record("records of \(recordSize): the whole stream is a hello")
+                continue
+            }
+            // Small records do not make it parse once per record.
+            #expect(parses < 80, "records of \(recordSize): parsed \(parses) times")
+        }
     }
 
     @Test func legacyESNIWithoutName() {

@@ -16,6 +16,8 @@ public struct DecisionRecord: Sendable, Hashable {
         case other
         /// Ways around the filter filter-data recognized (docs/bypass.md).
         case wireguard, openvpn, ike, socks, connect, tor, dot, doq, ssh
+        /// A ClientHello too large to read whole (blocked with `bypass.tunnels`).
+        case oversizedHello
     }
 
     public enum Action: String, Sendable, Hashable, Codable, CaseIterable {

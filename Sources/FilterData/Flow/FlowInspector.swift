@@ -37,6 +37,12 @@ public struct FlowInspectorSettings: Sendable, Hashable {
     /// flows each holding a full 16 KiB peek would be about 18 MiB, the most
     /// a hostile program on the machine can make filter-data hold this way.
     public var maximumInspectingFlows: Int
+    /// Of those, flows reading a ClientHello larger than the peek bound
+    /// whole (up to 80 KiB and a 10 KiB bitmap each), at most; one more is
+    /// judged at once as a hello not read (`oversizedHello`). No browser sends
+    /// such a hello, so the bound costs only programs that pad theirs: 64
+    /// of them hold under 6 MiB.
+    public var maximumLargeHelloFlows: Int
     /// UDP and TCP ports whose traffic is DNS.
     public var dnsPort: UInt16
     /// Expired entries removed, at most, each time a flow is created.
@@ -46,12 +52,14 @@ public struct FlowInspectorSettings: Sendable, Hashable {
         table: FlowTableSettings = FlowTableSettings(),
         limits: FlowLimits = FlowLimits(),
         maximumInspectingFlows: Int = 1_024,
+        maximumLargeHelloFlows: Int = 64,
         dnsPort: UInt16 = 53,
         expirySweepPerNewFlow: Int = 8
     ) {
         self.table = table
         self.limits = limits
         self.maximumInspectingFlows = maximumInspectingFlows
+        self.maximumLargeHelloFlows = maximumLargeHelloFlows
         self.dnsPort = dnsPort
         self.expirySweepPerNewFlow = expirySweepPerNewFlow
     }
@@ -290,7 +298,7 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
     /// Judges every flow still gathering bytes on what it has shown (the end
     /// of a capture, or shutdown). Returns their inspections.
     public mutating func finishInspections(now: UInt64) -> [Inspection] {
-        let inspecting = table.slotsByRecency.filter { table.stage(of: $0) == .inspecting }
+        let inspecting = table.slotsByRecency.filter { table.stage(of: $0).holdsBuffers }
         return inspecting.compactMap { slot in
             guard case .decide(let findings)? = table[slot].stopInspecting() else { return nil }
             let key = table.key(of: slot)
@@ -323,7 +331,7 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
             tally.reopenedFlows += 1
         }
         if let slot = existing {
-            let step = table[slot].clientSegment(header, payload: payload)
+            let step = clientSegment(slot, header, payload)
             return finish(step, slot, packetKey, direction: .clientToServer, uid: uid, gid: gid, created: false)
         }
         let reversedKey = packetKey.reversed
@@ -341,8 +349,23 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
             let step = table[slot].serverPacket()
             return finish(step, slot, clientKey, direction: .serverToClient, uid: uid, gid: gid, created: true)
         }
-        let step = table[slot].clientSegment(header, payload: payload)
+        let step = clientSegment(slot, header, payload)
         return finish(step, slot, clientKey, direction: .clientToServer, uid: uid, gid: gid, created: true)
+    }
+
+    /// A client segment of a TCP flow. A flow whose peek grew with it, to read
+    /// a large ClientHello whole, moves to stage `.inspectingLargeHello`;
+    /// when `maximumLargeHelloFlows` flows read one already, it is judged now
+    /// instead, as a hello not read (`oversizedHello`).
+    private mutating func clientSegment(_ slot: FlowSlot, _ header: TCPSegmentHeader, _ payload: Span<UInt8>) -> FlowStep {
+        let step = table[slot].clientSegment(header, payload: payload)
+        guard case .awaitMoreData = step, table.stage(of: slot) == .inspecting, table[slot].stage == .inspectingLargeHello else { return step }
+        if table.largeHelloCount >= settings.maximumLargeHelloFlows {
+            tally.inspectionsCutShort += 1
+            return table[slot].stopInspecting() ?? step
+        }
+        table.setStage(slot, .inspectingLargeHello)
+        return step
     }
 
     // MARK: UDP
@@ -440,7 +463,7 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
         if settings.expirySweepPerNewFlow > 0 {
             removeExpiredFlows(now: now, limit: settings.expirySweepPerNewFlow)
         }
-        if machine.stage == .inspecting {
+        if machine.stage.holdsBuffers {
             while table.inspectingCount >= max(1, settings.maximumInspectingFlows),
                   let victim = table.leastRecentlyUsedInspecting {
                 cutShort(victim)

@@ -12,6 +12,8 @@ public enum FlowKind: String, Sendable, Hashable, CaseIterable {
     /// No name-bearing protocol was recognised (or not yet).
     case none
     case wireguard, openvpn, ike, socks, connect, tor, dot, doq, ssh
+    /// A ClientHello too large to read whole (`BypassKind.oversizedHello`).
+    case oversizedHello
 
     public init(_ bypass: BypassKind) {
         self.init(rawValue: bypass.rawValue)!
@@ -24,7 +26,7 @@ public enum FlowKind: String, Sendable, Hashable, CaseIterable {
         case .http, .connect: .httpHost
         case .quic, .doq: .quicServerName
         case .dns: .dnsQuestion
-        case .none, .wireguard, .openvpn, .ike, .socks, .tor, .ssh: nil
+        case .none, .wireguard, .openvpn, .ike, .socks, .tor, .ssh, .oversizedHello: nil
         }
     }
 
@@ -43,6 +45,7 @@ public enum FlowKind: String, Sendable, Hashable, CaseIterable {
         case .ssh: .ssh
         case .dot: .dot
         case .doq: .doq
+        case .oversizedHello: .oversizedHello
         }
     }
 }
@@ -170,6 +173,9 @@ public struct FlowStateMachine: Sendable {
         /// Where the client's FIN sits in the stream, once seen.
         var finOffset: Int?
 
+        /// The peek grew past the bound to read a large ClientHello whole.
+        var readsLargeHello: Bool { peek.capacity > limits.streamPeekBound }
+
         /// The protocol an unfinished stream was heading for.
         var unfinishedKind: FlowKind {
             if carriesDNS { return .dns }
@@ -178,6 +184,10 @@ public struct FlowStateMachine: Sendable {
             if !httpRuledOut { return .http }
             return .none
         }
+
+        /// What a stream is judged as when it ends or is cut short before it
+        /// showed a name: a large ClientHello that never came whole was not read.
+        var abandonedKind: FlowKind { readsLargeHello ? .oversizedHello : unfinishedKind }
     }
 
     /// Progress of a QUIC flow towards the ClientHello.
@@ -262,7 +272,8 @@ public struct FlowStateMachine: Sendable {
     /// The table stage this state belongs to.
     public var stage: FlowStage {
         switch state {
-        case .nameless, .recognized, .peekingStream, .assemblingQUIC: .inspecting
+        case .peekingStream(let progress): progress.readsLargeHello ? .inspectingLargeHello : .inspecting
+        case .nameless, .recognized, .assemblingQUIC: .inspecting
         case .waitingForRules: .waitingForRules
         case .judgingQueries: queryStorage?.log.heldQuery == nil ? .decided : .waitingForRules
         case .decided: .decided
@@ -414,7 +425,7 @@ public struct FlowStateMachine: Sendable {
     /// caller's deadline passed): the flow is judged on what it showed.
     public mutating func stopInspecting() -> FlowStep? {
         switch state {
-        case .peekingStream(let progress): return decideNow(FlowFindings(kind: progress.unfinishedKind))
+        case .peekingStream(let progress): return decideNow(FlowFindings(kind: progress.abandonedKind))
         case .assemblingQUIC: return decideNow(FlowFindings(kind: .quic))
         case .nameless: return decideNow(.nothing)
         case .recognized(let kind): return decideNow(FlowFindings(kind: FlowKind(kind)))
@@ -442,7 +453,7 @@ public struct FlowStateMachine: Sendable {
         // ends it once the bytes before it are all in. Either way no name comes later.
         let complete = progress.finOffset.map { progress.peek.contiguousCount >= $0 } ?? false
         if header.flags.contains(.rst) || complete || progress.peek.isFull {
-            return decideNow(FlowFindings(kind: progress.unfinishedKind))
+            return decideNow(FlowFindings(kind: progress.abandonedKind))
         }
         return step
     }
@@ -505,10 +516,17 @@ public struct FlowStateMachine: Sendable {
                 return decideNow(FlowFindings(kind: kind, wireName: info.serverName, encryptedClientHello: info.hasEncryptedClientHello))
             case .needMoreData(let total):
                 let needed = total ?? available + 1
-                // A ClientHello that cannot fit in the peek bound never shows its name here.
-                if needed > bound { return decideNow(FlowFindings(kind: tlsKind)) }
+                // A ClientHello larger than the peek bound is read whole, up to the
+                // parser's bound (past it the parser answers tooLarge). Its first
+                // bytes say so, before any byte past the peek bound came: one that
+                // did come first was let through unread, and the hello is not read.
+                if needed > progress.peek.capacity, !progress.peek.grow(to: ClientHelloParser.maximumRecordStreamLength) {
+                    return decideNow(FlowFindings(kind: .oversizedHello))
+                }
                 progress.tlsBytesNeeded = max(needed, available + 1)
                 return .awaitMoreData
+            case .tooLarge:
+                return decideNow(FlowFindings(kind: .oversizedHello))
             case .malformed:
                 return decideNow(FlowFindings(kind: tlsKind))
             case .notTLS:
@@ -576,7 +594,7 @@ public struct FlowStateMachine: Sendable {
                                               encryptedClientHello: info.hasEncryptedClientHello))
             case .needMoreData(let total):
                 if let total, total > progress.limits.quicCryptoBound { return decideNow(FlowFindings(kind: .quic)) }
-            case .notTLS, .malformed:
+            case .notTLS, .malformed, .tooLarge:
                 return decideNow(FlowFindings(kind: .quic))
             }
         }

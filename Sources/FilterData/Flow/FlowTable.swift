@@ -12,10 +12,16 @@ public enum FlowStage: UInt8, Sendable, Hashable, CaseIterable {
     /// Still gathering bytes for a name: holds a stream peek or a QUIC CRYPTO
     /// buffer, the costly kind of entry.
     case inspecting
+    /// Inspecting, reading a ClientHello larger than the peek bound whole (up
+    /// to 80 KiB of buffer): counted apart, so the caller can hold fewer of them.
+    case inspectingLargeHello
     /// Has a name, waits for filter-control's rules (needRules); no buffers.
     case waitingForRules
     /// Has a verdict (or, for DNS, judges each query on its own); no buffers.
     case decided
+
+    /// Holds reassembly buffers (either inspecting stage).
+    public var holdsBuffers: Bool { self == .inspecting || self == .inspectingLargeHello }
 }
 
 /// Sizes and idle timeouts of a `FlowTable`. Every field has a default.
@@ -97,9 +103,10 @@ public enum FlowDeparture: Hashable, Sendable {
 /// - Lookup is one hash probe (`[FlowKey: Int32]`), touching an entry moves
 ///   it to the front of an intrusive least-recently-used list: no allocation
 ///   once the entry exists.
-/// - Entries in stage `.inspecting` are also kept on a second LRU list, so the
-///   caller can bound how many flows hold reassembly buffers
-///   (`leastRecentlyUsedInspecting`).
+/// - Entries in an inspecting stage are also kept on a second LRU list, so
+///   the caller can bound how many flows hold reassembly buffers
+///   (`leastRecentlyUsedInspecting`), and how many of them read a large
+///   ClientHello (`largeHelloCount`).
 /// - Idle timeouts are checked lazily (a lookup of an expired entry removes it)
 ///   and by `removeExpired(now:limit:)`, which walks from the oldest end.
 ///   Times are expected to be non-decreasing; an earlier `now` never makes an
@@ -132,8 +139,10 @@ public struct FlowTable<Value: Sendable>: Sendable {
     public private(set) var expiredCount: UInt64 = 0
     /// Entries evicted because the table was full, since creation.
     public private(set) var evictedCount: UInt64 = 0
-    /// Entries in stage `.inspecting`.
+    /// Entries in an inspecting stage (`.inspecting` or `.inspectingLargeHello`).
     public private(set) var inspectingCount = 0
+    /// Entries in stage `.inspectingLargeHello`.
+    public private(set) var largeHelloCount = 0
 
     public init(settings: FlowTableSettings = FlowTableSettings()) {
         let capacity = max(1, min(settings.capacity, Int(Int32.max)))
@@ -193,7 +202,7 @@ public struct FlowTable<Value: Sendable>: Sendable {
 
     /// The least recently used entry, if any.
     public var leastRecentlyUsed: FlowSlot? { tail >= 0 ? FlowSlot(index: tail) : nil }
-    /// The least recently used entry in stage `.inspecting`, if any.
+    /// The least recently used entry in an inspecting stage, if any.
     public var leastRecentlyUsedInspecting: FlowSlot? { inspectingTail >= 0 ? FlowSlot(index: inspectingTail) : nil }
 
     /// The live entries from most to least recently used (a snapshot).
@@ -257,7 +266,7 @@ public struct FlowTable<Value: Sendable>: Sendable {
         index[key] = slotIndex
         count += 1
         linkAtHead(slotIndex)
-        if stage == .inspecting { linkInspectingAtHead(slotIndex) }
+        if stage.holdsBuffers { linkInspectingAtHead(slotIndex) }
         return FlowSlot(index: slotIndex)
     }
 
@@ -283,9 +292,9 @@ public struct FlowTable<Value: Sendable>: Sendable {
         let slotIndex = slot.index
         let previous = stages[Int(slotIndex)]
         guard previous != stage else { return }
-        if previous == .inspecting { unlinkInspecting(slotIndex) }
+        if previous.holdsBuffers { unlinkInspecting(slotIndex) }
         stages[Int(slotIndex)] = stage
-        if stage == .inspecting { linkInspectingAtHead(slotIndex) }
+        if stage.holdsBuffers { linkInspectingAtHead(slotIndex) }
     }
 
     /// Removes an entry and returns its value. The slot is invalid afterwards.
@@ -295,7 +304,7 @@ public struct FlowTable<Value: Sendable>: Sendable {
         let value = values[Int(slotIndex)].take()!
         index[keys[Int(slotIndex)]] = nil
         unlink(slotIndex)
-        if stages[Int(slotIndex)] == .inspecting { unlinkInspecting(slotIndex) }
+        if stages[Int(slotIndex)].holdsBuffers { unlinkInspecting(slotIndex) }
         freeSlots.append(slotIndex)
         count -= 1
         return value
@@ -346,7 +355,7 @@ public struct FlowTable<Value: Sendable>: Sendable {
             unlink(slotIndex)
             linkAtHead(slotIndex)
         }
-        if stages[Int(slotIndex)] == .inspecting, inspectingHead != slotIndex {
+        if stages[Int(slotIndex)].holdsBuffers, inspectingHead != slotIndex {
             unlinkInspecting(slotIndex)
             linkInspectingAtHead(slotIndex)
         }
@@ -376,6 +385,7 @@ public struct FlowTable<Value: Sendable>: Sendable {
         inspectingHead = slotIndex
         if inspectingTail < 0 { inspectingTail = slotIndex }
         inspectingCount += 1
+        if stages[Int(slotIndex)] == .inspectingLargeHello { largeHelloCount += 1 }
     }
 
     private mutating func unlinkInspecting(_ slotIndex: Int32) {
@@ -386,5 +396,6 @@ public struct FlowTable<Value: Sendable>: Sendable {
         newerInspecting[Int(slotIndex)] = -1
         olderInspecting[Int(slotIndex)] = -1
         inspectingCount -= 1
+        if stages[Int(slotIndex)] == .inspectingLargeHello { largeHelloCount -= 1 }
     }
 }

@@ -466,6 +466,8 @@ public struct GoogleQUICHandshake: Sendable {
                 return .malformed(reason: "handshake stream holds no ClientHello")
             case .malformed(let reason):
                 return .malformed(reason: reason)
+            case .tooLarge(let declared):
+                return .malformed(reason: "ClientHello of \(declared) bytes is past the \(ClientHelloParser.maximumHandshakeLength)-byte bound")
             }
         }
         switch stream.withContiguousPrefix({ GoogleQUICParser.parseCHLO($0) }) {

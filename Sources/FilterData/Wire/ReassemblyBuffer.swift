@@ -6,7 +6,10 @@
 /// filled is kept in a bitmap, so any pattern of tiny, overlapping or
 /// out-of-order pieces costs the same bounded memory (capacity + capacity/8).
 struct ReassemblyBuffer: Sendable {
-    let capacity: Int
+    /// Offsets at and past it are dropped; it only grows (`grow(to:)`).
+    private(set) var capacity: Int
+    /// Some piece reached past `capacity` and lost bytes there.
+    private(set) var droppedPastCapacity = false
     /// Grows (never past `capacity`) up to the highest filled offset.
     private(set) var storage: [UInt8] = []
     private var filled: [UInt64] = []
@@ -29,7 +32,9 @@ struct ReassemblyBuffer: Sendable {
     /// `0..<capacity` are dropped. Returns true when the contiguous prefix grew.
     @discardableResult
     mutating func write(_ piece: Span<UInt8>, at offset: Int) -> Bool {
-        guard !piece.isEmpty, offset < capacity else { return false }
+        guard !piece.isEmpty else { return false }
+        if offset > capacity - piece.count { droppedPastCapacity = true }
+        guard offset < capacity else { return false }
         // Clip to the buffer; `offset` may be negative for data before the start.
         let start = max(offset, 0)
         let end = offset > capacity - piece.count ? capacity : offset + piece.count
@@ -93,6 +98,16 @@ struct ReassemblyBuffer: Sendable {
         filled = []
         contiguousCount = 0
         bytesBeyondPrefix = 0
+        droppedPastCapacity = false
+    }
+
+    /// Raises the capacity to `newCapacity` (memory still grows only as bytes
+    /// arrive). Refused, returning false, once bytes past the old capacity were
+    /// dropped: the buffer could never hold them, so growing would leave a gap.
+    mutating func grow(to newCapacity: Int) -> Bool {
+        guard !droppedPastCapacity else { return false }
+        capacity = max(capacity, newCapacity)
+        return true
     }
 
     /// Calls `body` with the contiguous prefix.

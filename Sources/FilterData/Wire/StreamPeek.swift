@@ -28,7 +28,7 @@ public struct StreamPeek: Sendable {
         buffer = ReassemblyBuffer(capacity: capacity)
     }
 
-    /// The bound given at creation.
+    /// The bound given at creation, or the one it grew to (`grow(to:)`).
     public var capacity: Int { buffer.capacity }
     /// How many bytes from the start of the stream are present without a gap.
     public var contiguousCount: Int { buffer.contiguousCount }
@@ -56,6 +56,15 @@ public struct StreamPeek: Sendable {
         if initialSequence == nil { initialSequence = sequenceNumber }
         guard let base = initialSequence else { return false }
         return buffer.write(payload, at: Self.relativeOffset(of: sequenceNumber, from: base))
+    }
+
+    /// Raises the bound to `newCapacity` for a stream whose first bytes
+    /// declare more (a ClientHello larger than the peek bound). False, and
+    /// the bound unchanged, when bytes past the old bound were dropped
+    /// already (they arrived before the ones that declared the size): the
+    /// stream could then never be read whole.
+    public mutating func grow(to newCapacity: Int) -> Bool {
+        buffer.grow(to: newCapacity)
     }
 
     /// Convenience for an array payload.

@@ -31,6 +31,12 @@ public enum ClientHelloOutcome: Hashable, Sendable {
     case notTLS
     /// TLS framing, but not a valid ClientHello; `reason` says why.
     case malformed(reason: String)
+    /// A ClientHello that declares more than `maximumHandshakeLength` bytes,
+    /// or whose records need more than `maximumRecordStreamLength` bytes of
+    /// the stream: no browser sends one, and reading it would take unbounded
+    /// memory, so its name is never read (filter-data judges it as a way
+    /// around the filter). `declaredLength` is the message's own length.
+    case tooLarge(declaredLength: Int)
     case clientHello(ClientHelloInfo)
 }
 
@@ -39,6 +45,12 @@ public enum ClientHelloParser {
     /// ClientHellos longer than this are refused (64 KiB, as the brief bounds
     /// the peek; a real one is a few hundred bytes, post-quantum ones about 2 KB).
     public static let maximumHandshakeLength = 65_536
+
+    /// The most bytes of TLS records a ClientHello is read from, headers
+    /// included: a message of `maximumHandshakeLength` bytes in records of
+    /// 16 KiB takes 65,556; the rest leaves room for a hello split into
+    /// smaller records (TLS allows any size down to one byte).
+    public static let maximumRecordStreamLength = 81_920
 
     /// Largest TLS record fragment allowed (RFC 8446 section 5.1: 2^14; TLS 1.2 allows 2^14 + 2048 ciphertext).
     static let maximumRecordLength = 16_384 + 2_048
@@ -68,15 +80,17 @@ public enum ClientHelloParser {
         // Fast path: the whole message sits in the first record.
         if bytes.count >= 9, firstLength >= 4 {
             let messageLength = 4 + ((Int(bytes[6]) << 16) | (Int(bytes[7]) << 8) | Int(bytes[8]))
-            guard messageLength <= maximumHandshakeLength else {
-                return .malformed(reason: "ClientHello of \(messageLength) bytes exceeds the \(maximumHandshakeLength)-byte bound")
-            }
+            guard messageLength <= maximumHandshakeLength else { return .tooLarge(declaredLength: messageLength) }
             if messageLength <= firstLength {
                 guard bytes.count >= 5 + messageLength else { return .needMoreData(totalBytes: 5 + firstLength) }
                 return parse(message: bytes.extracting(5..<(5 + messageLength)))
             }
         }
         // General path: gather the handshake fragments from consecutive records.
+        // An incomplete stream answers the fewest bytes it certainly needs: the
+        // end of the record it is in, plus a header and the message bytes no
+        // record so far carries. So a hello split into many small records is
+        // parsed again only a few times as it arrives, not once per record.
         var message: [UInt8] = []
         var offset = 0
         var neededMessageLength: Int? = nil
@@ -87,7 +101,7 @@ public enum ClientHelloParser {
             }
             guard bytes.count - offset >= 5 else {
                 let missing = neededMessageLength.map { $0 - message.count } ?? 1
-                return .needMoreData(totalBytes: offset + 5 + missing)
+                return needMore(offset + 5 + missing, declared: neededMessageLength)
             }
             guard bytes[offset] == 22 else {
                 return .malformed(reason: "record of type \(bytes[offset]) inside the ClientHello")
@@ -98,23 +112,35 @@ public enum ClientHelloParser {
             guard length <= maximumRecordLength else {
                 return .malformed(reason: "TLS record length \(length) exceeds the protocol limit")
             }
-            let available = min(length, bytes.count - offset - 5)
             let fragmentStart = offset + 5
+            // However much of the stream is in: past the stream bound nothing is read.
+            guard fragmentStart + length <= maximumRecordStreamLength else {
+                return .tooLarge(declaredLength: neededMessageLength ?? fragmentStart + length)
+            }
+            let available = min(length, bytes.count - offset - 5)
             if message.isEmpty { message.reserveCapacity(min(maximumHandshakeLength, 4 * length)) }
             for index in fragmentStart..<(fragmentStart + available) { message.append(bytes[index]) }
             if neededMessageLength == nil, message.count >= 4 {
                 let declared = 4 + ((Int(message[1]) << 16) | (Int(message[2]) << 8) | Int(message[3]))
-                guard declared <= maximumHandshakeLength else {
-                    return .malformed(reason: "ClientHello of \(declared) bytes exceeds the \(maximumHandshakeLength)-byte bound")
-                }
+                guard declared <= maximumHandshakeLength else { return .tooLarge(declaredLength: declared) }
                 neededMessageLength = declared
             }
             if available < length {
-                if let needed = neededMessageLength, message.count >= needed { continue }
-                return .needMoreData(totalBytes: offset + 5 + length)
+                guard let needed = neededMessageLength else { return needMore(fragmentStart + length, declared: nil) }
+                if message.count >= needed { continue }
+                // The rest of this record, and what it cannot hold comes in later records.
+                let beyondRecord = needed - message.count - (length - available)
+                return needMore(fragmentStart + length + (beyondRecord > 0 ? 5 + beyondRecord : 0), declared: needed)
             }
             offset += 5 + length
         }
+    }
+
+    /// `.needMoreData` for a stream that needs `total` bytes, or `.tooLarge`
+    /// when that is past `maximumRecordStreamLength`.
+    private static func needMore(_ total: Int, declared: Int?) -> ClientHelloOutcome {
+        guard total <= maximumRecordStreamLength else { return .tooLarge(declaredLength: declared ?? total) }
+        return .needMoreData(totalBytes: total)
     }
 
     /// Convenience for an array; see ``parse(recordStream:)-(Span<UInt8>)``.
@@ -131,9 +157,7 @@ public enum ClientHelloParser {
         guard type == 1 else { return .notTLS }
         guard bytes.count >= 4 else { return .needMoreData(totalBytes: 4) }
         let messageLength = 4 + ((Int(bytes[1]) << 16) | (Int(bytes[2]) << 8) | Int(bytes[3]))
-        guard messageLength <= maximumHandshakeLength else {
-            return .malformed(reason: "ClientHello of \(messageLength) bytes exceeds the \(maximumHandshakeLength)-byte bound")
-        }
+        guard messageLength <= maximumHandshakeLength else { return .tooLarge(declaredLength: messageLength) }
         guard bytes.count >= messageLength else { return .needMoreData(totalBytes: messageLength) }
         return parse(message: bytes.extracting(0..<messageLength))
     }
