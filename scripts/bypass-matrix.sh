@@ -5,9 +5,10 @@
 # 1 when a row differs from what the policy says, 0 when every row matches.
 #
 # The machine (namespace hpbm<pid>c, 10.83.0.1) runs filter-control and filter-data on a bundle
-# built from rules/ut1, rules/bypass and rules/demo with the school policy below; the "internet"
-# (namespace hpbm<pid>s) has:
-#   10.83.0.53  dnsmasq: every name to 10.83.0.2, dns.google to 10.83.0.4, the SafeSearch
+# built from rules/ut1, rules/bypass and rules/demo with the school policy below (for the last rows,
+# "UT1-only", on a bundle built from rules/ut1 alone: hallpass's own DoH and ECH lists come with it);
+# the "internet" (namespace hpbm<pid>s) has:
+#   10.83.0.53  dnsmasq: every name to 10.83.0.2, dns.google and dns.cert.ee to 10.83.0.4, the SafeSearch
 #               enforcement hosts to 10.83.0.3, www.ech.test an HTTPS record carrying ech
 #   10.83.0.2   nginx (80, 443; www.google.com too), microsocks (SOCKS5, 1080), tinyproxy (CONNECT,
 #               8888; and the school's own proxy on 3128, bypass.proxy), a UDP echo (51820 for WireGuard handshakes, 4443 for QUIC of an unknown version)
@@ -126,7 +127,7 @@ ech = base64.b64decode("AEX+DQBB8gAgACDCIaU3P6vz668J2oRRZtptSEwH+1IX8/3TOArEx0tR
 params = struct.pack("!HH", 1, 3) + b"\x02h2" + struct.pack("!HH", 5, len(ech)) + ech
 print((struct.pack("!H", 1) + b"\x00" + params).hex())')
 start_server dnsmasq dnsmasq --keep-in-foreground --log-facility=- --no-resolv --no-hosts --bind-interfaces --listen-address=10.83.0.53 --user=root \
-    --pid-file="$work/dnsmasq.pid" --local-ttl=30 --address=/#/10.83.0.2 --address=/dns.google/10.83.0.4 \
+    --pid-file="$work/dnsmasq.pid" --local-ttl=30 --address=/#/10.83.0.2 --address=/dns.google/10.83.0.4 --address=/dns.cert.ee/10.83.0.4 \
     --address=/forcesafesearch.google.com/10.83.0.3 --address=/restrict.youtube.com/10.83.0.3 \
     --address=/restrictmoderate.youtube.com/10.83.0.3 --address=/strict.bing.com/10.83.0.3 --address=/safe.duckduckgo.com/10.83.0.3 \
     --dns-rr="www.ech.test,65,$ech_rdata"
@@ -442,8 +443,39 @@ for row in "${rows[@]}"; do
     fi
     printf '%-36s %-44s %-5s %-8s %-8s %s\n' "$technique" "$client_name" "$uid" "$expected" "$result" "$mark"
 done
+
+# A bundle of the school's UT1 lists alone (no rules/bypass), with the same policy: hallpass's own
+# lists of DoH resolvers and ECH public names come with it all the same (filterctl adds them to every
+# store; docs/bypass.md, "hallpass's own lists"). dns.cert.ee is in rules/bypass/doh and in no UT1 list.
+echo "== version 2: a bundle of rules/ut1 alone, the same policy" | tee -a "$work/clients.log"
+"$filterctl" bundle build --key "$work/signing-key.pem" --version 2 --expires 2d --policy "$work/school-policy.yaml" \
+    --out "$work/bundle" rules/ut1 >"$work/bundle-ut1.log" 2>&1 || { cat "$work/bundle-ut1.log"; exit 1; }
+grep -E "categories|own protections" "$work/bundle-ut1.log" | sed 's/^ */   | /'
+if ! in_client "$filterctl" reload --socket "$work/control.sock" >"$work/reload-ut1.log" 2>&1; then
+    differences=$((differences + 1))
+    echo "   DIFFERS: the machine did not take version 2; the rows below show version 1"
+fi
+sed 's/^/   | /' "$work/reload-ut1.log"
+try_doh_at() { outcome as_user "$1" curl -sS -m 6 --doh-url "https://$2/dns-query" --doh-insecure -o /dev/null http://www.example.test/; }
+ut1_rows=(
+    "UT1-only bundle: DNS over HTTPS|curl --doh-url https://dns.cert.ee/dns-query|4241|block|try_doh_at 4241 dns.cert.ee"
+    "UT1-only bundle: DNS over HTTPS|curl --doh-url https://dns.cert.ee/dns-query|4242|allow|try_doh_at 4242 dns.cert.ee"
+    "UT1-only: ECH, cloudflare-ech.com|python ClientHello + 0xfe0d|4241|block|try_ech_hello 4241"
+    "UT1-only: ECH, cloudflare-ech.com|python ClientHello + 0xfe0d|4242|allow|try_ech_hello 4242"
+)
+for row in "${ut1_rows[@]}"; do
+    IFS='|' read -r technique client_name uid expected command <<<"$row"
+    echo "== $technique / $uid: $command" >>"$work/clients.log"
+    result=$($command)
+    mark="ok"
+    if [ "$result" != "$expected" ]; then
+        differences=$((differences + 1))
+        mark="DIFFERS $(missing_piece "$technique" "$uid" "$expected")"
+    fi
+    printf '%-36s %-44s %-5s %-8s %-8s %s\n' "$technique" "$client_name" "$uid" "$expected" "$result" "$mark"
+done
 echo
-echo "$differences of ${#rows[@]} rows differ from the policy."
+echo "$differences of $((${#rows[@]} + ${#ut1_rows[@]})) rows differ from the policy."
 [ "$policy_keys" = 1 ] || echo "(policy.safeSearch and policy.bypass are not read by this hallpass yet: the bundle carries the policy without them)"
 [ "$groups_applied" = 1 ] || echo "(filter-data got one policy for everyone, not the bundle's groups: rows of uids 4242 and 4243 show the top-level policy)"
 echo "Logs: clients $work/clients.log, servers $work/*.log, hallpass $work/filter-control.log"
