@@ -45,6 +45,8 @@ extension FilterIntegrationTests {
     func blockPageConfig(_ network: TestNetwork, requestAccess: Bool = true) -> String {
         """
         queue:
+          # The build folder has no _hallpass (the package's user for filter-data).
+          user: nobody
           number: 3
         rules:
           directory: \(network.folder)/lib

@@ -32,6 +32,8 @@ extension FilterIntegrationTests {
         let config = network.folder + "/ask.yaml"
         try """
             queue:
+              # The build folder has no _hallpass (the package's user for filter-data).
+              user: nobody
               number: 3
             rules:
               source: file://\(source)/

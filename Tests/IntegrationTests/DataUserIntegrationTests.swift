@@ -34,9 +34,9 @@ extension FilterIntegrationTests {
         try network.startNginx()
         let (config, store) = try prepare(network)
         let base = try String(contentsOfFile: config, encoding: .utf8)
-        func configure(user: String?) throws {
-            let line = user.map { "  user: \($0)\n" } ?? ""
-            try base.replacingOccurrences(of: "queue:\n", with: "queue:\n" + line).write(toFile: config, atomically: true, encoding: .utf8)
+        #expect(base.contains("\n  user: nobody\n"), "prepare's configuration names nobody for the build folder")
+        func configure(user: String) throws {
+            try base.replacingOccurrences(of: "\n  user: nobody\n", with: "\n  user: \(user)\n").write(toFile: config, atomically: true, encoding: .utf8)
         }
         let daemonUID = try shell("id -u daemon").output.trimmingCharacters(in: .whitespacesAndNewlines)
         let daemonGID = try shell("id -g daemon").output.trimmingCharacters(in: .whitespacesAndNewlines)

@@ -119,6 +119,8 @@ extension FilterIntegrationTests {
         let config = network.folder + "/hallpass.yaml"
         try """
             queue:
+              # The build folder has no _hallpass (the package's user for filter-data).
+              user: nobody
               number: 3
               failMode: open
             rules:

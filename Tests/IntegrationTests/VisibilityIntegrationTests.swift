@@ -65,6 +65,8 @@ extension FilterIntegrationTests {
         let config = network.folder + "/\(machine).yaml"
         try """
             queue:
+              # The build folder has no _hallpass (the package's user for filter-data).
+              user: nobody
               number: 3
               failMode: closed
             rules:
@@ -268,6 +270,8 @@ extension FilterIntegrationTests {
         let config = network.folder + "/metrics.yaml"
         try """
             queue:
+              # The build folder has no _hallpass (the package's user for filter-data).
+              user: nobody
               number: 3
             rules:
               directory: \(network.folder)/lib
