@@ -5,7 +5,8 @@
 # with its mode, the unit names the installed programs (and removes the
 # kernel rules after filter-control), filter-data's user is in sysusers.d
 # (and systemd-sysusers makes it from that file), the man pages and completions are
-# there, the installed configuration passes `filterctl config check`, a
+# there, hallpass's own protection lists are where the installed filterctl finds
+# them, the installed configuration passes `filterctl config check`, a
 # second install keeps an edited configuration, and uninstall removes the
 # programs, man pages and completions but keeps the configuration and the
 # rule folder.
@@ -48,6 +49,14 @@ for file in usr/local/share/man/man8/filterctl.8 usr/local/share/man/man8/filter
 done
 grep -q "^_filterctl()" "$stage/usr/local/share/bash-completion/completions/filterctl" || fail "the bash completion does not define _filterctl"
 "$stage/usr/local/bin/filterctl" config check "$stage/etc/hallpass/hallpass.yaml" >/dev/null || fail "the installed configuration does not pass 'filterctl config check'"
+# hallpass's own protection lists, where the installed filterctl reads them (docs/bypass.md): a store of UT1 lists alone gets them.
+for file in doh/domains doh/COPYING.GPL-3.0 ech-front/domains; do
+    [ "$(stat -c %a "$stage/usr/local/share/hallpass/bypass/$file" 2>/dev/null)" = 644 ] || fail "share/hallpass/bypass/$file is missing or not mode 0644"
+done
+compiled=$("$stage/usr/local/bin/filterctl" compile --quiet --out "$stage/ut1.hpstore" rules/ut1 2>&1) || fail "the installed filterctl cannot compile rules/ut1: $compiled"
+grep -qF "with hallpass's own protections ($stage/usr/local/share/hallpass/bypass)" <<<"$compiled" ||
+    fail "the installed filterctl does not add the lists of share/hallpass/bypass: $compiled"
+rm -f "$stage/ut1.hpstore"
 
 # A second install keeps what the admin wrote.
 echo "# edited by the admin" >>"$stage/etc/hallpass/hallpass.yaml"
@@ -56,6 +65,7 @@ grep -q "edited by the admin" "$stage/etc/hallpass/hallpass.yaml" || fail "make 
 
 make -s uninstall SWIFTFLAGS= DESTDIR="$stage" >"$stage.log" 2>&1 || { cat "$stage.log" >&2; fail "make uninstall failed"; }
 [ ! -e "$stage/usr/local/sbin/filter-control" ] && [ ! -e "$unit" ] && [ ! -e "$sysusers" ] || fail "uninstall left programs, the unit or the sysusers file behind"
+[ ! -e "$stage/usr/local/share/hallpass" ] || fail "uninstall left share/hallpass behind"
 [ -z "$(find "$stage/usr/local/share/man" "$stage/usr/local/share/bash-completion" "$stage/usr/local/share/zsh" -type f)" ] ||
     fail "uninstall left man pages or completions behind"
 [ -f "$stage/etc/hallpass/hallpass.yaml" ] && [ -d "$stage/var/lib/hallpass" ] || fail "uninstall removed the configuration or the rules"
