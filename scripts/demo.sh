@@ -118,6 +118,7 @@ pids+=($!)
 cat >>"$work/hallpass.yaml" <<YAML
 queue:
   number: 9
+  user: nobody                # the package makes filter-data a user of its own; the build folder has none
 rules:
   directory: $shared/lib
   source: file://$work/bundle/
@@ -163,7 +164,7 @@ echo
 if [ "$wait_for_enter" = 1 ]; then
     echo "The demo keeps running. Look at the block page in a browser on the demo lab machine:"
     echo "   ip netns exec $client chromium --no-sandbox http://www.pokerstars.com/"
-    echo "or ask for it directly: ip netns exec $client curl 'http://127.0.0.1:8080/?url=http://www.pokerstars.com/'"
+    echo "or ask for it directly: ip netns exec $client curl 'http://127.0.0.1/?url=http://www.pokerstars.com/'"
     echo "(HTTPS too after 'filterctl ca init --config $work/hallpass.yaml' and trusting its certificate: docs/block-page.md)."
     read -r -p "Press Enter to stop the demo. " _
 else

@@ -162,6 +162,7 @@ publish() {
 queue:
   number: $bench_queue
   failMode: closed
+  user: nobody
 rules:
   directory: $work/lib
   source: https://$server_ip:8443/bundle/
