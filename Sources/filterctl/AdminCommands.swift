@@ -38,7 +38,9 @@ struct Status: ParsableCommand {
         discussion: """
             Rules version and age, where rules come from and the last reload's result, filter-data's
             pid, uptime and restarts, the fail mode, and the counters: packets seen, verdicts by
-            action, held flows, queue drops, netlink errors.
+            action, held flows, queue drops, netlink errors. filter-control asks filter-data for its
+            counters first (waiting at most a second), so they count what just happened; when
+            filter-data does not answer in time, the last ones are shown with their age.
             """)
 
     @Flag(name: .long, help: "Print the status as one JSON object.")
