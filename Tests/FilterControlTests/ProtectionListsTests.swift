@@ -64,7 +64,9 @@ import VerdictCore
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let compiled = try Filterctl.run(["compile", "--quiet", "--out", folder + "/rules.hpstore", Self.ut1])
         #expect(compiled.status == 0, "\(compiled.stderr)")
-        #expect(compiled.stderr.contains("with hallpass's own protections (\(Self.packageRoot)/rules/bypass): doh 1914 rules, ech-front 1 rules"),
+        // filterctl finds the tree from its real path (/proc/self/exe), links resolved.
+        let tree = URL(fileURLWithPath: Self.packageRoot).resolvingSymlinksInPath().path
+        #expect(compiled.stderr.contains("with hallpass's own protections (\(tree)/rules/bypass): doh 1914 rules, ech-front 1 rules"),
                 "\(compiled.stderr)")
         try Self.expectProtections(in: try RuleStore(path: folder + "/rules.hpstore"))
 
@@ -143,7 +145,7 @@ import VerdictCore
 
     /// The real program, outside the source tree and without the lists beside it: a clear refusal.
     @Test func filterctlWithoutItsListsSaysSo() throws {
-        let root = try Filterctl.temporaryFolder()
+        let root = URL(fileURLWithPath: try Filterctl.temporaryFolder()).resolvingSymlinksInPath().path
         defer { try? FileManager.default.removeItem(atPath: root) }
         try FileManager.default.createDirectory(atPath: root + "/bin", withIntermediateDirectories: true)
         let program = root + "/bin/filterctl"
