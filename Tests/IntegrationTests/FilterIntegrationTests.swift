@@ -183,6 +183,40 @@ import Testing
         }
     }
 
+    /// A real ClientHello (Python's ssl) padded past the 16 KiB peek bound by one
+    /// 20 KB GREASE extension before its server name and sent in two records, as
+    /// a student's own client can (nginx answers it): judged by its name. One
+    /// that declares more than 64 KiB is never read: blocked as a way around the
+    /// filter (`bypass.tunnels`), with the reason in the audit record.
+    @Test func paddedClientHellosAreJudgedByTheirName() throws {
+        let network = try TestNetwork()
+        defer { network.tearDown() }
+        try network.startNginx()
+        let (config, store) = try prepare(network)
+        _ = try startHallpass(network, config: config, store: store)
+        let script = TestNetwork.packageRoot + "/scripts/lib/padded-hello.py"
+        func send(_ name: String, padding: String, ipv6: Bool = false) throws -> String {
+            let address = ipv6 ? network.serverIPv6 : network.serverIPv4
+            return try network.inClient("python3 \(script) \(address) 443 \(name) \(padding)").output.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        for ipv6 in [false, true] {
+            #expect(try send("allowed.test", padding: "20000", ipv6: ipv6) == "serverhello", "ipv6=\(ipv6)\n\(network.log("filter-control"))")
+            #expect(try send("www.blocked.test", padding: "20000", ipv6: ipv6) == "reset", "ipv6=\(ipv6)")
+            // Unpadded, for comparison: the same answers.
+            #expect(try send("allowed.test", padding: "0", ipv6: ipv6) == "serverhello")
+            #expect(try send("www.blocked.test", padding: "0", ipv6: ipv6) == "reset")
+        }
+        // Extensions filled up to their 16-bit length: the message is longer than 64 KiB.
+        let tooLarge = try send("allowed.test", padding: "max")
+        #expect(tooLarge == "reset", "\(network.log("filter-control"))")
+        try network.waitFor("the audit record of the hello too large to read") {
+            let records = (try? String(contentsOfFile: network.folder + "/audit.jsonl", encoding: .utf8)) ?? ""
+            return records.split(separator: "\n").contains {
+                $0.contains("\"kind\":\"oversizedHello\"") && $0.contains("\"rule\":\"oversizedHello\"") && $0.contains("\"category\":\"tunnels\"")
+            }
+        }
+    }
+
     @Test func dnsQueriesAreJudgedOneByOne() throws {
         let network = try TestNetwork()
         defer { network.tearDown() }
