@@ -30,6 +30,7 @@ for i in $(seq 1 "$names"); do echo "education" >"$work/source/lookup/h$i.ask.te
 cat >"$work/hallpass.yaml" <<YAML
 queue:
   number: 6
+  user: nobody        # the build folder's filter-data runs as nobody (no _hallpass user here)
 rules:
   directory: $work/lib
   source: file://$work/source/

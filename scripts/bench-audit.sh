@@ -75,6 +75,7 @@ configure() {  # configure off|on: $work/hallpass.yaml for that mode
     cat >"$work/hallpass.yaml" <<YAML
 queue:
   number: $bench_queue
+  user: nobody        # the build folder's filter-data runs as nobody (no _hallpass user here)
 rules:
   directory: $work/lib   # not the host's /var/lib/hallpass
 policy:

@@ -54,7 +54,7 @@ start_hallpass() {
     local programs=$1 with_log=$2
     for table in mangle filter nat raw; do ip netns exec pb-cli iptables -w -t "$table" -F; ip netns exec pb-cli iptables -w -t "$table" -X; done
     {
-        printf 'queue:\n  number: 0\n  failMode: open\nrules:\n  directory: %s/lib\npolicy:\n  block: [ demo ]\n  unknown: allow\n' "$work"
+        printf 'queue:\n  number: 0\n  user: nobody\n  failMode: open\nrules:\n  directory: %s/lib\npolicy:\n  block: [ demo ]\n  unknown: allow\n' "$work"
         [ "$with_log" = 1 ] && printf 'log:\n  file: none\n  journald: false\n'
     } >"$work/hallpass.yaml"
     nsenter --net=/run/netns/pb-cli unshare --mount --propagation private \

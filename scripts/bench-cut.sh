@@ -31,6 +31,7 @@ echo "other.test" >"$work/demo.txt"
 cat >"$work/hallpass.yaml" <<YAML
 queue:
   number: $bench_queue
+  user: nobody        # the build folder's filter-data runs as nobody (no _hallpass user here)
   failMode: open
 rules:
   directory: $work/lib

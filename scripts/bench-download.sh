@@ -28,6 +28,7 @@ echo "blocked.test" >"$work/demo.txt"
 cat >"$work/hallpass.yaml" <<EOF
 queue:
   number: 5
+  user: nobody        # the build folder's filter-data runs as nobody (no _hallpass user here)
   failMode: open
 rules:
   directory: $work/lib   # not the host's /var/lib/hallpass

@@ -28,6 +28,7 @@ echo "blocked.test" >"$work/demo.txt"
 cat >"$work/hallpass.yaml" <<YAML
 queue:
   number: $bench_queue
+  user: nobody        # the build folder's filter-data runs as nobody (no _hallpass user here)
   failMode: closed
 rules:
   directory: $work/lib
@@ -65,7 +66,8 @@ for round in $(seq 1 "$kills"); do
     start=$(now)
     kill -KILL "$old"
     # The old binding goes with the process; wait for a new filter-data on the queue.
-    while pgrep -f "$bin/filter-data --queue $bench_queue" | grep -qx "$old"; do sleep 0.001; done
+    # (By its pid, not its path: filter-control starts it by the resolved path.) Dead once gone or a zombie.
+    while [ -e "/proc/$old" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$old/status" 2>/dev/null; do sleep 0.001; done
     until bench_queue_bound; do sleep 0.002; done
     bound=$(( ($(now) - start) / 1000000 ))
     n=0

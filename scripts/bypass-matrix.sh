@@ -252,6 +252,7 @@ policy:
   noName: allow
 queue:
   number: 11
+  user: nobody        # the build folder's filter-data runs as nobody (no _hallpass user here)
 rules:
   directory: $work/lib
   source: file://$work/bundle/
@@ -371,6 +372,12 @@ try_safesearch_dns() {  # a CNAME to the enforcement host is the filter's answer
     case "$answer" in *forcesafesearch.google.com*|*10.83.0.3*) echo block ;; *) echo allow ;; esac
 }
 try_safesearch_address() { outcome as_user "$1" curl -sS -m 6 -k --resolve www.google.com:443:10.83.0.2 -o /dev/null https://www.google.com/; }
+try_padded_hello() {  # a real ClientHello padded past the 16 KiB peek bound (scripts/lib/padded-hello.py); a ServerHello back = allow
+    local answer
+    answer=$(as_user "$1" python3 scripts/lib/padded-hello.py 10.83.0.2 443 "$2" "$3" 2>&1 || true)
+    echo "padded-hello $2 $3 -> $answer" >>"$work/clients.log"
+    [ "$answer" = serverhello ] && echo allow || echo block
+}
 try_ip_literal() { outcome as_user "$1" curl -sS -m 6 -k -o /dev/null https://10.83.0.2/; }
 
 # technique | client | uid | expected | command
@@ -418,6 +425,12 @@ rows=(
     "SafeSearch: DNS for www.google.com|dig (CNAME = block)|4242|allow|try_safesearch_dns 4242"
     "SafeSearch: hard-coded address|curl --resolve www.google.com:443:10.83.0.2|4241|block|try_safesearch_address 4241"
     "SafeSearch: hard-coded address|curl --resolve www.google.com:443:10.83.0.2|4242|allow|try_safesearch_address 4242"
+    "ClientHello +20 KB, SafeSearch name|python ClientHello + 20 KB, www.google.com|4241|block|try_padded_hello 4241 www.google.com 20000"
+    "ClientHello +20 KB, SafeSearch name|python ClientHello + 20 KB, www.google.com|4242|allow|try_padded_hello 4242 www.google.com 20000"
+    "ClientHello +20 KB, vpn list name|python ClientHello + 20 KB, 01usevpn.website|4241|block|try_padded_hello 4241 01usevpn.website 20000"
+    "ClientHello +20 KB, allowed name|python ClientHello + 20 KB extension|4241|allow|try_padded_hello 4241 www.example.test 20000"
+    "ClientHello past 64 KiB (tunnels)|python ClientHello, extensions filled up|4241|block|try_padded_hello 4241 www.example.test max"
+    "ClientHello past 64 KiB (tunnels)|python ClientHello, extensions filled up|4242|allow|try_padded_hello 4242 www.example.test max"
     "IP-literal HTTPS (policy.noName)|curl https://10.83.0.2/|4243|block|try_ip_literal 4243"
     "IP-literal HTTPS (policy.noName)|curl https://10.83.0.2/|4242|allow|try_ip_literal 4242"
 )

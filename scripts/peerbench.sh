@@ -60,6 +60,7 @@ fi
 cat >"$work/hallpass.yaml" <<YAML
 queue:
   number: 0            # the harness's PB_QUEUE
+  user: nobody         # no _hallpass user on a bench machine: filter-data runs as nobody
   failMode: open
 rules:
   directory: $work/lib
