@@ -1,5 +1,5 @@
 // filter-control: the control process (see DESIGN.md). It runs in the
-// foreground (systemd runs it as a simple service): it installs the kernel
+// foreground (systemd runs it as a notify service: READY=1 once it filters): it installs the kernel
 // rules, runs filter-data under supervision, answers its needRules
 // questions, serves the admin socket for filterctl, reloads on SIGHUP or
 // `filterctl reload`, and on SIGTERM or SIGINT stops filter-data and
@@ -65,8 +65,11 @@ struct FilterControlCommand: AsyncParsableCommand {
             .deletingLastPathComponent().appendingPathComponent("filter-data").path
         HallpassLogging.bootstrap(identifier: "filter-control")
         let logger = Logger(label: "hallpass.filter-control")
+        // Read and taken out of the environment before filter-data is started, so it does not inherit it.
+        let notifier = SystemdNotifier.fromEnvironment()
         let status = await FilterControlApplication.run(
-            options: .init(configPath: config, store: store, runtimeDirectory: runtimeDirectory, dataBinary: binary), logger: logger)
+            options: .init(configPath: config, store: store, runtimeDirectory: runtimeDirectory, dataBinary: binary), logger: logger,
+            notifier: notifier)
         if status != 0 { throw ExitCode(status) }
     }
 }

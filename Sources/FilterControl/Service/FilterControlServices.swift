@@ -16,11 +16,18 @@ import Glibc
 /// `services` (the admin socket first, filter-data last); then the kernel
 /// rules go. SIGHUP reloads, like `filterctl reload`.
 public enum FilterControlApplication {
-    /// Runs filter-control to its end; returns the exit status.
-    public static func run(options: Control.Options, logger: Logger) async -> Int32 {
+    /// How long the start waits for the SafeSearch enforcement hosts' addresses.
+    static let safeSearchAtStart: Duration = .seconds(3)
+
+    /// Runs filter-control to its end; returns the exit status. `notifier`
+    /// (systemd's `$NOTIFY_SOCKET`) is told READY=1 once filter-data filters
+    /// with its first policy.
+    public static func run(options: Control.Options, logger: Logger, notifier: SystemdNotifier? = nil) async -> Int32 {
         let control: Control
         do {
             control = try await Control(options: options, logger: logger)
+            // Before the first policy is written and before the kernel rules queue anything.
+            await control.resolveSafeSearchAtStart(within: safeSearchAtStart)
             try await control.prepare()
         } catch {
             logger.error("\(error.message)")
@@ -65,6 +72,7 @@ public enum FilterControlApplication {
         }
         var services: [any Service] = [
             DataSupervisorService(control: control, logger: logger),
+            ReadinessService(control: control, notifier: notifier, logger: logger),
             PolicyClockService(control: control),
             SafeSearchService(control: control, logger: logger),
             RuleRefreshService(control: control, interval: .seconds(configuration.rules.refresh), enabled: options.store == nil && configuration.rules.source != nil),
@@ -142,9 +150,10 @@ struct PolicyClockService: Service {
     }
 }
 
-/// Looks up the SafeSearch enforcement hosts the policy needs, when their
-/// answers are due (every 5 s it checks); the school's clock hands new
-/// addresses to filter-data at its next tick.
+/// Looks up the SafeSearch enforcement hosts the policy needs when their
+/// answers are due (it checks every second: a failed lookup is retried
+/// after 1 s, then 2, 4, ... up to 30 s); changed addresses go to
+/// filter-data at once (`Control.refreshSafeSearch`).
 struct SafeSearchService: Service {
     let control: Control
     let logger: Logger
@@ -152,13 +161,40 @@ struct SafeSearchService: Service {
     func run() async throws {
         await cancelWhenGracefulShutdown {
             repeat {
-                let engines = await control.safeSearchEngines()
-                guard !engines.isEmpty else { continue }
-                for failure in await control.safeSearch.refresh(engines: engines, now: Date()) {
-                    logger.warning("SafeSearch: \(failure)")
-                }
-            } while (try? await Task.sleep(for: .seconds(5))) != nil
+                await control.refreshSafeSearch()
+            } while (try? await Task.sleep(for: .seconds(1))) != nil
         }
+    }
+}
+
+/// "Ready" means filtering: once filter-data said it filters (its hello,
+/// with the first policy, which carries the SafeSearch addresses resolved
+/// at start), filter-control logs a "ready" line and tells systemd READY=1
+/// (the unit is `Type=notify`, so `systemctl start` and the units ordered
+/// after hallpass wait for it).
+struct ReadinessService: Service {
+    let control: Control
+    let notifier: SystemdNotifier?
+    let logger: Logger
+
+    func run() async throws {
+        let supervisor = control.supervisor
+        await cancelWhenGracefulShutdown {
+            while supervisor.status.rulesVersion == nil {
+                guard (try? await Task.sleep(for: .milliseconds(20))) != nil else { return }
+            }
+            let version = supervisor.status.rulesVersion ?? 0
+            let safeSearch = await control.safeSearchSummary()
+            let line = "ready: filter-data filters with rules version \(version)" + (safeSearch.map { "; SafeSearch: \($0)" } ?? "")
+            logger.notice("\(line)")
+            guard let notifier else { return }
+            do {
+                try notifier.notify("READY=1\nSTATUS=filtering with rules version \(version)")
+            } catch {
+                logger.warning("cannot tell systemd that hallpass is ready: \(error)")
+            }
+        }
+        try? await gracefulShutdown()
     }
 }
 
