@@ -10,7 +10,8 @@
 #   filter-data's system user _hallpass (sysusers); filter-data runs as that
 #   user, also after a restart; systemd
 #   skips the unit until a rule source is configured; start filters traffic
-#   (HTTP and DNS); reload installs a new bundle, a refused bundle makes
+#   (HTTP and DNS), and the unit (Type=notify) is active only once
+#   filter-control said it is ready; reload installs a new bundle, a refused bundle makes
 #   `systemctl reload` fail with the reason in the journal and the rules in
 #   force stay; stop returns within 2 s with filter-data gone and no kernel
 #   rule left; chains left by an earlier run are replaced, not doubled; a
@@ -277,7 +278,13 @@ YAML
 in_container filterctl config check >/dev/null || fail "the test configuration does not pass 'filterctl config check'"
 started=$(now)
 in_container systemctl start hallpass || fail "systemctl start hallpass failed"
-wait_until "filter-data to bind the queue" 100 queue_bound
+# Type=notify: systemctl start returns once filter-control said READY=1, which it says only
+# when filter-data filters; so the queue is bound and the ready line is in the journal already.
+[ "$(show Type)" = notify ] || fail "the unit should be Type=notify, is $(show Type)"
+queue_bound || fail "systemctl start returned (the unit active) before filter-data had the queue"
+said_ready() { unit_journal | grep -q "ready: filter-data filters with rules version 1"; }
+# (The line and READY=1 go out together; the journal may take a moment to show the line.)
+wait_until "filter-control's ready line in the journal" 50 said_ready
 echo "filtering $(seconds_since "$started") s after systemctl start"
 [ "$(show ActiveState)" = active ] || fail "hallpass is $(show ActiveState) after start"
 data=$(data_pids)

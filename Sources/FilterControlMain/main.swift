@@ -17,11 +17,15 @@ struct FilterControlCommand: AsyncParsableCommand {
         discussion: """
             filter-control runs in the foreground as root (systemd runs it as hallpass.service). In \
             order, it reads the configuration, opens the installed rules (downloading and installing \
-            the first bundle from rules.source when none are installed), writes the policy for \
+            the first bundle from rules.source when none are installed), looks up the SafeSearch \
+            enforcement hosts the policy needs (3 s at most; one that cannot be resolved gets the \
+            addresses its provider publishes, or its engine stays blocked), writes the policy for \
             filter-data to the runtime folder, installs its kernel rules (chains HALLPASS_OUT and \
             HALLPASS_IN, for iptables and ip6tables; those of an earlier run are replaced), starts \
             filter-data and restarts it when it dies or stops answering, and serves the admin socket \
-            that filterctl talks to, the block page and filter-data's questions about unknown names.
+            that filterctl talks to, the block page and filter-data's questions about unknown names. \
+            Once filter-data filters with its first policy it logs a "ready" line and, under \
+            systemd (Type=notify), sends READY=1 to $NOTIFY_SOCKET.
 
             SIGHUP, or 'filterctl reload', fetches new rules and reads the policy again. SIGTERM or \
             SIGINT stops filter-data (held packets get their default), removes the kernel rules and \
