@@ -56,8 +56,11 @@ public enum Sandbox {
 
     /// System calls a running filter-data makes: the queue socket, memory,
     /// time, threads and the Swift runtime (FIELD-NOTES lists what each needs).
+    /// `restart_syscall` is how the kernel resumes a `poll` with a timeout
+    /// that a stop interrupted (SIGSTOP and SIGCONT, a debugger, the freezer
+    /// of a suspend): without it filter-data woke to EPERM and exited.
     static let allowed = [
-        "recvfrom", "recvmsg", "sendto", "sendmsg", "poll", "ppoll", "read", "write", "writev", "close",
+        "restart_syscall", "recvfrom", "recvmsg", "sendto", "sendmsg", "poll", "ppoll", "read", "write", "writev", "close",
         "brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "futex", "futex_waitv", "set_robust_list", "rseq",
         "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "getrandom",
         "rt_sigreturn", "rt_sigprocmask", "sigaltstack", "exit", "exit_group", "tgkill", "getpid", "gettid",
