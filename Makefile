@@ -131,5 +131,12 @@ deb:
 	@echo "built dist/hallpass_$$(dpkg-parsechangelog -S Version)_$$(dpkg-architecture -qDEB_HOST_ARCH).deb"
 
 # The package from the debug build scripts/test.sh made (see STATIC_RELINK).
+# The debug build is brought up to date first: a source changed since would
+# otherwise be compiled here with the static runtime's link entries, and the
+# next plain debug build would fail to link (cannot find -l_FoundationCShims)
+# until those objects are removed.
 deb-from-debug:
+	$(SWIFT) build --product filterctl
+	$(SWIFT) build --product filter-control
+	$(SWIFT) build --product filter-data
 	HALLPASS_DEB_COMPRESSION='-Zgzip -z1' $(MAKE) deb SWIFTFLAGS='$(STATIC_RELINK)'
