@@ -23,6 +23,9 @@ import SharedStore
 /// tcp not to port 53, mark = allow on
 ///   a connection marked allow             -> RETURN   (a judged packet coming back, in five rules)
 /// udp dport 53, mark has dnsAnswer        -> CONNMARK --or-mark dnsAnswer, RETURN (a judged query)
+/// udp dport 53, mark = allow              -> RETURN   (filter-control's own lookups of SafeSearch's
+///                                             enforcement hosts, from a socket with the allow mark:
+///                                             they need no filter-data, in closed mode too)
 /// udp dport 53                            -> NFQUEUE  (every DNS query is judged on its own)
 /// tcp dport 53, mark = block              -> CONNMARK block, REJECT with a reset (a refused query ends its connection)
 /// tcp dport 53 carrying payload, no mark,
@@ -198,6 +201,7 @@ public struct KernelRules: Sendable {
             -A \(chain) -p tcp ! --dport 53 -m mark --mark \(allow)/\(mask) -m connmark --mark \(allow)/\(mask) -j RETURN
             -A \(chain) -p udp --dport 53 -m mark --mark \(answer)/\(answer) -j CONNMARK --or-mark \(answer)
             -A \(chain) -p udp --dport 53 -m mark --mark \(answer)/\(answer) -j RETURN
+            -A \(chain) -p udp --dport 53 -m mark --mark \(allow)/\(mask) -j RETURN
             -A \(chain) -p udp --dport 53 -j \(queueTarget)
             -A \(chain) -p tcp --dport 53 -m mark --mark \(hex(marks.block))/\(mask) -j CONNMARK --set-xmark \(hex(marks.block))/\(mask)
             -A \(chain) -p tcp --dport 53 -m mark --mark \(hex(marks.block))/\(mask) -j REJECT --reject-with tcp-reset

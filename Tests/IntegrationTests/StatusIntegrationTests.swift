@@ -56,4 +56,43 @@ extension FilterIntegrationTests {
         #expect(network.processIDs(runningExecutable: "filter-data") == [pid], "\(network.log("filter-control"))")
         #expect(!network.log("filter-control").contains("poll failed"), "\(network.log("filter-control"))")
     }
+
+    /// filter-control's own DNS lookups (SafeSearch's enforcement hosts) leave
+    /// from a socket with the allow mark and are not queued: they need no
+    /// filter-data, in closed mode too. A query from an unmarked socket is
+    /// queued as every other (filter-data's packet count shows which went
+    /// through it).
+    @Test func markedDNSQueriesAreNotQueued() throws {
+        let network = try TestNetwork()
+        defer { network.tearDown() }
+        try network.startDNS()
+        let (config, store) = try prepare(network, failMode: "closed")
+        _ = try startHallpass(network, config: config, store: store)
+        let query = """
+            import socket, struct, sys
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            if sys.argv[2] != "0":
+                s.setsockopt(socket.SOL_SOCKET, 36, int(sys.argv[2], 0))  # SO_MARK
+            s.settimeout(3)
+            s.sendto(struct.pack("!HHHHHH", 0x4242, 0x0100, 1, 0, 0, 0) + b"\\x07allowed\\x04test\\x00" + struct.pack("!HH", 1, 1), (sys.argv[1], 53))
+            try:
+                answer = s.recv(512)
+                print("answered" if answer[:2] == b"\\x42\\x42" else "other")
+            except socket.timeout:
+                print("timeout")
+            """
+        try query.write(toFile: network.folder + "/query.py", atomically: true, encoding: .utf8)
+        func packets() throws -> Int {
+            let counters = try #require(statusObject(network)["counters"] as? [String: Any])
+            return try #require(counters["packets"] as? Int, "\(counters)")
+        }
+        let before = try packets()
+        let marked = try network.inClient("python3 \(network.folder)/query.py \(network.serverIPv4) 0x00100000")
+        #expect(marked.output == "answered\n", "\(marked.output)")
+        let afterMarked = try packets()
+        #expect(afterMarked == before, "the marked query went through filter-data: \(before) packets, then \(afterMarked)")
+        let unmarked = try network.inClient("python3 \(network.folder)/query.py \(network.serverIPv4) 0")
+        #expect(unmarked.output == "answered\n", "\(unmarked.output)")
+        #expect(try packets() > afterMarked, "the unmarked query was not queued")
+    }
 }
