@@ -55,6 +55,28 @@ enum Wire {
             let record: [UInt8] = [22, 3, 1, UInt8(input.count >> 8), UInt8(input.count & 0xFF)] + input
             require(ClientHelloParser.parse(recordStream: record) == bare, "a ClientHello reads differently inside a record")
         }
+        // And in records of any size (one chosen by the input), within the stream bound; every
+        // prefix of those records is incomplete and asks for no more than the whole stream.
+        let message = input[0..<info.handshakeLength]
+        let size = 1 + Int(input[input.count / 2]) * 64
+        var stream: [UInt8] = []
+        var start = 0
+        while start < message.count {
+            let end = min(message.count, start + size)
+            stream += [22, 3, 1, UInt8((end - start) >> 8), UInt8((end - start) & 0xFF)] + message[start..<end]
+            start = end
+        }
+        guard stream.count <= ClientHelloParser.maximumRecordStreamLength else {
+            require(ClientHelloParser.parse(recordStream: stream) == .tooLarge(declaredLength: message.count), "records past the stream bound")
+            return
+        }
+        require(ClientHelloParser.parse(recordStream: stream) == bare, "a ClientHello reads differently in records of \(size)")
+        let cut = Int(input[0]) * stream.count / 256
+        if case .needMoreData(let total) = ClientHelloParser.parse(recordStream: Array(stream[0..<cut])) {
+            require(total.map { $0 > cut && $0 <= stream.count } ?? true, "a prefix of \(cut) asks for \(total ?? -1) of \(stream.count) bytes")
+        } else {
+            require(false, "a prefix of \(cut) of \(stream.count) bytes is not incomplete")
+        }
     }
 
     static func http(_ input: [UInt8]) {
