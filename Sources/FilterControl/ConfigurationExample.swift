@@ -15,7 +15,8 @@ extension Configuration {
           #   closed: nothing new leaves the machine until the filter is back
           failMode: open
           # How many bytes of a flow are read, at most, looking for its name (TLS, HTTP, QUIC).
-          # A flow that shows no name within this many bytes gets policy.noName.
+          # A flow that shows no name within this many bytes gets policy.noName; a TLS ClientHello
+          # is read whole past it (up to 64 KiB; a larger one is blocked with bypass.tunnels).
           peekBytes: 16384
           # The system user filter-data runs as once sandboxed: the package's own (systemd-sysusers
           # makes it), shared with no other service, which could otherwise signal and so kill it.

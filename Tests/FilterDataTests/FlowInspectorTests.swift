@@ -511,6 +511,27 @@ private let second: UInt64 = 1_000_000_000
         }
     }
 
+    /// The same hello in one packet larger than the peek bound (the queue hands
+    /// over GSO packets of up to 64 KiB; a large MSS does the same): its bytes
+    /// past the bound are kept, and it is judged by its name.
+    @Test func aPaddedClientHelloInOnePacketIsJudgedByItsName() {
+        for (name, verdict) in [("www.blocked.example", Verdict.drop), ("www.allowed.example", .allow)] {
+            var inspector = inspector(policy: Policy(blockedCategories: .only(["adult"])))
+            let client = TCPClient()
+            let stream = Build.records(TLSClientHelloTests.paddedHello(name))
+            _ = inspector.inspect(client.syn, now: 0)
+            let inspection = inspector.inspect(client.data(at: 0, stream), now: 1)
+            #expect(inspection.verdict == verdict && inspection.kind == .tls && inspection.findings.name == name, "\(name): \(inspection.decision)")
+        }
+        // Not a TLS stream: the bound holds (an HTTP request head past it is judged on what it showed).
+        var inspector = inspector(policy: Policy(noName: .block))
+        let client = TCPClient(serverPort: 80)
+        _ = inspector.inspect(client.syn, now: 0)
+        let head = Array("GET /".utf8) + [UInt8](repeating: UInt8(ascii: "a"), count: 20_000)
+        let inspection = inspector.inspect(client.data(at: 0, head), now: 1)
+        #expect(inspection.verdict == .drop && inspection.kind == .http && inspector.table.largeHelloCount == 0)
+    }
+
     /// A hello that declares more than 64 KiB, and one whose bytes past the peek
     /// bound came before the ones that declare its size, are never read: blocked
     /// as a way around the filter (`bypass.tunnels`), allowed where it allows them.

@@ -144,6 +144,36 @@ import Testing
         }
     }
 
+    /// The same for every prefix of streams whose records have mixed sizes.
+    @Test func bytesNeededAreALowerBoundForEveryPrefix() {
+        let message = Self.paddedHello("www.example.org", padding: 1_200)
+        for seed: UInt64 in 1...4 {
+            var generator = SplitMix64(state: seed)
+            var stream: [UInt8] = []
+            var start = 0
+            while start < message.count {
+                let end = min(message.count, start + [1, 2, 5, 40, 300, 2_000].randomElement(using: &generator)!)
+                stream += Build.records(Array(message[start..<end]))
+                start = end
+            }
+            for prefixLength in 0..<stream.count {
+                guard case .needMoreData(let total) = ClientHelloParser.parse(recordStream: Array(stream[0..<prefixLength])) else {
+                    Issue.record("seed \(seed): a prefix of \(prefixLength) bytes is no incomplete hello")
+                    break
+                }
+                let needed = total ?? prefixLength + 1
+                guard needed > prefixLength && needed <= stream.count else {
+                    Issue.record("seed \(seed), prefix \(prefixLength): needs \(needed) of \(stream.count)")
+                    break
+                }
+            }
+            guard case .clientHello = ClientHelloParser.parse(recordStream: stream) else {
+                Issue.record("seed \(seed): the whole stream is a hello")
+                continue
+            }
+        }
+    }
+
     @Test func legacyESNIWithoutName() {
         let esni = Build.clientHello(extensions: [(0xffce, [1, 2, 3, 4])])
         guard case .clientHello(let info) = ClientHelloParser.parse(handshakeMessage: esni) else {

@@ -34,8 +34,10 @@ public struct FlowInspectorSettings: Sendable, Hashable {
     /// a new one would exceed it, the least recently used one is judged on
     /// what it showed so far (as if it had reached its peek bound).
     /// Buffers grow as bytes arrive (a ClientHello needs 1 to 2 KiB); 1,024
-    /// flows each holding a full 16 KiB peek would be about 18 MiB, the most
-    /// a hostile program on the machine can make filter-data hold this way.
+    /// flows each holding a full 16 KiB peek and its bitmap would be about
+    /// 18 MiB; with the most large hellos (`maximumLargeHelloFlows`, 90 KiB
+    /// each) about 23 MiB, the most a hostile program on the machine can make
+    /// filter-data hold this way.
     public var maximumInspectingFlows: Int
     /// Of those, flows reading a ClientHello larger than the peek bound
     /// whole (up to 80 KiB and a 10 KiB bitmap each), at most; one more is

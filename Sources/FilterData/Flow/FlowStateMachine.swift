@@ -188,6 +188,27 @@ public struct FlowStateMachine: Sendable {
         /// What a stream is judged as when it ends or is cut short before it
         /// showed a name: a large ClientHello that never came whole was not read.
         var abandonedKind: FlowKind { readsLargeHello ? .oversizedHello : unfinishedKind }
+
+        /// One segment can reach past the peek bound before the parser has
+        /// seen a byte: with GSO (the queue hands over packets of up to 64 KiB)
+        /// or a large MSS, a padded hello arrives in one packet, and its bytes
+        /// past the bound would be dropped and the hello never read. A stream
+        /// that opens with a TLS handshake record (0x16 0x03) grows first.
+        mutating func makeRoomForLargeHello(header: TCPSegmentHeader, payload: Span<UInt8>) {
+            guard !readsLargeHello, !carriesDNS, !tlsRuledOut, !payload.isEmpty else { return }
+            let start = header.flags.contains(.syn) ? header.sequenceNumber &+ 1 : header.sequenceNumber
+            let offset = peek.initialSequence.map { StreamPeek.relativeOffset(of: start, from: $0) } ?? 0
+            guard offset >= 0, offset + payload.count > peek.capacity else { return }
+            let opensWithHandshake: Bool
+            if peek.contiguousCount >= 2 {
+                opensWithHandshake = peek.withContiguousPrefix { $0[0] == 22 && $0[1] == 3 }
+            } else if offset == 0, payload.count >= 2 {
+                opensWithHandshake = payload[0] == 22 && payload[1] == 3
+            } else {
+                opensWithHandshake = false
+            }
+            if opensWithHandshake { _ = peek.grow(to: ClientHelloParser.maximumRecordStreamLength) }
+        }
     }
 
     /// Progress of a QUIC flow towards the ClientHello.
@@ -436,6 +457,7 @@ public struct FlowStateMachine: Sendable {
     // MARK: TCP
 
     private mutating func advance(_ progress: inout StreamProgress, header: TCPSegmentHeader, payload: Span<UInt8>) -> FlowStep {
+        progress.makeRoomForLargeHello(header: header, payload: payload)
         let grew = progress.peek.add(sequenceNumber: header.sequenceNumber, isSYN: header.flags.contains(.syn), payload: payload)
         if header.flags.contains(.fin), !header.flags.contains(.syn), let base = progress.peek.initialSequence {
             // The stream ends at the FIN; it is complete once every byte before it is in.
