@@ -8,11 +8,14 @@ runs them with pytest; no root, no network).
 - bench_data_pid (scripts/lib/bench-network.sh), which the soak's kills and
   samples use, against a real parent process: it finds the child that is
   filter-data when the folder it was given reaches the program through a
-  link, and not a child that only calls itself filter-data.
+  link, and not a child that only calls itself filter-data. Each test ends
+  the processes it started, the children's own children included, and fails
+  when one is left.
 """
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -158,22 +161,60 @@ class DataProcessFinderTests(unittest.TestCase):
         os.chmod(self.impostor, 0o755)
 
     def parent(self, children):
-        """A shell whose children run `children` (shell words), once each is there."""
+        """A shell whose children run `children` (shell words), once each is
+        there; in a session of its own, which `stop` ends whole."""
         script = "".join(f"{child} & " for child in children) + "wait"
-        process = subprocess.Popen(["bash", "-c", script])
+        process = subprocess.Popen(["bash", "-c", script], start_new_session=True)
         self.addCleanup(self.stop, process)
+        def command(pid):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as file:
+                    return file.read()
+            except OSError:
+                return None
         for _ in range(100):
             found = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
-            if len(found) == len(children):
+            # Each child has run its program (until then it is a copy of the shell).
+            if len(found) == len(children) and all(command(pid) not in (None, command(process.pid)) for pid in found):
                 return process, found
             time.sleep(0.05)
         self.fail(f"the children of {process.pid} did not start")
 
-    @staticmethod
-    def stop(process):
-        subprocess.run(["pkill", "-P", str(process.pid)])
-        process.kill()
+    def stop(self, process):
+        """Kills the shell and every process of its session (the impostor's
+        own `sleep` included, a grandchild that `pkill -P` would leave behind),
+        and fails the test when any of them is still there after 10 s."""
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         process.wait()
+        for _ in range(200):
+            left = self.session(process.pid)
+            if not left:
+                return
+            time.sleep(0.05)
+        self.fail(f"processes the test started are still there: {left}")
+
+    @staticmethod
+    def session(sid):
+        """The live processes of session `sid`, 'pid state command' each; not
+        zombies, which are dead and wait for whoever reaps orphans (pid 1 or a
+        subreaper, at its own pace)."""
+        found = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as file:
+                    stat = file.read()
+            except OSError:
+                continue
+            command, _, rest = stat.partition("(")[2].rpartition(")")
+            fields = rest.split()
+            if int(fields[3]) == sid and fields[0] not in ("Z", "X"):  # state ppid pgrp session ...
+                found.append(f"{entry} {fields[0]} {command}")
+        return found
 
     def find(self, control_pid, by_variable=False):
         """bench_data_pid as the soak calls it: bin the link, pid as argument or $control_pid."""
