@@ -4,7 +4,8 @@
 # bundle as a lab machine would, show the verdicts for a few URLs under a
 # demo policy, then run the whole system on that bundle in a demo network
 # namespace (a "lab machine" with a demo web server and DNS server next
-# to it): an allowed and a blocked request, the block page, status.
+# to it): an allowed and a blocked request, the block page, status, and
+# every line filter-control logs from its start to its stop (indented, "|").
 # Everything it starts and makes is removed at the end, also on failure.
 # Run as root on Debian 12 (it installs what it needs).
 #   scripts/demo.sh           runs, shows, cleans up
@@ -36,8 +37,9 @@ mkdir -m 755 "$shared/lib" "$shared/run"
 client=hpdemo$$c
 server=hpdemo$$s
 pids=()
+control_pid=""
 cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; done
+    for pid in $control_pid "${pids[@]}"; do kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; done
     ip netns del "$client" 2>/dev/null || true
     ip netns del "$server" 2>/dev/null || true
     rm -rf "/etc/netns/$client" "$work" "$shared"
@@ -136,12 +138,24 @@ admin:
   socket: $work/control.sock
 YAML
 ip netns exec "$client" "$bin/filter-control" --config "$work/hallpass.yaml" --runtime-dir "$shared/run" 2>"$work/filter-control.log" &
-pids+=($!)
+control_pid=$!
+# filter-control's log, indented: the lines it has written since the last
+# call (whole lines only), so that what it says later in the demo, during
+# the requests, the status and the stop, is seen too.
+log_shown=0
+show_log() {
+    local lines
+    lines=$(wc -l <"$work/filter-control.log")
+    if [ "$lines" -gt "$log_shown" ]; then
+        sed -n "$((log_shown + 1)),${lines}p" "$work/filter-control.log" | sed 's/^/   | /'
+        log_shown=$lines
+    fi
+}
 for _ in $(seq 1 100); do
     ip netns exec "$client" awk '$1 == 9 { found = 1 } END { exit !found }' /proc/net/netfilter/nfnetlink_queue 2>/dev/null && break
     sleep 0.1
 done
-sed 's/^/   | /' "$work/filter-control.log"
+show_log
 
 echo "== an allowed site (curl http://www.wikipedia.org/ on the lab machine)"
 ip netns exec "$client" curl -sS -m 5 http://www.wikipedia.org/ | sed 's/^/   /'
@@ -160,6 +174,7 @@ print("   request form:     %s" % ("yes" if 'id="request-access-form"' in page e
 PY
 echo "== filterctl status"
 "$filterctl" status --socket "$work/control.sock" | sed 's/^/   /'
+show_log
 echo
 if [ "$wait_for_enter" = 1 ]; then
     echo "The demo keeps running. Look at the block page in a browser on the demo lab machine:"
@@ -171,3 +186,12 @@ else
     echo "To look at the block page in a browser, run 'scripts/demo.sh --wait'."
 fi
 echo "== stopping the demo: filter-control removes its kernel rules; the namespaces go"
+kill "$control_pid" 2>/dev/null || true  # a filter-control that is gone already: its status says how it ended
+control_status=0
+wait "$control_pid" || control_status=$?
+control_pid=""
+show_log
+if [ "$control_status" != 0 ]; then
+    echo "demo.sh: filter-control exited with status $control_status when stopped" >&2
+    exit 1
+fi
