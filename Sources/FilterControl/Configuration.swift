@@ -76,8 +76,23 @@ public struct Configuration: Sendable, Hashable {
         /// The local CA for HTTPS block pages (`filterctl ca init` makes it; only filter-control reads it).
         public var ca: String = "/etc/hallpass/ca"
 
-        /// The page's own address, `http://127.0.0.1/` (the port only when not 80).
-        public var pageURL: String { "http://\(address)\(port == 80 ? "" : ":\(port)")/" }
+        /// The line of each port key in the file (`port`, `httpPort`,
+        /// `httpsPort`), for `unprivilegedPortProblems`; empty for defaults.
+        public var portLines: [String: Int] = [:]
+
+        /// The port the page's own address is served on: `port`, unless a
+        /// local user could take it (at or above `unprivilegedPortStart`),
+        /// then `httpPort`, where filter-control listens anyway (80 by default).
+        public func pagePort(unprivilegedPortStart: Int) -> UInt16 {
+            Int(port) < unprivilegedPortStart ? port : httpPort
+        }
+
+        /// The page's own address as served, `http://127.0.0.1/` (the port only when not 80):
+        /// the desktop notice's link.
+        public func pageURL(unprivilegedPortStart: Int) -> String {
+            let served = pagePort(unprivilegedPortStart: unprivilegedPortStart)
+            return "http://\(address)\(served == 80 ? "" : ":\(served)")/"
+        }
     }
 
     public struct Admin: Sendable, Hashable {
@@ -131,9 +146,9 @@ public struct ConfigurationError: Error, Hashable, Sendable, CustomStringConvert
 
 extension Configuration {
     /// Parses YAML text. Unknown keys are errors (a typo must not silently drop a setting).
-    /// `unprivilegedPortStart`: the first port anyone may bind (the block
-    /// page's ports must lie below it); this machine's by default.
-    public init(yaml: String, unprivilegedPortStart: Int = Configuration.unprivilegedPortStart) throws(ConfigurationError) {
+    /// Pure: what the machine allows (a port anyone may bind) is
+    /// `unprivilegedPortProblems`'s, asked with the machine's bound.
+    public init(yaml: String) throws(ConfigurationError) {
         let root: Node?
         do {
             root = try Yams.compose(yaml: yaml)
@@ -141,10 +156,7 @@ extension Configuration {
             throw ConfigurationError(notYAML: error)
         }
         self.init()
-        guard let root else {
-            try checkBlockPagePorts([:], unprivilegedPortStart: unprivilegedPortStart)
-            return
-        }
+        guard let root else { return }
         let top = try ConfigNode(root, key: "").mapping(allowed: ["queue", "rules", "policy", "blockPage", "admin", "log", "notify", "metrics"])
 
         if let queue = top["queue"] {
@@ -209,7 +221,6 @@ extension Configuration {
             self.policyKeys.apply(to: &self.policy)
             if let blockedDNS = fields["blockedDNS"] { self.blockedDNS = try blockedDNS.choice(BlockedDNS.self) }
         }
-        var pageFields: [String: ConfigNode] = [:]
         if let page = top["blockPage"] {
             let fields = try page.mapping(allowed: [
                 "address", "address6", "port", "httpPort", "httpsPort", "organization", "requestAccess", "templates", "ca", "language",
@@ -227,7 +238,9 @@ extension Configuration {
             if let port = fields["port"] { self.blockPage.port = try port.integer(in: 1...65535).narrowed() }
             if let port = fields["httpPort"] { self.blockPage.httpPort = try port.integer(in: 1...65535).narrowed() }
             if let port = fields["httpsPort"] { self.blockPage.httpsPort = try port.integer(in: 1...65535).narrowed() }
-            pageFields = fields
+            for name in ["port", "httpPort", "httpsPort"] {
+                if let line = fields[name]?.node.mark?.line { self.blockPage.portLines[name] = line }
+            }
             if let templates = fields["templates"] { self.blockPage.templates = try templates.absolutePath() }
             if let ca = fields["ca"] { self.blockPage.ca = try ca.absolutePath() }
             if let language = fields["language"] {
@@ -277,42 +290,69 @@ extension Configuration {
             self.metrics = endpoint
         }
         applyBlockedDNS()
-        try checkBlockPagePorts(pageFields, unprivilegedPortStart: unprivilegedPortStart)
+        if policy.dnsRewrite != nil, blockPage.port == blockPage.httpsPort {
+            throw ConfigurationError(
+                key: "blockPage.port", line: blockPage.portLines["port"],
+                message: "the page's own port is plain HTTP and cannot also be httpsPort (\(blockPage.httpsPort))")
+        }
     }
 
-    /// The block page listens only on ports that a user without privilege
-    /// cannot bind: otherwise, while filter-control is down (a restart, an
-    /// update), any local user could listen there first and show a page of
-    /// their own where the desktop notice and rewritten DNS answers send
-    /// people. Ports 80 and 443 of the defaults are privileged.
-    private func checkBlockPagePorts(_ fields: [String: ConfigNode], unprivilegedPortStart: Int) throws(ConfigurationError) {
-        var used: [(name: String, port: UInt16)] = [("port", blockPage.port)]
-        if policy.dnsRewrite != nil { used += [("httpPort", blockPage.httpPort), ("httpsPort", blockPage.httpsPort)] }
-        for (name, port) in used where Int(port) >= unprivilegedPortStart {
-            let remedy =
-                unprivilegedPortStart > 80
-                ? "use a port below \(unprivilegedPortStart) (the default is \(name == "httpsPort" ? 443 : 80))"
-                : "raise net.ipv4.ip_unprivileged_port_start (Linux's default is 1024) or choose a port below it"
-            let message =
-                "port \(port) can be taken by any local user (net.ipv4.ip_unprivileged_port_start is \(unprivilegedPortStart)),"
-                + " who could show a page of their own there while filter-control is down; " + remedy
-            throw fields[name]?.error(message) ?? ConfigurationError(key: "blockPage.\(name)", message: message)
+    /// The block page's ports that a user without privilege may bind
+    /// (at or above `unprivilegedPortStart`, the machine's
+    /// `net.ipv4.ip_unprivileged_port_start`), each naming its key and line:
+    /// while filter-control is down (a restart, an update) any local user
+    /// could listen there first and show a page of their own where the
+    /// desktop notice and rewritten DNS answers send people. Not a reason to
+    /// refuse the configuration (no filter-control is no filtering at all):
+    /// filter-control logs each and does not listen on such a `port` (the
+    /// page's own address is served on `httpPort` instead, `pagePort`); it
+    /// keeps serving `httpPort` and `httpsPort`, where rewritten DNS answers
+    /// send browsers. `filterctl config check` reports them as errors.
+    ///
+    /// `port` is named only when it is not `httpPort` (one listener,
+    /// named by `httpPort`); `httpPort` when it is listened on (with DNS
+    /// rewriting, or serving the page's own address); `httpsPort` with DNS
+    /// rewriting.
+    public func unprivilegedPortProblems(unprivilegedPortStart bound: Int) -> [ConfigurationError] {
+        let page = blockPage
+        func free(_ port: UInt16) -> Bool { Int(port) >= bound }
+        let remedy =
+            bound > 80
+            ? { (name: String) in "use a port below \(bound) (the default is \(name == "httpsPort" ? 443 : 80))" }
+            : { (_: String) in "raise net.ipv4.ip_unprivileged_port_start (Linux's default is 1024) or choose a port below it" }
+        func problem(_ name: String, _ port: UInt16, _ instead: String) -> ConfigurationError {
+            ConfigurationError(
+                key: "blockPage.\(name)", line: page.portLines[name],
+                message: "port \(port) can be taken by any local user (net.ipv4.ip_unprivileged_port_start is \(bound)),"
+                    + " who could show a page of their own there while filter-control is down; \(instead); \(remedy(name))")
         }
-        if policy.dnsRewrite != nil, blockPage.port == blockPage.httpsPort {
-            let message = "the page's own port is plain HTTP and cannot also be httpsPort (\(blockPage.httpsPort))"
-            throw fields["port"]?.error(message) ?? ConfigurationError(key: "blockPage.port", message: message)
+        var problems: [ConfigurationError] = []
+        let rewrite = policy.dnsRewrite != nil
+        if free(page.port), page.port != page.httpPort {
+            problems.append(
+                problem(
+                    "port", page.port,
+                    "filter-control does not listen on it and serves the page's own address on httpPort (\(page.httpPort)),"
+                        + " \(page.pageURL(unprivilegedPortStart: bound))"))
         }
+        if free(page.httpPort), rewrite || page.pagePort(unprivilegedPortStart: bound) == page.httpPort {
+            problems.append(problem("httpPort", page.httpPort, "filter-control serves the page there all the same"))
+        }
+        if free(page.httpsPort), rewrite {
+            problems.append(problem("httpsPort", page.httpsPort, "filter-control serves the page there all the same"))
+        }
+        return problems
     }
 
     /// The first port a user without privilege may bind in this network
     /// namespace (`net.ipv4.ip_unprivileged_port_start`, which covers IPv6
-    /// too); 1024, Linux's default, when it cannot be read. Read once.
-    public static let unprivilegedPortStart: Int = {
-        guard let bytes = try? BoundedFile.read("/proc/sys/net/ipv4/ip_unprivileged_port_start", limit: 64),
+    /// too); 1024, Linux's default, when it cannot be read.
+    public static func unprivilegedPortStart(file: String = "/proc/sys/net/ipv4/ip_unprivileged_port_start") -> Int {
+        guard let bytes = try? BoundedFile.read(file, limit: 64),
             let value = Int(String(decoding: bytes.prefix { $0 != UInt8(ascii: "\n") }, as: UTF8.self))
         else { return 1024 }
         return value
-    }()
+    }
 
     /// Puts `policy.blockedDNS` and the block page's addresses into the
     /// policy filter-data reads.

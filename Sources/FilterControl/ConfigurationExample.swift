@@ -93,8 +93,10 @@ extension Configuration {
           address6: "::1"
           # The page itself (http://127.0.0.1/?url=..., the desktop notice's link), and where browsers
           # sent by a rewritten DNS answer arrive (HTTPS only with the local CA: 'filterctl ca init').
-          # Each must be below net.ipv4.ip_unprivileged_port_start (1024), so that no local user can
+          # Each belongs below net.ipv4.ip_unprivileged_port_start (1024), so that no local user can
           # listen there while filter-control is down; port and httpPort may be the same (one listener).
+          # One at or above it is an error in 'filterctl config check' and in the log, and filtering goes
+          # on: such a port: (0.1.0's 8080) is not listened on and the page is served on httpPort.
           port: 80
           httpPort: 80
           httpsPort: 443

@@ -235,7 +235,15 @@ struct ConfigCommand: ParsableCommand {
     }
 
     struct Validate: ParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "check", abstract: "Check a hallpass.yaml and report the first problem.")
+        static let configuration = CommandConfiguration(
+            commandName: "check", abstract: "Check a hallpass.yaml and report the first problem.",
+            discussion: """
+                A file that reads is also checked against this machine: each block page port a local \
+                user could take (at or above net.ipv4.ip_unprivileged_port_start) is an error with its \
+                key and line. filter-control starts with such a file all the same, says so in its log, \
+                and does not listen on such a blockPage.port (the page is served on httpPort instead).
+                Exit status: 0 ok; 66 the file cannot be read; 78 an error.
+                """)
 
         @Argument(help: "The configuration file.")
         var file: String = Configuration.defaultPath
@@ -244,11 +252,17 @@ struct ConfigCommand: ParsableCommand {
             guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
                 throw fail("cannot read \(file)", status: ExitStatus.noInput)
             }
+            let configuration: Configuration
             do {
-                _ = try Configuration(yaml: text)
+                configuration = try Configuration(yaml: text)
             } catch {
                 throw fail("\(file): \(error)", status: ExitStatus.configError)
             }
+            let problems = configuration.unprivilegedPortProblems(unprivilegedPortStart: Configuration.unprivilegedPortStart())
+            for problem in problems {
+                FileHandle.standardError.write(Data("filterctl: \(file): \(problem)\n".utf8))
+            }
+            if !problems.isEmpty { throw ExitCode(ExitStatus.configError) }
             print("\(file): ok")
         }
     }

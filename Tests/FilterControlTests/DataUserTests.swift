@@ -58,12 +58,38 @@ import Testing
     // MARK: the block page's ports
 
     @Test func theBlockPageIsOnPort80ByDefaultAndItsLinkHasNoPort() throws {
-        let configuration = try Configuration(yaml: "", unprivilegedPortStart: 1024)
+        let configuration = try Configuration(yaml: "")
         #expect(configuration.blockPage.port == 80 && configuration.blockPage.httpPort == 80 && configuration.blockPage.httpsPort == 443)
-        #expect(configuration.blockPage.pageURL == "http://127.0.0.1/")
-        let moved = try Configuration(yaml: "blockPage:\n  address: 127.0.0.9\n  port: 81\n", unprivilegedPortStart: 1024)
-        #expect(moved.blockPage.pageURL == "http://127.0.0.9:81/")
-        #expect(try Configuration(yaml: Configuration.example, unprivilegedPortStart: 1024).blockPage.port == 80)
+        #expect(configuration.blockPage.pageURL(unprivilegedPortStart: 1024) == "http://127.0.0.1/")
+        let moved = try Configuration(yaml: "blockPage:\n  address: 127.0.0.9\n  port: 81\n")
+        #expect(moved.blockPage.pagePort(unprivilegedPortStart: 1024) == 81)
+        #expect(moved.blockPage.pageURL(unprivilegedPortStart: 1024) == "http://127.0.0.9:81/")
+        #expect(try Configuration(yaml: Configuration.example).blockPage.port == 80)
+        #expect(try Configuration(yaml: Configuration.example).unprivilegedPortProblems(unprivilegedPortStart: 1024).isEmpty)
+        #expect(configuration.unprivilegedPortProblems(unprivilegedPortStart: 1024).isEmpty)
+    }
+
+    /// The example of 0.1.0, which schools edited (a conffile, kept by dpkg on upgrade) with its
+    /// `port: 8080`: it must still be read, or an upgraded machine has no filter-control and no filter.
+    static let exampleOf010 = Configuration.example.replacingOccurrences(of: "\n  port: 80\n", with: "\n  port: 8080\n")
+
+    @Test func parsingIsPureAndAcceptsAPortALocalUserCouldTake() throws {
+        #expect(Self.exampleOf010 != Configuration.example)
+        let configuration = try Configuration(yaml: Self.exampleOf010)
+        #expect(configuration.blockPage.port == 8080)
+        #expect(try Configuration(yaml: "blockPage:\n  port: 8080\n  httpsPort: 8443\n").blockPage.httpsPort == 8443)
+    }
+
+    @Test func theExampleOf010HasOneProblemAndServesItsPageOnPort80() throws {
+        let configuration = try Configuration(yaml: Self.exampleOf010)
+        let line = try #require(Self.exampleOf010.split(separator: "\n", omittingEmptySubsequences: false).firstIndex { $0 == "  port: 8080" }) + 1
+        let problems = configuration.unprivilegedPortProblems(unprivilegedPortStart: 1024)
+        #expect(problems.map(\.key) == ["blockPage.port"])
+        #expect(problems.first?.line == line, "\(problems)")
+        #expect(problems.first?.description.hasPrefix("configuration key blockPage.port (line \(line)): port 8080") == true, "\(problems)")
+        #expect(problems.first?.message.contains("does not listen on it and serves the page's own address on httpPort (80), http://127.0.0.1/") == true)
+        #expect(configuration.blockPage.pagePort(unprivilegedPortStart: 1024) == 80)
+        #expect(configuration.blockPage.pageURL(unprivilegedPortStart: 1024) == "http://127.0.0.1/")
     }
 
     @Test(arguments: [
@@ -72,35 +98,62 @@ import Testing
         ("blockPage:\n  httpsPort: 8443\n", "blockPage.httpsPort", 2),
         ("blockPage:\n  port: 1024\n", "blockPage.port", 2),
     ])
-    func aPortAnyLocalUserMayTakeIsRefused(yaml: String, key: String, line: Int) {
-        do {
-            _ = try Configuration(yaml: yaml, unprivilegedPortStart: 1024)
-            Issue.record("accepted \(yaml)")
-        } catch {
-            #expect(error.key == key)
-            #expect(error.line == line, "\(error)")
-            #expect(error.message.contains("ip_unprivileged_port_start is 1024") && error.message.contains("below 1024"), "\(error)")
-        }
+    func aPortAnyLocalUserMayTakeIsAProblemWithItsKeyAndLine(yaml: String, key: String, line: Int) throws {
+        let problems = try Configuration(yaml: yaml).unprivilegedPortProblems(unprivilegedPortStart: 1024)
+        #expect(problems.count == 1, "\(problems)")
+        #expect(problems.first?.key == key)
+        #expect(problems.first?.line == line, "\(problems)")
+        let message = problems.first?.message ?? ""
+        #expect(message.contains("ip_unprivileged_port_start is 1024") && message.contains("below 1024"), "\(message)")
+        #expect(message.contains(key == "blockPage.port" ? "serves the page's own address on httpPort (80)" : "serves the page there all the same"), "\(message)")
     }
 
-    @Test func theMachinesOwnBoundDecides() throws {
-        // A machine where ports from 100 up are anyone's: 80 is still fine, 443 is not.
-        #expect(throws: ConfigurationError.self) { try Configuration(yaml: "", unprivilegedPortStart: 100) }
-        #expect(try Configuration(yaml: "blockPage:\n  httpsPort: 99\n", unprivilegedPortStart: 100).blockPage.httpsPort == 99)
-        // Where nothing is privileged, no port will do, and the error says what to raise.
-        do {
-            _ = try Configuration(yaml: "", unprivilegedPortStart: 0)
-            Issue.record("accepted port 80 with every port unprivileged")
-        } catch {
-            #expect(error.key == "blockPage.port" && error.message.contains("ip_unprivileged_port_start is 0"))
-        }
-        // Without DNS rewriting only the page's own port is listened on, so only it counts.
-        #expect(try Configuration(yaml: "policy:\n  blockedDNS: drop\nblockPage:\n  httpsPort: 8443\n", unprivilegedPortStart: 1024).blockPage.httpsPort == 8443)
-        // This machine's bound, read from /proc (1024 unless someone changed it).
-        #expect(Configuration.unprivilegedPortStart >= 0 && Configuration.unprivilegedPortStart <= 65536)
+    @Test func theMachinesBoundIsAParameter() throws {
+        let defaults = try Configuration(yaml: "")
+        // Linux's default: nothing of the defaults is anyone's.
+        #expect(defaults.unprivilegedPortProblems(unprivilegedPortStart: 1024).isEmpty)
+        // Ports from 100 up are anyone's: 80 is fine, 443 is not.
+        #expect(defaults.unprivilegedPortProblems(unprivilegedPortStart: 100).map(\.key) == ["blockPage.httpsPort"])
+        #expect(try Configuration(yaml: "blockPage:\n  httpsPort: 99\n").unprivilegedPortProblems(unprivilegedPortStart: 100).isEmpty)
+        // From 80 up (rootless containers set this up): port and httpPort are one listener, named once;
+        // without a line, since the file does not set them, and saying what to raise.
+        let at80 = defaults.unprivilegedPortProblems(unprivilegedPortStart: 80)
+        #expect(at80.map(\.key) == ["blockPage.httpPort", "blockPage.httpsPort"], "\(at80)")
+        #expect(at80.allSatisfy { $0.line == nil && $0.message.contains("is 80") && $0.message.contains("raise net.ipv4.ip_unprivileged_port_start") })
+        #expect(defaults.blockPage.pageURL(unprivilegedPortStart: 80) == "http://127.0.0.1/")
+        // Everything anyone's (a container's default): the 0.1.0 example names all three, the page
+        // is still served on httpPort.
+        let old = try Configuration(yaml: Self.exampleOf010)
+        let at0 = old.unprivilegedPortProblems(unprivilegedPortStart: 0)
+        #expect(at0.map(\.key) == ["blockPage.port", "blockPage.httpPort", "blockPage.httpsPort"], "\(at0)")
+        #expect(at0.allSatisfy { $0.line != nil && $0.message.contains("is 0") })
+        #expect(old.blockPage.pagePort(unprivilegedPortStart: 0) == 80)
+        // Without DNS rewriting httpPort and httpsPort are listened on only for the page itself.
+        let drop = try Configuration(yaml: "policy:\n  blockedDNS: drop\nblockPage:\n  httpsPort: 8443\n")
+        #expect(drop.unprivilegedPortProblems(unprivilegedPortStart: 1024).isEmpty)
+        #expect(drop.unprivilegedPortProblems(unprivilegedPortStart: 0).map(\.key) == ["blockPage.httpPort"])
+    }
+
+    @Test func theBoundIsReadFromProcAnd1024WhenItCannotBe() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("hallpass-port-\(getpid())").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try "0\n".write(toFile: folder + "/start", atomically: true, encoding: .utf8)
+        #expect(Configuration.unprivilegedPortStart(file: folder + "/start") == 0)
+        #expect(Configuration.unprivilegedPortStart(file: folder + "/missing") == 1024)
+        try "junk\n".write(toFile: folder + "/start", atomically: true, encoding: .utf8)
+        #expect(Configuration.unprivilegedPortStart(file: folder + "/start") == 1024)
+        // This machine's (1024 unless someone changed it).
+        #expect((0...65536).contains(Configuration.unprivilegedPortStart()))
     }
 
     @Test func thePagesOwnPortCannotBeTheHTTPSPort() {
-        #expect(throws: ConfigurationError.self) { try Configuration(yaml: "blockPage:\n  port: 443\n", unprivilegedPortStart: 1024) }
+        do {
+            _ = try Configuration(yaml: "blockPage:\n  port: 443\n")
+            Issue.record("accepted port 443 for the plain HTTP page")
+        } catch {
+            #expect(error.key == "blockPage.port" && error.line == 2, "\(error)")
+        }
+        #expect(throws: Never.self) { try Configuration(yaml: "policy:\n  blockedDNS: drop\nblockPage:\n  port: 443\n") }
     }
 }

@@ -64,8 +64,9 @@ public struct NoticeText: Sendable, Hashable {
     public var organization: String
     /// `blockPage.requestAccess`: the link's template ({url} {host} {category} {user} {org}), or `builtin`.
     public var requestAccessURL: String?
-    /// The block page's own address, for `builtin` (`blockPage.pageURL`: `http://127.0.0.1/`, on a
-    /// privileged port no local user can take while filter-control is down).
+    /// The block page's own address as served, for `builtin` (`BlockPage.pageURL`: `http://127.0.0.1/`,
+    /// on a privileged port no local user can take while filter-control is down; `httpPort`'s when
+    /// `blockPage.port` is one they could).
     public var blockPageURL: String
 
     public init(organization: String, requestAccessURL: String?, blockPageURL: String) {

@@ -24,14 +24,19 @@ enum BlockPageSetup {
         return BlockPageResponder(renderer: renderer, backend: PageBackend(control: control), ownNames: own)
     }
 
-    /// Listens where people are sent: the page's own port (by default 80,
-    /// the same listener as `httpPort`), and with DNS rewriting ports 80 and
-    /// 443 of both block page addresses (443 with the local CA; without one,
-    /// HTTPS starts on the first reload that finds it). Every port is below
-    /// `net.ipv4.ip_unprivileged_port_start` (the configuration refuses
-    /// others), so no local user can listen there first while filter-control
-    /// is down. A listener that cannot bind is logged; filtering goes on without it.
-    static func start(configuration: Configuration, control: Control, logger: Logger) throws(Control.StartError) -> BlockPageServer {
+    /// Listens where people are sent: the page's own address (`blockPage.port`,
+    /// by default 80, the same listener as `httpPort`), and with DNS
+    /// rewriting ports 80 and 443 of both block page addresses (443 with the
+    /// local CA; without one, HTTPS starts on the first reload that finds
+    /// it). A `port` at or above `unprivilegedPortStart` (one a local user
+    /// could take while filter-control is down) is not listened on: the
+    /// page's own address is served on `httpPort` instead (`pagePort`);
+    /// `httpPort` and `httpsPort` are served wherever they are, since
+    /// rewritten DNS answers send browsers there (Control logged each such
+    /// port at start). A listener that cannot bind is logged; filtering goes on without it.
+    static func start(
+        configuration: Configuration, unprivilegedPortStart: Int, control: Control, logger: Logger
+    ) throws(Control.StartError) -> BlockPageServer {
         let responder: BlockPageResponder
         do {
             responder = try self.responder(configuration: configuration, control: control)
@@ -39,7 +44,8 @@ enum BlockPageSetup {
             throw Control.StartError(message: "blockPage: \(error.message) [\(error.code)]", status: 78)
         }
         let page = configuration.blockPage
-        var listeners = [BlockPageServer.Listener(address: page.address, port: Int(page.port), tls: false)]
+        let pagePort = page.pagePort(unprivilegedPortStart: unprivilegedPortStart)
+        var listeners = [BlockPageServer.Listener(address: page.address, port: Int(pagePort), tls: false)]
         var authority: LocalCertificateAuthority? = nil
         if configuration.policy.dnsRewrite != nil {
             do {
@@ -48,7 +54,7 @@ enum BlockPageSetup {
                 logger.info("block page: no HTTPS until a reload finds the local CA (\(error.message))")
             }
             for address in [page.address, page.address6] {
-                if address != page.address || page.httpPort != page.port {
+                if address != page.address || page.httpPort != pagePort {
                     listeners.append(.init(address: address, port: Int(page.httpPort), tls: false))
                 }
                 listeners.append(.init(address: address, port: Int(page.httpsPort), tls: true))

@@ -73,6 +73,10 @@ public actor Control {
     let supervisor: DataSupervisor
     /// The user filter-data runs as (`queue.user`, looked up once at start).
     let dataUser: DataUser
+    /// This network namespace's `net.ipv4.ip_unprivileged_port_start`, read
+    /// once at start: the block page's ports at or above it are logged, and
+    /// `blockPage.port` among them is not listened on (`BlockPage.pagePort`).
+    let unprivilegedPortStart: Int
     private(set) var blockPage: BlockPageServer?
     /// What the block page reads from its event loops (no actor hop there).
     let pageView: Mutex<PageView>
@@ -106,6 +110,13 @@ public actor Control {
         self.clock = clock
         let configuration = try Control.readConfiguration(options.configPath)
         self.configuration = configuration
+        // A block page port a local user could take is said once and filtering goes on:
+        // refusing to start would leave the machine without any filter.
+        let unprivilegedPortStart = Configuration.unprivilegedPortStart()
+        self.unprivilegedPortStart = unprivilegedPortStart
+        for problem in configuration.unprivilegedPortProblems(unprivilegedPortStart: unprivilegedPortStart) {
+            logger.error("\(options.configPath): \(problem)")
+        }
         // Access requests and the policy state (overrides, a manual exam) live
         // in rules.directory, also with --store, which installs nothing there.
         do {
@@ -203,7 +214,7 @@ public actor Control {
                 rule: NoticeRule(interval: TimeInterval(configuration.notify.interval), noticeForDNS: !caServes),
                 text: NoticeText(
                     organization: page.organization, requestAccessURL: page.requestAccess?.url,
-                    blockPageURL: page.pageURL),
+                    blockPageURL: page.pageURL(unprivilegedPortStart: unprivilegedPortStart)),
                 logger: logger)
         } else {
             notifier = nil
@@ -292,7 +303,8 @@ public actor Control {
 
     /// The block page, listening where people are sent (see `BlockPageSetup`).
     func startBlockPage() throws(StartError) {
-        let server = try BlockPageSetup.start(configuration: configuration, control: self, logger: logger)
+        let server = try BlockPageSetup.start(
+            configuration: configuration, unprivilegedPortStart: unprivilegedPortStart, control: self, logger: logger)
         blockPage = server
     }
 
