@@ -2,7 +2,9 @@
 # Soak: hallpass under mixed traffic for a long time while its rules change
 # every 10 s and filter-data is killed every 5 min, for BENCHMARKS.md
 # (release build as `make` builds it, root).
-#   scripts/soak.sh [DURATION]       (default 1h; 90s, 6m, 1h, or seconds)
+#   scripts/soak.sh [DURATION]       (default 1h; 90s, 6m, 1h, or seconds; over
+#                                     5:30, the first kill, unless the kills
+#                                     below come sooner)
 #
 # Environment (for short test runs):
 #   SOAK_RELOAD_INTERVAL  seconds between reloads (default 10)
@@ -41,8 +43,11 @@
 #   - blocked requests that got through: 0 (names blocked in both bundles at
 #     any time, also during the kills; names that flip outside the margins);
 #   - reloads that failed: 0;
-#   - every kill found filter-data (the child of the running filter-control),
-#     filter-control saw it die of SIGKILL, and a new one said hello;
+#   - every kill the schedule had was made (the n-th, n = 1, 2, ..., at
+#     n * SOAK_KILL_INTERVAL + SOAK_KILL_OFFSET s, if that is before the end:
+#     a run no longer than 5:30 with the defaults has none, and fails), found
+#     filter-data (the child of the running filter-control), filter-control
+#     saw it die of SIGKILL, and a new one said hello;
 #   - the memory samples found filter-data (and filter-control) at least once;
 #   - RSS and descriptors of both processes, mean of the last 10 minutes
 #     within 10 % of the mean of minutes 5-15 (needs 25 minutes or more).
@@ -335,4 +340,4 @@ for file in plan.json publish.log reloads.tsv kills.tsv samples.tsv status.jsonl
     [ -e "$work/$file" ] && cp "$work/$file" "$out/" || touch "$out/$file"
 done
 python3 scripts/lib/soak-report.py "$out" --start "$start" --end "$end" --margin "$margin" \
-    --reload-interval "$reload_interval" --kill-interval "$kill_interval" --sample-interval "$sample_interval"
+    --reload-interval "$reload_interval" --kill-interval "$kill_interval" --kill-offset "$kill_offset" --sample-interval "$sample_interval"

@@ -28,10 +28,17 @@ How each goal is counted:
   process was not one the soak killed with SIGKILL, every "has not
   answered ... killing it", every death of filter-control.
 - Reloads: every `filterctl reload` must exit 0.
-- Kills: each kill must have found a filter-data to kill (kills.tsv has its
-  pid, '-' when the running filter-control had none), filter-control must
-  have seen that process exit "killed by signal 9", and a new filter-data
-  must have said hello after it. A kill that found nothing tested nothing.
+- Kills: as many kills as the schedule had must have been made, and each
+  must have found a filter-data to kill (kills.tsv has its pid, '-' when the
+  running filter-control had none), filter-control must have seen that
+  process exit "killed by signal 9", and a new filter-data must have said
+  hello after it. A kill that found nothing tested nothing. The schedule is
+  scripts/soak.sh's killer's: the n-th kill (n = 1, 2, ...) at start + n *
+  interval + offset, made when that is before the end (no margin), so a run
+  of D s has max(0, ceil((D - offset) / interval) - 1) kills. A run with
+  fewer rows in kills.tsv (the killer stopped) fails, and so does a run too
+  short for any kill: it tested no kill (soak.sh has no way to turn the
+  kills off).
 - Samples: at least one memory sample must have found filter-data and one
   filter-control (a sampler that finds neither measures nothing).
 - A request whose local port an earlier request of the same protocol used
@@ -69,6 +76,21 @@ def percentile(values, fraction):
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
+def kill_schedule(start, end, interval, offset):
+    """The times of the kills scripts/soak.sh's killer makes: the n-th (n = 1,
+    2, ...) at start + (n * interval + offset), as long as that is before the
+    end; reckoned as the killer does (awk, to the microsecond), so that a kill
+    due exactly at the end is not counted either."""
+    times = []
+    if interval <= 0:
+        return times
+    n = 1
+    while (t := float(f"{start + (n * interval + offset):.6f}")) < end:
+        times.append(t)
+        n += 1
+    return times
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("folder")
@@ -77,6 +99,7 @@ def main():
     parser.add_argument("--margin", type=float, default=1.0)
     parser.add_argument("--reload-interval", type=float, default=10)
     parser.add_argument("--kill-interval", type=float, default=300)
+    parser.add_argument("--kill-offset", type=float, default=30)
     parser.add_argument("--sample-interval", type=float, default=60)
     parser.add_argument("--reuse-window", type=float, default=300,
                         help="a request whose local port an earlier one used this many seconds before is marked as on a reused port")
@@ -193,17 +216,35 @@ def main():
         pass
     restarts = final.get("dataProcess", {}).get("restarts")
 
-    # Kills: each one found filter-data, ended it, and saw a new one come back.
+    # Kills: as many as scheduled, and each one found filter-data, ended it,
+    # and saw a new one come back.
     killed_by_signal = {e["pid"] for e in exits if e["ours"]}
+    scheduled = kill_schedule(start, end, arguments.kill_interval, arguments.kill_offset)
     kill_failures = []
+    if not scheduled:
+        first = arguments.kill_interval + arguments.kill_offset
+        kill_failures.append({"t": None, "why": f"no kill scheduled: the first would come at {first:g} s, not before the end of a "
+                                                f"{end - start:.0f} s run (a soak that kills nothing tests no kill; "
+                                                f"SOAK_KILL_INTERVAL and SOAK_KILL_OFFSET shorten the schedule)"})
+    for due in scheduled[len(kills):]:
+        kill_failures.append({"t": round(due - start, 1), "why": f"a kill was scheduled and none was made ({len(kills)} made of "
+                                                                 f"{len(scheduled)} scheduled: did the killer stop?)"})
+    if len(kills) > len(scheduled):
+        kill_failures.append({"t": None, "why": f"{len(kills)} kills made, {len(scheduled)} scheduled: the report's --kill-interval "
+                                                f"{arguments.kill_interval:g} and --kill-offset {arguments.kill_offset:g} are not the run's"})
+    made_failures = 0
     for k in kills:
         t = round(k["time"] - start, 1)
         if k["pid"] is None:
-            kill_failures.append({"t": t, "why": "found no filter-data to kill (no child of the running filter-control is filter-data)"})
+            why = "found no filter-data to kill (no child of the running filter-control is filter-data)"
         elif k["pid"] not in killed_by_signal:
-            kill_failures.append({"t": t, "why": f"sent SIGKILL to {k['pid']}, but filter-control saw no filter-data {k['pid']} die of it"})
+            why = f"sent SIGKILL to {k['pid']}, but filter-control saw no filter-data {k['pid']} die of it"
         elif k["back"] is None:
-            kill_failures.append({"t": t, "why": f"filter-data {k['pid']} died and no new one said hello"})
+            why = f"filter-data {k['pid']} died and no new one said hello"
+        else:
+            continue
+        kill_failures.append({"t": t, "why": why})
+        made_failures += 1
 
     # Reloads.
     reload_failures = [r for r in reloads if r["status"] != 0]
@@ -243,14 +284,16 @@ def main():
         "crashes": {"value": len(crashes), "goal": 0, "ok": not crashes},
         "blockedThrough": {"value": len(through), "goal": 0, "ok": not through},
         "reloadFailures": {"value": len(reload_failures), "goal": 0, "ok": not reload_failures},
-        "kills": {"value": len(kills) - len(kill_failures), "goal": len(kills), "ok": not kill_failures, "failures": kill_failures},
+        "kills": {"value": len(kills) - made_failures, "goal": len(scheduled), "scheduled": len(scheduled), "made": len(kills),
+                  "ok": not kill_failures, "failures": kill_failures},
         "samples": {"value": sampled, "ok": not sample_failures, "failures": sample_failures},
         "memory": {"ok": memory.get("ok") if memory["judged"] else None},
     }
     failed_goals = [name for name, goal in goals.items() if goal["ok"] is False]
     summary = {
         "start": start, "end": end, "minutes": round(duration_min, 1), "margin": margin,
-        "reloadInterval": arguments.reload_interval, "killInterval": arguments.kill_interval, "sampleInterval": arguments.sample_interval,
+        "reloadInterval": arguments.reload_interval, "killInterval": arguments.kill_interval, "killOffset": arguments.kill_offset,
+        "sampleInterval": arguments.sample_interval,
         "goals": goals, "failedGoals": failed_goals,
         "traffic": by_proto, "flipAttemptsNotJudged": unjudged,
         "blockedThrough": through, "allowedFailed": failed, "allowedFailedInKillWindows": len(failed_in_kills),
@@ -284,7 +327,8 @@ def main():
                 where += f"; local port {example['port']} carried {earlier} {example['samePortBefore']['secondsBefore']} s before"
             say(f"    {len(members):>6}  {proto} {klass}: {outcome}{' on a reused local port' if reuse else ''} ({where})")
 
-    say(f"soak: {duration_min:.1f} min, reload every {arguments.reload_interval:g} s, filter-data killed every {arguments.kill_interval:g} s")
+    say(f"soak: {duration_min:.1f} min, reload every {arguments.reload_interval:g} s, "
+        f"filter-data killed every {arguments.kill_interval:g} s (+{arguments.kill_offset:g} s)")
     say("")
     say("traffic:")
     for proto, stats in sorted(by_proto.items()):
@@ -297,7 +341,7 @@ def main():
         f"time p50 {r['p50Ms'] or 0:.0f} ms, p99 {r['p99Ms'] or 0:.0f} ms, max {r['maxMs'] or 0:.0f} ms")
     for failure in r["failed"][:10]:
         say(f"  at {failure['t']} s, version {failure['version']}: exit {failure['status']}: {failure['output'][:200]}")
-    say(f"kills: {len(kills)}; filter-data back (hello) after " + (", ".join(f"{k['backMs']} ms" if k["backMs"] is not None else "never" for k in kills) or "-"))
+    say(f"kills: {len(kills)} of {len(scheduled)} scheduled; filter-data back (hello) after " + (", ".join(f"{k['backMs']} ms" if k["backMs"] is not None else "never" for k in kills) or "-"))
     say(f"filter-data exits: {len(exits)} ({sum(e['ours'] for e in exits)} the soak's kills); restarts in filterctl status: {restarts}")
     counters = final.get("counters", {})
     if counters:
@@ -324,10 +368,10 @@ def main():
         + (f"; {reused(through)} of them on a reused local port" if through else ""))
     say_items(through)
     say(f"  reloads that failed: {len(reload_failures)} (goal 0) {'PASS' if not reload_failures else 'FAIL'}")
-    say(f"  kills that found filter-data, ended it and saw a new one: {len(kills) - len(kill_failures)} of {len(kills)} "
+    say(f"  kills that found filter-data, ended it and saw a new one: {len(kills) - made_failures} of {len(scheduled)} scheduled "
         f"(goal all) {'PASS' if not kill_failures else 'FAIL'}")
     for failure in kill_failures[:10]:
-        say(f"    at {failure['t']} s: {failure['why']}")
+        say(f"    at {failure['t']} s: {failure['why']}" if failure["t"] is not None else f"    {failure['why']}")
     say(f"  samples that found filter-data: {sampled['filter-data']}, filter-control: {sampled['filter-control']}, of {len(samples)} "
         f"(goal at least 1 each) {'PASS' if not sample_failures else 'FAIL'}")
     for failure in sample_failures:
