@@ -442,20 +442,30 @@ missing_piece() {  # missing_piece TECHNIQUE UID EXPECTED
     fi
 }
 
+# Runs the rows of the array named (technique | client | uid | expected |
+# command each): one line of the table per row, the command's log in
+# clients.log, and one more in $differences for each result that is not the
+# one expected.
+run_rows() {  # run_rows NAME_OF_ARRAY
+    local -n table=$1
+    local row technique client_name uid expected command result mark
+    for row in "${table[@]}"; do
+        IFS='|' read -r technique client_name uid expected command <<<"$row"
+        echo "== $technique / $uid: $command" >>"$work/clients.log"
+        result=$($command)
+        mark="ok"
+        if [ "$result" != "$expected" ]; then
+            differences=$((differences + 1))
+            mark="DIFFERS $(missing_piece "$technique" "$uid" "$expected")"
+        fi
+        printf '%-36s %-44s %-5s %-8s %-8s %s\n' "$technique" "$client_name" "$uid" "$expected" "$result" "$mark"
+    done
+}
+
 echo
 printf '%-36s %-44s %-5s %-8s %-8s %s\n' "TECHNIQUE" "CLIENT" "USER" "EXPECTED" "RESULT" ""
 differences=0
-for row in "${rows[@]}"; do
-    IFS='|' read -r technique client_name uid expected command <<<"$row"
-    echo "== $technique / $uid: $command" >>"$work/clients.log"
-    result=$($command)
-    mark="ok"
-    if [ "$result" != "$expected" ]; then
-        differences=$((differences + 1))
-        mark="DIFFERS $(missing_piece "$technique" "$uid" "$expected")"
-    fi
-    printf '%-36s %-44s %-5s %-8s %-8s %s\n' "$technique" "$client_name" "$uid" "$expected" "$result" "$mark"
-done
+run_rows rows
 
 # A bundle of the school's UT1 lists alone (no rules/bypass), with the same policy: hallpass's own
 # lists of DoH resolvers and ECH public names come with it all the same (filterctl adds them to every
@@ -476,17 +486,7 @@ ut1_rows=(
     "UT1-only: ECH, cloudflare-ech.com|python ClientHello + 0xfe0d|4241|block|try_ech_hello 4241"
     "UT1-only: ECH, cloudflare-ech.com|python ClientHello + 0xfe0d|4242|allow|try_ech_hello 4242"
 )
-for row in "${ut1_rows[@]}"; do
-    IFS='|' read -r technique client_name uid expected command <<<"$row"
-    echo "== $technique / $uid: $command" >>"$work/clients.log"
-    result=$($command)
-    mark="ok"
-    if [ "$result" != "$expected" ]; then
-        differences=$((differences + 1))
-        mark="DIFFERS $(missing_piece "$technique" "$uid" "$expected")"
-    fi
-    printf '%-36s %-44s %-5s %-8s %-8s %s\n' "$technique" "$client_name" "$uid" "$expected" "$result" "$mark"
-done
+run_rows ut1_rows
 echo
 echo "$differences of $((${#rows[@]} + ${#ut1_rows[@]})) rows differ from the policy."
 [ "$policy_keys" = 1 ] || echo "(policy.safeSearch and policy.bypass are not read by this hallpass yet: the bundle carries the policy without them)"
