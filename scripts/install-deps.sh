@@ -36,6 +36,8 @@ if [ "$tests" = 1 ]; then
     packages+=(rsyslog dbus-daemon python3-dbus python3-gi)
     # a reload filter-data refuses by itself: an ACL that shuts its user out of a rules folder
     packages+=(acl)
+    # a step of the wall clock under filter-control (libfaketime fakes only its wall clock)
+    packages+=(faketime)
 fi
 if [ "$matrix" = 1 ]; then
     # scripts/bypass-matrix.sh: DoH and DoT (dnsdist, kdig), OpenVPN, WireGuard in user space (the kernel

@@ -36,10 +36,11 @@ public final class ChildProcess: @unchecked Sendable {
     /// and error are appended to `outputPath` when given, else inherited
     /// unless mapped. Every other descriptor of this process is closed in
     /// the child. The child gets this process's environment with
-    /// `environment` set on top.
+    /// `environment` set on top, or with `inheritEnvironment` false
+    /// `environment` alone.
     public init(
         executable: String, arguments: [String], descriptors: [(from: Int32, to: Int32)] = [], outputPath: String? = nil,
-        environment extra: [String: String] = [:]
+        environment extra: [String: String] = [:], inheritEnvironment: Bool = true
     ) throws(LaunchError) {
         var actions = unsafe posix_spawn_file_actions_t()
         unsafe posix_spawn_file_actions_init(&actions)
@@ -82,12 +83,12 @@ public final class ChildProcess: @unchecked Sendable {
         var argv: [UnsafeMutablePointer<CChar>?] = unsafe ([executable] + arguments).map { unsafe strdup($0) } + [nil]
         defer { unsafe argv.forEach { unsafe free($0) } }
         var child: pid_t = 0
-        // This process's environment, with `extra` set on top.
+        // This process's environment (or none), with `extra` set on top.
         var environment: [UnsafeMutablePointer<CChar>?] = unsafe []
         // unsafe: `environ` is the NULL-terminated array libc keeps; each entry is copied with
         // strdup before the next one is read, and the copies are freed by the defer below.
         var cursor = unsafe environ
-        while let entry = unsafe cursor.pointee {
+        while inheritEnvironment, let entry = unsafe cursor.pointee {
             let text = unsafe String(cString: entry)
             if let name = text.split(separator: "=", maxSplits: 1).first, extra[String(name)] == nil { unsafe environment.append(strdup(entry)) }
             unsafe cursor += 1

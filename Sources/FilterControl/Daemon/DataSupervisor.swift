@@ -51,9 +51,24 @@ public final class DataSupervisor: @unchecked Sendable {
 
     public static let controlDescriptor: Int32 = 3
     /// No pong for this long: filter-data is killed and started again.
-    public var unresponsiveAfter: TimeInterval = 5
+    public var unresponsiveAfter: Duration = .seconds(5)
     /// A run this long resets the restart delay to its first step.
-    public var stableAfter: TimeInterval = 30
+    public var stableAfter: Duration = .seconds(30)
+
+    /// The clock of every deadline and duration here (health check, restart
+    /// delay, how long a run lasted, the waits of a stop and of an answer),
+    /// never the wall clock: a step of the wall clock (NTP's first sync after
+    /// a lab machine boots, an admin setting the time) must not make a
+    /// healthy filter-data look silent and kill it, nor put off a restart.
+    /// `startedAt` and `countersAt` stay wall-clock dates, for people to read.
+    ///
+    /// SuspendingClock, not ContinuousClock: on Linux it is CLOCK_MONOTONIC,
+    /// which stops while the machine is suspended, where ContinuousClock
+    /// (CLOCK_BOOTTIME) goes on. Both processes are frozen in a suspend, so
+    /// on resume ContinuousClock would count the hours asleep as hours
+    /// filter-data did not answer, and the first health check would kill a
+    /// healthy filter-data; this clock counts only the time both ran.
+    typealias Monotonic = SuspendingClock
 
     private let launch: Launch
     private let answerer: NeedRulesAnswerer
@@ -83,15 +98,18 @@ public final class DataSupervisor: @unchecked Sendable {
     private var channel: ControlChannel?
     /// filter-data's standard output and error: a pipe whose lines go to `log`.
     private var output: ChildOutput?
-    private var nextLaunch = Date.distantPast
+    private var nextLaunch = Monotonic.now
     private var failuresInARow = 0
     private var pingNumber: UInt64 = 0
     /// While filter-data is being stopped: the end of the channel is expected,
     /// not a death to restart from (`channelEnded` says it came).
     private var draining = false
     private var channelEnded = false
-    private var lastPing = Date.distantPast
-    private var lastHeard = Date()
+    /// nil: no ping sent to this filter-data yet.
+    private var lastPing: Monotonic.Instant?
+    private var lastHeard = Monotonic.now
+    /// When the running filter-data was started (`startedAt` on the wall clock, for `status`).
+    private var startedRunning = Monotonic.now
 
     public init(
         launch: Launch, store: String, policy: String, answerer: NeedRulesAnswerer, log: @escaping @Sendable (String) -> Void,
@@ -159,8 +177,8 @@ public final class DataSupervisor: @unchecked Sendable {
     public func apply(store: String?, policy: String, waitingAtMost timeout: Duration) async -> RulesAnswer {
         let (before, previous) = lock.withLock { (state.rulesAnswers, rules) }
         if let store { useRules(store: store, policy: policy) } else { usePolicy(policy) }
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
+        let deadline = Monotonic.now + timeout
+        while Monotonic.now < deadline {
             let answer: RulesAnswer? = lock.withLock {
                 guard state.rulesAnswers > before else { return nil }
                 if let refusal = state.lastRulesRefusal {
@@ -199,8 +217,8 @@ public final class DataSupervisor: @unchecked Sendable {
             return Self.firstRefreshPing + refreshPings
         }
         guard send(.ping(number)) else { return false }
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
+        let deadline = Monotonic.now + timeout
+        while Monotonic.now < deadline {
             if lock.withLock({ state.answeredRefresh >= number }) { return true }
             try? await Task.sleep(for: .milliseconds(2))
         }
@@ -220,8 +238,8 @@ public final class DataSupervisor: @unchecked Sendable {
     public func useRules(store: String, policy: String, waitingAtMost timeout: TimeInterval) -> RulesAnswer {
         let before = lock.withLock { state.rulesAnswers }
         useRules(store: store, policy: policy)
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
+        let deadline = Monotonic.now + .seconds(timeout)
+        while Monotonic.now < deadline {
             let answer: RulesAnswer? = lock.withLock {
                 guard state.rulesAnswers > before else { return nil }
                 if let refusal = state.lastRulesRefusal { return .refused(refusal) }
@@ -237,7 +255,7 @@ public final class DataSupervisor: @unchecked Sendable {
 
     private func loop() {
         while !lock.withLock({ stopping }) {
-            if child == nil, Date() >= nextLaunch { start(rules: lock.withLock { rules }) }
+            if child == nil, Monotonic.now >= nextLaunch { start(rules: lock.withLock { rules }) }
             guard let channel else {
                 usleep(20_000)
                 continue
@@ -300,8 +318,8 @@ public final class DataSupervisor: @unchecked Sendable {
     /// still sends (until its end of the channel closes); its exit status, or
     /// nil when it is still running.
     private func waitReading(_ child: ChildProcess, atMost seconds: Double) -> Int32? {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
+        let deadline = Monotonic.now + .seconds(seconds)
+        while Monotonic.now < deadline {
             if let channel, !channelEnded {
                 _ = channel.wait(timeoutMilliseconds: 20)
                 readMessages(channel)
@@ -346,14 +364,20 @@ public final class DataSupervisor: @unchecked Sendable {
                 // The Swift runtime's crash backtracer forks and execs a helper, which the
                 // sandbox refuses: with it on, a crash would loop in its handler instead of
                 // ending the process (filter-control restarts it at once).
-                environment: ["SWIFT_BACKTRACE": "enable=no"])
+                environment: ["SWIFT_BACKTRACE": "enable=no"],
+                // Nothing of filter-control's environment: filter-data reads no variable, and
+                // what the loader and libraries read (LD_PRELOAD, LD_LIBRARY_PATH, MALLOC_*)
+                // must not put code or behaviour into the sandboxed process that nobody chose
+                // for it (a preloaded library would also run its calls under the seccomp filter).
+                inheritEnvironment: false)
             output.closeWriteEnd()
             child = process
             channel = pair.0
             channelEnded = false
             self.output = output
-            lastHeard = Date()
-            lastPing = .distantPast
+            lastHeard = Monotonic.now
+            lastPing = nil
+            startedRunning = Monotonic.now
             lock.withLock {
                 state.pid = process.pid
                 state.startedAt = Date()
@@ -375,7 +399,7 @@ public final class DataSupervisor: @unchecked Sendable {
         var reports = FlowReportLines()
         defer { if !reports.isEmpty { onEvent(.reports(reports)) } }
         var heard = false
-        defer { if heard { lastHeard = Date() } }
+        defer { if heard { lastHeard = Monotonic.now } }
         while true {
             let message: ControlMessage?
             do {
@@ -395,10 +419,10 @@ public final class DataSupervisor: @unchecked Sendable {
                 lock.withLock { state.rulesVersion = version }
                 log("filter-data \(pid) is filtering with rules version \(version)")
             case .ask(let question):
-                let asked = ContinuousClock.now
+                let asked = Monotonic.now
                 let answered = onAnswered
                 answerer.answer(question) { reply in
-                    answered(ContinuousClock.now - asked)
+                    answered(Monotonic.now - asked)
                     // A send from the lookup's thread is safe: one datagram, no shared buffer.
                     try? channel.send(reply)
                 }
@@ -439,14 +463,14 @@ public final class DataSupervisor: @unchecked Sendable {
 
     private func checkHealth() {
         guard let child else { return }
-        let now = Date()
-        if now.timeIntervalSince(lastPing) >= 1 {
+        let now = Monotonic.now
+        if lastPing.map({ now - $0 >= .seconds(1) }) ?? true {
             pingNumber += 1
             sendOnLoop(.ping(pingNumber))
             lastPing = now
         }
-        if now.timeIntervalSince(lastHeard) > unresponsiveAfter {
-            log("filter-data \(child.pid) has not answered for \(Int(unresponsiveAfter)) seconds; killing it")
+        if now - lastHeard > unresponsiveAfter {
+            log("filter-data \(child.pid) has not answered for \(unresponsiveAfter.components.seconds) seconds; killing it")
             if let refused = child.send(SIGKILL) { log("cannot kill filter-data \(child.pid): \(refused)") }
             lastHeard = now
         }
@@ -469,7 +493,7 @@ public final class DataSupervisor: @unchecked Sendable {
         let status = child.wait()
         output?.forwardLines(to: log, untilEnd: true)
         output = nil
-        let ranFor = Date().timeIntervalSince(lock.withLock { state.startedAt } ?? Date())
+        let ranFor = Monotonic.now - startedRunning
         self.child = nil
         channel = nil
         let stopping = lock.withLock { () -> Bool in
@@ -489,7 +513,7 @@ public final class DataSupervisor: @unchecked Sendable {
         // 0.05 s, 0.1 s, 0.2 s ... 10 s: back at once after a crash, no busy loop when it cannot start.
         let delay = min(10.0, 0.05 * pow(2.0, Double(min(failuresInARow, 8))))
         failuresInARow += 1
-        nextLaunch = Date().addingTimeInterval(delay)
+        nextLaunch = Monotonic.now + .seconds(delay)
     }
 }
 
