@@ -5,8 +5,9 @@ import Testing
 /// hallpass filtering real traffic: filter-control and filter-data on the
 /// kernel's queue in a client namespace, nginx in a server namespace.
 @Suite(.serialized) struct FilterIntegrationTests {
-    /// Compiles a store that blocks blocked.test (category demo) and writes a config.
-    func prepare(_ network: TestNetwork, failMode: String = "open") throws -> (config: String, store: String) {
+    /// Compiles a store that blocks blocked.test (category demo) and writes a
+    /// config; `policy` adds lines to its `policy:` section.
+    func prepare(_ network: TestNetwork, failMode: String = "open", policy: [String] = []) throws -> (config: String, store: String) {
         try "blocked.test\n".write(toFile: network.folder + "/demo.txt", atomically: true, encoding: .utf8)
         let store = network.folder + "/rules.hpstore"
         let compile = try shell("\(TestNetwork.binaries)/filterctl compile --quiet --out \(store) \(network.folder)/demo.txt")
@@ -23,7 +24,7 @@ import Testing
             policy:
               block: [ demo ]
               unknown: allow
-            log:
+            \(policy.map { "  " + $0 + "\n" }.joined())log:
               file: \(network.folder)/audit.jsonl
               journald: false
             admin:

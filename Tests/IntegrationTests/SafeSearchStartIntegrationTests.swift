@@ -42,29 +42,7 @@ extension FilterIntegrationTests {
 
     /// filter-control with `safeSearch: [ google ]` in closed mode; returns once its log says "ready".
     func startWithSafeSearch(_ network: TestNetwork) throws {
-        try "blocked.test\n".write(toFile: network.folder + "/demo.txt", atomically: true, encoding: .utf8)
-        let store = network.folder + "/rules.hpstore"
-        let compile = try shell("\(TestNetwork.binaries)/filterctl compile --quiet --out \(store) \(network.folder)/demo.txt")
-        #expect(compile.status == 0, "\(compile.output)")
-        let config = network.folder + "/hallpass.yaml"
-        try """
-            queue:
-              # The build folder has no _hallpass (the package's user for filter-data).
-              user: nobody
-              number: 3
-              failMode: closed
-            rules:
-              directory: \(network.folder)/lib
-            policy:
-              block: [ demo ]
-              unknown: allow
-              safeSearch: [ google ]
-            log:
-              file: \(network.folder)/audit.jsonl
-              journald: false
-            admin:
-              socket: \(network.folder)/control.sock
-            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let (config, store) = try prepare(network, failMode: "closed", policy: ["safeSearch: [ google ]"])
         try network.start(
             [
                 "ip", "netns", "exec", network.client, TestNetwork.binaries + "/filter-control", "--config", config, "--store", store,
