@@ -66,6 +66,26 @@ let package = Package(
         // MARK: Pure logic
         .target(name: "VerdictCore", swiftSettings: strict),
 
+        // MARK: Bytes from the wire
+        // The bounded reader every parser uses, and the DNS message format,
+        // which filter-control reads too (its own SafeSearch lookups).
+        .target(name: "HallpassWire", dependencies: ["VerdictCore"], swiftSettings: strict),
+
+        // MARK: Between the two processes
+        // Everything that crosses the socket pair between filter-control and
+        // filter-data: the messages of each direction, the channel, flow
+        // reports, the packet marks, the counters, the 5-tuple. Both sides
+        // compile against it; neither links the other.
+        .target(
+            name: "HallpassIPC",
+            dependencies: [
+                "VerdictCore",
+                "HallpassWire",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            swiftSettings: strict
+        ),
+
         // MARK: Store and bundles
         .target(
             name: "SharedStore",
@@ -85,6 +105,8 @@ let package = Package(
             dependencies: [
                 "VerdictCore",
                 "SharedStore",
+                "HallpassWire",
+                "HallpassIPC",
                 "CNetfilterQueue",
                 "CSeccomp",
                 "CHallpassSys",
@@ -122,7 +144,10 @@ let package = Package(
             dependencies: [
                 "VerdictCore",
                 "SharedStore",
-                "FilterData",
+                // The control channel and its messages, not filter-data's code: filter-control
+                // and filterctl link neither libnetfilter_queue nor libseccomp.
+                "HallpassIPC",
+                "HallpassWire",
                 "BlockPage",
                 "CHallpassSys",
                 .product(name: "Yams", package: "Yams"),
@@ -154,6 +179,8 @@ let package = Package(
             dependencies: [
                 "FilterControl",
                 "BlockPage",
+                // `filterctl replay`: captures through filter-data's inspector.
+                "FilterData",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
@@ -165,10 +192,10 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .executableTarget(name: "FilterDataMain", dependencies: ["FilterData"], swiftSettings: strict),
+        .executableTarget(name: "FilterDataMain", dependencies: ["FilterData", "HallpassIPC"], swiftSettings: strict),
         .executableTarget(
             name: "HallpassBench",
-            dependencies: ["VerdictCore", "SharedStore", "FilterData"],
+            dependencies: ["VerdictCore", "SharedStore", "FilterData", "HallpassWire", "HallpassIPC"],
             path: "Benchmarks/HallpassBench",
             swiftSettings: strict
         ),
@@ -183,6 +210,8 @@ let package = Package(
                 "FilterData",
                 "SharedStore",
                 "VerdictCore",
+                "HallpassWire",
+                "HallpassIPC",
                 "FilterControl",
                 "BlockPage",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -193,12 +222,15 @@ let package = Package(
         ),
 
         // MARK: Tests
+        // What several test targets share: a deterministic generator and byte mutations.
+        .target(name: "HallpassTestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "VerdictCoreTests", dependencies: ["VerdictCore"]),
         .testTarget(name: "SharedStoreTests", dependencies: ["SharedStore", "VerdictCore"]),
+        .testTarget(name: "HallpassIPCTests", dependencies: ["HallpassIPC", "HallpassWire", "VerdictCore", "HallpassTestSupport"]),
         .testTarget(
             name: "FilterDataTests",
             dependencies: [
-                "FilterData", "VerdictCore", "SharedStore",
+                "FilterData", "VerdictCore", "SharedStore", "HallpassWire", "HallpassIPC", "HallpassTestSupport",
                 // Sealing QUIC Initials in tests (FilterData links both already).
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
@@ -221,8 +253,8 @@ let package = Package(
             name: "FilterControlTests",
             dependencies: [
                 "FilterControl", "VerdictCore", "SharedStore",
-                // The metrics' tests make filter-data's reports.
-                "FilterData",
+                // The metrics' tests make filter-data's reports; the resolver's read DNS answers.
+                "HallpassIPC", "HallpassWire",
                 // The audit log's tests: a logger for it, and a collector stand-in on loopback (TCP and TLS).
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -237,7 +269,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "FilterControl", "FilterData", "VerdictCore", "SharedStore", "CHallpassSys",
+                "FilterControl", "FilterData", "VerdictCore", "SharedStore", "CHallpassSys", "HallpassIPC", "HallpassWire",
                 // The audit log sent to rsyslog from a test namespace (an event loop whose thread is in it).
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -14,6 +14,8 @@
 //               dnsmasq's answer with ech: removingECH, and for each query an
 //               NXDOMAIN answer put back into its packet
 import FilterData
+import HallpassWire
+import HallpassIPC
 import Foundation
 import VerdictCore
 

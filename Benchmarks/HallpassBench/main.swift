@@ -12,6 +12,8 @@
 import Glibc
 #endif
 import FilterData
+import HallpassWire
+import HallpassIPC
 import SharedStore
 import VerdictCore
 

@@ -1,6 +1,8 @@
 // Fuzz targets for the bypass parsers of filter-data: the tunnel and proxy
 // recognizers, Google QUIC, and the DNS rewrites against bypasses.
 import FilterData
+import HallpassWire
+import HallpassIPC
 import VerdictCore
 
 enum BypassFuzzing {

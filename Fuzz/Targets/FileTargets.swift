@@ -4,6 +4,8 @@
 import BlockPage
 import FilterControl
 import FilterData
+import HallpassWire
+import HallpassIPC
 import Foundation
 import SharedStore
 import VerdictCore
@@ -46,10 +48,17 @@ enum Files {
     }
 
     static func control(_ input: [UInt8]) {
-        guard let message = try? ControlMessage(decoding: input) else { return }
+        // Both directions read the same bytes: a command as filter-data would, an event as filter-control would.
+        if let command = try? ControlCommand(decoding: input) {
+            let encoded = command.encoded
+            if encoded.count <= controlMessageMaximumSize {
+                require((try? ControlCommand(decoding: encoded)) == command, "a decoded command does not survive encoding")
+            }
+        }
+        guard let message = try? DataEvent(decoding: input) else { return }
         let encoded = message.encoded
-        guard encoded.count <= ControlMessage.maximumSize else { return }
-        require((try? ControlMessage(decoding: encoded)) == message, "a decoded message does not survive encoding")
+        guard encoded.count <= controlMessageMaximumSize else { return }
+        require((try? DataEvent(decoding: encoded)) == message, "a decoded event does not survive encoding")
         // Report lines are kept as they came: each one checked must read as a report, field by field too.
         if case .reports(let lines) = message {
             require(lines.reports.count == lines.count, "a checked report line does not read as a report")

@@ -5,6 +5,8 @@
 import BlockPage
 import FilterControl
 import FilterData
+import HallpassWire
+import HallpassIPC
 import Foundation
 import SharedStore
 import VerdictCore
@@ -41,14 +43,19 @@ extension FuzzTarget {
         case .capture: seeds = captures.files
         case .control:
             let host = (try? HostName("www.example.com"))!
-            let messages: [ControlMessage] = [
+            let commands: [ControlCommand] = [
                 .useRules(store: "/var/lib/hallpass/rules/current/rules.hpstore", policy: "/run/hallpass/policy"),
                 .answer(host: host, categories: ["games", "social"], timeToLive: 3600), .noAnswer(host: host), .ping(7),
+            ]
+            var counters = FilterDataCounters()
+            counters.packets = 10
+            counters.flows = 3
+            let events: [DataEvent] = [
                 .hello(pid: 1234, rulesVersion: 5), .ask(NeedRulesQuestion(host: host, kind: "tls", destination: "192.0.2.1", port: 443, uid: 1000)),
                 .rulesLoaded(version: 6), .rulesRefused(code: "store.corrupt", message: "the file is damaged"),
-                .pong(7, counters: [.init("packets", 10), .init("flows", 3)]),
+                .pong(7, counters: counters),
             ]
-            seeds = messages.map(\.encoded)
+            seeds = commands.map(\.encoded) + events.map(\.encoded)
         case .store:
             seeds = [Engines.storeBytes] + captures.stores
         case .manifest:

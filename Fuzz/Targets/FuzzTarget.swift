@@ -7,6 +7,8 @@
 import BlockPage
 import FilterControl
 import FilterData
+import HallpassWire
+import HallpassIPC
 import SharedStore
 import VerdictCore
 

@@ -6,6 +6,8 @@
 import Crypto
 import _CryptoExtras
 import FilterData
+import HallpassWire
+import HallpassIPC
 
 enum QUICFuzzing {
     /// Input: mode (odd: the rest is a raw datagram), version choice, DCID

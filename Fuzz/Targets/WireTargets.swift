@@ -1,5 +1,7 @@
 // Fuzz targets for the packet parsers of filter-data.
 import FilterData
+import HallpassWire
+import HallpassIPC
 import SharedStore
 import VerdictCore
 

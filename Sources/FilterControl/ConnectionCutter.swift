@@ -1,5 +1,5 @@
 import CHallpassSys
-public import FilterData
+public import HallpassIPC
 public import VerdictCore
 #if canImport(Glibc)
 import Glibc

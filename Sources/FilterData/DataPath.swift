@@ -1,30 +1,11 @@
+import HallpassWire
+public import HallpassIPC
 import CHallpassSys
 public import SharedStore
 public import VerdictCore
 #if canImport(Glibc)
 import Glibc
 #endif
-
-/// The packet marks that carry a flow's decision to the kernel rules, which
-/// save them to the connection so later packets never reach user space.
-public struct FlowMarks: Sendable, Hashable {
-    public var allow: UInt32 = 0x0010_0000
-    public var block: UInt32 = 0x0020_0000
-    /// The bits of a flow's decision in the packet and connection marks.
-    public var mask: UInt32 = 0x0030_0000
-    /// A DNS query whose answer filter-data must see (to point it at the
-    /// block page): set on the query's connection, never cleared, so the
-    /// answers of that socket are queued on the input hook and all others
-    /// pass in the kernel. One queue trip per lookup in the common case.
-    public var dnsAnswer: UInt32 = 0x0040_0000
-    /// Set by the kernel rules on a SYN, or a QUIC client Initial, whose
-    /// connection already carries a decision (a new connection reusing a
-    /// decided one's addresses and ports): the decision is cleared and the
-    /// packet queued, so filter-data judges the new connection on its own.
-    public var reopened: UInt32 = 0x0080_0000
-
-    public init() {}
-}
 
 /// What filter-data counts besides the inspector and the socket.
 public struct DataPathCounters: Sendable, Hashable {
@@ -66,7 +47,7 @@ public final class DataPath {
     public private(set) var inspector: FlowInspector<RuleStore>
     public let marks: FlowMarks
     /// The channel to filter-control; nil when run by hand (needRules then gets `policy.askDefault` at once).
-    public let control: ControlChannel?
+    public let control: DataEnd?
     public private(set) var held: HeldPackets
     /// The DNS message ID of each held query packet (by queue packet ID):
     /// a query decided once its question is answered gets the plan for its
@@ -86,7 +67,7 @@ public final class DataPath {
     private var decided: [FlowKey] = []
 
     public init(
-        socket: NetfilterQueueSocket, inspector: FlowInspector<RuleStore>, control: ControlChannel? = nil,
+        socket: NetfilterQueueSocket, inspector: FlowInspector<RuleStore>, control: DataEnd? = nil,
         marks: FlowMarks = FlowMarks(), heldPacketCapacity: Int = 1024
     ) {
         self.socket = socket
@@ -225,7 +206,7 @@ public final class DataPath {
         case .held(newQuestion: false):
             break
         case .held(newQuestion: true):
-            let message: ControlMessage
+            let message: DataEvent
             switch question {
             case .host(let host):
                 message = .ask(
@@ -358,7 +339,7 @@ public final class DataPath {
     /// tens of times a second, not once per few milliseconds (each wakeup
     /// costs both processes a context switch and the caches the other one
     /// warmed). 256 lines are three or four messages (a line is 80 to 150
-    /// bytes, a message at most `ControlMessage.maximumSize`), a small part
+    /// bytes, a message at most `controlMessageMaximumSize`), a small part
     /// of the channel's send buffer, which questions to filter-control share.
     static let reportBatch = 2 * FlowReportLines.maximumPerMessage
 
@@ -370,7 +351,7 @@ public final class DataPath {
         guard let control, !pendingReports.isEmpty else { return }
         guard pendingReports.count >= DataPath.reportBatch || now &- (reportsWaitingSince ?? now) >= DataPath.reportDelay || now == .max else { return }
         // Room for the lines in a message after its name and line feed.
-        let room = ControlMessage.maximumSize - 7
+        let room = controlMessageMaximumSize - 7
         var sent = 0
         while sent < pendingReports.count {
             var end = sent
@@ -547,7 +528,7 @@ public final class DataPath {
         guard inspection.verdict != .needRules else {
             // It waits for something else now (a user placed, the name still unknown): ask about that.
             if let question = DataPath.question(for: inspection), held.waiting(for: question) == nil, let control {
-                let message: ControlMessage
+                let message: DataEvent
                 switch question {
                 case .user(let uid): message = .askUser(uid)
                 case .host(let host):
@@ -591,7 +572,7 @@ public final class DataPath {
     private func serveControl() -> Bool {
         guard let control else { return true }
         while true {
-            let message: ControlMessage?
+            let message: ControlCommand?
             do {
                 message = try control.receive { _ in self.counters.invalidControlMessages += 1 }
             } catch {
@@ -602,7 +583,7 @@ public final class DataPath {
         }
     }
 
-    private func apply(_ message: ControlMessage, now: UInt64) {
+    private func apply(_ message: ControlCommand, now: UInt64) {
         switch message {
         case .answer(let host, let categories, let timeToLive):
             counters.answers += 1
@@ -629,8 +610,6 @@ public final class DataPath {
             swapRules(store: nil, policy: policyPath, now: now)
         case .ping(let number):
             try? control?.send(.pong(number, counters: report()))
-        case .hello, .ask, .askUser, .reports, .rulesLoaded, .rulesRefused, .pong:
-            counters.invalidControlMessages += 1
         }
     }
 
@@ -695,45 +674,45 @@ public final class DataPath {
         }
     }
 
-    /// The counters filter-control asks for (`pong`), by name.
-    public func report() -> [ControlMessage.Counter] {
+    /// The counters filter-control asks for (`pong`).
+    public func report() -> FilterDataCounters {
         let inspection = inspector.counters
         let queue = socket.counters
         let percentiles = roundTrips.percentiles()
-        return [
-            .init("rulesVersion", inspector.engine.rules.version),
-            .init("packets", inspection.packets),
-            .init("flows", inspection.flowsCreated),
-            .init("reopenedConnections", counters.reopenedConnections),
-            .init("lateReads", counters.lateReads),
-            .init("reopenedFlows", inspection.reopenedFlows),
-            .init("reopenedQUICFlows", inspection.reopenedQUICFlows),
-            .init("decidedForgotten", inspection.decidedForgotten),
-            .init("allowed", inspection.allowed),
-            .init("dropped", inspection.dropped),
-            .init("neededRules", inspection.neededRules),
-            .init("neededMoreData", inspection.neededMoreData),
-            .init("parseErrors", inspection.parseErrors),
-            .init("heldPackets", UInt64(held.packetCount)),
-            .init("heldFlows", UInt64(held.flowCount)),
-            .init("questions", counters.questions),
-            .init("answers", counters.answers),
-            .init("askTimeouts", counters.askTimeouts),
-            .init("holdOverflows", counters.holdOverflows),
-            .init("ruleSwaps", counters.ruleSwaps),
-            .init("ruleSwapsRefused", counters.ruleSwapsRefused),
-            .init("invalidControlMessages", counters.invalidControlMessages),
-            .init("dnsRewrites", counters.dnsRewrites),
-            .init("dnsRewritesEmpty", counters.dnsRewritesEmpty),
-            .init("reportsSent", counters.reportsSent),
-            .init("reportsDropped", counters.reportsDropped),
-            .init("verdictsSent", queue.verdictsSent),
-            .init("netlinkErrors", queue.netlinkErrors),
-            .init("receiveOverruns", queue.receiveOverruns),
-            .init("roundTrips", UInt64(percentiles.count)),
-            .init("roundTripP50Micros", percentiles.p50 / 1000),
-            .init("roundTripP99Micros", percentiles.p99 / 1000),
-        ]
+        var report = FilterDataCounters()
+        report.rulesVersion = inspector.engine.rules.version
+        report.packets = inspection.packets
+        report.flows = inspection.flowsCreated
+        report.reopenedConnections = counters.reopenedConnections
+        report.lateReads = counters.lateReads
+        report.reopenedFlows = inspection.reopenedFlows
+        report.reopenedQUICFlows = inspection.reopenedQUICFlows
+        report.decidedForgotten = inspection.decidedForgotten
+        report.allowed = inspection.allowed
+        report.dropped = inspection.dropped
+        report.neededRules = inspection.neededRules
+        report.neededMoreData = inspection.neededMoreData
+        report.parseErrors = inspection.parseErrors
+        report.heldPackets = UInt64(held.packetCount)
+        report.heldFlows = UInt64(held.flowCount)
+        report.questions = counters.questions
+        report.answers = counters.answers
+        report.askTimeouts = counters.askTimeouts
+        report.holdOverflows = counters.holdOverflows
+        report.ruleSwaps = counters.ruleSwaps
+        report.ruleSwapsRefused = counters.ruleSwapsRefused
+        report.invalidControlMessages = counters.invalidControlMessages
+        report.dnsRewrites = counters.dnsRewrites
+        report.dnsRewritesEmpty = counters.dnsRewritesEmpty
+        report.reportsSent = counters.reportsSent
+        report.reportsDropped = counters.reportsDropped
+        report.verdictsSent = queue.verdictsSent
+        report.netlinkErrors = queue.netlinkErrors
+        report.receiveOverruns = queue.receiveOverruns
+        report.roundTrips = UInt64(percentiles.count)
+        report.roundTripP50Micros = percentiles.p50 / 1000
+        report.roundTripP99Micros = percentiles.p99 / 1000
+        return report
     }
 
     public static func monotonicNanoseconds() -> UInt64 {

@@ -5,7 +5,7 @@
 //   filter-data --sandbox-self-test
 //
 // filter-control starts it with --control-fd, the inherited end of their
-// socket pair (ControlMessage: new rules, needRules answers, health checks);
+// socket pair (HallpassIPC's ControlCommand: new rules, needRules answers, health checks);
 // it exits when filter-control's end closes. Run by hand (no --control-fd)
 // it filters the queue until SIGTERM, and names that need rules get
 // policy.askDefault at once.
@@ -18,6 +18,7 @@
 // prints one line per attempt and exits 0 only if all were refused.
 import CHallpassSys
 import FilterData
+import HallpassIPC
 import SharedStore
 import VerdictCore
 #if canImport(Glibc)
@@ -137,11 +138,11 @@ do {
 } catch {
     fail("\(error.description) [\(error.code)]", status: error.code.hasPrefix("policy.") ? 78 : 65)
 }
-var control: ControlChannel? = nil
+var control: DataEnd? = nil
 if let descriptor = options.controlDescriptor {
     guard fcntl(descriptor, F_GETFD) >= 0 else { fail("--control-fd \(descriptor) is not an open descriptor", status: 64) }
     _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-    control = ControlChannel(descriptor: descriptor)
+    control = DataEnd(descriptor: descriptor)
 }
 
 let socket: NetfilterQueueSocket
@@ -168,4 +169,4 @@ do {
 }
 if stop == .controlClosed { say("filter-control closed the control channel") }
 // The same counters as the health-check reply, on one line.
-say("stopped: " + path.report().map { "\($0.name)=\($0.value)" }.joined(separator: " "))
+say("stopped: " + path.report().fields.map { "\($0.name)=\($0.value)" }.joined(separator: " "))

@@ -1,5 +1,5 @@
 @testable import FilterControl
-import FilterData
+import HallpassIPC
 import Foundation
 import SharedStore
 import Testing

@@ -1,4 +1,4 @@
-import FilterData
+import HallpassIPC
 @testable import FilterControl
 import Foundation
 import Logging

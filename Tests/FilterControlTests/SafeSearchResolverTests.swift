@@ -1,4 +1,4 @@
-import FilterData
+import HallpassWire
 import Foundation
 import Synchronization
 import Testing

@@ -6,6 +6,8 @@
 import Foundation
 import VerdictCore
 @testable import FilterData
+import HallpassWire
+import HallpassIPC
 
 /// One flow of a capture, from the client's side.
 struct ClientFlow {

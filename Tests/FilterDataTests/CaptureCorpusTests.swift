@@ -7,6 +7,8 @@ import Foundation
 import Testing
 import VerdictCore
 @testable import FilterData
+import HallpassWire
+import HallpassIPC
 
 /// Names extracted from one capture, by kind (same kind names as the tsv files).
 struct ExtractedNames {

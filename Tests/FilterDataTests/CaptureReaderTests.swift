@@ -1,5 +1,7 @@
 import Testing
 @testable import FilterData
+import HallpassWire
+import HallpassIPC
 
 @Suite struct CaptureReaderTests {
     let ip = Build.ipv4(protocolNumber: 17, payload: Build.udp(payload: [1, 2, 3]))

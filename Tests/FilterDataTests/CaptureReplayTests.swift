@@ -6,6 +6,8 @@ import SharedStore
 import Testing
 import VerdictCore
 @testable import FilterData
+import HallpassWire
+import HallpassIPC
 
 /// A flow endpoint pair, direction-free, with addresses compared as addresses
 /// (nDPI writes `b00c::99` where RFC 5952 and `IPAddress` write `b00c:0:99`).

@@ -1,4 +1,6 @@
 import FilterData
+import HallpassWire
+import HallpassIPC
 import Testing
 import VerdictCore
 

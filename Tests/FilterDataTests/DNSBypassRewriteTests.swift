@@ -6,6 +6,8 @@ import Foundation
 import Testing
 import VerdictCore
 @testable import FilterData
+import HallpassWire
+import HallpassIPC
 
 enum DNSVector {
     /// Cloudflare's ECHConfigList as published in its HTTPS records (public_name cloudflare-ech.com).

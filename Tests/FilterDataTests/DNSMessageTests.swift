@@ -1,5 +1,6 @@
 import Testing
 import VerdictCore
+@testable import HallpassWire
 @testable import FilterData
 
 @Suite struct DNSMessageTests {

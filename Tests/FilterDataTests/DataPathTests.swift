@@ -1,4 +1,6 @@
 @testable import FilterData
+import HallpassWire
+import HallpassIPC
 import Testing
 import VerdictCore
 

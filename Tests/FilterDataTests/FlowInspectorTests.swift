@@ -5,6 +5,8 @@ import Testing
 import SharedStore
 import VerdictCore
 @testable import FilterData
+import HallpassWire
+import HallpassIPC
 
 // MARK: - Helpers
 

@@ -3,6 +3,8 @@
 import Testing
 import VerdictCore
 @testable import FilterData
+import HallpassWire
+import HallpassIPC
 
 private let second: UInt64 = 1_000_000_000
 

@@ -5,6 +5,8 @@ import Foundation
 import Testing
 import VerdictCore
 @testable import FilterData
+import HallpassWire
+import HallpassIPC
 
 @Suite("Google QUIC")
 struct GoogleQUICTests {

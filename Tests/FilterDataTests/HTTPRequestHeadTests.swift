@@ -1,5 +1,7 @@
 import Testing
 @testable import FilterData
+import HallpassWire
+import HallpassIPC
 
 @Suite struct HTTPRequestHeadTests {
     func request(_ text: String) -> HTTPRequestHead? {

@@ -1,6 +1,8 @@
 import Testing
 import VerdictCore
 @testable import FilterData
+import HallpassWire
+import HallpassIPC
 
 @Suite struct IPPacketTests {
     @Test func ipv4TCPWithOptions() throws {

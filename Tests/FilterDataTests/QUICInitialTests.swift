@@ -1,5 +1,7 @@
 import Testing
 @testable import FilterData
+import HallpassWire
+import HallpassIPC
 
 /// RFC 9001 Appendix A.2: the client Initial (DCID 8394c8f03e515708, packet number 2, SNI example.com).
 let rfc9001ClientInitial = [UInt8](hex: """

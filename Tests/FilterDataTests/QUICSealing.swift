@@ -4,6 +4,8 @@
 import Crypto
 import _CryptoExtras
 @testable import FilterData
+import HallpassWire
+import HallpassIPC
 
 enum QUICSealing {
     /// A version 1 client Initial carrying `frames` (padded with PADDING to 1,200 bytes).

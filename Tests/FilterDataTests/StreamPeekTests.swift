@@ -1,5 +1,7 @@
 import Testing
 @testable import FilterData
+import HallpassWire
+import HallpassIPC
 
 @Suite struct StreamPeekTests {
     let data: [UInt8] = Array(0..<200).map { UInt8($0) }

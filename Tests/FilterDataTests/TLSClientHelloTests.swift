@@ -1,5 +1,7 @@
 import Testing
 @testable import FilterData
+import HallpassWire
+import HallpassIPC
 
 @Suite struct TLSClientHelloTests {
     let hello = Build.clientHello(extensions: [

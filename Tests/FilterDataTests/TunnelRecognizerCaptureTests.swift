@@ -6,6 +6,8 @@ import Foundation
 import Testing
 import VerdictCore
 @testable import FilterData
+import HallpassWire
+import HallpassIPC
 
 /// Flows nDPI labels as a bypass that the recognizers cannot see before a verdict, with the reason.
 /// Keyed by capture, then nDPI flow number.

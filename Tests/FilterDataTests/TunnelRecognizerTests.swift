@@ -2,6 +2,8 @@
 // from the captures), every truncation of each, and bytes that must not be taken for them.
 import Testing
 @testable import FilterData
+import HallpassWire
+import HallpassIPC
 
 @Suite("Tunnel recognizer")
 struct TunnelRecognizerTests {

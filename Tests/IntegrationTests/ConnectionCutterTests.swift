@@ -1,6 +1,8 @@
 import CHallpassSys
 import FilterControl
 import FilterData
+import HallpassWire
+import HallpassIPC
 import Foundation
 import Testing
 import Synchronization

@@ -1,7 +1,6 @@
 import CHallpassSys
 public import Foundation
 import SharedStore
-import FilterData
 
 /// A child process started with posix_spawn and reaped by its pid.
 ///
@@ -254,7 +253,8 @@ final class ChildOutput {
         writeEnd = -1
     }
 
-    /// Lines logged in the current second, and lines dropped beyond the limit.
+    /// Lines logged in the current second (counted from `madeAt` on the monotonic clock), and lines dropped beyond the limit.
+    private let madeAt = SuspendingClock.now
     private var second: Int = 0
     private var linesThisSecond = 0
     private var dropped = 0
@@ -262,7 +262,7 @@ final class ChildOutput {
     static let linesPerSecond = 50
 
     private func emit(_ line: String, to log: (String) -> Void) {
-        let now = Int(DataPath.monotonicNanoseconds() / 1_000_000_000)
+        let now = Int((SuspendingClock.now - madeAt).components.seconds)
         if now != second {
             if dropped > 0 { log("(\(dropped) more lines of filter-data's output dropped)") }
             second = now

@@ -1,5 +1,5 @@
 import CHallpassSys
-public import FilterData
+public import HallpassIPC
 public import Foundation
 
 /// Runs filter-data and keeps it running: spawns it with the child end of a
@@ -42,8 +42,8 @@ public final class DataSupervisor: @unchecked Sendable {
         public var lastRulesRefusal: String?
         /// How many `rules` messages filter-data answered (loaded or refused), to wait for the answer to one.
         public var rulesAnswers = 0
-        /// The counters of the latest pong, by name.
-        public var counters: [String: UInt64] = [:]
+        /// The counters of the latest pong (nil before the first).
+        public var counters: FilterDataCounters?
         public var countersAt: Date?
         /// The highest number of a ping `refreshCounters` sent that filter-data answered.
         var answeredRefresh: UInt64 = 0
@@ -80,8 +80,8 @@ public final class DataSupervisor: @unchecked Sendable {
     /// What to hand the running filter-data next (nil: nothing new).
     private var pending: Pending?
     /// The channel to the running filter-data, for `send` from other threads.
-    private var currentChannel: ControlChannel?
-    private let onEvent: @Sendable (DataEvent) -> Void
+    private var currentChannel: ControlEnd?
+    private let onEvent: @Sendable (SupervisorEvent) -> Void
     /// How long filter-control took to answer a needRules question (for the metrics).
     public var onAnswered: @Sendable (Duration) -> Void = { _ in }
 
@@ -95,7 +95,7 @@ public final class DataSupervisor: @unchecked Sendable {
 
     // Loop thread only.
     private var child: ChildProcess?
-    private var channel: ControlChannel?
+    private var channel: ControlEnd?
     /// filter-data's standard output and error: a pipe whose lines go to `log`.
     private var output: ChildOutput?
     private var nextLaunch = Monotonic.now
@@ -113,7 +113,7 @@ public final class DataSupervisor: @unchecked Sendable {
 
     public init(
         launch: Launch, store: String, policy: String, answerer: NeedRulesAnswerer, log: @escaping @Sendable (String) -> Void,
-        onEvent: @escaping @Sendable (DataEvent) -> Void = { _ in }
+        onEvent: @escaping @Sendable (SupervisorEvent) -> Void = { _ in }
     ) {
         self.launch = launch
         self.rules = (store, policy)
@@ -125,7 +125,7 @@ public final class DataSupervisor: @unchecked Sendable {
     /// Sends a message to the running filter-data now; false when none runs
     /// or it cannot take it (it asks again, or starts with the files).
     @discardableResult
-    public func send(_ message: ControlMessage) -> Bool {
+    public func send(_ message: ControlCommand) -> Bool {
         guard let channel = lock.withLock({ currentChannel }) else { return false }
         return (try? channel.send(message)) != nil
     }
@@ -340,9 +340,9 @@ public final class DataSupervisor: @unchecked Sendable {
     }
 
     private func start(rules: (store: String, policy: String)) {
-        let pair: (ControlChannel, ControlChannel)
+        let pair: (control: ControlEnd, data: DataEnd)
         do {
-            pair = try ControlChannel.makePair()
+            pair = try ControlChannelPair.make()
         } catch {
             log("cannot make the control channel: \(error)")
             scheduleRestart()
@@ -393,7 +393,7 @@ public final class DataSupervisor: @unchecked Sendable {
         // so its exit is seen as the end of the channel.
     }
 
-    private func readMessages(_ channel: ControlChannel) {
+    private func readMessages(_ channel: ControlEnd) {
         // The reports of every message read now go on as one event per wakeup,
         // however many messages filter-data sent.
         var reports = FlowReportLines()
@@ -401,7 +401,7 @@ public final class DataSupervisor: @unchecked Sendable {
         var heard = false
         defer { if heard { lastHeard = Monotonic.now } }
         while true {
-            let message: ControlMessage?
+            let message: DataEvent?
             do {
                 message = try channel.receive { [log] error in log("filter-data sent a bad message: \(error)") }
             } catch {
@@ -441,10 +441,10 @@ public final class DataSupervisor: @unchecked Sendable {
                 log("filter-data refused the new rules: \(reason) [\(code)]; the old rules stay in force")
             case .pong(let number, let counters):
                 lock.withLock {
-                    state.counters = Dictionary(counters.map { ($0.name, $0.value) }, uniquingKeysWith: { $1 })
+                    state.counters = counters
                     state.countersAt = Date()
                     if number >= Self.firstRefreshPing { state.answeredRefresh = max(state.answeredRefresh, number) }
-                    if let version = state.counters["rulesVersion"] { state.rulesVersion = version }
+                    state.rulesVersion = counters.rulesVersion
                 }
             case .askUser(let uid):
                 onEvent(.askUser(uid))
@@ -455,8 +455,6 @@ public final class DataSupervisor: @unchecked Sendable {
                     onEvent(.reports(reports))
                     reports = FlowReportLines()
                 }
-            case .useRules, .usePolicy, .userPlacement, .answer, .noAnswer, .ping:
-                log("filter-data sent a message meant for filter-control")
             }
         }
     }
@@ -477,10 +475,10 @@ public final class DataSupervisor: @unchecked Sendable {
         if !child.isRunning { ended() }
     }
 
-    private func sendOnLoop(_ message: ControlMessage) {
+    private func sendOnLoop(_ message: ControlCommand) {
         do {
             try channel?.send(message)
-        } catch ControlChannel.Failure.closed {
+        } catch ControlChannelFailure.closed {
             ended()
         } catch {
             log("cannot send to filter-data: \(error)")
@@ -518,7 +516,7 @@ public final class DataSupervisor: @unchecked Sendable {
 }
 
 /// What filter-data tells filter-control besides names, health and rules.
-public enum DataEvent: Sendable {
+public enum SupervisorEvent: Sendable {
     /// A flow of this user waits: which group are they in?
     case askUser(UInt32)
     /// Decisions to record (first decisions of flows, blocked DNS queries), as their lines.

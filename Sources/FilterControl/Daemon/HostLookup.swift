@@ -1,4 +1,4 @@
-public import FilterData
+public import HallpassIPC
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
@@ -112,7 +112,7 @@ public final class NeedRulesAnswerer: @unchecked Sendable {
     }
 
     /// The message that answers `host`: `answer` with categories, or `noanswer`.
-    public static func message(for host: HostName, _ result: LookupResult) -> ControlMessage {
+    public static func message(for host: HostName, _ result: LookupResult) -> ControlCommand {
         switch result {
         case .categories(let categories, let timeToLive): .answer(host: host, categories: categories, timeToLive: timeToLive)
         case .unavailable: .noAnswer(host: host)
@@ -120,7 +120,7 @@ public final class NeedRulesAnswerer: @unchecked Sendable {
     }
 
     /// Calls `reply` with the answer: at once when cached, else when the lookup returns.
-    public func answer(_ question: NeedRulesQuestion, reply: @escaping @Sendable (ControlMessage) -> Void) {
+    public func answer(_ question: NeedRulesQuestion, reply: @escaping @Sendable (ControlCommand) -> Void) {
         let host = question.host
         let cached: LookupResult? = lock.withLock {
             let now = Date()

@@ -1,5 +1,5 @@
 import CoreMetrics
-public import FilterData
+public import HallpassIPC
 public import Foundation
 public import Prometheus
 import Synchronization

@@ -1,4 +1,4 @@
-public import FilterData
+public import HallpassIPC
 import Foundation
 import NIOCore
 public import SharedStore

@@ -1,5 +1,5 @@
 import BlockPage
-import FilterData
+import HallpassIPC
 public import Foundation
 public import Logging
 import NIOConcurrencyHelpers
@@ -703,7 +703,8 @@ public actor Control {
         let state = updater?.state()
         func date(_ seconds: Int64?) -> Date? { seconds.map { Date(timeIntervalSince1970: TimeInterval($0)) } }
         let data = supervisor.status
-        var counters = data.counters
+        // The status reply is read by name (filterctl, scripts); filter-data's part comes typed.
+        var counters = Dictionary(uniqueKeysWithValues: (data.counters?.fields ?? []).map { ($0.name, $0.value) })
         for (name, value) in KernelRules.queueStatistics(queue: configuration.queue.number) { counters[name] = value }
         counters["connectionsRecorded"] = UInt64(connections.count)
         if let audit {
@@ -759,7 +760,7 @@ final class ControlEvents: @unchecked Sendable {
     // @unchecked Sendable: `control` is set once, right after init, before the supervisor starts.
     weak var control: Control?
 
-    func deliver(_ event: DataEvent) {
+    func deliver(_ event: SupervisorEvent) {
         guard let control else { return }
         switch event {
         case .askUser(let uid): Task { await control.place(uid: uid) }
@@ -775,12 +776,13 @@ extension Control {
         guard let metrics else { return [] }
         let status = await status()
         let counters = status.counters
-        metrics.mirror("hallpass_dns_rewrites_total", total: counters["dnsRewrites"] ?? 0)
-        metrics.mirror("hallpass_netlink_errors_total", total: counters["netlinkErrors"] ?? 0)
+        let data = supervisor.status.counters ?? FilterDataCounters()
+        metrics.mirror("hallpass_dns_rewrites_total", total: data.dnsRewrites)
+        metrics.mirror("hallpass_netlink_errors_total", total: data.netlinkErrors)
         metrics.mirror("hallpass_queue_drops_total", total: (counters["queueDropped"] ?? 0) + (counters["queueUserDropped"] ?? 0))
         metrics.mirror("hallpass_filter_data_restarts_total", total: UInt64(status.dataProcess.restarts))
         metrics.mirror("hallpass_audit_dropped_total", total: counters["auditDropped"] ?? 0)
-        metrics.mirror("hallpass_reports_dropped_total", total: counters["reportsDropped"] ?? 0)
+        metrics.mirror("hallpass_reports_dropped_total", total: data.reportsDropped)
         let lastSuccess = updater?.state().lastSuccessAt.map { Date(timeIntervalSince1970: TimeInterval($0)) } ?? status.rules.installedAt
         metrics.rules(version: status.rules.version ?? store.version, lastSuccess: lastSuccess)
         return metrics.exposition()

@@ -1,4 +1,4 @@
-import FilterData
+import HallpassIPC
 import Foundation
 public import Logging
 import NIOCore

@@ -1,4 +1,4 @@
-import FilterData
+import HallpassWire
 import Foundation
 import NIOCore
 import NIOPosix

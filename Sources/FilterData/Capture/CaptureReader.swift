@@ -2,6 +2,7 @@
 // (draft-ietf-opsawg-pcap, draft-ietf-opsawg-pcapng), from bytes already in
 // memory, and strips link-layer headers to get the IP packet that NFQUEUE
 // would deliver. The format is recognised by its magic number only.
+import HallpassWire
 
 /// When a packet was captured.
 public struct CaptureTimestamp: Hashable, Sendable, Comparable {

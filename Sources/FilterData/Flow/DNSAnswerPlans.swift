@@ -3,6 +3,8 @@
 // kept here until the answer comes back on the input hook; the answer is
 // only where the change can be made. Pure: time is passed in.
 
+import HallpassWire
+public import HallpassIPC
 public import VerdictCore
 
 /// How an answer is to be changed.

@@ -24,6 +24,8 @@
 //    client Initials are decrypted and their CRYPTO frames reassembled until
 //    the ClientHello is complete. Other UDP: judged at once, without a name.
 
+import HallpassWire
+public import HallpassIPC
 public import VerdictCore
 
 /// Settings of a `FlowInspector`. Every field has a default.

@@ -3,6 +3,7 @@
 // with these findings, repeat the stored decision, hold for rules). It knows
 // nothing of the rule store or of the flow table; `FlowInspector` drives it.
 
+import HallpassWire
 public import VerdictCore
 
 /// The protocol a flow revealed its name through, or the way around the

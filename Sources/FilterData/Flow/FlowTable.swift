@@ -4,6 +4,8 @@
 //
 // Time is passed in by the caller (monotonic nanoseconds); nothing here reads
 // a clock, so tests and `filterctl replay` drive it with whatever time they like.
+import HallpassWire
+public import HallpassIPC
 
 
 /// What a table entry is doing, which decides its idle timeout and whether it

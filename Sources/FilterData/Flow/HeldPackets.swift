@@ -1,3 +1,5 @@
+import HallpassWire
+public import HallpassIPC
 public import VerdictCore
 
 /// What filter-data asks filter-control about before it can decide a flow.

@@ -1,6 +1,7 @@
 // The netlink side of NFQUEUE, through libmnl and libnetfilter_queue's mnl API.
 // This and Sandbox.swift are the only files of the data path that import C
 // modules; everything above them sees typed Swift values.
+import HallpassWire
 import CNetfilterQueue
 #if canImport(Glibc)
 import Glibc

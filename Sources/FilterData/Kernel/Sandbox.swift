@@ -1,5 +1,6 @@
 // filter-data's sandbox. With NetfilterQueueSocket.swift, the only file of the
 // data path that imports C modules.
+import HallpassWire
 import CHallpassSys
 import CSeccomp
 #if canImport(Glibc)

@@ -2,6 +2,7 @@
 // channel's or the sandbox's: waiting on descriptors, the monotonic clock,
 // and a line to standard error. Like the other files of Kernel/, the unsafe
 // calls stay here, each with its reason.
+import HallpassWire
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -10,6 +10,8 @@
 // Teredo (UDP 3544), VXLAN (UDP 4789) and GTP-U (UDP 2152) and inspects the
 // inner packet in place of the outer one.
 
+import HallpassWire
+public import HallpassIPC
 public import VerdictCore
 
 /// One flow of a replayed capture, as first seen.

@@ -3,6 +3,7 @@
 // offset moves), their TTLs shortened, and the UDP checksum computed again
 // (RFC 768; RFC 8200 section 8.1 for IPv6, where it is mandatory).
 
+public import HallpassWire
 public import VerdictCore
 
 /// A DNS response carried in one UDP packet from port 53.

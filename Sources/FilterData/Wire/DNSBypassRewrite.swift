@@ -24,6 +24,7 @@
 // spans, reads a bounded number of records, labels, pointers and
 // parameters, and returns nil or throws on anything it cannot read.
 
+import HallpassWire
 public import VerdictCore
 
 /// Why a DNS message or packet cannot be rewritten.

@@ -31,6 +31,7 @@
 // The Initial keys come from `QUICInitialParser.clientInitialKeys`, the
 // same derivation as QUIC v1, given the gQUIC salt; nothing here opens IETF
 // QUIC, which stays with `QUICInitialParser`.
+import HallpassWire
 
 internal import Crypto
 internal import _CryptoExtras

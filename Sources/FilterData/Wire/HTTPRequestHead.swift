@@ -1,6 +1,7 @@
 // The head of an HTTP/1.x request (RFC 9112 sections 3 and 5): the request
 // line and the header fields up to the empty line, as the first bytes of a
 // client's TCP stream.
+import HallpassWire
 
 /// The request methods recognised. Only these start a request, so that other
 /// protocols on port 80 (TLS, for one) are not taken for HTTP.

@@ -2,6 +2,8 @@
 // starts at the IPv4 or IPv6 header (RFC 791, RFC 8200), followed by TCP
 // (RFC 9293) or UDP (RFC 768).
 
+public import HallpassWire
+public import HallpassIPC
 public import VerdictCore
 
 /// TCP control bits (RFC 9293 section 3.1).
@@ -273,57 +275,5 @@ public enum IPPacketParser {
         default:
             break
         }
-    }
-}
-
-// MARK: - Flow keys
-
-/// A directed 5-tuple: protocol, source address and port, destination address and port.
-public struct FlowKey: Hashable, Sendable, CustomStringConvertible {
-    public var protocolNumber: UInt8
-    public var source: IPAddress
-    public var sourcePort: UInt16
-    public var destination: IPAddress
-    public var destinationPort: UInt16
-
-    public init(protocolNumber: UInt8, source: IPAddress, sourcePort: UInt16, destination: IPAddress, destinationPort: UInt16) {
-        self.protocolNumber = protocolNumber
-        self.source = source
-        self.sourcePort = sourcePort
-        self.destination = destination
-        self.destinationPort = destinationPort
-    }
-
-    /// The same flow seen from the other end.
-    public var reversed: FlowKey {
-        FlowKey(protocolNumber: protocolNumber, source: destination, sourcePort: destinationPort,
-                destination: source, destinationPort: sourcePort)
-    }
-
-    /// The same key for both directions of a connection: the endpoint that
-    /// sorts lower (address, then port) comes first.
-    public var directionIndependent: FlowKey {
-        FlowKey.endpointPrecedes(source, sourcePort, destination, destinationPort) ? self : reversed
-    }
-
-    /// True when this key is already in its direction-independent order.
-    public var isCanonicalDirection: Bool {
-        FlowKey.endpointPrecedes(source, sourcePort, destination, destinationPort)
-    }
-
-    private static func endpointPrecedes(_ a: IPAddress, _ aPort: UInt16, _ b: IPAddress, _ bPort: UInt16) -> Bool {
-        switch (a, b) {
-        case (.v4(let x), .v4(let y)): return x != y ? x < y : aPort <= bPort
-        case (.v6(let xh, let xl), .v6(let yh, let yl)):
-            if xh != yh { return xh < yh }
-            if xl != yl { return xl < yl }
-            return aPort <= bPort
-        case (.v4, .v6): return true
-        case (.v6, .v4): return false
-        }
-    }
-
-    public var description: String {
-        "\(protocolNumber) \(source):\(sourcePort) -> \(destination):\(destinationPort)"
     }
 }

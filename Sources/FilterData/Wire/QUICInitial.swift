@@ -3,6 +3,7 @@
 // (RFC 9001 section 5.3), frames (RFC 9000 section 19), for QUIC v1, QUIC v2
 // (RFC 9369) and the late drafts. The CRYPTO stream of the Initials carries
 // the TLS ClientHello as a bare handshake message.
+import HallpassWire
 
 internal import Crypto
 internal import _CryptoExtras

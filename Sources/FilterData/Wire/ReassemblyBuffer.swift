@@ -1,6 +1,7 @@
 // A bounded byte buffer filled at arbitrary offsets, first copy wins, that
 // exposes its contiguous prefix. Shared by the TCP stream peek, the QUIC
 // CRYPTO stream assembler and Google QUIC's handshake stream.
+import HallpassWire
 
 /// Bytes at offsets `0..<capacity`, filled in any order; which offsets are
 /// filled is kept in a bitmap, so any pattern of tiny, overlapping or

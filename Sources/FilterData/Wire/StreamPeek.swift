@@ -1,6 +1,7 @@
 // The first bytes of one direction of a TCP connection, reassembled from
 // segments in whatever order they arrive (RFC 9293 section 3.4 sequence
 // numbers, RFC 7413 Fast Open data on the SYN).
+import HallpassWire
 
 /// A bounded reassembly buffer for the first `capacity` bytes of one
 /// direction of a TCP flow.

@@ -1,6 +1,7 @@
 // The TLS ClientHello (RFC 8446 section 4.1.2, RFC 5246 section 7.4.1.2)
 // as the first bytes a client sends, inside TLS records (RFC 8446 section 5.1)
 // or, for QUIC, as the bare handshake message of the CRYPTO stream (RFC 9001 section 4).
+import HallpassWire
 
 /// What a ClientHello says about where the client wants to go.
 public struct ClientHelloInfo: Hashable, Sendable {

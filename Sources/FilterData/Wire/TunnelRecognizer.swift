@@ -19,6 +19,7 @@
 
 // The kinds of bypass a flow can be recognized as: VerdictCore's BypassKind.
 
+import HallpassWire
 public import VerdictCore
 
 /// Where a proxy request asks to go (SOCKS, HTTP CONNECT).

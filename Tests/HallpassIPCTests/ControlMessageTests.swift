@@ -1,24 +1,38 @@
-@testable import FilterData
+@testable import HallpassIPC
+import HallpassTestSupport
 import Testing
 import VerdictCore
 
 @Suite struct ControlMessageTests {
     @Test func everyMessageSurvivesTheRoundTrip() throws {
-        let messages: [ControlMessage] = [
+        let commands: [ControlCommand] = [
             .useRules(store: "/var/lib/hallpass/versions/7/rules.hpstore", policy: "/run/hallpass/policy with space"),
+            .usePolicy("/run/hallpass/policy"),
+            .userPlacement(uid: 1000, audience: .group("year7")),
             .answer(host: try HostName("casino.example"), categories: ["gambling", "games"], timeToLive: 3600),
             .answer(host: try HostName("nobody.example"), categories: [], timeToLive: 60),
             .noAnswer(host: try HostName("xn--bcher-kva.example")),
             .ping(42),
+            // A field ending in a carriage return before the next line feed (found by the control fuzzer).
+            .answer(host: try HostName("e.example"), categories: ["a\r", "b"], timeToLive: 3),
+        ]
+        for command in commands {
+            #expect(try ControlCommand(decoding: command.encoded) == command)
+            // A command is no event: the side that gets it from the wrong end refuses it.
+            #expect(throws: ControlMessageError.self) { try DataEvent(decoding: command.encoded) }
+        }
+        var counters = FilterDataCounters()
+        // Every field a different value: a field read into another's place would show.
+        for (index, entry) in FilterDataCounters.layout.enumerated() { counters[keyPath: entry.field] = UInt64(index) * 1_000 + 7 }
+        let events: [DataEvent] = [
             .hello(pid: 1234, rulesVersion: 7),
             .ask(NeedRulesQuestion(host: try HostName("new.example"), kind: "tls", destination: "2001:db8::1", port: 443, uid: 1000)),
             .ask(NeedRulesQuestion(host: try HostName("dns.example"), kind: "dns", destination: "10.0.0.2", port: 53, uid: nil)),
             .rulesLoaded(version: 8),
             .rulesRefused(code: "store.checksum", message: "the store's checksum does not match"),
-            .pong(42, counters: [.init("packets", 10), .init("heldFlows", 0)]),
-            .pong(43, counters: []),
-            // A field ending in a carriage return before the next line feed (found by the control fuzzer).
-            .answer(host: try HostName("e.example"), categories: ["a\r", "b"], timeToLive: 3),
+            .pong(42, counters: counters),
+            .pong(43, counters: FilterDataCounters()),
+            .askUser(20_001),
             .reports(FlowReportLines()),
             .reports(FlowReportLines([
                 FlowReport(flow: FlowKey(protocolNumber: 6, source: IPAddress("10.0.0.1")!, sourcePort: 40_000, destination: IPAddress("203.0.113.9")!, destinationPort: 443),
@@ -29,8 +43,30 @@ import VerdictCore
                            uid: 4_294_967_295, kind: "http", host: "blocked.test", path: "/a path/ü?q=1", verdict: .drop, reason: Reason(source: .category, category: "adult", rule: "blocked.test")),
             ])),
         ]
-        for message in messages {
-            #expect(try ControlMessage(decoding: message.encoded) == message)
+        for event in events {
+            #expect(try DataEvent(decoding: event.encoded) == event)
+            #expect(throws: ControlMessageError.self) { try ControlCommand(decoding: event.encoded) }
+        }
+    }
+
+    @Test func aPongCarriesExactlyTheCountersFields() throws {
+        var counters = FilterDataCounters()
+        counters.dnsRewrites = 5
+        counters.rulesVersion = 9
+        let text = String(decoding: DataEvent.pong(1, counters: counters).encoded, as: UTF8.self)
+        #expect(text.contains("\ndnsRewrites=5\n") && text.contains("\nrulesVersion=9\n"))
+        var fields = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        #expect(fields.count == 2 + FilterDataCounters.layout.count)
+        // A counter renamed on one side, one missing, one more, or one out of place does not decode.
+        var renamed = fields
+        renamed[2] = "rulesVersio=9"
+        var missing = fields
+        missing.removeLast()
+        var extra = fields
+        extra.append("newCounter=1")
+        fields.swapAt(2, 3)
+        for bad in [renamed, missing, extra, fields] {
+            #expect(throws: ControlMessageError.self) { try DataEvent(decoding: Array(bad.joined(separator: "\n").utf8)) }
         }
     }
 
@@ -38,7 +74,7 @@ import VerdictCore
         let bad: [String] = [
             "", "hello", "hello\n1", "hello\nx\n1", "rules\nrelative\n/abs", "rules\n/a", "answer\nnot a name\n60",
             "answer\nok.example\n-1", "answer\nok.example", "ping\n", "ask\nnew.example\ntls\n1.2.3.4\n99999\n-",
-            "pong\n1\nnovalue", "pong\n1\nx=-3", "whatever\n1", "noanswer\n", "refused\nonly-code",
+            "pong\n1\nnovalue", "pong\n1\nx=-3", "pong\n1", "whatever\n1", "noanswer\n", "refused\nonly-code",
             "report\n", "report\n6\t10.0.0.1\t1\t10.0.0.2\t2\t-\ttls\t-\tallow\tunknown\t-\t-",  // 12 fields
             "report\n6\t10.0.0.1\t1\t10.0.0.2\t2\t-\ttls\t-\tallow\tunknown\t-\t-\t-\t-",  // 14 fields
             "report\n256\t10.0.0.1\t1\t10.0.0.2\t2\t-\ttls\t-\tallow\tunknown\t-\t-\t-",
@@ -51,28 +87,30 @@ import VerdictCore
             "report" + String(repeating: "\n6\t0.0.0.0\t1\t0.0.0.0\t2\t-\tx\t-\tallow\tunknown\t-\t-\t-", count: FlowReportLines.maximumPerMessage + 1),
         ]
         for text in bad {
-            #expect(throws: ControlMessage.DecodingError.self, "\(text.debugDescription)") { try ControlMessage(decoding: Array(text.utf8)) }
+            #expect(throws: ControlMessageError.self, "\(text.debugDescription)") { try ControlCommand(decoding: Array(text.utf8)) }
+            #expect(throws: ControlMessageError.self, "\(text.debugDescription)") { try DataEvent(decoding: Array(text.utf8)) }
         }
-        #expect(throws: ControlMessage.DecodingError.self) { try ControlMessage(decoding: [0xFF, 0xFE]) }
-        #expect(throws: ControlMessage.DecodingError.self) {
-            try ControlMessage(decoding: Array(("ping\n" + String(repeating: "1", count: ControlMessage.maximumSize)).utf8))
+        #expect(throws: ControlMessageError.self) { try ControlCommand(decoding: [0xFF, 0xFE]) }
+        #expect(throws: ControlMessageError.self) { try DataEvent(decoding: Array("report".utf8) + [0x0A, 0xFF]) }
+        #expect(throws: ControlMessageError.self) {
+            try ControlCommand(decoding: Array(("ping\n" + String(repeating: "1", count: controlMessageMaximumSize)).utf8))
         }
-        forEachMutation(of: ControlMessage.answer(host: try! HostName("a.example"), categories: ["x"], timeToLive: 5).encoded) { bytes in
-            _ = try? ControlMessage(decoding: bytes)
+        forEachMutation(of: ControlCommand.answer(host: try! HostName("a.example"), categories: ["x"], timeToLive: 5).encoded) { bytes in
+            _ = try? ControlCommand(decoding: bytes)
         }
         // Fields with separators or too long: one line, fields of at most 256 bytes cut on a character boundary.
         let odd = FlowReport(flow: FlowKey(protocolNumber: 6, source: IPAddress("10.0.0.1")!, sourcePort: 4, destination: IPAddress("10.0.0.2")!, destinationPort: 80),
                              uid: nil, kind: "http", host: "a.example", path: String(repeating: "é", count: 300), verdict: .drop,
                              reason: Reason(source: .category, category: "bad\r\ncategory\tname", rule: "\n"))
-        let oddBytes = ControlMessage.reports(FlowReportLines([odd])).encoded
+        let oddBytes = DataEvent.reports(FlowReportLines([odd])).encoded
         #expect(oddBytes.filter { $0 == 0x0A }.count == 1 && !oddBytes.contains(0x0D))
-        guard case .reports(let decoded) = try ControlMessage(decoding: oddBytes) else { Issue.record("not reports"); return }
+        guard case .reports(let decoded) = try DataEvent(decoding: oddBytes) else { Issue.record("not reports"); return }
         #expect(decoded.reports.first?.reason.category == "badcategoryname" && decoded.reports.first?.reason.rule == nil)
         #expect(decoded.reports.first?.path == String(repeating: "é", count: 128))
         let report = FlowReport(flow: FlowKey(protocolNumber: 6, source: IPAddress("2001:db8::1")!, sourcePort: 4, destination: IPAddress("10.0.0.2")!, destinationPort: 80),
                                 uid: 7, kind: "http", host: "a.example", path: "/x", verdict: .drop, reason: Reason(source: .category, category: "c", rule: "r"))
-        forEachMutation(of: ControlMessage.reports(FlowReportLines([report, report])).encoded) { bytes in
-            _ = try? ControlMessage(decoding: bytes)
+        forEachMutation(of: DataEvent.reports(FlowReportLines([report, report])).encoded) { bytes in
+            _ = try? DataEvent(decoding: bytes)
         }
     }
 
@@ -92,7 +130,7 @@ import VerdictCore
     }
 
     @Test func theChannelCarriesMessagesAndSeesTheEnd() throws {
-        var (left, right): (ControlChannel?, ControlChannel?) = try ControlChannel.makePair()
+        var (left, right): (ControlEnd?, DataEnd?) = try ControlChannelPair.make()
         #expect(try right!.receive() == nil)
         try left!.send(.ping(1))
         try left!.send(.ping(2))
@@ -101,51 +139,7 @@ import VerdictCore
         #expect(try right!.receive() == .ping(2))
         #expect(try right!.receive() == nil)
         left = nil  // closes its end
-        #expect(throws: ControlChannel.Failure.closed) { try right!.receive() }
+        #expect(throws: ControlChannelFailure.closed) { try right!.receive() }
         right = nil
-    }
-}
-
-@Suite struct HeldPacketsTests {
-    let flowA = FlowKey(protocolNumber: 6, source: IPAddress("10.0.0.1")!, sourcePort: 40000, destination: IPAddress("10.0.0.2")!, destinationPort: 443)
-    let flowB = FlowKey(protocolNumber: 6, source: IPAddress("10.0.0.1")!, sourcePort: 40001, destination: IPAddress("10.0.0.2")!, destinationPort: 443)
-    let flowC = FlowKey(protocolNumber: 17, source: IPAddress("10.0.0.1")!, sourcePort: 40002, destination: IPAddress("10.0.0.2")!, destinationPort: 443)
-
-    @Test func oneQuestionPerNameAndPacketsPerFlow() throws {
-        var held = HeldPackets(capacity: 8)
-        let name = try HostName("new.example")
-        #expect(held.hold(packet: 1, flow: flowA, question: .host(name), uid: 1000, now: 10, deadline: 100) == .held(newQuestion: true))
-        #expect(held.hold(packet: 2, flow: flowA, question: .host(name), uid: 1000, now: 11, deadline: 200) == .held(newQuestion: false))
-        #expect(held.hold(packet: 3, flow: flowB, question: .host(name), uid: 1000, now: 12, deadline: 150) == .held(newQuestion: false))
-        #expect(held.hold(packet: 4, flow: flowC, question: .host(try HostName("other.example")), uid: 1000, now: 13, deadline: 50) == .held(newQuestion: true))
-        #expect(held.packetCount == 4 && held.flowCount == 3)
-        let waiting = try #require(held.waiting(for: .host(name)))
-        #expect(waiting.asked == 10 && Set(waiting.flows) == [flowA, flowB])
-        #expect(held.nextDeadline == 50)
-        #expect(held.expired(now: 99) == [flowC])
-        #expect(held.release(flowA) == [1, 2])
-        #expect(held.release(flowA) == [])
-        #expect(held.waiting(for: .host(name))?.flows == [flowB])
-        #expect(held.release(flowB) == [3])
-        #expect(held.waiting(for: .host(name)) == nil)
-        #expect(held.packetCount == 1)
-    }
-
-    @Test func aUserQuestionIsAskedOnceForAllTheUsersFlows() throws {
-        var held = HeldPackets(capacity: 8)
-        #expect(held.hold(packet: 1, flow: flowA, question: .user(20_001), uid: 20_001, now: 5, deadline: 100) == .held(newQuestion: true))
-        #expect(held.hold(packet: 2, flow: flowB, question: .user(20_001), uid: 20_001, now: 6, deadline: 100) == .held(newQuestion: false))
-        #expect(held.hold(packet: 3, flow: flowC, question: .user(20_002), uid: 20_002, now: 7, deadline: 100) == .held(newQuestion: true))
-        #expect(Set(held.waiting(for: .user(20_001))?.flows ?? []) == [flowA, flowB])
-        #expect(held.uid(of: flowC) == 20_002 && held.uid(of: flowA) == 20_001)
-    }
-
-    @Test func theBoundRefusesMorePackets() throws {
-        var held = HeldPackets(capacity: 2)
-        let name = try HostName("new.example")
-        #expect(held.hold(packet: 1, flow: flowA, question: .host(name), uid: 1000, now: 0, deadline: 9) == .held(newQuestion: true))
-        #expect(held.hold(packet: 2, flow: flowA, question: .host(name), uid: 1000, now: 0, deadline: 9) == .held(newQuestion: false))
-        #expect(held.hold(packet: 3, flow: flowB, question: .host(name), uid: 1000, now: 0, deadline: 9) == .full)
-        #expect(held.packetCount == 2 && !held.contains(flowB))
     }
 }

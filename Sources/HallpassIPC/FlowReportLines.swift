@@ -50,7 +50,7 @@ public struct FlowReportLines: Sendable, Hashable {
     }
 
     /// Appends a line `write` puts at the end of the bytes (without its line feed).
-    mutating func appendLine(_ write: (inout [UInt8]) -> Void) {
+    public mutating func appendLine(_ write: (inout [UInt8]) -> Void) {
         starts.append(bytes.count)
         write(&bytes)
         bytes.append(0x0A)
@@ -88,18 +88,18 @@ public struct FlowReportLines: Sendable, Hashable {
     /// name, each line after a line feed (empty for no reports). Each line is
     /// checked as `FlowReport(line:)` reads it; of its fields only the
     /// reason's source becomes a String (a short one, stored inline).
-    public init(decoding message: ArraySlice<UInt8>) throws(ControlMessage.DecodingError) {
+    public init(decoding message: ArraySlice<UInt8>) throws(ControlMessageError) {
         var start = message.startIndex
         while start < message.endIndex {
-            guard message[start] == 0x0A else { throw ControlMessage.DecodingError(reason: "a report message's lines follow its name") }
+            guard message[start] == 0x0A else { throw ControlMessageError(reason: "a report message's lines follow its name") }
             let lineStart = start + 1
             let end = message[lineStart...].firstIndex(of: 0x0A) ?? message.endIndex
             guard starts.count < FlowReportLines.maximumPerMessage else {
-                throw ControlMessage.DecodingError(reason: "more than \(FlowReportLines.maximumPerMessage) reports")
+                throw ControlMessageError(reason: "more than \(FlowReportLines.maximumPerMessage) reports")
             }
             let line = message[lineStart..<end]
             guard FlowReport.Fields(line: line)?.isReport == true else {
-                throw ControlMessage.DecodingError(reason: "'\(String(decoding: line.prefix(64), as: UTF8.self))' is not a report")
+                throw ControlMessageError(reason: "'\(String(decoding: line.prefix(64), as: UTF8.self))' is not a report")
             }
             starts.append(bytes.count)
             bytes.append(contentsOf: line)
