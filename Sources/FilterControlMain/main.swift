@@ -71,9 +71,16 @@ struct FilterControlCommand: AsyncParsableCommand {
         let logger = Logger(label: "hallpass.filter-control")
         // Read and taken out of the environment before filter-data is started, so it does not inherit it.
         let notifier = SystemdNotifier.fromEnvironment()
-        let status = await FilterControlApplication.run(
-            options: .init(configPath: config, store: store, runtimeDirectory: runtimeDirectory, dataBinary: binary), logger: logger,
-            notifier: notifier)
+        let options = Control.Options(configPath: config, store: store, runtimeDirectory: runtimeDirectory, dataBinary: binary)
+        let application: FilterControlApplication
+        do {
+            application = try await FilterControlApplication.build(
+                configuration: try FilterControlApplication.readConfiguration(config), options: options, logger: logger, notifier: notifier)
+        } catch {
+            logger.error("\(error.message)")
+            throw ExitCode(error.status)
+        }
+        let status = await application.run()
         if status != 0 { throw ExitCode(status) }
     }
 }

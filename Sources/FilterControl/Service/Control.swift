@@ -1,8 +1,7 @@
 import BlockPage
 import HallpassIPC
-public import Foundation
+import Foundation
 public import Logging
-import NIOConcurrencyHelpers
 import NIOPosix
 import SharedStore
 import Synchronization
@@ -91,7 +90,7 @@ public actor Control {
     /// The Prometheus counters (`metrics:`); nil when there is no endpoint.
     let metrics: HallpassMetrics?
     /// The policy groups of placed users, for the audit log's `group` (read off the actor).
-    let groupNames = NIOLockedValueBox<[UInt32: String]>([:])
+    let groupNames: GroupNames
 
     /// The engines of the policy set in force, for the block page's "why" and `filterctl check`.
     struct PageView: Sendable {
@@ -102,131 +101,55 @@ public actor Control {
 
     public var policyPath: String { options.runtimeDirectory + "/policy" }
 
-    /// Reads the configuration and the rules (downloading the first bundle
-    /// when none is installed); starts nothing yet.
-    public init(options: Options, logger: Logger, clock: @escaping @Sendable () -> Date = { Date() }) async throws(StartError) {
+    /// What `FilterControlApplication.build` made for Control: the rules and
+    /// policy it starts with, and the long-lived parts it works with.
+    struct Parts: Sendable {
+        var rules: LoadedRules
+        var requests: AccessRequestStore
+        var policyState: PolicyStateStore
+        var updater: RuleUpdater?
+        var supervisor: DataSupervisor
+        var dataUser: DataUser
+        var unprivilegedPortStart: Int
+        var audit: AuditLog?
+        var notifier: DesktopNotifier?
+        var metrics: HallpassMetrics?
+        var groupNames: GroupNames
+    }
+
+    /// The rules and the policy filter-control starts with.
+    struct LoadedRules: Sendable {
+        /// `--store`, or the installed version's own store path.
+        var storePath: String
+        /// The installed bundle's folder; nil with `--store`.
+        var bundleFolder: String?
+        var store: RuleStore
+        var policy: PolicyInForce
+    }
+
+    /// Takes what `FilterControlApplication.build` made; builds nothing.
+    init(options: Options, configuration: Configuration, logger: Logger, clock: @escaping @Sendable () -> Date, parts: Parts) {
         self.options = options
+        self.configuration = configuration
         self.logger = logger
         self.clock = clock
-        let configuration = try Control.readConfiguration(options.configPath)
-        self.configuration = configuration
-        // A block page port a local user could take is said once and filtering goes on:
-        // refusing to start would leave the machine without any filter.
-        let unprivilegedPortStart = Configuration.unprivilegedPortStart()
-        self.unprivilegedPortStart = unprivilegedPortStart
-        for problem in configuration.unprivilegedPortProblems(unprivilegedPortStart: unprivilegedPortStart) {
-            logger.error("\(options.configPath): \(problem)")
-        }
-        // Access requests and the policy state (overrides, a manual exam) live
-        // in rules.directory, also with --store, which installs nothing there.
-        do {
-            try FileManager.default.createDirectory(
-                atPath: configuration.rules.directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-        } catch {
-            logger.warning("cannot create rules.directory \(configuration.rules.directory): \(error.localizedDescription); access requests and overrides cannot be kept")
-        }
-        requests = AccessRequestStore(path: configuration.rules.directory + "/requests.json") { logger.warning("\($0)") }
-        policyState = PolicyStateStore(path: configuration.rules.directory + "/" + PolicyStateStore.fileName) { logger.warning("\($0)") }
-        var bundleFolder: String? = nil
-        if let store = options.store {
-            storePath = store
-        } else {
-            let updater = RuleUpdater(settings: Control.updaterSettings(configuration))
-            self.updater = updater
-            if updater.installed() == nil {
-                guard let source = configuration.rules.source else {
-                    throw StartError(
-                        message: "no rules are installed in \(configuration.rules.directory) and rules.source is not set: set it, or give --store FILE",
-                        status: 66)
-                }
-                logger.info("no rules installed yet; fetching them", metadata: ["hallpass.rules.source": "\(source)"])
-                let outcome = await updater.update()
-                if case .refused(let code, let message) = outcome {
-                    throw StartError(message: "no rules installed yet, and the first download was refused: \(message) [\(code)]", status: 75)
-                }
-                logger.info("rules \(outcome)")
-            }
-            guard let installed = updater.installed() else {
-                throw StartError(message: "no rules installed in \(configuration.rules.directory)", status: 66)
-            }
-            storePath = installed.versionStorePath
-            bundleFolder = installed.versionDirectory
-        }
-        self.bundleFolder = bundleFolder
-        do {
-            store = try RuleStore(path: storePath, verification: .full)
-        } catch {
-            throw StartError(message: "\(storePath): \(error) [\(error.code)]", status: 65)
-        }
-        do {
-            policy = PolicyInForce(bundlePolicy: try bundleFolder.flatMap(PolicyInForce.bundlePolicy(inFolder:)), configuration: configuration)
-        } catch {
-            throw StartError(message: "the school's policy in \(bundleFolder ?? "the bundle"): \(error)", status: 65)
-        }
-        policyClock = PolicyClock(zoneName: policy.school.timeZone)
-        let user: DataUser
-        switch DataUser.lookUp(configuration.queue.user) {
-        case .found(let found): user = found
-        case .missing(let fallback, let warning):
-            logger.error("\(warning)")
-            user = fallback
-        case .privileged(let message): throw StartError(message: message, status: 78)
-        }
-        dataUser = user
-        let arguments =
-            [
-                "--queue", String(configuration.queue.number), configuration.queue.failMode == .open ? "--fail-open" : "--fail-closed",
-                "--peek-bytes", String(configuration.queue.peekBytes),
-            ] + user.arguments
-        let events = ControlEvents()
-        supervisor = DataSupervisor(
-            launch: .init(executable: options.dataBinary, arguments: arguments), store: storePath, policy: options.runtimeDirectory + "/policy",
-            answerer: NeedRulesAnswerer(
-                lookup: Control.lookup(for: configuration, logger: logger),
-                log: { [logger] line in logger.warning("\(line)") }),
-            log: { [logger] line in logger.info("\(line)", metadata: ["hallpass.source": "filter-data"]) }, onEvent: events.deliver)
-        let set = PolicySet(single: policy.base)
-        pageView = Mutex(PageView(engines: PolicyEngines(rules: store, set: set), clock: policyClock))
-        let groupNames = self.groupNames
-        let hasOutput = configuration.log.file != nil || configuration.log.journald || configuration.log.syslog != nil
-        do {
-            audit =
-                hasOutput
-                ? try AuditLog(
-                    settings: configuration.log, rulesDirectory: configuration.rules.directory, logger: logger,
-                    lookup: { [users = configuration.log.users] uid, gid in
-                        // The person's name through NSS. The group is the school's policy group filter-control
-                        // placed them in; without one, their primary group, with `users: name` only: a Debian
-                        // account's primary group is usually named after the person.
-                        let names = await AuditLog.systemLookup()(uid, gid)
-                        let placed = uid.flatMap { uid in groupNames.withLockedValue { $0[uid] } }
-                        return (names.user, placed ?? (users == .name ? names.group : nil))
-                    },
-                    // The collector's connection is filter-control's own: never queued (see SyslogForwarder).
-                    socketMark: FlowMarks().allow) : nil
-        } catch {
-            throw StartError(message: "log: \(error.message)", status: 78)
-        }
-        if configuration.notify.enabled {
-            let page = configuration.blockPage
-            let caServes = configuration.policy.dnsRewrite != nil && (try? LocalCertificateAuthority(folder: page.ca)) != nil
-            notifier = DesktopNotifier(
-                rule: NoticeRule(interval: TimeInterval(configuration.notify.interval), noticeForDNS: !caServes),
-                text: NoticeText(
-                    organization: page.organization, requestAccessURL: page.requestAccess?.url,
-                    blockPageURL: page.pageURL(unprivilegedPortStart: unprivilegedPortStart)),
-                logger: logger)
-        } else {
-            notifier = nil
-        }
-        let metrics = configuration.metrics == nil ? nil : HallpassMetrics()
-        self.metrics = metrics
-        if let metrics { supervisor.onAnswered = { metrics.answered(after: $0) } }
-        rulesVersionForReports.store(store.version, ordering: .relaxed)
-        events.control = self
-        for ignored in policy.ignoredLocalKeys {
-            logger.warning("\(ignored) in \(options.configPath) has no effect: the bundle brings the school's policy (docs/school-policy.md)")
-        }
+        storePath = parts.rules.storePath
+        bundleFolder = parts.rules.bundleFolder
+        store = parts.rules.store
+        policy = parts.rules.policy
+        policyClock = PolicyClock(zoneName: parts.rules.policy.school.timeZone)
+        requests = parts.requests
+        policyState = parts.policyState
+        updater = parts.updater
+        supervisor = parts.supervisor
+        dataUser = parts.dataUser
+        unprivilegedPortStart = parts.unprivilegedPortStart
+        audit = parts.audit
+        notifier = parts.notifier
+        metrics = parts.metrics
+        groupNames = parts.groupNames
+        pageView = Mutex(PageView(engines: PolicyEngines(rules: parts.rules.store, set: PolicySet(single: parts.rules.policy.base)), clock: policyClock))
+        rulesVersionForReports.store(parts.rules.store.version, ordering: .relaxed)
     }
 
     /// The configuration file, at most this large.
@@ -523,7 +446,7 @@ public actor Control {
         let audience = policy.school.audience(of: user)
         if placements.count >= PolicySet.maximumUsers, let any = placements.keys.first { placements[any] = nil }
         placements[uid] = (audience, user)
-        groupNames.withLockedValue { $0[uid] = audience.groupName ?? audience.description }
+        groupNames.names.withLock { $0[uid] = audience.groupName ?? audience.description }
         logger.info(
             "placed a user", metadata: ["hallpass.uid": "\(uid)", "hallpass.user": "\(user.name ?? "-")", "hallpass.group": "\(audience)"])
         supervisor.send(.userPlacement(uid: uid, audience: audience))
@@ -670,7 +593,7 @@ public actor Control {
         policy = newPolicy
         policyClock = newClock
         placements = newPlacements
-        groupNames.withLockedValue { names in
+        groupNames.names.withLock { names in
             for (uid, placed) in newPlacements { names[uid] = placed.0.groupName ?? placed.0.description }
         }
         policySet = set

@@ -1,6 +1,6 @@
 import HallpassIPC
 import Foundation
-public import Logging
+import Logging
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
@@ -8,105 +8,6 @@ import UnixSignals
 #if canImport(Glibc)
 import Glibc
 #endif
-
-/// filter-control as one group of services (swift-service-lifecycle): what
-/// must be in place before anything filters (the configuration, the rules,
-/// the kernel rules, the admin socket) is set up first, in order; then the
-/// services run until SIGTERM or SIGINT; they stop in the reverse order of
-/// `services` (the admin socket first, filter-data last); then the kernel
-/// rules go. SIGHUP reloads, like `filterctl reload`.
-public enum FilterControlApplication {
-    /// How long the start waits for the SafeSearch enforcement hosts' addresses.
-    static let safeSearchAtStart: Duration = .seconds(3)
-
-    /// Runs filter-control to its end; returns the exit status. `notifier`
-    /// (systemd's `$NOTIFY_SOCKET`) is told READY=1 once filter-data filters
-    /// with its first policy.
-    public static func run(options: Control.Options, logger: Logger, notifier: SystemdNotifier? = nil) async -> Int32 {
-        let control: Control
-        do {
-            control = try await Control(options: options, logger: logger)
-            // Before the first policy is written and before the kernel rules queue anything.
-            await control.resolveSafeSearchAtStart(within: safeSearchAtStart)
-            try await control.prepare()
-        } catch {
-            logger.error("\(error.message)")
-            return error.status
-        }
-        let configuration = await control.configuration
-        let rules = KernelRules(queue: configuration.queue.number, failOpen: configuration.queue.failMode == .open)
-        if KernelRules.Family.allCases.contains(where: { KernelRules.isInstalled($0) }) {
-            // An earlier filter-control ended without removing them (killed outside
-            // systemd, whose ExecStopPost would have): install rewrites the chains
-            // in one step and adds no second jump.
-            logger.notice("kernel rules of an earlier run found; replacing them")
-        }
-        do {
-            try rules.install()
-        } catch {
-            KernelRules.remove()
-            logger.error("cannot install the kernel rules: \(error)")
-            return 71
-        }
-        logger.info(
-            "kernel rules installed",
-            metadata: ["hallpass.queue": "\(configuration.queue.number)", "hallpass.failMode": "\(configuration.queue.failMode.rawValue)"])
-        defer {
-            KernelRules.remove()
-            logger.info("kernel rules removed")
-        }
-        let admin: AdminService
-        do {
-            admin = try await AdminService(path: configuration.admin.socket, group: configuration.admin.group, logger: logger) { request, peer in
-                await control.answer(request, peer: peer)
-            }
-        } catch {
-            logger.error("cannot open the admin socket: \(error)")
-            return 71
-        }
-        do {
-            try await control.startBlockPage()
-        } catch {
-            logger.error("\(error.message)")
-            return error.status
-        }
-        var services: [any Service] = [
-            DataSupervisorService(control: control, logger: logger),
-            ReadinessService(control: control, notifier: notifier, logger: logger),
-            PolicyClockService(control: control),
-            SafeSearchService(control: control, logger: logger),
-            RuleRefreshService(control: control, interval: .seconds(configuration.rules.refresh), enabled: options.store == nil && configuration.rules.source != nil),
-            SignalService(control: control, logger: logger),
-            admin,
-        ]
-        if let endpoint = configuration.metrics {
-            do {
-                services.append(
-                    try await MetricsService(address: endpoint.address, port: Int(endpoint.port), logger: logger) {
-                        await control.metricsExposition()
-                    })
-            } catch {
-                logger.error("cannot serve the metrics on \(endpoint.address):\(endpoint.port): \(error)")
-                return 71
-            }
-        }
-        // The group stops its services last first: the audit log and the notices after
-        // filter-data, whose last reports (sent as it stops) they still take.
-        if let audit = control.audit { services.insert(DrainingService { await audit.run() } finish: { audit.finish() }, at: 0) }
-        if let notifier = control.notifier { services.insert(DrainingService { await notifier.run() } finish: { notifier.finish() }, at: 0) }
-        let group = ServiceGroup(
-            configuration: .init(services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        do {
-            try await group.run()
-        } catch {
-            logger.error("stopped on an error: \(error)")
-        }
-        logger.info("stopping")
-        await control.stopBlockPage()
-        await control.saveConnections()
-        return 0
-    }
-}
 
 /// Runs filter-data (DataSupervisor's loop thread) until the shutdown, then
 /// stops it: it gives held packets their default and sends the verdicts in

@@ -1,0 +1,285 @@
+import BlockPage
+public import Foundation
+import HallpassIPC
+public import Logging
+public import ServiceLifecycle
+import SharedStore
+import Synchronization
+import VerdictCore
+
+/// filter-control, made in two steps so that tests make exactly what runs:
+///
+/// - `build(configuration:options:logger:notifier:)` makes the object graph
+///   from the configuration: it opens the rules (downloading the first
+///   bundle when none is installed), reads the school's policy, and makes
+///   the supervisor, the audit log, the notices, the metrics, the stores of
+///   requests and overrides, and `Control` over them. It starts nothing: no
+///   process, no kernel rule, no socket.
+/// - `run()` sets up what must be in place before anything filters (the
+///   SafeSearch addresses, the policy file, the kernel rules, the admin
+///   socket, the block page), then runs the services as one group
+///   (swift-service-lifecycle) until SIGTERM or SIGINT. They stop in the
+///   reverse order of `services` (the admin socket first, filter-data last);
+///   then the kernel rules go. SIGHUP reloads, like `filterctl reload`.
+public struct FilterControlApplication: Sendable {
+    /// How long the start waits for the SafeSearch enforcement hosts' addresses.
+    static let safeSearchAtStart: Duration = .seconds(3)
+
+    public let control: Control
+    public let configuration: Configuration
+    let options: Control.Options
+    let logger: Logger
+    /// systemd's `$NOTIFY_SOCKET`, told READY=1 once filter-data filters with its first policy.
+    let notifier: SystemdNotifier?
+
+    /// Makes everything filter-control runs, and starts none of it.
+    public static func build(
+        configuration: Configuration, options: Control.Options, logger: Logger, notifier: SystemdNotifier? = nil,
+        clock: @escaping @Sendable () -> Date = { Date() }
+    ) async throws(Control.StartError) -> FilterControlApplication {
+        // A block page port a local user could take is said once and filtering goes on:
+        // refusing to start would leave the machine without any filter.
+        let unprivilegedPortStart = Configuration.unprivilegedPortStart()
+        for problem in configuration.unprivilegedPortProblems(unprivilegedPortStart: unprivilegedPortStart) {
+            logger.error("\(options.configPath): \(problem)")
+        }
+        // Access requests and the policy state (overrides, a manual exam) live
+        // in rules.directory, also with --store, which installs nothing there.
+        do {
+            try FileManager.default.createDirectory(
+                atPath: configuration.rules.directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        } catch {
+            logger.warning(
+                "cannot create rules.directory \(configuration.rules.directory): \(error.localizedDescription); access requests and overrides cannot be kept")
+        }
+        let requests = AccessRequestStore(path: configuration.rules.directory + "/requests.json") { logger.warning("\($0)") }
+        let policyState = PolicyStateStore(path: configuration.rules.directory + "/" + PolicyStateStore.fileName) { logger.warning("\($0)") }
+        let updater = options.store == nil ? RuleUpdater(settings: Control.updaterSettings(configuration)) : nil
+        let rules = try await loadRules(configuration: configuration, options: options, updater: updater, logger: logger)
+
+        let dataUser: DataUser
+        switch DataUser.lookUp(configuration.queue.user) {
+        case .found(let found): dataUser = found
+        case .missing(let fallback, let warning):
+            logger.error("\(warning)")
+            dataUser = fallback
+        case .privileged(let message): throw Control.StartError(message: message, status: 78)
+        }
+        let events = ControlEvents()
+        let supervisor = DataSupervisor(
+            launch: .init(executable: options.dataBinary, arguments: dataArguments(configuration, user: dataUser)), store: rules.storePath,
+            policy: options.runtimeDirectory + "/policy",
+            answerer: NeedRulesAnswerer(
+                lookup: Control.lookup(for: configuration, logger: logger),
+                log: { [logger] line in logger.warning("\(line)") }),
+            log: { [logger] line in logger.info("\(line)", metadata: ["hallpass.source": "filter-data"]) }, onEvent: events.deliver)
+        let groupNames = GroupNames()
+        let metrics = configuration.metrics == nil ? nil : HallpassMetrics()
+        if let metrics { supervisor.onAnswered = { metrics.answered(after: $0) } }
+        let parts = Control.Parts(
+            rules: rules, requests: requests, policyState: policyState, updater: updater, supervisor: supervisor, dataUser: dataUser,
+            unprivilegedPortStart: unprivilegedPortStart,
+            audit: try makeAuditLog(configuration, groupNames: groupNames, logger: logger),
+            notifier: makeNotifier(configuration, unprivilegedPortStart: unprivilegedPortStart, logger: logger), metrics: metrics,
+            groupNames: groupNames)
+        let control = Control(options: options, configuration: configuration, logger: logger, clock: clock, parts: parts)
+        events.control = control
+        for ignored in rules.policy.ignoredLocalKeys {
+            logger.warning("\(ignored) in \(options.configPath) has no effect: the bundle brings the school's policy (docs/school-policy.md)")
+        }
+        return FilterControlApplication(control: control, configuration: configuration, options: options, logger: logger, notifier: notifier)
+    }
+
+    /// The store and policy to start with: `--store`, or the installed
+    /// bundle (fetching the first one when none is installed).
+    static func loadRules(
+        configuration: Configuration, options: Control.Options, updater: RuleUpdater?, logger: Logger
+    ) async throws(Control.StartError) -> Control.LoadedRules {
+        var storePath: String
+        var bundleFolder: String? = nil
+        if let store = options.store {
+            storePath = store
+        } else if let updater {
+            if updater.installed() == nil {
+                guard let source = configuration.rules.source else {
+                    throw Control.StartError(
+                        message: "no rules are installed in \(configuration.rules.directory) and rules.source is not set: set it, or give --store FILE",
+                        status: 66)
+                }
+                logger.info("no rules installed yet; fetching them", metadata: ["hallpass.rules.source": "\(source)"])
+                let outcome = await updater.update()
+                if case .refused(let code, let message) = outcome {
+                    throw Control.StartError(message: "no rules installed yet, and the first download was refused: \(message) [\(code)]", status: 75)
+                }
+                logger.info("rules \(outcome)")
+            }
+            guard let installed = updater.installed() else {
+                throw Control.StartError(message: "no rules installed in \(configuration.rules.directory)", status: 66)
+            }
+            storePath = installed.versionStorePath
+            bundleFolder = installed.versionDirectory
+        } else {
+            throw Control.StartError(message: "no rules: give --store FILE or set rules.source", status: 66)
+        }
+        let store: RuleStore
+        do {
+            store = try RuleStore(path: storePath, verification: .full)
+        } catch {
+            throw Control.StartError(message: "\(storePath): \(error) [\(error.code)]", status: 65)
+        }
+        let policy: PolicyInForce
+        do {
+            policy = PolicyInForce(bundlePolicy: try bundleFolder.flatMap(PolicyInForce.bundlePolicy(inFolder:)), configuration: configuration)
+        } catch {
+            throw Control.StartError(message: "the school's policy in \(bundleFolder ?? "the bundle"): \(error)", status: 65)
+        }
+        return Control.LoadedRules(storePath: storePath, bundleFolder: bundleFolder, store: store, policy: policy)
+    }
+
+    /// filter-data's command line.
+    static func dataArguments(_ configuration: Configuration, user: DataUser) -> [String] {
+        [
+            "--queue", String(configuration.queue.number), configuration.queue.failMode == .open ? "--fail-open" : "--fail-closed",
+            "--peek-bytes", String(configuration.queue.peekBytes),
+        ] + user.arguments
+    }
+
+    /// The audit log (`log:`), nil when every output is off.
+    static func makeAuditLog(_ configuration: Configuration, groupNames: GroupNames, logger: Logger) throws(Control.StartError) -> AuditLog? {
+        guard configuration.log.file != nil || configuration.log.journald || configuration.log.syslog != nil else { return nil }
+        do {
+            return try AuditLog(
+                settings: configuration.log, rulesDirectory: configuration.rules.directory, logger: logger,
+                lookup: { [users = configuration.log.users] uid, gid in
+                    // The person's name through NSS. The group is the school's policy group filter-control
+                    // placed them in; without one, their primary group, with `users: name` only: a Debian
+                    // account's primary group is usually named after the person.
+                    let names = await AuditLog.systemLookup()(uid, gid)
+                    let placed = uid.flatMap { uid in groupNames.names.withLock { $0[uid] } }
+                    return (names.user, placed ?? (users == .name ? names.group : nil))
+                },
+                // The collector's connection is filter-control's own: never queued (see SyslogForwarder).
+                socketMark: FlowMarks().allow)
+        } catch {
+            throw Control.StartError(message: "log: \(error.message)", status: 78)
+        }
+    }
+
+    /// The desktop notices (`notify:`), nil when switched off.
+    static func makeNotifier(_ configuration: Configuration, unprivilegedPortStart: Int, logger: Logger) -> DesktopNotifier? {
+        guard configuration.notify.enabled else { return nil }
+        let page = configuration.blockPage
+        let caServes = configuration.policy.dnsRewrite != nil && (try? LocalCertificateAuthority(folder: page.ca)) != nil
+        return DesktopNotifier(
+            rule: NoticeRule(interval: TimeInterval(configuration.notify.interval), noticeForDNS: !caServes),
+            text: NoticeText(
+                organization: page.organization, requestAccessURL: page.requestAccess?.url,
+                blockPageURL: page.pageURL(unprivilegedPortStart: unprivilegedPortStart)),
+            logger: logger)
+    }
+
+    /// The services of one run, in the order they start (and the reverse of
+    /// the order they stop). The audit log and the notices stop last: after
+    /// filter-data, whose last reports (sent as it stops) they still take.
+    public func services(admin: any Service, metrics: (any Service)?) -> [any Service] {
+        var services: [any Service] = [
+            DataSupervisorService(control: control, logger: logger),
+            ReadinessService(control: control, notifier: notifier, logger: logger),
+            PolicyClockService(control: control),
+            SafeSearchService(control: control, logger: logger),
+            RuleRefreshService(
+                control: control, interval: .seconds(configuration.rules.refresh),
+                enabled: options.store == nil && configuration.rules.source != nil),
+            SignalService(control: control, logger: logger),
+            admin,
+        ]
+        if let metrics { services.append(metrics) }
+        if let audit = control.audit { services.insert(DrainingService { await audit.run() } finish: { audit.finish() }, at: 0) }
+        if let notices = control.notifier { services.insert(DrainingService { await notices.run() } finish: { notices.finish() }, at: 0) }
+        return services
+    }
+
+    /// Runs filter-control to its end; returns the exit status.
+    public func run() async -> Int32 {
+        do {
+            // Before the first policy is written and before the kernel rules queue anything.
+            await control.resolveSafeSearchAtStart(within: Self.safeSearchAtStart)
+            try await control.prepare()
+        } catch {
+            logger.error("\(error.message)")
+            return error.status
+        }
+        let rules = KernelRules(queue: configuration.queue.number, failOpen: configuration.queue.failMode == .open)
+        if KernelRules.Family.allCases.contains(where: { KernelRules.isInstalled($0) }) {
+            // An earlier filter-control ended without removing them (killed outside
+            // systemd, whose ExecStopPost would have): install rewrites the chains
+            // in one step and adds no second jump.
+            logger.notice("kernel rules of an earlier run found; replacing them")
+        }
+        do {
+            try rules.install()
+        } catch {
+            KernelRules.remove()
+            logger.error("cannot install the kernel rules: \(error)")
+            return 71
+        }
+        logger.info(
+            "kernel rules installed",
+            metadata: ["hallpass.queue": "\(configuration.queue.number)", "hallpass.failMode": "\(configuration.queue.failMode.rawValue)"])
+        defer {
+            KernelRules.remove()
+            logger.info("kernel rules removed")
+        }
+        let admin: AdminService
+        do {
+            admin = try await AdminService(path: configuration.admin.socket, group: configuration.admin.group, logger: logger) {
+                [control] request, peer in
+                await control.answer(request, peer: peer)
+            }
+        } catch {
+            logger.error("cannot open the admin socket: \(error)")
+            return 71
+        }
+        do {
+            try await control.startBlockPage()
+        } catch {
+            logger.error("\(error.message)")
+            return error.status
+        }
+        var metrics: MetricsService? = nil
+        if let endpoint = configuration.metrics {
+            do {
+                metrics = try await MetricsService(address: endpoint.address, port: Int(endpoint.port), logger: logger) { [control] in
+                    await control.metricsExposition()
+                }
+            } catch {
+                logger.error("cannot serve the metrics on \(endpoint.address):\(endpoint.port): \(error)")
+                return 71
+            }
+        }
+        let group = ServiceGroup(
+            configuration: .init(
+                services: services(admin: admin, metrics: metrics).map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger))
+        do {
+            try await group.run()
+        } catch {
+            logger.error("stopped on an error: \(error)")
+        }
+        logger.info("stopping")
+        await control.stopBlockPage()
+        await control.saveConnections()
+        return 0
+    }
+
+    /// The configuration file at `path`, read and checked (at most 1 MiB).
+    public static func readConfiguration(_ path: String) throws(Control.StartError) -> Configuration {
+        try Control.readConfiguration(path)
+    }
+}
+
+/// The policy group of each placed user, for the audit log's `group`: written
+/// by Control as it places users, read by the audit log off the actor.
+final class GroupNames: Sendable {
+    let names = Mutex<[UInt32: String]>([:])
+}
