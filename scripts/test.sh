@@ -31,6 +31,8 @@ scripts/bypass-matrix.sh
 # make install / uninstall into a staging folder, with the debug build above.
 scripts/check-install.sh
 scripts/generate-man.sh --check
+# Unsafe code only in the files of scripts/unsafe-allowlist.txt (those that face the kernel or the mapped store).
+scripts/check-unsafe.sh
 
 wait "$rootfs_pid" || { cat "$rootfs_log" >&2; echo "test.sh: making the container's root file system failed" >&2; exit 1; }
 # The package from the debug build above, linked again with the Swift runtime inside.

@@ -14,6 +14,7 @@ import Glibc
 import FilterData
 import HallpassWire
 import HallpassIPC
+import HallpassSystem
 import SharedStore
 import VerdictCore
 
@@ -30,11 +31,11 @@ struct SplitMix64: RandomNumberGenerator {
 }
 
 func nanoseconds() -> UInt64 {
-    SystemCalls.monotonicNanoseconds()
+    MonotonicClock.nanoseconds()
 }
 
 func fail(_ message: String) -> Never {
-    SystemCalls.writeToStandardError("hallpass-bench: \(message)\n")
+    StandardError.write("hallpass-bench: \(message)\n")
     exit(64)
 }
 

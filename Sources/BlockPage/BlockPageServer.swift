@@ -7,6 +7,7 @@ public import NIOCore
 import NIOHTTP1
 public import NIOPosix
 import NIOSSL
+import HallpassSystem
 import SharedStore
 import VerdictCore
 

@@ -1,5 +1,6 @@
 import Crypto
 public import Foundation
+import HallpassSystem
 import SharedStore
 import VerdictCore
 import SwiftASN1

@@ -1,4 +1,5 @@
 import Foundation
+import HallpassSystem
 import SharedStore
 
 /// The files of a custom template folder (`blockPage.templates`), read once:

@@ -85,8 +85,6 @@ int hp_stop_requested(void) { return hp_stop_flag != 0; }
 
 long hp_ptrace_traceme(void) { return ptrace(PTRACE_TRACEME, 0, NULL, NULL); }
 
-int hp_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
-
 int hp_accept_cloexec(int listener) { return accept4(listener, NULL, NULL, SOCK_CLOEXEC); }
 
 int hp_spawn_add_close_from(posix_spawn_file_actions_t *actions, int lowest) {
@@ -150,7 +148,7 @@ static int hp_nl_transact(int protocol, struct nlmsghdr *request) {
     return result;
 }
 
-int hp_conntrack_set_mark(int family, uint8_t protocol, const uint8_t *source, const uint8_t *destination, uint16_t source_port,
+int hp_conntrack_set_mark(int family, uint8_t protocol, hp_ip_address source, hp_ip_address destination, uint16_t source_port,
                           uint16_t destination_port, uint32_t value, uint32_t mask) {
     struct hp_nl_message message;
     memset(&message, 0, sizeof(message));
@@ -163,8 +161,8 @@ int hp_conntrack_set_mark(int family, uint8_t protocol, const uint8_t *source, c
     size_t address_length = family == AF_INET ? 4 : 16;
     struct nlattr *tuple = hp_nl_put(&message, CTA_TUPLE_ORIG | NLA_F_NESTED, NULL, 0);
     struct nlattr *ip = hp_nl_put(&message, CTA_TUPLE_IP | NLA_F_NESTED, NULL, 0);
-    hp_nl_put(&message, family == AF_INET ? CTA_IP_V4_SRC : CTA_IP_V6_SRC, source, (uint16_t)address_length);
-    hp_nl_put(&message, family == AF_INET ? CTA_IP_V4_DST : CTA_IP_V6_DST, destination, (uint16_t)address_length);
+    hp_nl_put(&message, family == AF_INET ? CTA_IP_V4_SRC : CTA_IP_V6_SRC, source.bytes, (uint16_t)address_length);
+    hp_nl_put(&message, family == AF_INET ? CTA_IP_V4_DST : CTA_IP_V6_DST, destination.bytes, (uint16_t)address_length);
     hp_nl_end_nest(&message, ip);
     struct nlattr *ports = hp_nl_put(&message, CTA_TUPLE_PROTO | NLA_F_NESTED, NULL, 0);
     hp_nl_put(&message, CTA_PROTO_NUM, &protocol, 1);
@@ -179,7 +177,7 @@ int hp_conntrack_set_mark(int family, uint8_t protocol, const uint8_t *source, c
     return hp_nl_transact(NETLINK_NETFILTER, &message.buffer.header);
 }
 
-int hp_socket_destroy(int family, uint8_t protocol, const uint8_t *local, const uint8_t *remote, uint16_t local_port, uint16_t remote_port) {
+int hp_socket_destroy(int family, uint8_t protocol, hp_ip_address local, hp_ip_address remote, uint16_t local_port, uint16_t remote_port) {
     struct {
         struct nlmsghdr header;
         struct inet_diag_req_v2 request;
@@ -194,8 +192,8 @@ int hp_socket_destroy(int family, uint8_t protocol, const uint8_t *local, const 
     message.request.id.idiag_sport = htons(local_port);
     message.request.id.idiag_dport = htons(remote_port);
     size_t address_length = family == AF_INET ? 4 : 16;
-    memcpy(message.request.id.idiag_src, local, address_length);
-    memcpy(message.request.id.idiag_dst, remote, address_length);
+    memcpy(message.request.id.idiag_src, local.bytes, address_length);
+    memcpy(message.request.id.idiag_dst, remote.bytes, address_length);
     message.request.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
     message.request.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
     return hp_nl_transact(NETLINK_SOCK_DIAG, &message.header);

@@ -27,6 +27,7 @@
 
 import Crypto
 import Foundation
+import HallpassSystem
 public import VerdictCore
 import SharedStore
 

@@ -1,10 +1,7 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import HallpassSystem
 public import VerdictCore
 import SharedStore
+public import SystemPackage
 
 /// `filterctl check`: one line per target, as text or JSON lines.
 ///
@@ -89,15 +86,17 @@ public struct CheckRunner<Rules: RuleSource> {
     /// Batch mode: reads targets from `input` (one per line) until end of
     /// file and writes results to `output`, flushing as it goes so a pipe
     /// sees answers line by line as they come.
-    public mutating func run(input: Int32, output: Int32) throws(CheckIOError) {
+    public mutating func run(input: FileDescriptor, output: FileDescriptor) throws(CheckIOError) {
         var pending: [UInt8] = []
         var out: [UInt8] = []
         out.reserveCapacity(1 << 16)
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
         while true {
-            let count = FileSystem.readSome(input, into: &buffer)
-            if count < 0 {
-                throw CheckIOError(message: "reading targets: \(systemErrorText(errno))")
+            let count: Int
+            do {
+                count = try input.readSome(into: &buffer)
+            } catch {
+                throw CheckIOError(message: "reading targets: \(error)")
             }
             if count == 0 { break }
             pending.append(contentsOf: buffer[0..<count])
@@ -124,14 +123,11 @@ public struct CheckRunner<Rules: RuleSource> {
         appendLine(for: line, to: &out)
     }
 
-    private func flush(_ out: inout [UInt8], to descriptor: Int32) throws(CheckIOError) {
-        var written = 0
-        while written < out.count {
-            let result = FileSystem.writeSome(descriptor, out, from: written)
-            if result < 0 {
-                throw CheckIOError(message: "writing results: \(systemErrorText(errno))")
-            }
-            written += result
+    private func flush(_ out: inout [UInt8], to descriptor: FileDescriptor) throws(CheckIOError) {
+        do {
+            try descriptor.write(contentsOf: out)
+        } catch {
+            throw CheckIOError(message: "writing results: \(error)")
         }
         out.removeAll(keepingCapacity: true)
     }

@@ -1,3 +1,4 @@
+import HallpassSystem
 public import SharedStore
 public import VerdictCore
 import ExtrasBase64

@@ -36,8 +36,7 @@ public struct OpenConnection: Sendable, Hashable, CustomStringConvertible {
 /// connection's network namespace (filter-control has it).
 ///
 /// The two netlink requests (conntrack, sock_diag) are kernel calls in the C
-/// shim; this file hands them the addresses and is, like the other files
-/// that face the kernel, where their unsafe code stays.
+/// shim, which takes the addresses by value.
 public struct ConnectionCutter: Sendable {
     public let marks: FlowMarks
 
@@ -56,24 +55,20 @@ public struct ConnectionCutter: Sendable {
 
     public func cut(_ connection: OpenConnection) -> Outcome {
         let family = connection.local.isIPv4 ? AF_INET : AF_INET6
-        let local = connection.local.networkBytes
-        let remote = connection.remote.networkBytes
-        // unsafe: the C calls read the 4 or 16 address bytes (as `family` says) for the call only.
-        let marked = unsafe local.withUnsafeBufferPointer { localBytes in
-            unsafe remote.withUnsafeBufferPointer { remoteBytes in
-                unsafe hp_conntrack_set_mark(
-                    family, connection.protocolNumber, localBytes.baseAddress, remoteBytes.baseAddress, connection.localPort, connection.remotePort,
-                    marks.block, marks.mask)
-            }
-        }
-        // unsafe: as above.
-        let destroyed = unsafe local.withUnsafeBufferPointer { localBytes in
-            unsafe remote.withUnsafeBufferPointer { remoteBytes in
-                unsafe hp_socket_destroy(
-                    family, connection.protocolNumber, localBytes.baseAddress, remoteBytes.baseAddress, connection.localPort, connection.remotePort)
-            }
-        }
+        let local = hp_ip_address(connection.local)
+        let remote = hp_ip_address(connection.remote)
+        let marked = hp_conntrack_set_mark(
+            family, connection.protocolNumber, local, remote, connection.localPort, connection.remotePort, marks.block, marks.mask)
+        let destroyed = hp_socket_destroy(family, connection.protocolNumber, local, remote, connection.localPort, connection.remotePort)
         let errors = [marked, destroyed].filter { $0 < 0 && $0 != -ENOENT }.map { -$0 }
         return Outcome(marked: marked == 0, socketDestroyed: destroyed == 0, errors: errors)
+    }
+}
+
+extension hp_ip_address {
+    /// The address's network-order bytes, an IPv4 address in the first 4.
+    init(_ address: IPAddress) {
+        let b = address.networkBytes + [UInt8](repeating: 0, count: 16 - address.networkBytes.count)
+        self.init(bytes: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]))
     }
 }

@@ -1,5 +1,6 @@
 public import HallpassIPC
 import Foundation
+import HallpassSystem
 import SharedStore
 
 /// hallpass's own iptables and ip6tables chain on the OUTPUT hook.

@@ -1,4 +1,5 @@
 public import Foundation
+import HallpassSystem
 import SharedStore
 public import VerdictCore
 #if canImport(Glibc)
@@ -44,7 +45,7 @@ public final class PolicyStateStore: @unchecked Sendable {
             state = try JSONDecoder().decode(PolicyState.self, from: data)
         } catch {
             let aside = path + ".unreadable-\(Int(Date().timeIntervalSince1970))"
-            _ = FileSystem.renameItem(path, to: aside)
+            try? FileSystem.rename(path, to: aside)
             log("policy state: \(path) cannot be read (\(error)); moved to \(aside), starting with no overrides and no exam")
         }
     }

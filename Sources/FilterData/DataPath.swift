@@ -1,6 +1,7 @@
 import HallpassWire
 public import HallpassIPC
 import CHallpassSys
+import HallpassSystem
 public import SharedStore
 public import VerdictCore
 #if canImport(Glibc)
@@ -119,7 +120,7 @@ public final class DataPath {
     public func run() throws(QueueSocketError) -> Stop {
         var stop = Stop.signal
         var descriptors = [pollfd(fd: socket.descriptor, events: Int16(POLLIN), revents: 0)]
-        if let control { descriptors.append(pollfd(fd: control.descriptor, events: Int16(POLLIN), revents: 0)) }
+        if let control { descriptors.append(pollfd(fd: control.descriptor.rawValue, events: Int16(POLLIN), revents: 0)) }
         while hp_stop_requested() == 0 {
             var timeout: Int32 = 250
             // The earliest of: a held flow's time running out, the waiting reports' delay.
@@ -133,14 +134,20 @@ public final class DataPath {
             // coming after the verdicts went: then the next turn comes within a millisecond.
             if !decided.isEmpty { timeout = min(timeout, 1) }
             for index in descriptors.indices { descriptors[index].revents = 0 }
-            let ready = SystemCalls.poll(&descriptors, timeoutMilliseconds: timeout)
-            if ready < 0, errno != EINTR { throw QueueSocketError(operation: "poll", errno: errno) }
+            // nil: a signal interrupted the wait (SIGTERM: the loop's condition ends it).
+            let ready: Int?
+            do {
+                ready = try Poll.wait(&descriptors, timeoutMilliseconds: timeout)
+            } catch {
+                throw QueueSocketError(operation: "poll", errno: error.rawValue)
+            }
             // An interrupted poll read nothing: not a sign that the queue is empty.
-            var drained = ready >= 0
-            if ready > 0, descriptors[0].revents != 0 {
+            var drained = ready != nil
+            let anyReady = (ready ?? 0) > 0
+            if anyReady, descriptors[0].revents != 0 {
                 drained = try readQueue() < DataPath.readLimit
             }
-            if ready > 0, descriptors.count > 1, descriptors[1].revents != 0 {
+            if anyReady, descriptors.count > 1, descriptors[1].revents != 0 {
                 if !serveControl() {
                     stop = .controlClosed
                     break
@@ -716,7 +723,7 @@ public final class DataPath {
     }
 
     public static func monotonicNanoseconds() -> UInt64 {
-        SystemCalls.monotonicNanoseconds()
+        MonotonicClock.nanoseconds()
     }
 }
 

@@ -19,6 +19,8 @@
 import CHallpassSys
 import FilterData
 import HallpassIPC
+import HallpassSystem
+import SystemPackage
 import SharedStore
 import VerdictCore
 #if canImport(Glibc)
@@ -26,7 +28,7 @@ import Glibc
 #endif
 
 func say(_ message: String) {
-    SystemCalls.writeToStandardError("filter-data: " + message + "\n")
+    StandardError.write("filter-data: " + message + "\n")
 }
 
 func fail(_ message: String, status: Int32) -> Never {
@@ -142,7 +144,7 @@ var control: DataEnd? = nil
 if let descriptor = options.controlDescriptor {
     guard fcntl(descriptor, F_GETFD) >= 0 else { fail("--control-fd \(descriptor) is not an open descriptor", status: 64) }
     _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-    control = DataEnd(descriptor: descriptor)
+    control = DataEnd(descriptor: FileDescriptor(rawValue: descriptor))
 }
 
 let socket: NetfilterQueueSocket

@@ -1,8 +1,9 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import HallpassSystem
 import HallpassWire
-import SystemPackage
+public import SystemPackage
 
 /// filter-control's end of the channel: it sends commands and receives events.
 public typealias ControlEnd = ControlChannel<ControlCommand, DataEvent>
@@ -19,31 +20,30 @@ public typealias DataEnd = ControlChannel<DataEvent, ControlCommand>
 public final class ControlChannel<Outgoing: ControlChannelMessage, Incoming: ControlChannelMessage>: @unchecked Sendable {
     public typealias Failure = ControlChannelFailure
 
-    public let descriptor: Int32
+    public let descriptor: FileDescriptor
     private let ownsDescriptor: Bool
     private var buffer = [UInt8](repeating: 0, count: controlMessageMaximumSize + 1)
 
     /// Wraps an open descriptor (filter-data: the one it inherited). With
     /// `owning`, `close()` and deinit close it.
-    public init(descriptor: Int32, owning: Bool = true) {
+    public init(descriptor: FileDescriptor, owning: Bool = true) {
         self.descriptor = descriptor
         self.ownsDescriptor = owning
     }
 
     deinit {
-        if ownsDescriptor { Glibc.close(descriptor) }
+        if ownsDescriptor { descriptor.closeQuietly() }
     }
 
     /// Sends one message without waiting.
     public func send(_ message: Outgoing) throws(Failure) {
-        let bytes = message.encoded
-        // unsafe: send reads the message's own bytes inside the closure.
-        let sent = unsafe bytes.withUnsafeBytes { unsafe Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
-        if sent < 0 {
-            switch errno {
-            case EAGAIN, EWOULDBLOCK: throw .wouldBlock
-            case EPIPE, ECONNRESET: throw .closed
-            default: throw .system(operation: "send", errno: errno)
+        do {
+            _ = try descriptor.send(message.encoded, flags: [.dontWait, .noSignal])
+        } catch {
+            switch error {
+            case .resourceTemporarilyUnavailable: throw .wouldBlock
+            case .brokenPipe, .connectionReset: throw .closed
+            default: throw .system(operation: "send", errno: error.rawValue)
             }
         }
     }
@@ -52,14 +52,14 @@ public final class ControlChannel<Outgoing: ControlChannelMessage, Incoming: Con
     /// decode is reported through `invalid` and skipped.
     public func receive(invalid: (ControlMessageError) -> Void = { _ in }) throws(Failure) -> Incoming? {
         while true {
-            // unsafe: recv writes at most buffer.count bytes into the channel's own buffer.
-            let count = unsafe buffer.withUnsafeMutableBytes { unsafe recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-            if count < 0 {
-                switch errno {
-                case EINTR: continue
-                case EAGAIN, EWOULDBLOCK: return nil
-                case ECONNRESET: throw .closed
-                default: throw .system(operation: "recv", errno: errno)
+            let count: Int
+            do {
+                count = try descriptor.receive(into: &buffer, flags: .dontWait)
+            } catch {
+                switch error {
+                case .resourceTemporarilyUnavailable: return nil
+                case .connectionReset: throw .closed
+                default: throw .system(operation: "recv", errno: error.rawValue)
                 }
             }
             if count == 0 { throw .closed }
@@ -74,9 +74,7 @@ public final class ControlChannel<Outgoing: ControlChannelMessage, Incoming: Con
 
     /// Waits up to `timeoutMilliseconds` (-1: no limit) for a message.
     public func wait(timeoutMilliseconds: Int32) -> Bool {
-        var descriptor = pollfd(fd: self.descriptor, events: Int16(POLLIN), revents: 0)
-        // unsafe: poll reads and writes the one local pollfd.
-        return unsafe poll(&descriptor, 1, timeoutMilliseconds) > 0
+        (try? Poll.wait(for: Int16(POLLIN), on: descriptor, timeoutMilliseconds: timeoutMilliseconds)) ?? false
     }
 }
 
@@ -102,12 +100,11 @@ public enum ControlChannelPair {
     /// Both ends close-on-exec (the child's end is dup2'ed into place, which
     /// clears the flag on the copy).
     public static func make() throws(ControlChannelFailure) -> (control: ControlEnd, data: DataEnd) {
-        var descriptors: [Int32] = [-1, -1]
-        let kind = Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
-        // unsafe: socketpair writes the two descriptors into the two-element array.
-        guard unsafe socketpair(AF_UNIX, kind, 0, &descriptors) == 0 else {
-            throw .system(operation: "socketpair", errno: errno)
+        do {
+            let (control, data) = try UnixSocket.pair(.sequencedPacket)
+            return (ControlEnd(descriptor: control), DataEnd(descriptor: data))
+        } catch {
+            throw .system(operation: "socketpair", errno: error.rawValue)
         }
-        return (ControlEnd(descriptor: descriptors[0]), DataEnd(descriptor: descriptors[1]))
     }
 }

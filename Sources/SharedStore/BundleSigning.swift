@@ -5,6 +5,7 @@ import Darwin
 #endif
 public import Crypto
 import ExtrasBase64
+import HallpassSystem
 
 /// A public key that may sign bundles, written `ed25519:BASE64` (the 32 raw bytes).
 public struct BundlePublicKey: Sendable, Hashable, CustomStringConvertible {

@@ -403,7 +403,3 @@ extension Span where Element == UInt8 {
         }
     }
 }
-
-extension StoreError {
-    static func systemText(_ errno: Int32) -> String { systemErrorText(errno) }
-}

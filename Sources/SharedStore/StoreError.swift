@@ -1,3 +1,5 @@
+import SystemPackage
+
 /// Why a rule store cannot be used. Each case has a stable code (for logs
 /// and `filterctl status`) and a message that says what to do.
 public enum StoreError: Error, Hashable, Sendable, CustomStringConvertible {
@@ -25,7 +27,7 @@ public enum StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .cannotOpen(let path, let errno):
-            "cannot open rule store \(path): \(StoreError.systemText(errno))"
+            "cannot open rule store \(path): \(Errno(rawValue: errno))"
         case .notAStore(let path):
             "\(path) is not a hallpass rule store (wrong magic number); build one with 'filterctl compile'"
         case .unsupportedVersion(let path, let version):

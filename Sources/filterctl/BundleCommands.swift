@@ -1,6 +1,7 @@
 import ArgumentParser
 import FilterControl
 import Foundation
+import HallpassSystem
 import SharedStore
 import VerdictCore
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import FilterControl
 import Foundation
 import SharedStore
+import SystemPackage
 import VerdictCore
 
 /// Exit codes of filterctl (sysexits.h values where one fits).
@@ -206,7 +207,7 @@ struct Check: ParsableCommand {
         for target in targets {
             if target == "-" {
                 if case .failure(let error) = Result(catching: { () throws(CheckIOError) in
-                    try runner.run(input: STDIN_FILENO, output: STDOUT_FILENO)
+                    try runner.run(input: .standardInput, output: .standardOutput)
                 }) {
                     throw fail(error.message, status: ExitStatus.ioError)
                 }

@@ -1,5 +1,6 @@
 import FilterControl
 import Foundation
+import HallpassSystem
 import SharedStore
 import Testing
 

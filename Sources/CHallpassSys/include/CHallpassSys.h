@@ -37,10 +37,6 @@ int hp_stop_requested(void);
 /// A read prefetch hint: starts loading the cache line at `address` without
 /// waiting for it. The rule store issues one per name suffix before probing,
 /// so the few cache misses of a lookup overlap instead of queueing.
-/// pipe2(fds, O_CLOEXEC): both ends close-on-exec from the start (no window
-/// in which a child spawned by another thread inherits them).
-int hp_pipe_cloexec(int fds[2]);
-
 /// accept4(listener, NULL, NULL, SOCK_CLOEXEC).
 int hp_accept_cloexec(int listener);
 
@@ -56,18 +52,24 @@ int hp_close_from(int lowest);
 
 static inline void hp_prefetch_read(const void *address) { __builtin_prefetch(address, 0, 1); }
 
+/// An IPv4 or IPv6 address in network order, passed by value (so Swift
+/// hands it over without a pointer): IPv4 in the first 4 bytes.
+typedef struct {
+    uint8_t bytes[16];
+} hp_ip_address;
+_Static_assert(sizeof(hp_ip_address) == 16, "hp_ip_address is the 16 bytes of an IPv6 address, no padding");
+
 /// Changes the connection mark of the conntrack entry whose original
-/// direction is this tuple (addresses in network order, 4 or 16 bytes by
-/// family): the bits in `mask` become those of `value`, the others stay
-/// (ctnetlink, CTA_MARK with CTA_MARK_MASK). 0, or a negative errno
-/// (-ENOENT: no such connection).
-int hp_conntrack_set_mark(int family, uint8_t protocol, const uint8_t *source, const uint8_t *destination, uint16_t source_port,
+/// direction is this tuple (addresses of `family`): the bits in `mask`
+/// become those of `value`, the others stay (ctnetlink, CTA_MARK with
+/// CTA_MARK_MASK). 0, or a negative errno (-ENOENT: no such connection).
+int hp_conntrack_set_mark(int family, uint8_t protocol, hp_ip_address source, hp_ip_address destination, uint16_t source_port,
                           uint16_t destination_port, uint32_t value, uint32_t mask);
 
 /// Destroys the local socket with this 4-tuple (sock_diag SOCK_DESTROY): a
 /// TCP connection is reset at once (the program sees ECONNABORTED, the peer
 /// an RST), a UDP socket reports an error. 0, or a negative errno.
-int hp_socket_destroy(int family, uint8_t protocol, const uint8_t *local, const uint8_t *remote, uint16_t local_port, uint16_t remote_port);
+int hp_socket_destroy(int family, uint8_t protocol, hp_ip_address local, hp_ip_address remote, uint16_t local_port, uint16_t remote_port);
 
 /// setns(fd, CLONE_NEWNET) for the calling thread (tests run code inside a test namespace).
 int hp_enter_network_namespace(int fd);

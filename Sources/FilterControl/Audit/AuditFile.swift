@@ -1,8 +1,6 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 public import Foundation
-import SharedStore
+import HallpassSystem
+import SystemPackage
 
 /// The JSON-lines audit file: appended to (mode 0640, its folder made 0750),
 /// rotated when it would grow past `maxBytes` or once its first record is
@@ -26,7 +24,7 @@ public final class AuditFile: @unchecked Sendable {
     public let keepFiles: Int
     /// Seconds a record is kept.
     public let retention: TimeInterval
-    private var descriptor: Int32 = -1
+    private var descriptor: FileDescriptor?
     private var size = 0
     private var firstRecordTime: Date?
 
@@ -38,7 +36,7 @@ public final class AuditFile: @unchecked Sendable {
     }
 
     deinit {
-        if descriptor >= 0 { close(descriptor) }
+        descriptor?.closeQuietly()
     }
 
     /// Appends whole lines (each ends with a newline) in one write, rotating first when needed.
@@ -48,15 +46,11 @@ public final class AuditFile: @unchecked Sendable {
             try rotate(now: now)
             try openIfNeeded(now: now)
         }
-        var offset = 0
-        while offset < lines.count {
-            let written = FileSystem.writeSome(descriptor, lines, from: offset)
-            if written < 0 {
-                let reason = systemErrorText(errno)
-                reopen()
-                throw Failure(path: path, reason: reason)
-            }
-            offset += written
+        do {
+            try descriptor?.write(contentsOf: lines)
+        } catch {
+            reopen()
+            throw Failure(path: path, reason: error.description)
         }
         if size == 0 { firstRecordTime = firstTime }
         size += lines.count
@@ -76,8 +70,8 @@ public final class AuditFile: @unchecked Sendable {
 
     /// Closes the file; the next record opens `path` again (a new file when logrotate moved the old one).
     public func reopen() {
-        if descriptor >= 0 { close(descriptor) }
-        descriptor = -1
+        descriptor?.closeQuietly()
+        descriptor = nil
         size = 0
         firstRecordTime = nil
     }
@@ -88,11 +82,15 @@ public final class AuditFile: @unchecked Sendable {
         FileSystem.remove(rotatedPath(keepFiles))
         if keepFiles > 1 {
             for number in stride(from: keepFiles - 1, through: 1, by: -1) {
-                _ = FileSystem.renameItem(rotatedPath(number), to: rotatedPath(number + 1))
+                try? FileSystem.rename(rotatedPath(number), to: rotatedPath(number + 1))
             }
         }
-        if !FileSystem.renameItem(path, to: rotatedPath(1)), errno != ENOENT {
-            throw Failure(path: path, reason: "cannot rotate: \(systemErrorText(errno))")
+        do {
+            try FileSystem.rename(path, to: rotatedPath(1))
+        } catch where error.errno == .noSuchFileOrDirectory {
+            // Nothing to rotate yet.
+        } catch {
+            throw Failure(path: path, reason: "cannot rotate: \(error.errno?.description ?? error.reason)")
         }
         prune(now: now)
     }
@@ -102,8 +100,8 @@ public final class AuditFile: @unchecked Sendable {
         let cutoff = now.timeIntervalSince1970 - retention
         for number in 1...(keepFiles + 10) {
             let rotated = rotatedPath(number)
-            guard let status = FileSystem.status(rotated) else { continue }
-            if number > keepFiles || Double(status.modificationTime) < cutoff {
+            guard let status = try? FileSystem.status(rotated) else { continue }
+            if number > keepFiles || Double(status.st_mtim.tv_sec) < cutoff {
                 FileSystem.remove(rotated)
             }
         }
@@ -117,28 +115,37 @@ public final class AuditFile: @unchecked Sendable {
     public var rotationAge: TimeInterval { max(86_400, retention / Double(keepFiles)) }
 
     private func openIfNeeded(now: Date) throws(Failure) {
-        guard descriptor < 0 else { return }
+        guard descriptor == nil else { return }
         let folder = (path as NSString).deletingLastPathComponent
-        if !folder.isEmpty, FileSystem.status(folder) == nil {
+        if !folder.isEmpty, (try? FileSystem.status(folder)) == nil {
             try makeFolder(folder)
         }
-        let opened = FileSystem.openFile(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, mode: 0o640)
-        guard opened >= 0 else { throw Failure(path: path, reason: systemErrorText(errno)) }
-        let status = FileSystem.status(of: opened)
-        if let status, status.permissions & 0o777 != 0o640 { fchmod(opened, 0o640) }
+        let opened: FileDescriptor
+        do {
+            opened = try FileSystem.open(path, .writeOnly, options: [.append, .create, .noFollow], permissions: FilePermissions(rawValue: 0o640))
+        } catch {
+            throw Failure(path: path, reason: error.description)
+        }
+        let status = try? opened.stat()
+        // Created before with other bits, or under a umask that took some away.
+        if let status, status.permissions.rawValue & 0o777 != 0o640 { try? opened.setMode(0o640) }
         descriptor = opened
-        size = status?.size ?? 0
+        size = Int(status?.size ?? 0)
         firstRecordTime = size > 0 ? AuditFile.firstRecordTime(path) : nil
         prune(now: now)
     }
 
     private func makeFolder(_ folder: String) throws(Failure) {
         let parent = (folder as NSString).deletingLastPathComponent
-        if !parent.isEmpty, parent != folder, FileSystem.status(parent) == nil { try makeFolder(parent) }
-        guard FileSystem.createDirectory(folder, mode: 0o750) || errno == EEXIST else {
-            throw Failure(path: path, reason: "cannot make \(folder): \(systemErrorText(errno))")
+        if !parent.isEmpty, parent != folder, (try? FileSystem.status(parent)) == nil { try makeFolder(parent) }
+        do {
+            try FileSystem.makeDirectory(folder, mode: 0o750)
+        } catch where error.errno == .fileExists {
+            // Made meanwhile: its mode is set below all the same.
+        } catch {
+            throw Failure(path: path, reason: "cannot make \(folder): \(error.errno?.description ?? error.reason)")
         }
-        _ = FileSystem.changeMode(folder, 0o750)
+        try? FileSystem.setMode(folder, 0o750)
     }
 
     /// The time of the first record in a file (its first line), if it has one.

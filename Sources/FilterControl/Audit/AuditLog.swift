@@ -2,11 +2,13 @@
 import Glibc
 #endif
 import Foundation
+import HallpassSystem
 public import Logging
 import NIOConcurrencyHelpers
 public import NIOCore
 public import NIOPosix
 import SharedStore
+import SystemPackage
 
 /// filter-control's audit writer: takes `DecisionRecord`s without ever
 /// making the caller wait, and writes each as an `AuditRecord` to the
@@ -240,7 +242,7 @@ public final class AuditLog: Sendable {
             if firstFailure {
                 logger.warning(
                     "audit: the journal did not take a record (counted; later ones are not logged)",
-                    metadata: ["hallpass.error": "\(systemErrorText(error))"])
+                    metadata: ["hallpass.error": "\(Errno(rawValue: error).description)"])
             }
         }
         if let forwarder {
@@ -256,9 +258,8 @@ public final class AuditLog: Sendable {
     public static func systemLookup() -> PersonLookup {
         { uid, gid in
             (try? await NIOThreadPool.singleton.runIfActive {
-                let users = UserDirectory()
-                let user = uid.flatMap(users.passwdEntry(uid:))
-                return (user?.name, (gid ?? user?.group).flatMap(users.groupName(gid:)))
+                let user = uid.flatMap(UserDatabase.user(uid:))
+                return (user?.name, (gid ?? user?.primaryGroup).flatMap(UserDatabase.groupName(gid:)))
             }) ?? (nil, nil)
         }
     }

@@ -2,6 +2,8 @@
 import Glibc
 #endif
 public import Foundation
+import HallpassSystem
+import SystemPackage
 
 /// Reads the audit file and its rotated files for `filterctl log` and
 /// `filterctl top`: oldest first, every line that is a record (others are
@@ -114,8 +116,8 @@ public struct AuditLogReader {
     }
 
     static func identity(of path: String) -> [UInt64]? {
-        guard let status = FileSystem.status(path) else { return nil }
-        return [status.device, status.inode]
+        guard let status = try? FileSystem.status(path) else { return nil }
+        return [UInt64(status.deviceID.rawValue), UInt64(status.inode.rawValue)]
     }
 }
 

@@ -1,6 +1,5 @@
-#if canImport(Glibc)
-import Glibc
-#endif
+import HallpassSystem
+import SystemPackage
 
 /// Records into the systemd journal over its native protocol: one datagram
 /// per record to `/run/systemd/journal/socket`, never waiting (a journal
@@ -10,22 +9,25 @@ public final class JournalOutput: @unchecked Sendable {
     public static let defaultSocket = "/run/systemd/journal/socket"
 
     public let socketPath: String
-    private let descriptor: Int32
+    private let descriptor: FileDescriptor
 
     /// nil when the journal's socket does not exist (no journald on this machine).
     public init?(socketPath: String = JournalOutput.defaultSocket) {
-        guard FileSystem.status(socketPath)?.isSocket == true else { return nil }
-        let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { return nil }
+        guard (try? FileSystem.status(socketPath))?.type == .socket, let descriptor = try? UnixSocket.open(.datagram) else { return nil }
         self.socketPath = socketPath
         self.descriptor = descriptor
     }
 
-    deinit { close(descriptor) }
+    deinit { descriptor.closeQuietly() }
 
     /// Sends one datagram; false (with the errno) when the journal did not take it.
     public func send(_ datagram: [UInt8]) -> (sent: Bool, errno: Int32) {
-        let result = UnixSocket.send(descriptor, datagram, to: socketPath, flags: Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL))
-        return result == datagram.count ? (true, 0) : (false, errno)
+        do {
+            let sent = try descriptor.send(datagram, toSocketAt: socketPath, flags: [.dontWait, .noSignal])
+            // A datagram goes whole or not at all; a short count would be the kernel's oddity.
+            return sent == datagram.count ? (true, 0) : (false, Errno.messageTooLong.rawValue)
+        } catch {
+            return (false, error.rawValue)
+        }
     }
 }

@@ -2,7 +2,9 @@
 import Glibc
 #endif
 import Crypto
+import HallpassSystem
 import SharedStore
+import SystemPackage
 
 /// `log.users: pseudonym`: a person's login name replaced by an HMAC-SHA256
 /// of it under the school's key, so records of one person agree across
@@ -32,10 +34,11 @@ public struct Pseudonyms: Sendable {
     /// Reads the key at `path` (32 bytes or more), making one of 32 random
     /// bytes (mode 0600) when the file does not exist and `create` is set.
     public static func loadKey(path: String, create: Bool) throws(KeyError) -> [UInt8] {
-        let descriptor = FileSystem.openFile(path, O_RDONLY | O_CLOEXEC)
-        if descriptor < 0 {
-            let error = errno
-            guard error == ENOENT, create else { throw KeyError(path: path, reason: systemErrorText(error)) }
+        let descriptor: FileDescriptor
+        do {
+            descriptor = try FileSystem.open(path, .readOnly)
+        } catch {
+            guard error == .noSuchFileOrDirectory, create else { throw KeyError(path: path, reason: error.description) }
             let key = (0..<32).map { _ in UInt8.random(in: 0...255) }
             do {
                 try AtomicFile.write(key, to: path, mode: 0o600)
@@ -44,14 +47,24 @@ public struct Pseudonyms: Sendable {
             }
             return key
         }
-        defer { close(descriptor) }
-        guard let status = FileSystem.status(of: descriptor) else { throw KeyError(path: path, reason: systemErrorText(errno)) }
-        guard status.permissions & 0o077 == 0 else {
-            throw KeyError(path: path, reason: "other users may read it (mode \(String(status.permissions & 0o777, radix: 8))); chmod 600 it")
+        defer { descriptor.closeQuietly() }
+        let permissions: UInt32
+        do {
+            permissions = UInt32(try descriptor.stat().permissions.rawValue)
+        } catch {
+            throw KeyError(path: path, reason: error.description)
+        }
+        guard permissions & 0o077 == 0 else {
+            throw KeyError(path: path, reason: "other users may read it (mode \(String(permissions & 0o777, radix: 8))); chmod 600 it")
         }
         var buffer = [UInt8](repeating: 0, count: 4096)
-        let count = FileSystem.readSome(descriptor, into: &buffer)
-        guard count >= 32 else { throw KeyError(path: path, reason: count < 0 ? systemErrorText(errno) : "shorter than 32 bytes") }
+        let count: Int
+        do {
+            count = try descriptor.readSome(into: &buffer)
+        } catch {
+            throw KeyError(path: path, reason: error.description)
+        }
+        guard count >= 32 else { throw KeyError(path: path, reason: "shorter than 32 bytes") }
         return Array(buffer[0..<count])
     }
 }
@@ -93,7 +106,7 @@ public struct AuditRecordMaker: Sendable {
     /// The machine's host name (what `log.machine` defaults to): the kernel's
     /// node name, which gethostname(2) returns too, read from procfs.
     public static func hostName() -> String {
-        guard let bytes = try? FileSystem.read("/proc/sys/kernel/hostname", limit: 256) else { return "localhost" }
+        guard let bytes = try? BoundedFile.read("/proc/sys/kernel/hostname", limit: 256) else { return "localhost" }
         let name = String(decoding: bytes.prefix { $0 != UInt8(ascii: "\n") && $0 != 0 }, as: UTF8.self)
         return name.isEmpty ? "localhost" : name
     }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import HallpassSystem
 import SharedStore
 public import Foundation
 public import VerdictCore
@@ -58,7 +59,7 @@ public final class AccessRequestStore: @unchecked Sendable {
             requests = try AccessRequestStore.decoder.decode([AccessRequest].self, from: data)
         } catch {
             let aside = path + ".unreadable-\(Int(Date().timeIntervalSince1970))"
-            try? FileSystem.rename(path, aside)
+            try? FileSystem.rename(path, to: aside)
             log("access requests: \(path) cannot be read (\(error)); moved to \(aside), starting with none")
         }
     }

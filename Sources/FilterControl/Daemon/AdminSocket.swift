@@ -1,12 +1,9 @@
 import CHallpassSys
 public import Foundation
+import HallpassSystem
 import SharedStore
+import SystemPackage
 
-// unsafe in this file (the client's socket calls): reads and sends touch an
-// array's storage inside its closure, within its count; the timeouts are
-// locals passed by address for one call. The connect goes through
-// `UnixSocket`, the server's calls through `FileSystem` and `UserDirectory`.
-//
 // The admin interface of filter-control (served by AdminService): a Unix
 // stream socket (by default /run/hallpass/control.sock) that only root and
 // the admin group may open (mode 0660, group `admin.group`; 0600 without
@@ -158,28 +155,23 @@ public struct AdminSocketError: Error, CustomStringConvertible, Sendable {
 
 /// Reads and writes of the admin client.
 enum AdminSocketIO {
-    static func readLine(_ descriptor: Int32, limit: Int) -> Data? {
+    static func readLine(_ descriptor: FileDescriptor, limit: Int) -> Data? {
         var data = Data()
         var buffer = [UInt8](repeating: 0, count: 65536)
         while data.count <= limit {
-            let count = unsafe buffer.withUnsafeMutableBytes { unsafe read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0, errno == EINTR { continue }
-            if count <= 0 { return data.isEmpty ? nil : data }
+            guard let count = try? descriptor.readSome(into: &buffer), count > 0 else { return data.isEmpty ? nil : data }
             data.append(contentsOf: buffer[0..<count])
             if let newline = data.firstIndex(of: UInt8(ascii: "\n")) { return data[data.startIndex..<newline] }
         }
         return nil
     }
 
-    static func writeAll(_ descriptor: Int32, _ data: Data) {
-        var remaining = data[...]
-        while !remaining.isEmpty {
-            let written = unsafe remaining.withUnsafeBytes { unsafe send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                return
-            }
-            remaining = remaining.dropFirst(written)
+    /// Sends every byte; stops quietly when the daemon goes (its answer, or none, tells the rest).
+    static func writeAll(_ descriptor: FileDescriptor, _ data: Data) {
+        let bytes = Array(data)
+        var offset = 0
+        while offset < bytes.count, let sent = try? descriptor.send(bytes, from: offset, flags: .noSignal), sent > 0 {
+            offset += sent
         }
     }
 }
@@ -188,24 +180,23 @@ enum AdminSocketIO {
 public enum AdminClient {
     /// Sends `request` and returns the answer's JSON. `timeout` bounds the whole exchange.
     public static func send(_ request: AdminRequest, to path: String, timeout: Int = 120) throws(AdminSocketError) -> Data {
-        guard UnixSocket.address(path) != nil else { throw AdminSocketError("the socket path \(path) is too long") }
-        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { throw AdminSocketError("socket: \(systemErrorText(errno))", errno: errno) }
-        defer { close(descriptor) }
-        guard UnixSocket.connect(descriptor, to: path) else {
-            let code = errno
-            switch code {
-            case ENOENT, ECONNREFUSED:
-                throw AdminSocketError("filter-control is not running (no one answers on \(path))", errno: code)
-            case EACCES, EPERM:
-                throw AdminSocketError("not allowed to talk to filter-control on \(path): run as root or as a member of admin.group", errno: code)
+        guard UnixSocket.fits(path) else { throw AdminSocketError("the socket path \(path) is too long") }
+        let descriptor: FileDescriptor
+        do {
+            descriptor = try UnixSocket.connect(to: path)
+        } catch {
+            switch error {
+            case .noSuchFileOrDirectory, .connectionRefused:
+                throw AdminSocketError("filter-control is not running (no one answers on \(path))", errno: error.rawValue)
+            case .permissionDenied, .notPermitted:
+                throw AdminSocketError(
+                    "not allowed to talk to filter-control on \(path): run as root or as a member of admin.group", errno: error.rawValue)
             default:
-                throw AdminSocketError("cannot connect to \(path): \(systemErrorText(code))", errno: code)
+                throw AdminSocketError("cannot connect to \(path): \(error)", errno: error.rawValue)
             }
         }
-        var time = timeval(tv_sec: timeout, tv_usec: 0)
-        unsafe setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
-        unsafe setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
+        defer { descriptor.closeQuietly() }
+        try? descriptor.setTimeouts(seconds: timeout)
         let body: Data
         do {
             body = try AdminCoding.encoder.encode(request)

@@ -1,15 +1,10 @@
-import CHallpassSys
 public import Foundation
+import HallpassSystem
 import SharedStore
+import SystemPackage
 
-/// A child process started with posix_spawn and reaped by its pid.
-///
-/// unsafe in this file: the posix_spawn file actions and attributes and the
-/// signal sets are locals passed by address and destroyed before return;
-/// argv and the environment hold strdup'ed copies freed by a defer after
-/// posix_spawn returned;
-/// the pipe calls write into local arrays of two descriptors; reads and
-/// writes touch an array's storage inside its closure, within its count.
+/// A child process started with posix_spawn (HallpassSystem's
+/// `ProcessID.spawn`) and reaped by its pid.
 ///
 /// filter-control runs filter-data for as long as it lives and short
 /// commands (iptables-restore) next to it; each is waited for by its own
@@ -25,7 +20,7 @@ public final class ChildProcess: @unchecked Sendable {
     public struct LaunchError: Error, CustomStringConvertible {
         public var executable: String
         public var errno: Int32
-        public var description: String { "cannot start \(executable): \(systemErrorText(errno))" }
+        public var description: String { "cannot start \(executable): \(Errno(rawValue: errno))" }
     }
 
     /// Starts `executable` (looked up in PATH when it names no folder) with
@@ -41,65 +36,15 @@ public final class ChildProcess: @unchecked Sendable {
         executable: String, arguments: [String], descriptors: [(from: Int32, to: Int32)] = [], outputPath: String? = nil,
         environment extra: [String: String] = [:], inheritEnvironment: Bool = true
     ) throws(LaunchError) {
-        var actions = unsafe posix_spawn_file_actions_t()
-        unsafe posix_spawn_file_actions_init(&actions)
-        defer { unsafe posix_spawn_file_actions_destroy(&actions) }
-        if !descriptors.contains(where: { $0.to == 0 }) {
-            unsafe posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        do {
+            pid = try ProcessID.spawn(
+                executable: executable, arguments: arguments,
+                descriptors: descriptors.map { (FileDescriptor(rawValue: $0.from), FileDescriptor(rawValue: $0.to)) }, outputPath: outputPath,
+                environment: extra, inheritEnvironment: inheritEnvironment
+            ).rawValue
+        } catch {
+            throw LaunchError(executable: executable, errno: error.rawValue)
         }
-        if let outputPath {
-            unsafe posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-            unsafe posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        }
-        for mapping in descriptors {
-            unsafe posix_spawn_file_actions_adddup2(&actions, mapping.from, mapping.to)
-        }
-        // The child holds what it is given and nothing else: filter-control's
-        // own descriptors (the block page's listening sockets from NIO, the
-        // admin socket, rule downloads in flight) are not all close-on-exec,
-        // and filter-data must never inherit a network socket. Gaps below the
-        // highest mapped descriptor are closed one by one, the rest at once.
-        let given = Set([0, 1, 2] + descriptors.map(\.to))
-        let highest = given.max()!
-        for gap in 3..<max(3, highest) where !given.contains(gap) {
-            unsafe posix_spawn_file_actions_addclose(&actions, gap)
-        }
-        unsafe hp_spawn_add_close_from(&actions, highest + 1)
-        var attributes = posix_spawnattr_t()
-        unsafe posix_spawnattr_init(&attributes)
-        defer { unsafe posix_spawnattr_destroy(&attributes) }
-        // The child starts with default signal handling and nothing blocked:
-        // filter-control ignores SIGTERM and SIGINT in favour of dispatch
-        // sources, and a test runner's threads block most signals.
-        var defaults = sigset_t()
-        unsafe sigemptyset(&defaults)
-        for signal in [SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGTERM, SIGUSR1, SIGUSR2, SIGCHLD] { unsafe sigaddset(&defaults, signal) }
-        var empty = sigset_t()
-        unsafe sigemptyset(&empty)
-        unsafe posix_spawnattr_setsigdefault(&attributes, &defaults)
-        unsafe posix_spawnattr_setsigmask(&attributes, &empty)
-        unsafe posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
-        var argv: [UnsafeMutablePointer<CChar>?] = unsafe ([executable] + arguments).map { unsafe strdup($0) } + [nil]
-        defer { unsafe argv.forEach { unsafe free($0) } }
-        var child: pid_t = 0
-        // This process's environment (or none), with `extra` set on top.
-        var environment: [UnsafeMutablePointer<CChar>?] = unsafe []
-        // unsafe: `environ` is the NULL-terminated array libc keeps; each entry is copied with
-        // strdup before the next one is read, and the copies are freed by the defer below.
-        var cursor = unsafe environ
-        while inheritEnvironment, let entry = unsafe cursor.pointee {
-            let text = unsafe String(cString: entry)
-            if let name = text.split(separator: "=", maxSplits: 1).first, extra[String(name)] == nil { unsafe environment.append(strdup(entry)) }
-            unsafe cursor += 1
-        }
-        unsafe environment += extra.map { unsafe strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { unsafe environment.forEach { unsafe free($0) } }
-        let result =
-            unsafe executable.contains("/")
-            ? posix_spawn(&child, executable, &actions, &attributes, &argv, &environment)
-            : posix_spawnp(&child, executable, &actions, &attributes, &argv, &environment)
-        guard result == 0 else { throw LaunchError(executable: executable, errno: result) }
-        pid = child
     }
 
     /// The exit status once reaped: the code, or 128 + the signal that ended it.
@@ -121,21 +66,8 @@ public final class ChildProcess: @unchecked Sendable {
     private func reap(blocking: Bool) -> Int32? {
         lock.withLock {
             if let status { return status }
-            var raw: Int32 = 0
-            while true {
-                let result = unsafe waitpid(pid, &raw, blocking ? 0 : WNOHANG)
-                if result == pid {
-                    status = (raw & 0x7F) == 0 ? (raw >> 8) & 0xFF : 128 + (raw & 0x7F)
-                    return status
-                }
-                if result < 0, errno == EINTR { continue }
-                if result < 0 {
-                    // ECHILD: somebody else reaped it; it is gone either way.
-                    status = 255
-                    return status
-                }
-                return nil
-            }
+            status = ProcessID(rawValue: pid).reap(blocking: blocking)
+            return status
         }
     }
 
@@ -143,10 +75,15 @@ public final class ChildProcess: @unchecked Sendable {
     /// refused it, or nil. Root may signal a process that runs as another
     /// user (filter-data drops to its own, `queue.user`) only with CAP_KILL.
     public func send(_ signal: Int32) -> String? {
-        guard isRunning, kill(pid, signal) != 0 else { return nil }
-        let code = errno
-        if code == ESRCH { return nil }
-        return systemErrorText(code) + (code == EPERM ? " (signalling another user's process needs CAP_KILL)" : "")
+        guard isRunning else { return nil }
+        do {
+            try ProcessID(rawValue: pid).send(signal)
+            return nil
+        } catch .noSuchProcess {
+            return nil
+        } catch {
+            return error.description + (error == .notPermitted ? " (signalling another user's process needs CAP_KILL)" : "")
+        }
     }
 
     /// Waits at most `seconds` for the child to end; its exit status, or nil while it runs.
@@ -177,49 +114,47 @@ public final class ChildProcess: @unchecked Sendable {
 
     /// Runs a short command to its end: `input` on its standard input, its
     /// standard output and error together as the result.
-    public static func run(_ executable: String, _ arguments: [String], input: String? = nil) throws -> (status: Int32, output: String) {
-        var inputPipe: [Int32] = [-1, -1]
-        var outputPipe: [Int32] = [-1, -1]
-        guard unsafe hp_pipe_cloexec(&inputPipe) == 0 else { throw LaunchError(executable: executable, errno: errno) }
-        guard unsafe hp_pipe_cloexec(&outputPipe) == 0 else {
-            close(inputPipe[0])
-            close(inputPipe[1])
-            throw LaunchError(executable: executable, errno: errno)
+    public static func run(_ executable: String, _ arguments: [String], input text: String? = nil) throws -> (status: Int32, output: String) {
+        let input: (readEnd: FileDescriptor, writeEnd: FileDescriptor)
+        let output: (readEnd: FileDescriptor, writeEnd: FileDescriptor)
+        do {
+            input = try FileDescriptor.pipe(options: .closeOnExec)
+        } catch {
+            throw LaunchError(executable: executable, errno: error.rawValue)
+        }
+        do {
+            output = try FileDescriptor.pipe(options: .closeOnExec)
+        } catch {
+            input.readEnd.closeQuietly()
+            input.writeEnd.closeQuietly()
+            throw LaunchError(executable: executable, errno: error.rawValue)
         }
         let child: ChildProcess
         do {
             child = try ChildProcess(
-                executable: executable, arguments: arguments, descriptors: [(inputPipe[0], 0), (outputPipe[1], 1), (outputPipe[1], 2)])
+                executable: executable, arguments: arguments,
+                descriptors: [(input.readEnd.rawValue, 0), (output.writeEnd.rawValue, 1), (output.writeEnd.rawValue, 2)])
         } catch {
-            for descriptor in inputPipe + outputPipe { close(descriptor) }
+            for descriptor in [input.readEnd, input.writeEnd, output.readEnd, output.writeEnd] { descriptor.closeQuietly() }
             throw error
         }
-        close(inputPipe[0])
-        close(outputPipe[1])
+        input.readEnd.closeQuietly()
+        output.writeEnd.closeQuietly()
         // The commands run here read all their input before they write much,
         // so writing first and reading after cannot deadlock on these sizes.
-        if let input {
-            var bytes = Array(input.utf8)[...]
-            while !bytes.isEmpty {
-                let written = unsafe bytes.withUnsafeBytes { unsafe write(inputPipe[1], $0.baseAddress, $0.count) }
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    break
-                }
-                bytes = bytes.dropFirst(written)
-            }
+        // A failed write leaves the rest unwritten; the command's output and
+        // status tell what happened.
+        if let text {
+            try? input.writeEnd.write(contentsOf: Array(text.utf8))
         }
-        close(inputPipe[1])
-        var output: [UInt8] = []
+        input.writeEnd.closeQuietly()
+        var collected: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = unsafe buffer.withUnsafeMutableBytes { unsafe read(outputPipe[0], $0.baseAddress, $0.count) }
-            if count < 0, errno == EINTR { continue }
-            if count <= 0 { break }
-            if output.count < 1 << 20 { output.append(contentsOf: buffer[0..<count]) }
+        while let count = try? output.readEnd.readSome(into: &buffer), count > 0 {
+            if collected.count < 1 << 20 { collected.append(contentsOf: buffer[0..<count]) }
         }
-        close(outputPipe[0])
-        return (child.wait(), String(decoding: output, as: UTF8.self))
+        output.readEnd.closeQuietly()
+        return (child.wait(), String(decoding: collected, as: UTF8.self))
     }
 }
 
@@ -227,30 +162,32 @@ public final class ChildProcess: @unchecked Sendable {
 /// to, split into lines for filter-control's log. Non-blocking: the
 /// supervisor polls it with the control channel.
 final class ChildOutput {
-    let descriptor: Int32
-    private(set) var writeEnd: Int32
+    let descriptor: FileDescriptor
+    let writeEnd: FileDescriptor
+    private var writeEndOpen = true
     private var partial: [UInt8] = []
     /// A line longer than this is cut (filter-data's lines are short).
     static let longestLine = 4096
 
     init() throws(ChildProcess.LaunchError) {
-        var ends: [Int32] = [-1, -1]
-        // unsafe: the C shim writes the two descriptors into the two-element array.
-        guard unsafe hp_pipe_cloexec(&ends) == 0 else { throw ChildProcess.LaunchError(executable: "pipe", errno: errno) }
-        descriptor = ends[0]
-        writeEnd = ends[1]
-        _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
+        do {
+            (descriptor, writeEnd) = try FileDescriptor.pipe(options: .closeOnExec)
+        } catch {
+            throw ChildProcess.LaunchError(executable: "pipe", errno: error.rawValue)
+        }
+        // Only the read end: the write end's copy in the child blocks as a pipe should.
+        try? descriptor.setNonBlocking()
     }
 
     deinit {
-        close(descriptor)
+        descriptor.closeQuietly()
         closeWriteEnd()
     }
 
     /// Once the child has its copy: the child's exit then ends the pipe.
     func closeWriteEnd() {
-        if writeEnd >= 0 { close(writeEnd) }
-        writeEnd = -1
+        if writeEndOpen { writeEnd.closeQuietly() }
+        writeEndOpen = false
     }
 
     /// Lines logged in the current second (counted from `madeAt` on the monotonic clock), and lines dropped beyond the limit.
@@ -278,8 +215,7 @@ final class ChildOutput {
     func forwardLines(to log: (String) -> Void, untilEnd: Bool = false) {
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
-            let count = FileSystem.readSome(descriptor, into: &buffer)
-            if count <= 0 { break }
+            guard let count = try? descriptor.readSome(into: &buffer), count > 0 else { break }
             partial.append(contentsOf: buffer[0..<count])
             while let newline = partial.firstIndex(of: UInt8(ascii: "\n")) {
                 emit(String(decoding: partial[..<min(newline, Self.longestLine)], as: UTF8.self), to: log)

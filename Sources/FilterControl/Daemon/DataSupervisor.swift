@@ -1,6 +1,8 @@
 import CHallpassSys
 public import HallpassIPC
 public import Foundation
+import HallpassSystem
+import SystemPackage
 
 /// Runs filter-data and keeps it running: spawns it with the child end of a
 /// control socket pair on descriptor 3, answers its needRules questions,
@@ -269,9 +271,9 @@ public final class DataSupervisor: @unchecked Sendable {
             case .policy(let policy): sendOnLoop(.usePolicy(policy))
             case nil: break
             }
-            var ready = [pollfd(fd: channel.descriptor, events: Int16(POLLIN), revents: 0)]
-            if let output { ready.append(pollfd(fd: output.descriptor, events: Int16(POLLIN), revents: 0)) }
-            _ = FileSystem.poll(&ready, timeoutMilliseconds: 200)
+            var ready = [pollfd(fd: channel.descriptor.rawValue, events: Int16(POLLIN), revents: 0)]
+            if let output { ready.append(pollfd(fd: output.descriptor.rawValue, events: Int16(POLLIN), revents: 0)) }
+            _ = try? Poll.wait(&ready, timeoutMilliseconds: 200)
             output?.forwardLines(to: log)
             readMessages(channel)
             checkHealth()
@@ -298,7 +300,7 @@ public final class DataSupervisor: @unchecked Sendable {
         // and stops, and what it sends as it stops (the reports it held back for
         // batching, those of held flows given their default) still comes in while
         // it is waited for.
-        if let channel { shutdown(channel.descriptor, Int32(SHUT_WR)) }
+        if let channel { try? channel.descriptor.shutdownWrites() }
         if let refused = child.send(SIGTERM) { log("cannot send SIGTERM to filter-data \(child.pid): \(refused)") }
         draining = true
         defer { draining = false }
@@ -360,7 +362,7 @@ public final class DataSupervisor: @unchecked Sendable {
         do {
             let process = try ChildProcess(
                 executable: launch.executable, arguments: arguments,
-                descriptors: [(output.writeEnd, 1), (output.writeEnd, 2), (pair.1.descriptor, Self.controlDescriptor)],
+                descriptors: [(output.writeEnd.rawValue, 1), (output.writeEnd.rawValue, 2), (pair.1.descriptor.rawValue, Self.controlDescriptor)],
                 // The Swift runtime's crash backtracer forks and execs a helper, which the
                 // sandbox refuses: with it on, a crash would loop in its handler instead of
                 // ending the process (filter-control restarts it at once).

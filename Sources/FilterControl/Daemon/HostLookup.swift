@@ -1,5 +1,6 @@
 public import HallpassIPC
 import Foundation
+import HallpassSystem
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix

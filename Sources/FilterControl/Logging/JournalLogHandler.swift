@@ -1,9 +1,11 @@
+import HallpassSystem
 public import Logging
 import Foundation
 import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
+import SystemPackage
 
 /// swift-log to the systemd journal through its native protocol (datagrams
 /// of `FIELD=value` lines to /run/systemd/journal/socket), so every message
@@ -93,23 +95,18 @@ public struct JournalLogHandler: LogHandler {
 
 /// One datagram socket to the journal, shared by every logger.
 public final class JournalSocket: Sendable {
-    private let descriptor: Int32
+    private let descriptor: FileDescriptor
 
     public init?(path: String = JournalLogHandler.socketPath) {
-        let descriptor = Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { return nil }
-        guard UnixSocket.connect(descriptor, to: path) else {
-            close(descriptor)
-            return nil
-        }
+        guard let descriptor = try? UnixSocket.connect(to: path, .datagram) else { return nil }
         self.descriptor = descriptor
     }
 
-    deinit { close(descriptor) }
+    deinit { descriptor.closeQuietly() }
 
     /// One datagram; a journal too busy to take it loses the message rather than block the caller.
     func send(_ datagram: [UInt8]) {
-        _ = UnixSocket.send(descriptor, datagram, flags: Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
+        _ = try? descriptor.send(datagram, flags: [.dontWait, .noSignal])
     }
 }
 

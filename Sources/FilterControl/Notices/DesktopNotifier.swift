@@ -2,8 +2,10 @@
 import Glibc
 #endif
 public import Foundation
+import HallpassSystem
 public import Logging
 import NIOConcurrencyHelpers
+import SystemPackage
 
 /// Which blocked flows get a desktop notice, and how often: a pure value
 /// the notifier asks, tested on its own.
@@ -192,7 +194,7 @@ public final class DesktopNotifier: Sendable {
     /// systemd's per-user bus, `/run/user/UID/bus`, when that socket exists.
     public static let runtimeBus: BusLocator = { uid in
         let path = "/run/user/\(uid)/bus"
-        guard FileSystem.status(path)?.isSocket == true else { return nil }
+        guard (try? FileSystem.status(path))?.type == .socket else { return nil }
         return "unix:path=" + path
     }
 

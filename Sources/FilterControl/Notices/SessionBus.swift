@@ -1,8 +1,10 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import HallpassSystem
 import SharedStore
 public import Foundation
+import SystemPackage
 
 /// One short conversation with a person's D-Bus session bus: connect as
 /// that person, authenticate (SASL EXTERNAL), `Hello`, one method call,
@@ -68,16 +70,17 @@ public struct SessionBus: Sendable {
     /// Sends `call` (its serial is set here) and returns the reply's body.
     public func call(_ call: DBusMessage) throws(Failure) -> [DBusMessage.Value] {
         let deadline = ContinuousClock.now + timeout
-        let descriptor: Int32
-        if geteuid() == 0, uid != 0 {
-            descriptor = UnixSocket.connect(to: socketPath, asUser: uid, group: gid)
-        } else {
-            descriptor = SessionBus.connectPlain(socketPath)
+        let descriptor: FileDescriptor
+        do {
+            if geteuid() == 0, uid != 0 {
+                descriptor = try UnixSocket.connect(to: socketPath, asUser: uid, group: gid)
+            } else {
+                descriptor = try UnixSocket.connect(to: socketPath)
+            }
+        } catch {
+            throw Failure(code: "notify.connect", message: "cannot connect to \(socketPath) as uid \(uid): \(error)")
         }
-        guard descriptor >= 0 else {
-            throw Failure(code: "notify.connect", message: "cannot connect to \(socketPath) as uid \(uid): \(systemErrorText(errno))")
-        }
-        defer { close(descriptor) }
+        defer { descriptor.closeQuietly() }
         var connection = Connection(descriptor: descriptor, deadline: deadline)
         // The credentials byte, then EXTERNAL with the uid as hex of its decimal digits.
         try connection.send([0] + Array("AUTH EXTERNAL \(Array(String(uid).utf8).map { String($0, radix: 16) }.joined())\r\n".utf8))
@@ -103,21 +106,9 @@ public struct SessionBus: Sendable {
         }
     }
 
-    static func connectPlain(_ path: String) -> Int32 {
-        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { return -1 }
-        if !UnixSocket.connect(descriptor, to: path) {
-            let error = errno
-            close(descriptor)
-            errno = error
-            return -1
-        }
-        return descriptor
-    }
-
     /// Reads and writes with poll and the conversation's deadline; at most 64 KiB come in.
     struct Connection {
-        let descriptor: Int32
+        let descriptor: FileDescriptor
         let deadline: ContinuousClock.Instant
         var received: [UInt8] = []
         var total = 0
@@ -127,11 +118,11 @@ public struct SessionBus: Sendable {
                 let left = deadline - ContinuousClock.now
                 let milliseconds = left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000
                 guard milliseconds > 0 else { throw Failure(code: "notify.timeout", message: "the session bus did not answer in time") }
-                var entry = [pollfd(fd: descriptor, events: events, revents: 0)]
-                let ready = FileSystem.poll(&entry, timeoutMilliseconds: Int32(min(milliseconds, 60_000)))
-                if ready < 0, errno == EINTR { continue }
-                guard ready >= 0 else { throw Failure(code: "notify.io", message: systemErrorText(errno)) }
-                if ready > 0 { return }
+                do {
+                    if try Poll.wait(for: events, on: descriptor, timeoutMilliseconds: Int32(min(milliseconds, 60_000))) { return }
+                } catch {
+                    throw Failure(code: "notify.io", message: error.description)
+                }
             }
         }
 
@@ -139,23 +130,28 @@ public struct SessionBus: Sendable {
             var offset = 0
             while offset < bytes.count {
                 try wait(for: Int16(POLLOUT))
-                let sent = UnixSocket.send(descriptor, bytes, from: offset, flags: Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
-                if sent < 0 {
-                    if errno == EINTR || errno == EAGAIN { continue }
-                    throw Failure(code: "notify.io", message: "writing to the session bus: \(systemErrorText(errno))")
+                do {
+                    offset += try descriptor.send(bytes, from: offset, flags: [.noSignal, .dontWait])
+                } catch .resourceTemporarilyUnavailable {
+                    continue
+                } catch {
+                    throw Failure(code: "notify.io", message: "writing to the session bus: \(error)")
                 }
-                offset += sent
             }
         }
 
         mutating func fill() throws(Failure) {
             try wait(for: Int16(POLLIN))
             var chunk = [UInt8](repeating: 0, count: 4096)
-            let count = UnixSocket.receive(descriptor, into: &chunk, flags: Int32(MSG_DONTWAIT))
-            if count < 0, errno == EINTR || errno == EAGAIN { return }
-            guard count > 0 else {
-                throw Failure(code: "notify.closed", message: count == 0 ? "the session bus closed the connection" : systemErrorText(errno))
+            let count: Int
+            do {
+                count = try descriptor.receive(into: &chunk, flags: .dontWait)
+            } catch .resourceTemporarilyUnavailable {
+                return
+            } catch {
+                throw Failure(code: "notify.closed", message: error.description)
             }
+            guard count > 0 else { throw Failure(code: "notify.closed", message: "the session bus closed the connection") }
             total += count
             guard total <= 64 * 1024 else { throw Failure(code: "notify.io", message: "the session bus sent more than 64 KiB") }
             received.append(contentsOf: chunk[0..<count])

@@ -1,10 +1,7 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import HallpassSystem
 import NIOCore
 import SharedStore
+import SystemPackage
 
 /// How often and how patiently a request is tried again after a transient
 /// failure (``RuleUpdateError/isTransient``: the server unreachable or slow,
@@ -40,7 +37,7 @@ protocol BundleTransport: Sendable {
     /// Copies the bundle file `name` into `file`, refusing more than `limit`
     /// bytes. With `ifNoneMatch`, a server may answer "not modified" (nil).
     /// Returns the entity tag the server sent, if any.
-    func fetch(_ name: String, into file: FileSystem.NewFile, limit: UInt64, ifNoneMatch: String?) async throws(RuleUpdateError)
+    func fetch(_ name: String, into file: NewFile, limit: UInt64, ifNoneMatch: String?) async throws(RuleUpdateError)
         -> FetchedFile?
 
     /// Describes the place for the state file and messages.
@@ -62,7 +59,7 @@ struct HTTPSTransport: BundleTransport {
     let retry: RetryPolicy
     let source: String
 
-    func fetch(_ name: String, into file: FileSystem.NewFile, limit: UInt64, ifNoneMatch: String?) async throws(RuleUpdateError)
+    func fetch(_ name: String, into file: NewFile, limit: UInt64, ifNoneMatch: String?) async throws(RuleUpdateError)
         -> FetchedFile?
     {
         var attempt = 1
@@ -71,12 +68,12 @@ struct HTTPSTransport: BundleTransport {
                 let response = try await client.get(
                     host: host, port: port, path: path + name, file: name, ifNoneMatch: ifNoneMatch, limit: limit
                 ) { (buffer: ByteBuffer) throws(RuleUpdateError) in
-                    try file.write(Array(buffer.readableBytesView))
+                    try inRuleFolder { () throws(FileError) in try file.write(Array(buffer.readableBytesView)) }
                 }
                 return response.status == 304 ? nil : FetchedFile(etag: response.etag, byteCount: response.byteCount)
             } catch {
                 guard error.isTransient, attempt < retry.attempts else { throw error }
-                try file.reset()
+                try inRuleFolder { () throws(FileError) in try file.reset() }
                 let delay = retry.delay(after: attempt, random: Double.random(in: 0...1))
                 do {
                     try await Task.sleep(for: delay)
@@ -96,37 +93,43 @@ struct DirectoryTransport: BundleTransport {
 
     var source: String { BundleSource.directory(path: directory).description }
 
-    func fetch(_ name: String, into file: FileSystem.NewFile, limit: UInt64, ifNoneMatch: String?) async throws(RuleUpdateError)
+    func fetch(_ name: String, into file: NewFile, limit: UInt64, ifNoneMatch: String?) async throws(RuleUpdateError)
         -> FetchedFile?
     {
         let path = directory + "/" + name
-        let descriptor = FileSystem.openForReading(path)
-        guard descriptor >= 0 else {
-            let code = errno
-            if code == ENOENT {
-                switch name {
-                case BundleManifest.fileName: throw .bundle(.missingManifest(path: path))
-                case BundleManifest.signatureFileName: throw .bundle(.missingSignature(path: path))
-                default: throw .bundle(.missingFile(name: name))
-                }
+        // SystemPackage's, not NIOCore's protocol of the same name.
+        let descriptor: SystemPackage.FileDescriptor
+        do {
+            descriptor = try FileSystem.open(path, .readOnly, options: .noFollow)
+        } catch .noSuchFileOrDirectory {
+            switch name {
+            case BundleManifest.fileName: throw .bundle(.missingManifest(path: path))
+            case BundleManifest.signatureFileName: throw .bundle(.missingSignature(path: path))
+            default: throw .bundle(.missingFile(name: name))
             }
-            if code == ELOOP { throw .bundle(.unreadable(path: path, reason: "a symbolic link (not followed)")) }
-            throw .bundle(.unreadable(path: path, reason: systemErrorText(code)))
+        } catch .tooManySymbolicLinkLevels {
+            throw .bundle(.unreadable(path: path, reason: "a symbolic link (not followed)"))
+        } catch {
+            throw .bundle(.unreadable(path: path, reason: error.description))
         }
-        defer { close(descriptor) }
-        guard let size = FileSystem.regularFileSize(descriptor) else {
+        defer { descriptor.closeQuietly() }
+        guard let status = try? descriptor.stat(), status.type == .regular else {
             throw .bundle(.unreadable(path: path, reason: "not a regular file"))
         }
-        guard size <= limit else { throw .tooLarge(file: name, limit: limit) }
+        guard UInt64(status.size) <= limit else { throw .tooLarge(file: name, limit: limit) }
         var total: UInt64 = 0
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
         while true {
-            let count = FileSystem.readSome(descriptor, into: &buffer)
-            guard count >= 0 else { throw .bundle(.unreadable(path: path, reason: systemErrorText(errno))) }
+            let count: Int
+            do {
+                count = try descriptor.readSome(into: &buffer)
+            } catch {
+                throw .bundle(.unreadable(path: path, reason: error.description))
+            }
             if count == 0 { break }
             total += UInt64(count)
             guard total <= limit else { throw .tooLarge(file: name, limit: limit) }
-            try file.write(Array(buffer[0..<count]))
+            try inRuleFolder { () throws(FileError) in try file.write(Array(buffer[0..<count])) }
         }
         return FetchedFile(etag: nil, byteCount: total)
     }
@@ -150,20 +153,19 @@ struct BundleFetcher {
 
     /// Fetches `manifest` and `manifest.sig` into `staging` and checks them.
     func fetchManifest(into staging: String, etag: String?) async throws(RuleUpdateError) -> ManifestResult {
-        let manifestFile = try FileSystem.NewFile(staging + "/" + BundleManifest.fileName)
+        let manifestFile = try inRuleFolder { () throws(FileError) in try NewFile(staging + "/" + BundleManifest.fileName) }
         guard
             let fetched = try await transport.fetch(
                 BundleManifest.fileName, into: manifestFile, limit: UInt64(BundleManifest.maximumManifestBytes), ifNoneMatch: etag)
         else { return .notModified }
-        try manifestFile.finish()
-        let signatureFile = try FileSystem.NewFile(staging + "/" + BundleManifest.signatureFileName)
+        try inRuleFolder { () throws(FileError) in try manifestFile.finish() }
+        let signatureFile = try inRuleFolder { () throws(FileError) in try NewFile(staging + "/" + BundleManifest.signatureFileName) }
         _ = try await transport.fetch(
             BundleManifest.signatureFileName, into: signatureFile, limit: UInt64(BundleManifest.maximumSignatureBytes), ifNoneMatch: nil)
-        try signatureFile.finish()
+        try inRuleFolder { () throws(FileError) in try signatureFile.finish() }
 
-        let manifestBytes = try FileSystem.read(staging + "/" + BundleManifest.fileName, limit: BundleManifest.maximumManifestBytes) ?? []
-        let signatureBytes = try FileSystem.read(
-            staging + "/" + BundleManifest.signatureFileName, limit: BundleManifest.maximumSignatureBytes)
+        let manifestBytes = try Self.readStaged(staging + "/" + BundleManifest.fileName, limit: BundleManifest.maximumManifestBytes) ?? []
+        let signatureBytes = try Self.readStaged(staging + "/" + BundleManifest.signatureFileName, limit: BundleManifest.maximumSignatureBytes)
         do {
             let (manifest, _) = try verifier.verifyManifest(manifestBytes, signature: signatureBytes)
             return .verified(manifest, etag: fetched.etag)
@@ -182,9 +184,22 @@ struct BundleFetcher {
         for entry in manifest.files {
             // The parser already refused names that could leave the folder; check again where it matters.
             guard BundleManifest.isSafeFileName(entry.name) else { throw .bundle(.unsafeFileName(entry.name)) }
-            let file = try FileSystem.NewFile(staging + "/" + entry.name)
+            let file = try inRuleFolder { () throws(FileError) in try NewFile(staging + "/" + entry.name) }
             _ = try await transport.fetch(entry.name, into: file, limit: entry.size, ifNoneMatch: nil)
-            try file.finish()
+            try inRuleFolder { () throws(FileError) in try file.finish() }
+        }
+    }
+
+    /// A file just fetched into the staging folder (no link followed); nil when it is not there.
+    static func readStaged(_ path: String, limit: Int) throws(RuleUpdateError) -> [UInt8]? {
+        do {
+            return try BoundedFile.read(path, limit: UInt64(limit))
+        } catch .missing {
+            return nil
+        } catch .tooLarge {
+            throw .io(path: path, reason: "larger than \(limit) bytes")
+        } catch {
+            throw .io(path: path, reason: "cannot read: \(error)")
         }
     }
 }

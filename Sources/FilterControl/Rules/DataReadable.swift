@@ -1,4 +1,6 @@
 import Foundation
+import HallpassSystem
+import SystemPackage
 
 /// Whether filter-data can open a file once it runs locked down.
 ///
@@ -45,22 +47,24 @@ public enum DataReadable {
 
     /// `need` is the permission bit in "other" position (4 read, 1 search).
     private static func check(_ path: String, need: mode_t, what: String, uid: UInt32, gid: UInt32) -> String? {
-        guard let status = FileSystem.status(path) else {
+        guard let status = try? FileSystem.status(path) else {
             // A link in the way that leads nowhere, or a file gone: filter-data's own answer says more.
             return nil
         }
-        let mode = status.permissions
+        let mode = status.permissions.rawValue
+        let owner = status.userID.rawValue
+        let group = status.groupID.rawValue
         let granted: Bool
-        if status.owner == uid {
+        if owner == uid {
             granted = (mode >> 6) & need != 0
-        } else if status.group == gid {
+        } else if group == gid {
             granted = (mode >> 3) & need != 0
         } else {
             granted = mode & need != 0
         }
         guard !granted else { return nil }
         let shown = String(mode & 0o7777, radix: 8)
-        return "filter-data runs as uid \(uid) and cannot \(what) \(path) (mode 0\(shown), owner \(status.owner):\(status.group));"
+        return "filter-data runs as uid \(uid) and cannot \(what) \(path) (mode 0\(shown), owner \(owner):\(group));"
             + " give others \(need == 0o4 ? "read" : "search (x)") permission there or move rules.directory"
     }
 }

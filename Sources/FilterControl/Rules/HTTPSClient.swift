@@ -9,6 +9,7 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import SharedStore
+import SystemPackage
 
 /// A deliberately small HTTP/1.1 client for rule downloads: one `GET` per
 /// connection over TLS 1.2 or later, `If-None-Match`, `Content-Length` or
@@ -256,7 +257,7 @@ struct HTTPSClient: Sendable {
     }
 
     private static func systemReason(_ error: any Error) -> String {
-        if let error = error as? IOError { return systemErrorText(error.errnoCode).lowercased() }
+        if let error = error as? IOError { return Errno(rawValue: error.errnoCode).description.lowercased() }
         return "\(error)"
     }
 }

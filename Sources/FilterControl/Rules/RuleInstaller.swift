@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import HallpassSystem
 import SharedStore
 
 /// The layout of `rules.directory` and the steps that change it.
@@ -43,15 +39,15 @@ public struct RuleInstaller: Sendable {
 
     /// Creates the rule folder and `versions/` if needed.
     func prepare() throws(RuleUpdateError) {
-        try FileSystem.makeDirectories(versionsDirectory)
+        try inRuleFolder { () throws(FileError) in try FileSystem.makeDirectories(versionsDirectory) }
         if FileSystem.exists(currentLink) && FileSystem.linkTarget(currentLink) == nil {
             throw .io(path: currentLink, reason: "exists and is not a symbolic link; move it away so hallpass can manage the rules")
         }
     }
 
     /// Takes the installer lock; nil when another process holds it.
-    func lock() throws(RuleUpdateError) -> FileSystem.Lock? {
-        try FileSystem.Lock(directory + "/.lock")
+    func lock() throws(RuleUpdateError) -> FileLock? {
+        try inRuleFolder { () throws(FileError) in try FileLock(directory + "/.lock") }
     }
 
     /// A new, empty, private folder for a download.
@@ -63,7 +59,7 @@ public struct RuleInstaller: Sendable {
                 return path
             } catch {
                 if FileSystem.exists(path) { continue }
-                throw error
+                throw RuleUpdateError(error)
             }
         }
         throw .io(path: directory, reason: "cannot find a free name for a download folder")
@@ -88,26 +84,28 @@ public struct RuleInstaller: Sendable {
         guard previous != version else {
             throw .io(path: versionDirectory(version), reason: "version \(version) is already the current one")
         }
-        try FileSystem.setMode(staging, 0o755)
-        try FileSystem.sync(staging, directory: true)
+        try inRuleFolder { () throws(FileError) in
+            try FileSystem.setMode(staging, 0o755)
+            try FileSystem.sync(staging, directory: true)
 
-        let target = versionDirectory(version)
-        // A folder of this version that is not current is what a crash left: replace it.
-        FileSystem.removeTree(target)
-        try FileSystem.rename(staging, target)
-        try FileSystem.sync(versionsDirectory, directory: true)
-        try FileSystem.sync(directory, directory: true)
+            let target = versionDirectory(version)
+            // A folder of this version that is not current is what a crash left: replace it.
+            FileSystem.removeTree(target)
+            try FileSystem.rename(staging, to: target)
+            try FileSystem.sync(versionsDirectory, directory: true)
+            try FileSystem.sync(directory, directory: true)
 
-        let link = directory + "/current.new"
-        FileSystem.remove(link)
-        try FileSystem.symlink(target: "versions/\(version)", at: link)
-        do {
-            try FileSystem.rename(link, currentLink)
-        } catch {
+            let link = directory + "/current.new"
             FileSystem.remove(link)
-            throw error
+            try FileSystem.symlink(target: "versions/\(version)", at: link)
+            do throws(FileError) {
+                try FileSystem.rename(link, to: currentLink)
+            } catch {
+                FileSystem.remove(link)
+                throw error
+            }
+            try FileSystem.sync(directory, directory: true)
         }
-        try FileSystem.sync(directory, directory: true)
 
         prune(keeping: [version, previous].compactMap { $0 })
         return previous

@@ -1,3 +1,4 @@
+import HallpassSystem
 import SharedStore
 
 /// What filter-control remembers about rule updates, in `rules.directory/state`:
@@ -107,12 +108,17 @@ public struct RuleState: Sendable, Hashable {
 
     /// Reads `directory/state`; an empty state when there is none.
     public static func load(directory: String) -> RuleState {
-        guard let bytes = try? FileSystem.read(directory + "/" + fileName, limit: 64 * 1024) else { return RuleState() }
+        guard let bytes = try? BoundedFile.read(directory + "/" + fileName, limit: 64 * 1024) else { return RuleState() }
         return RuleState(parsing: bytes)
     }
 
     /// Writes `directory/state` atomically and durably.
     func save(directory: String) throws(RuleUpdateError) {
-        try FileSystem.writeAtomically(encoded, to: directory + "/" + RuleState.fileName, folder: directory)
+        let path = directory + "/" + RuleState.fileName
+        do {
+            try AtomicFile.write(encoded, to: path, mode: 0o644)
+        } catch {
+            throw .io(path: error.path, reason: error.reason)
+        }
     }
 }

@@ -1,3 +1,4 @@
+import HallpassSystem
 public import SharedStore
 
 /// Why a rule update was refused. Each case has a stable code (what
@@ -141,5 +142,22 @@ public enum RuleUpdateError: Error, Hashable, Sendable, CustomStringConvertible 
         case .httpStatus(_, let status): status >= 500 || status == 408 || status == 429
         default: false
         }
+    }
+}
+
+extension RuleUpdateError {
+    /// A file-system failure in the rule folder, as ``io(path:reason:)``.
+    init(_ error: FileError) {
+        self = .io(path: error.path, reason: error.reason)
+    }
+}
+
+/// Runs file-system steps of the rule installer, reporting a failure as
+/// ``RuleUpdateError/io(path:reason:)``.
+func inRuleFolder<T>(_ body: () throws(FileError) -> T) throws(RuleUpdateError) -> T {
+    do {
+        return try body()
+    } catch {
+        throw RuleUpdateError(error)
     }
 }

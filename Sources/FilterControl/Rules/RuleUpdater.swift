@@ -1,4 +1,5 @@
 import NIOPosix
+import HallpassSystem
 public import SharedStore
 
 /// The result of one update, as `filterctl status` and the daemon's log report it.

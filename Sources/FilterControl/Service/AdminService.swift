@@ -1,4 +1,5 @@
 public import Foundation
+import HallpassSystem
 public import Logging
 import NIOCore
 import NIOPosix
@@ -7,6 +8,7 @@ import SharedStore
 #if canImport(Glibc)
 import Glibc
 #endif
+import SystemPackage
 
 /// The admin socket (`admin.socket`, default /run/hallpass/control.sock),
 /// served with NIO: only root and the admin group may open it (mode 0660 and
@@ -40,9 +42,11 @@ public struct AdminService: Service {
         // stale one): nobody can connect before the mode is right. The umask
         // is process-wide and other tasks create files meanwhile, so it is
         // not the tool for this.
-        guard let privateFolder = FileSystem.makeUniqueDirectory(prefix: folder + "/.admin-") else {
-            let code = errno
-            throw AdminSocketError("cannot make a private folder in \(folder): \(systemErrorText(code))", errno: code)
+        let privateFolder: String
+        do {
+            privateFolder = try FileSystem.makeUniqueDirectory(prefix: folder + "/.admin-")
+        } catch {
+            throw AdminSocketError("cannot make a private folder in \(folder): \(error.errno?.description ?? error.reason)", errno: error.errno?.rawValue)
         }
         defer { FileSystem.removeDirectory(privateFolder) }
         let staging = privateFolder + "/control.sock"
@@ -50,17 +54,19 @@ public struct AdminService: Service {
             .bind(unixDomainSocketPath: staging, cleanupExistingSocketFile: false) { channel in
                 channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
             }
-        let placed: Bool
-        if let groupID {
-            placed = FileSystem.changeOwner(staging, uid: 0, gid: groupID) && FileSystem.changeMode(staging, 0o660) && FileSystem.renameItem(staging, to: path)
-        } else {
-            placed = FileSystem.changeMode(staging, 0o600) && FileSystem.renameItem(staging, to: path)
-        }
-        guard placed else {
-            let code = errno
+        do throws(FileError) {
+            if let groupID {
+                try FileSystem.setOwner(staging, uid: 0, gid: groupID)
+                try FileSystem.setMode(staging, 0o660)
+            } else {
+                try FileSystem.setMode(staging, 0o600)
+            }
+            try FileSystem.rename(staging, to: path)
+        } catch {
             FileSystem.remove(staging)
             try? await server.channel.close()
-            throw AdminSocketError("cannot place the admin socket at \(path): \(systemErrorText(code))", errno: code)
+            throw AdminSocketError(
+                "cannot place the admin socket at \(path): \(error.errno?.description ?? error.reason)", errno: error.errno?.rawValue)
         }
         self.server = server
         logger.info("admin socket \(path)")

@@ -1,7 +1,8 @@
 public import HallpassIPC
 import Foundation
+public import HallpassSystem
 import NIOCore
-public import SharedStore
+import SharedStore
 import Synchronization
 public import VerdictCore
 

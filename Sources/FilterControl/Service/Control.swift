@@ -1,6 +1,7 @@
 import BlockPage
 import HallpassIPC
 import Foundation
+import HallpassSystem
 public import Logging
 import NIOPosix
 import SharedStore

@@ -1,3 +1,4 @@
+import HallpassSystem
 import HallpassWire
 import Foundation
 import NIOCore

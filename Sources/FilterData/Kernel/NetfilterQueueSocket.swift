@@ -7,6 +7,7 @@ import CNetfilterQueue
 import Glibc
 #endif
 import SharedStore
+import SystemPackage
 
 /// A verdict as the kernel takes it.
 public enum KernelVerdict: Sendable, Hashable {
@@ -43,7 +44,7 @@ public struct QueueSocketError: Error, CustomStringConvertible, Sendable {
     public var errno: Int32
 
     public var description: String {
-        let reason = systemErrorText(errno)
+        let reason = Errno(rawValue: errno).description
         switch (operation, errno) {
         case ("bind", EPERM), ("open", EPERM), ("configure", EPERM):
             return "cannot \(operation) the NFQUEUE socket: \(reason) (filter-data needs CAP_NET_ADMIN)"

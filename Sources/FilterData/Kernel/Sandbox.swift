@@ -7,6 +7,7 @@ import CSeccomp
 import Glibc
 #endif
 import SharedStore
+import SystemPackage
 
 /// Locks filter-data down once its queue socket and rule store are open
 /// (FIELD-NOTES gives the order: sockets, then signal handlers, then
@@ -29,7 +30,7 @@ public enum Sandbox {
     public struct Failure: Error, CustomStringConvertible, Sendable {
         public var step: String
         public var errno: Int32
-        public var description: String { "sandbox: \(step) failed: \(systemErrorText(errno))" }
+        public var description: String { "sandbox: \(step) failed: \(Errno(rawValue: errno))" }
     }
 
     /// The user and group filter-data runs as when none is given (`nobody`, `nogroup`).
@@ -126,7 +127,7 @@ public enum Sandbox {
                 results.append((name, false, "ALLOWED"))
                 close(value)
             } else {
-                results.append((name, true, "refused (\(systemErrorText(code)))"))
+                results.append((name, true, "refused (\(Errno(rawValue: code)))"))
             }
         }
         record("socket(AF_INET)", socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0))

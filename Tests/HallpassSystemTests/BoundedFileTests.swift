@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import SharedStore
+import HallpassSystem
 import Testing
 
 @Suite struct BoundedFileTests {
