@@ -146,7 +146,6 @@ let package = Package(
                 "HallpassSystem",
                 .product(name: "Mustache", package: "swift-mustache"),
                 // Serving: HTTP and HTTPS with certificates from the school's local CA.
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -1,8 +1,8 @@
 import Crypto
 public import Foundation
-import NIOConcurrencyHelpers
 import NIOSSL
 import SwiftASN1
+import Synchronization
 import X509
 
 /// Where the block page's certificates take the time from. The server uses
@@ -119,7 +119,7 @@ final class BlockPageCertificates: Sendable {
     private let report: @Sendable (BlockPageCertificateEvent) -> Void
     private let key = P256.Signing.PrivateKey()
     private let privateKey: NIOSSLPrivateKey
-    private let state: NIOLockedValueBox<State>
+    private let state: Mutex<State>
 
     init(
         authority: LocalCertificateAuthority, policy: LeafCertificatePolicy = LeafCertificatePolicy(),
@@ -129,13 +129,13 @@ final class BlockPageCertificates: Sendable {
         self.clock = clock
         self.report = report
         privateKey = try NIOSSLPrivateKey(bytes: Array(key.pemRepresentation.utf8), format: .pem)
-        state = NIOLockedValueBox(State(authority: authority, seenFiles: authority.files, lastFolderCheck: clock.now))
+        state = Mutex(State(authority: authority, seenFiles: authority.files, lastFolderCheck: clock.now))
     }
 
     /// The CA that certificates are issued from now.
-    var authority: LocalCertificateAuthority { state.withLockedValue { $0.authority } }
+    var authority: LocalCertificateAuthority { state.withLock { $0.authority } }
     /// How many names have a certificate kept.
-    var count: Int { state.withLockedValue { $0.issued.count } }
+    var count: Int { state.withLock { $0.issued.count } }
 
     /// The NIOSSL override for a handshake that asked for `host`.
     func override(for host: String) throws -> NIOSSLContextConfigurationOverride {
@@ -150,7 +150,7 @@ final class BlockPageCertificates: Sendable {
     func certificate(for host: String) throws -> Issued {
         let name = host.lowercased()
         let now = clock.now
-        let (result, event) = state.withLockedValue { state -> (Result<Issued, any Error>, BlockPageCertificateEvent?) in
+        let (result, event) = state.withLock { state -> (Result<Issued, any Error>, BlockPageCertificateEvent?) in
             let event = lookAtFolder(&state, now: now)
             state.uses += 1
             if var kept = state.issued[name], policy.isFresh(issuedAt: kept.issuedAt, now: now) {
@@ -185,7 +185,7 @@ final class BlockPageCertificates: Sendable {
     @discardableResult
     func use(_ authority: LocalCertificateAuthority) -> Bool {
         let now = clock.now
-        let event = state.withLockedValue { state in
+        let event = state.withLock { state in
             state.seenFiles = authority.files
             state.lastFolderCheck = now
             return replace(&state, with: authority)

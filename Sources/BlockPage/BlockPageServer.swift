@@ -2,13 +2,13 @@
 import Glibc
 #endif
 import Foundation
-import NIOConcurrencyHelpers
 public import NIOCore
 import NIOHTTP1
 public import NIOPosix
 import NIOSSL
 import HallpassSystem
 import SharedStore
+import Synchronization
 import VerdictCore
 
 /// Serves the block page over HTTP and, with the school's local CA, HTTPS,
@@ -36,10 +36,10 @@ public final class BlockPageServer: Sendable {
         public var description: String { (tls ? "https://" : "http://") + (address.contains(":") ? "[\(address)]" : address) + ":\(port)" }
     }
 
-    private let responder: NIOLockedValueBox<BlockPageResponder>
-    private let channels = NIOLockedValueBox<[(listener: Listener, channel: any Channel)]>([])
+    private let responder: CurrentResponder
+    private let channels = Mutex<[(listener: Listener, channel: any Channel)]>([])
     /// The HTTPS side once there is a CA; until then, the HTTPS listeners waiting for one.
-    private let https = NIOLockedValueBox<HTTPS>(.waiting([]))
+    private let https = Mutex<HTTPS>(.waiting([]))
     private let group: any EventLoopGroup
     private let certificatePolicy: LeafCertificatePolicy
     private let clock: any CertificateClock
@@ -57,7 +57,7 @@ public final class BlockPageServer: Sendable {
         certificates: LeafCertificatePolicy = LeafCertificatePolicy(), clock: any CertificateClock = WallClock(),
         report: @escaping @Sendable (BlockPageCertificateEvent) -> Void = { _ in }
     ) {
-        self.responder = NIOLockedValueBox(responder)
+        self.responder = CurrentResponder(responder)
         self.group = group
         self.certificatePolicy = certificates
         self.clock = clock
@@ -66,7 +66,7 @@ public final class BlockPageServer: Sendable {
 
     /// New pages (templates, strings, organization) for the next requests.
     public func use(_ responder: BlockPageResponder) {
-        self.responder.withLockedValue { $0 = responder }
+        self.responder.pages.withLock { $0 = responder }
     }
 
     /// Binds every listener it can; HTTPS ones need `authority` (one set of
@@ -80,7 +80,7 @@ public final class BlockPageServer: Sendable {
         }
         let secure = listeners.filter(\.tls)
         guard !secure.isEmpty else { return problems }
-        https.withLockedValue { $0 = .waiting(secure) }
+        https.withLock { $0 = .waiting(secure) }
         guard let authority else {
             problems.append(
                 BlockPageError(
@@ -107,7 +107,7 @@ public final class BlockPageServer: Sendable {
     @discardableResult
     public func useAuthority(_ authority: LocalCertificateAuthority) -> AuthorityChange {
         // Under the lock throughout: two callers never both start the waiting listeners.
-        https.withLockedValue { https in
+        https.withLock { https in
             var change = AuthorityChange()
             switch https {
             case .serving(_, let certificates):
@@ -137,13 +137,13 @@ public final class BlockPageServer: Sendable {
 
     /// The certificates of the HTTPS listeners, once they serve.
     var certificates: BlockPageCertificates? {
-        if case .serving(_, let certificates) = https.withLockedValue({ $0 }) { return certificates }
+        if case .serving(_, let certificates) = https.withLock({ $0 }) { return certificates }
         return nil
     }
 
     /// Closes every listener (open connections finish their answer).
     public func stop() {
-        let open = channels.withLockedValue { channels in
+        let open = channels.withLock { channels in
             defer { channels.removeAll() }
             return channels
         }
@@ -152,12 +152,12 @@ public final class BlockPageServer: Sendable {
 
     /// The listeners that are serving, as URLs.
     public var listening: [String] {
-        channels.withLockedValue { $0.map(\.listener.description) }
+        channels.withLock { $0.map(\.listener.description) }
     }
 
     /// The ports the listeners are bound to (a listener asked for port 0 gets one from the kernel).
     var boundPorts: [Listener: Int] {
-        channels.withLockedValue { Dictionary($0.map { ($0.listener, $0.channel.localAddress?.port ?? $0.listener.port) }, uniquingKeysWith: { a, _ in a }) }
+        channels.withLock { Dictionary($0.map { ($0.listener, $0.channel.localAddress?.port ?? $0.listener.port) }, uniquingKeysWith: { a, _ in a }) }
     }
 
     /// Binds each listener; a problem for each that cannot.
@@ -190,7 +190,7 @@ public final class BlockPageServer: Sendable {
                 }
             }
             .bind(host: listener.address, port: listener.port).wait()
-        channels.withLockedValue { $0.append((listener, channel)) }
+        channels.withLock { $0.append((listener, channel)) }
     }
 
     static func tlsContext(certificates: BlockPageCertificates, defaultName: String) throws -> NIOSSLContext {
@@ -216,18 +216,28 @@ public final class BlockPageServer: Sendable {
     }
 }
 
+/// The pages served now: the server replaces them (`use(_:)`), and every
+/// connection's handler reads them at its request.
+final class CurrentResponder: Sendable {
+    let pages: Mutex<BlockPageResponder>
+
+    init(_ responder: BlockPageResponder) {
+        pages = Mutex(responder)
+    }
+}
+
 /// Reads one request (head and a bounded body), answers it, closes.
 final class BlockPageHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
-    private let responder: NIOLockedValueBox<BlockPageResponder>
+    private let responder: CurrentResponder
     private let scheme: String
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
     private var tooLarge = false
 
-    init(responder: NIOLockedValueBox<BlockPageResponder>, scheme: String) {
+    init(responder: CurrentResponder, scheme: String) {
         self.responder = responder
         self.scheme = scheme
     }
@@ -244,7 +254,7 @@ final class BlockPageHTTPHandler: ChannelInboundHandler, RemovableChannelHandler
             }
         case .end:
             guard let head else { return context.close(promise: nil) }
-            let responder = responder.withLockedValue { $0 }
+            let responder = responder.pages.withLock { $0 }
             var response: BlockPageResponse
             if tooLarge {
                 response = responder.renderer.errorPage(status: 413, acceptLanguage: head.headers.first(name: "accept-language"))

@@ -1,6 +1,7 @@
-public import Foundation
+import Foundation
 import HallpassSystem
 import SharedStore
+import Synchronization
 public import VerdictCore
 #if canImport(Glibc)
 import Glibc
@@ -21,8 +22,7 @@ public struct PolicyState: Codable, Sendable, Hashable {
     }
 }
 
-public final class PolicyStateStore: @unchecked Sendable {
-    // @unchecked Sendable: `state` is guarded by `lock`.
+public final class PolicyStateStore: Sendable {
     public struct Failure: Error, Sendable, CustomStringConvertible {
         public var code: String
         public var message: String
@@ -34,29 +34,33 @@ public final class PolicyStateStore: @unchecked Sendable {
     public static let fileName = "policy-state.json"
 
     public let path: String
-    private let lock = NSLock()
-    private var state = PolicyState()
+    private let state: Mutex<PolicyState>
 
     /// Loads `path`; a missing file is an empty state; one that cannot be read is moved aside.
     public init(path: String, log: (String) -> Void = { _ in }) {
         self.path = path
-        guard let data = FileManager.default.contents(atPath: path) else { return }
+        state = Mutex(PolicyStateStore.load(path: path, log: log))
+    }
+
+    private static func load(path: String, log: (String) -> Void) -> PolicyState {
+        guard let data = FileManager.default.contents(atPath: path) else { return PolicyState() }
         do {
-            state = try JSONDecoder().decode(PolicyState.self, from: data)
+            return try JSONDecoder().decode(PolicyState.self, from: data)
         } catch {
             let aside = path + ".unreadable-\(Int(Date().timeIntervalSince1970))"
             try? FileSystem.rename(path, to: aside)
             log("policy state: \(path) cannot be read (\(error)); moved to \(aside), starting with no overrides and no exam")
+            return PolicyState()
         }
     }
 
     /// The overrides and exam in force at `now` (ended ones are dropped from the file too).
     public func current(now: Int64) -> PolicyState {
-        lock.withLock {
+        state.withLock { state in
             let live = PolicyState(overrides: state.overrides.filter { $0.isInForce(now: now) }, exam: state.exam.flatMap { $0.isInForce(now: now) ? $0 : nil })
             if live != state {
                 state = live
-                try? save()
+                try? save(live)
             }
             return live
         }
@@ -73,48 +77,49 @@ public final class PolicyStateStore: @unchecked Sendable {
             throw Failure(code: "overrides.target", message: "'\(target)' is not a name, URL prefix or address: \(error)")
         }
         if let until, until <= now { throw Failure(code: "overrides.ended", message: "the override would end before it starts") }
-        lock.lock()
-        defer { lock.unlock() }
-        state.overrides.removeAll { !$0.isInForce(now: now) }
-        guard state.overrides.count < Self.maximumOverrides else {
-            throw Failure(code: "overrides.full", message: "\(Self.maximumOverrides) overrides are in force already; remove some first")
+        return try state.withLock { state throws(Failure) in
+            state.overrides.removeAll { !$0.isInForce(now: now) }
+            guard state.overrides.count < Self.maximumOverrides else {
+                throw Failure(code: "overrides.full", message: "\(Self.maximumOverrides) overrides are in force already; remove some first")
+            }
+            let override = PolicyOverride(
+                id: Self.newID(taken: Set(state.overrides.map(\.id))), action: action, target: pattern.description, group: group, until: until,
+                createdAt: now, by: by)
+            state.overrides.append(override)
+            try save(state)
+            return override
         }
-        let override = PolicyOverride(
-            id: Self.newID(taken: Set(state.overrides.map(\.id))), action: action, target: pattern.description, group: group, until: until,
-            createdAt: now, by: by)
-        state.overrides.append(override)
-        try save()
-        return override
     }
 
     /// Removes an override; false when there is none with this id.
     public func removeOverride(id: String) throws(Failure) -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        guard let index = state.overrides.firstIndex(where: { $0.id == id }) else { return false }
-        state.overrides.remove(at: index)
-        try save()
-        return true
+        try state.withLock { state throws(Failure) in
+            guard let index = state.overrides.firstIndex(where: { $0.id == id }) else { return false }
+            state.overrides.remove(at: index)
+            try save(state)
+            return true
+        }
     }
 
     public func startExam(_ exam: ManualExam) throws(Failure) {
-        lock.lock()
-        defer { lock.unlock() }
-        state.exam = exam
-        try save()
+        try state.withLock { state throws(Failure) in
+            state.exam = exam
+            try save(state)
+        }
     }
 
     /// Ends a hand-started exam; false when none was running.
     public func stopExam() throws(Failure) -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        guard state.exam != nil else { return false }
-        state.exam = nil
-        try save()
-        return true
+        try state.withLock { state throws(Failure) in
+            guard state.exam != nil else { return false }
+            state.exam = nil
+            try save(state)
+            return true
+        }
     }
 
-    private func save() throws(Failure) {
+    /// Writes `state` to the file; called under the lock, so writes land in the order of the changes.
+    private func save(_ state: PolicyState) throws(Failure) {
         let data: Data
         do {
             let encoder = JSONEncoder()

@@ -1,5 +1,7 @@
 import FilterControl
 import Foundation
+import Logging
+import Synchronization
 import Testing
 
 @Suite struct NoticeTests {
@@ -69,5 +71,63 @@ import Testing
         #expect(bytes.count % 8 == 0, "a message without a body ends at the header's 8-byte padding")
         // The first header field: code 1 (path), signature "o", the path.
         #expect(Array(bytes[16..<20]) == [1, 1, UInt8(ascii: "o"), 0])
+    }
+
+    /// The uids the notifier looked for a session bus of, in order; none has one.
+    final class Located: Sendable {
+        let uids = Mutex<[UInt32]>([])
+    }
+
+    func notifier(_ located: Located) -> DesktopNotifier {
+        DesktopNotifier(
+            rule: NoticeRule(interval: 600, noticeForDNS: false),
+            text: NoticeText(organization: "Example School", requestAccessURL: nil, blockPageURL: ""),
+            logger: Logger(label: "hallpass.notice.test"),
+            locate: { uid in
+                located.uids.withLock { $0.append(uid) }
+                return nil
+            })
+    }
+
+    @Test func sixtyFourWaitAndFinishStillDeliversThemInOrder() async {
+        let located = Located()
+        let notifier = notifier(located)
+        // Another person each time: no rate limit holds one back.
+        for uid in UInt32(2000)..<2070 { notifier.consider(decision("a.example", uid: uid)) }
+        #expect(notifier.counters().dropped == 6, "the queue holds \(DesktopNotifier.queueCapacity)")
+        notifier.finish()
+        notifier.consider(decision("b.example", uid: 3000))
+        await notifier.run()
+        let counters = notifier.counters()
+        #expect(counters.noSession == 64 && counters.dropped == 6 && counters.sent == 0 && counters.failed == 0, "\(counters)")
+        #expect(located.uids.withLock { $0 } == Array(UInt32(2000)..<2064), "in the order they came, none after finish()")
+    }
+
+    @Test func runDeliversWhatComesWhileItWaitsUntilFinish() async {
+        let located = Located()
+        let notifier = notifier(located)
+        let running = Task { await notifier.run() }
+        notifier.consider(decision("a.example", uid: 2000))
+        notifier.consider(decision("a.example", uid: 2000))  // the same person and name: rate limited
+        notifier.consider(decision("b.example", uid: 2001))
+        for _ in 0..<3000 where notifier.counters().noSession < 2 { try? await Task.sleep(for: .milliseconds(10)) }
+        notifier.finish()
+        await running.value
+        let counters = notifier.counters()
+        #expect(counters.noSession == 2 && counters.rateLimited == 1 && counters.dropped == 0, "\(counters)")
+        #expect(located.uids.withLock { $0 } == [2000, 2001])
+    }
+
+    @Test func aCancelledRunStillDeliversWhatWasQueued() async {
+        let located = Located()
+        let notifier = notifier(located)
+        for uid in UInt32(2000)..<2005 { notifier.consider(decision("a.example", uid: uid)) }
+        let running = Task { await notifier.run() }
+        running.cancel()
+        await running.value
+        #expect(notifier.counters().noSession == 5)
+        notifier.consider(decision("b.example", uid: 3000))
+        #expect(notifier.counters().dropped == 0, "after the cancellation as after finish(): not taken, not counted")
+        #expect(located.uids.withLock { $0 } == Array(UInt32(2000)..<2005))
     }
 }

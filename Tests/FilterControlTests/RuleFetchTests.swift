@@ -2,6 +2,7 @@ import FilterControl
 import Foundation
 import SharedStore
 import Testing
+import VerdictCore
 
 /// Rule updates from a real nginx over HTTPS on 127.0.0.1, under a test CA
 /// made by openssl. Each test starts its own nginx (stopped by pid, also
@@ -352,6 +353,20 @@ import Testing
         let outcome = await RuleUpdater(settings: settings).update()
         #expect(outcome.code == "fetch.timeout")
         #expect(RuleFolderSnapshot(fixture.rules) == before)
+    }
+
+    @Test func aLookupFileInPiecesIsReadWholeAndAMissingOneIsUnknown() async throws {
+        let server = try RuleServer()
+        defer { server.stop() }
+        let folder = server.bundleFolder + "/lookup"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        // 40 KB of comments before the answer: the body comes in more than one piece (TLS records hold 16 KB at most).
+        let comments = String(repeating: "# " + String(repeating: "x", count: 198) + "\n", count: 200)
+        try (comments + "gambling\nttl 600\n").write(toFile: folder + "/casino.test", atomically: true, encoding: .utf8)
+        let lookup = try HTTPSLookup(host: "localhost", port: server.goodPort, path: "/bundle/", caFile: server.caFile, pins: [])
+        #expect(await lookup.lookUp(try HostName("casino.test")) == .categories(["gambling"], timeToLive: 600))
+        #expect(await lookup.lookUp(try HostName("school.test")) == .categories([], timeToLive: LookupResult.unknownTimeToLive))
+        #expect(server.requests.count == 2)
     }
 
     // MARK: - Helpers

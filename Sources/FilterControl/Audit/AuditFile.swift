@@ -9,10 +9,10 @@ import SystemPackage
 /// moved it away and sent SIGUSR1). Rotated files are `PATH.1` (newest) to
 /// `PATH.<keepFiles>`, logrotate's names, so `filterctl log` reads either's.
 ///
-/// Not thread-safe: one caller at a time (`AuditLog` calls it from one
-/// thread). The calls block on the disk.
-public final class AuditFile: @unchecked Sendable {
-    // @unchecked Sendable: AuditLog hands it to its one file thread behind a lock; nothing else touches it.
+/// Not thread-safe, and not `Sendable`: one caller at a time (`AuditLog`
+/// keeps it in a `Mutex` and calls it from one thread). The calls block on
+/// the disk.
+public final class AuditFile {
     public struct Failure: Error, Sendable, CustomStringConvertible {
         public var path: String
         public var reason: String

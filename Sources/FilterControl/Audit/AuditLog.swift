@@ -4,10 +4,10 @@ import Glibc
 import Foundation
 import HallpassSystem
 public import Logging
-import NIOConcurrencyHelpers
 public import NIOCore
 public import NIOPosix
 import SharedStore
+import Synchronization
 import SystemPackage
 
 /// filter-control's audit writer: takes `DecisionRecord`s without ever
@@ -59,11 +59,9 @@ public final class AuditLog: Sendable {
     private let lookup: PersonLookup
     private let stream: AsyncStream<DecisionRecord>
     private let continuation: AsyncStream<DecisionRecord>.Continuation
-    private let state = NIOLockedValueBox(Counters())
-    private let file: NIOLockedValueBox<AuditFile>?
-    /// One thread: file writes block on the disk and must stay in order.
-    private let fileThread: NIOThreadPool?
-    private let reopenRequested = NIOLockedValueBox(false)
+    private let state = Mutex(Counters())
+    private let file: FileWriter?
+    private let reopenRequested = Mutex(false)
     private let journal: JournalOutput?
     private let forwarder: SyslogForwarder?
     private let processID = getpid()
@@ -91,13 +89,9 @@ public final class AuditLog: Sendable {
         maker = AuditRecordMaker(machine: settings.machine ?? AuditRecordMaker.hostName(), users: settings.users, pseudonyms: pseudonyms)
         self.lookup = lookup ?? AuditLog.systemLookup()
         (stream, continuation) = AsyncStream.makeStream(of: DecisionRecord.self, bufferingPolicy: .bufferingOldest(max(1, queueCapacity)))
-        if let path = settings.file {
-            file = NIOLockedValueBox(
+        file = settings.file.map { path in
+            FileWriter(
                 AuditFile(path: path, maxBytes: settings.maxFileBytes, keepFiles: settings.keepFiles, retention: Double(settings.retentionDays) * 86_400))
-            fileThread = NIOThreadPool(numberOfThreads: 1)
-        } else {
-            file = nil
-            fileThread = nil
         }
         journal = settings.journald ? JournalOutput(socketPath: journalSocket) : nil
         if settings.journald, journal == nil {
@@ -113,24 +107,24 @@ public final class AuditLog: Sendable {
     /// Takes one decision; never waits. Allowed ones only with `log.allowed: all`.
     public func record(_ decision: DecisionRecord) {
         if decision.action == .allow, settings.allowed == .none {
-            state.withLockedValue { $0.skippedAllowed += 1 }
+            state.withLock { $0.skippedAllowed += 1 }
             return
         }
         switch continuation.yield(decision) {
-        case .enqueued: state.withLockedValue { $0.queued += 1 }
-        case .dropped, .terminated: state.withLockedValue { $0.droppedQueue += 1 }
-        @unknown default: state.withLockedValue { $0.droppedQueue += 1 }
+        case .enqueued: state.withLock { $0.queued += 1 }
+        case .dropped, .terminated: state.withLock { $0.droppedQueue += 1 }
+        @unknown default: state.withLock { $0.droppedQueue += 1 }
         }
     }
 
     /// Counts allowed decisions not recorded (`log.allowed: none`) that the caller left out itself.
     public func skipAllowed(_ count: Int) {
-        state.withLockedValue { $0.skippedAllowed += UInt64(count) }
+        state.withLock { $0.skippedAllowed += UInt64(count) }
     }
 
     /// Closes the file; the next record opens the path again (logrotate's SIGUSR1).
     public func reopen() {
-        reopenRequested.withLockedValue { $0 = true }
+        reopenRequested.withLock { $0 = true }
     }
 
     /// Stops taking decisions; `run` writes what is queued and returns.
@@ -139,14 +133,14 @@ public final class AuditLog: Sendable {
     }
 
     public func counters() async -> Counters {
-        var result = state.withLockedValue { $0 }
+        var result = state.withLock { $0 }
         result.syslog = await forwarder?.currentCounters()
         return result
     }
 
     /// Writes records until `finish()` (then drains the queue) or cancellation.
     public func run() async {
-        fileThread?.start()
+        file?.thread.start()
         logger.info(
             "audit: writing records",
             metadata: [
@@ -181,14 +175,14 @@ public final class AuditLog: Sendable {
             }
             group.cancelAll()
         }
-        try? await fileThread?.shutdownGracefully()
-        logger.info("audit: stopped", metadata: ["hallpass.audit.written": "\(state.withLockedValue { $0.written })"])
+        try? await file?.thread.shutdownGracefully()
+        logger.info("audit: stopped", metadata: ["hallpass.audit.written": "\(state.withLock { $0.written })"])
     }
 
     func maintainFile(now: Date) async {
-        guard let file, let fileThread else { return }
-        let outcome = try? await fileThread.runIfActive {
-            file.withLockedValue { file in Result { () throws(AuditFile.Failure) in try file.maintain(now: now) } }
+        guard let file else { return }
+        let outcome = try? await file.thread.runIfActive {
+            file.file.withLock { file in Result { () throws(AuditFile.Failure) in try file.maintain(now: now) } }
         }
         if case .failure(let error)? = outcome {
             logger.error("audit: cannot rotate or prune the audit file", metadata: ["hallpass.error": "\(error)"])
@@ -196,16 +190,16 @@ public final class AuditLog: Sendable {
     }
 
     private func write(_ record: AuditRecord) async {
-        if let file, let fileThread {
-            let reopen = reopenRequested.withLockedValue { value in
+        if let file {
+            let reopen = reopenRequested.withLock { value in
                 defer { value = false }
                 return value
             }
             let line = AuditFormat.jsonLine(record)
             let outcome: Result<Void, AuditFile.Failure>
             do {
-                outcome = try await fileThread.runIfActive {
-                    file.withLockedValue { file in
+                outcome = try await file.thread.runIfActive {
+                    file.file.withLock { file in
                         if reopen { file.reopen() }
                         return Result { () throws(AuditFile.Failure) in try file.append(line, firstTime: record.time) }
                     }
@@ -213,7 +207,7 @@ public final class AuditLog: Sendable {
             } catch {
                 outcome = .failure(AuditFile.Failure(path: settings.file ?? "", reason: "the writer is stopped"))
             }
-            let firstFailure: Bool = state.withLockedValue { counters in
+            let firstFailure: Bool = state.withLock { counters in
                 switch outcome {
                 case .success:
                     counters.fileWritten += 1
@@ -231,7 +225,7 @@ public final class AuditLog: Sendable {
         }
         if let journal {
             let (sent, error) = journal.send(AuditFormat.journalDatagram(record))
-            let firstFailure: Bool = state.withLockedValue { counters in
+            let firstFailure: Bool = state.withLock { counters in
                 if sent {
                     counters.journalSent += 1
                     return false
@@ -248,7 +242,7 @@ public final class AuditLog: Sendable {
         if let forwarder {
             await forwarder.enqueue(AuditFormat.syslogMessage(record, facility: settings.facility, processID: processID))
         }
-        state.withLockedValue { $0.written += 1 }
+        state.withLock { $0.written += 1 }
     }
 
     /// Names from the system's user and group databases (NSS), asked on NIO's
@@ -257,11 +251,26 @@ public final class AuditLog: Sendable {
     /// user's primary group.
     public static func systemLookup() -> PersonLookup {
         { uid, gid in
+            // getpwuid_r and getgrgid_r block (NSS may ask a directory service): on NIO's thread pool.
             (try? await NIOThreadPool.singleton.runIfActive {
                 let user = uid.flatMap(UserDatabase.user(uid:))
                 return (user?.name, (gid ?? user?.primaryGroup).flatMap(UserDatabase.groupName(gid:)))
             }) ?? (nil, nil)
         }
+    }
+}
+
+/// The audit file and the thread that writes it, shared with the closures
+/// that run there.
+private final class FileWriter: Sendable {
+    /// `AuditFile` is not `Sendable`: the closures on the thread take it from here.
+    let file: Mutex<AuditFile>
+    /// One thread: `AuditFile`'s append, rotation and pruning block on the
+    /// disk (write, rename, unlink) and must stay in order.
+    let thread = NIOThreadPool(numberOfThreads: 1)
+
+    init(_ file: consuming sending AuditFile) {
+        self.file = Mutex(file)
     }
 }
 

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import HallpassSystem
 import SharedStore
+import Synchronization
 public import Foundation
 public import VerdictCore
 
@@ -35,7 +36,7 @@ public struct AccessRequest: Codable, Sendable, Hashable {
 /// The requests, kept in one JSON file (mode 0600: reasons and user names
 /// are personal) written atomically after every change, so they survive a
 /// restart. A file that cannot be read is moved aside, not overwritten.
-public final class AccessRequestStore: @unchecked Sendable {
+public final class AccessRequestStore: Sendable {
     public struct Failure: Error, Sendable, CustomStringConvertible {
         public var code: String
         public var message: String
@@ -48,72 +49,76 @@ public final class AccessRequestStore: @unchecked Sendable {
     public static let keepDecided: TimeInterval = 90 * 86_400
 
     public let path: String
-    private let lock = NSLock()
-    private var requests: [AccessRequest] = []
+    private let requests: Mutex<[AccessRequest]>
 
     /// Loads `path`; a missing file is an empty list. `log` hears about a file moved aside.
     public init(path: String, log: (String) -> Void = { _ in }) {
         self.path = path
-        guard let data = FileManager.default.contents(atPath: path) else { return }
+        requests = Mutex(AccessRequestStore.load(path: path, log: log))
+    }
+
+    private static func load(path: String, log: (String) -> Void) -> [AccessRequest] {
+        guard let data = FileManager.default.contents(atPath: path) else { return [] }
         do {
-            requests = try AccessRequestStore.decoder.decode([AccessRequest].self, from: data)
+            return try AccessRequestStore.decoder.decode([AccessRequest].self, from: data)
         } catch {
             let aside = path + ".unreadable-\(Int(Date().timeIntervalSince1970))"
             try? FileSystem.rename(path, to: aside)
             log("access requests: \(path) cannot be read (\(error)); moved to \(aside), starting with none")
+            return []
         }
     }
 
-    public func list() -> [AccessRequest] { lock.withLock { requests } }
+    public func list() -> [AccessRequest] { requests.withLock { $0 } }
 
     /// Records a request; the same user asking again for the same host while
     /// the first waits gets the first one's id.
     public func submit(host: String, url: String, category: String?, reason: String, user: String?, now: Date = Date()) throws(Failure)
         -> AccessRequest
     {
-        lock.lock()
-        defer { lock.unlock() }
-        if let existing = requests.first(where: { $0.state == .pending && $0.host == host && $0.user == user }) {
-            return existing
+        try requests.withLock { requests throws(Failure) in
+            if let existing = requests.first(where: { $0.state == .pending && $0.host == host && $0.user == user }) {
+                return existing
+            }
+            guard requests.count(where: { $0.state == .pending }) < Self.maximumPending else {
+                throw Failure(code: "requests.full", message: "\(Self.maximumPending) requests are waiting already")
+            }
+            let request = AccessRequest(
+                id: Self.newID(), host: host, url: url, category: category, reason: reason, user: user, createdAt: now, state: .pending)
+            let cutoff = now.addingTimeInterval(-Self.keepDecided)
+            var changed = requests.filter { $0.state == .pending || ($0.decidedAt ?? $0.createdAt) >= cutoff }
+            changed.append(request)
+            try save(changed)
+            requests = changed
+            return request
         }
-        guard requests.count(where: { $0.state == .pending }) < Self.maximumPending else {
-            throw Failure(code: "requests.full", message: "\(Self.maximumPending) requests are waiting already")
-        }
-        let request = AccessRequest(
-            id: Self.newID(), host: host, url: url, category: category, reason: reason, user: user, createdAt: now, state: .pending)
-        let cutoff = now.addingTimeInterval(-Self.keepDecided)
-        var changed = requests.filter { $0.state == .pending || ($0.decidedAt ?? $0.createdAt) >= cutoff }
-        changed.append(request)
-        try save(changed)
-        requests = changed
-        return request
     }
 
     /// Approves (for `duration`, or until revoked) or denies a pending or decided request.
     public func decide(_ id: String, approve: Bool, for duration: TimeInterval? = nil, now: Date = Date()) throws(Failure) -> AccessRequest {
-        lock.lock()
-        defer { lock.unlock() }
-        guard let index = requests.firstIndex(where: { $0.id == id.lowercased() }) else {
-            throw Failure(code: "requests.unknown", message: "no request has the id '\(id)' ('filterctl requests list' shows them)")
+        try requests.withLock { requests throws(Failure) in
+            guard let index = requests.firstIndex(where: { $0.id == id.lowercased() }) else {
+                throw Failure(code: "requests.unknown", message: "no request has the id '\(id)' ('filterctl requests list' shows them)")
+            }
+            var changed = requests
+            changed[index].state = approve ? .approved : .denied
+            changed[index].decidedAt = now
+            changed[index].allowUntil = approve ? duration.map { now.addingTimeInterval($0) } : nil
+            try save(changed)
+            requests = changed
+            return changed[index]
         }
-        var changed = requests
-        changed[index].state = approve ? .approved : .denied
-        changed[index].decidedAt = now
-        changed[index].allowUntil = approve ? duration.map { now.addingTimeInterval($0) } : nil
-        try save(changed)
-        requests = changed
-        return changed[index]
     }
 
     /// The local allow entries the approvals add: each approved host and the names below it.
     public func allowEntries(at now: Date = Date()) -> [RulePattern] {
-        let hosts = lock.withLock { requests.filter { $0.allows(at: now) }.map(\.host) }
+        let hosts = requests.withLock { $0.filter { $0.allows(at: now) }.map(\.host) }
         return Set(hosts).sorted().compactMap { try? RulePattern($0) }
     }
 
     /// The next moment an approval runs out, if any.
     public func nextExpiry(after now: Date = Date()) -> Date? {
-        lock.withLock { requests.compactMap { $0.state == .approved ? $0.allowUntil : nil }.filter { $0 > now }.min() }
+        requests.withLock { $0.compactMap { $0.state == .approved ? $0.allowUntil : nil }.filter { $0 > now }.min() }
     }
 
     private func save(_ list: [AccessRequest]) throws(Failure) {

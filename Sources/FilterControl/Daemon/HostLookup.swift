@@ -1,10 +1,10 @@
 public import HallpassIPC
 import Foundation
 import HallpassSystem
-import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import SharedStore
+import Synchronization
 public import VerdictCore
 
 /// What a lookup service says about one name.
@@ -93,17 +93,19 @@ public struct NoLookup: HostLookup {
 /// Answers filter-data's needRules questions from a lookup service, with a
 /// cache of the answers for their time to live. A cached answer is given
 /// on the spot, on the caller's thread.
-public final class NeedRulesAnswerer: @unchecked Sendable {
-    // @unchecked Sendable: `cache` is guarded by `lock`.
+public final class NeedRulesAnswerer: Sendable {
+    private struct State {
+        var cache: [HostName: (result: LookupResult, expires: Date)] = [:]
+        // Failed lookups are logged at most once per `failureLogInterval`; the
+        // ones in between are counted and named in the next line.
+        var lastFailureLogged: Date = .distantPast
+        var failuresNotLogged = 0
+    }
+
     private let lookup: any HostLookup
-    private let lock = NSLock()
-    private var cache: [HostName: (result: LookupResult, expires: Date)] = [:]
+    private let state = Mutex(State())
     private let capacity: Int
     private let log: @Sendable (String) -> Void
-    // Failed lookups are logged at most once per `failureLogInterval`; the
-    // ones in between are counted and named in the next line.
-    private var lastFailureLogged: Date = .distantPast
-    private var failuresNotLogged = 0
     private static let failureLogInterval: TimeInterval = 10
 
     public init(lookup: any HostLookup, capacity: Int = 16_384, log: @escaping @Sendable (String) -> Void = { _ in }) {
@@ -123,9 +125,9 @@ public final class NeedRulesAnswerer: @unchecked Sendable {
     /// Calls `reply` with the answer: at once when cached, else when the lookup returns.
     public func answer(_ question: NeedRulesQuestion, reply: @escaping @Sendable (ControlCommand) -> Void) {
         let host = question.host
-        let cached: LookupResult? = lock.withLock {
+        let cached: LookupResult? = state.withLock { state in
             let now = Date()
-            guard let entry = cache[host], entry.expires > now else { return nil }
+            guard let entry = state.cache[host], entry.expires > now else { return nil }
             // What is left of the time to live, so filter-data forgets it when this cache does.
             guard case .categories(let categories, _) = entry.result else { return entry.result }
             return .categories(categories, timeToLive: UInt32(max(1, entry.expires.timeIntervalSince(now).rounded(.up))))
@@ -138,9 +140,9 @@ public final class NeedRulesAnswerer: @unchecked Sendable {
             let result = await lookup.lookUp(host)
             switch result {
             case .categories(_, let timeToLive) where timeToLive > 0:
-                lock.withLock {
-                    if cache.count >= capacity { cache.removeAll(keepingCapacity: true) }
-                    cache[host] = (result, Date().addingTimeInterval(Double(timeToLive)))
+                state.withLock { state in
+                    if state.cache.count >= capacity { state.cache.removeAll(keepingCapacity: true) }
+                    state.cache[host] = (result, Date().addingTimeInterval(Double(timeToLive)))
                 }
             case .categories:
                 break
@@ -154,15 +156,15 @@ public final class NeedRulesAnswerer: @unchecked Sendable {
 
 extension NeedRulesAnswerer {
     private func noteFailure(host: HostName, reason: String) {
-        let line: String? = lock.withLock {
+        let line: String? = state.withLock { state in
             let now = Date()
-            guard now.timeIntervalSince(lastFailureLogged) >= NeedRulesAnswerer.failureLogInterval else {
-                failuresNotLogged += 1
+            guard now.timeIntervalSince(state.lastFailureLogged) >= NeedRulesAnswerer.failureLogInterval else {
+                state.failuresNotLogged += 1
                 return nil
             }
-            lastFailureLogged = now
-            let earlier = failuresNotLogged
-            failuresNotLogged = 0
+            state.lastFailureLogged = now
+            let earlier = state.failuresNotLogged
+            state.failuresNotLogged = 0
             let more = earlier > 0 ? " (and \(earlier) more failed lookups since the last line)" : ""
             return "no lookup answer for \(host), so askDefault applies: \(reason)\(more)"
         }
@@ -191,19 +193,20 @@ public struct HTTPSLookup: HostLookup {
     }
 
     public func lookUp(_ host: HostName) async -> LookupResult {
-        let body = NIOLockedValueBox<[UInt8]>([])
+        // The pieces come one after another, within this call: no lock.
+        var body: [UInt8] = []
         do {
             _ = try await client.get(
                 host: self.host, port: port, path: folder + host.description, file: "lookup/" + host.description, ifNoneMatch: nil,
                 limit: 64 * 1024
             ) { buffer throws(RuleUpdateError) in
-                body.withLockedValue { $0.append(contentsOf: buffer.readableBytesView) }
+                body.append(contentsOf: buffer.readableBytesView)
             }
         } catch .httpStatus(_, 404) {
             return .categories([], timeToLive: LookupResult.unknownTimeToLive)
         } catch {
             return .unavailable(reason: error.description)
         }
-        return LookupResult.parse(String(decoding: body.withLockedValue { $0 }, as: UTF8.self))
+        return LookupResult.parse(String(decoding: body, as: UTF8.self))
     }
 }

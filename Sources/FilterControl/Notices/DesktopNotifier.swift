@@ -4,7 +4,8 @@ import Glibc
 public import Foundation
 import HallpassSystem
 public import Logging
-import NIOConcurrencyHelpers
+import NIOPosix
+import Synchronization
 import SystemPackage
 
 /// Which blocked flows get a desktop notice, and how often: a pure value
@@ -144,12 +145,18 @@ public struct NoticeText: Sendable, Hashable {
 }
 
 /// Sends the desktop notices: `consider` (never waits) checks the rule and
-/// the rate limits and queues at most 64 notices; one thread of its own
-/// delivers them to each person's session bus.
+/// the rate limits and queues at most 64 notices; `run` takes them off in
+/// order and delivers each to the person's session bus on a thread of its own.
 ///
-/// Why a thread: delivering connects with the person's uid, and the
-/// kernel's credentials are per thread; the switch (`hp_connect_unix_as`)
-/// must happen where no other work runs, never on a shared pool thread.
+/// Why a thread: `SessionBus.call` blocks (connect, then the D-Bus write and
+/// read, up to 2 s each), and it connects with the person's uid through
+/// `hp_connect_unix_as`, which switches the kernel's credentials of the
+/// calling thread: that must happen where no other work runs, never on a
+/// shared pool thread or the tasks' threads.
+///
+/// To run it as a service: `run()` until shutdown, with `finish()` on
+/// graceful shutdown (the notices queued are still delivered, then `run`
+/// returns).
 public final class DesktopNotifier: Sendable {
     public struct Counters: Sendable, Hashable, Codable {
         public var sent: UInt64 = 0
@@ -172,7 +179,6 @@ public final class DesktopNotifier: Sendable {
 
     private struct State {
         var rule: NoticeRule
-        var queue: [Notice] = []
         var counters = Counters()
         var finished = false
     }
@@ -180,15 +186,18 @@ public final class DesktopNotifier: Sendable {
     public let text: NoticeText
     private let logger: Logger
     private let locate: BusLocator
-    private let state: NIOLockedValueBox<State>
-    private let condition = NSCondition()
+    private let state: Mutex<State>
+    /// The notices waiting, at most `queueCapacity` (the one being delivered is no longer in it).
+    private let queue: AsyncStream<Notice>
+    private let queueInput: AsyncStream<Notice>.Continuation
     public static let queueCapacity = 64
 
     public init(rule: NoticeRule, text: NoticeText, logger: Logger, locate: @escaping BusLocator = DesktopNotifier.runtimeBus) {
         self.text = text
         self.logger = logger
         self.locate = locate
-        self.state = NIOLockedValueBox(State(rule: rule))
+        self.state = Mutex(State(rule: rule))
+        (queue, queueInput) = AsyncStream.makeStream(of: Notice.self, bufferingPolicy: .bufferingOldest(DesktopNotifier.queueCapacity))
     }
 
     /// systemd's per-user bus, `/run/user/UID/bus`, when that socket exists.
@@ -200,79 +209,60 @@ public final class DesktopNotifier: Sendable {
 
     /// Queues a notice for `decision` if it wants one and no rate limit holds it back; never waits.
     public func consider(_ decision: DecisionRecord, now: Date = Date()) {
-        let queued: Bool = state.withLockedValue { state in
-            guard !state.finished else { return false }
+        state.withLock { state in
+            guard !state.finished else { return }
             switch state.rule.admit(decision, now: now) {
-            case .notWanted: return false
+            case .notWanted: return
             case .rateLimited:
                 state.counters.rateLimited += 1
-                return false
             case .notify:
-                guard state.queue.count < DesktopNotifier.queueCapacity else {
-                    state.counters.dropped += 1
-                    return false
+                // Under the lock: a notice admitted before `finish()` is in the queue before it ends.
+                switch queueInput.yield(Notice(decision: decision)) {
+                case .enqueued: break
+                case .dropped: state.counters.dropped += 1
+                // `run` was cancelled, which finishes: not counted, as after `finish()`.
+                case .terminated: break
+                @unknown default: state.counters.dropped += 1
                 }
-                state.queue.append(Notice(decision: decision))
-                return true
             }
-        }
-        if queued {
-            condition.lock()
-            condition.signal()
-            condition.unlock()
         }
     }
 
-    public func counters() -> Counters { state.withLockedValue { $0.counters } }
+    public func counters() -> Counters { state.withLock { $0.counters } }
 
     /// Stops: notices already queued are still delivered, then `run` returns.
     public func finish() {
-        state.withLockedValue { $0.finished = true }
-        condition.lock()
-        condition.broadcast()
-        condition.unlock()
+        state.withLock { state in
+            state.finished = true
+            queueInput.finish()
+        }
     }
 
-    /// Delivers notices on its own thread until `finish()` or cancellation.
+    /// Delivers notices until `finish()` or cancellation (after either, the ones queued still go).
     public func run() async {
+        // One thread, this notifier's alone: `SessionBus.call` blocks in connect (as the
+        // person, `hp_connect_unix_as` changes this thread's credentials), write and read.
+        let bus = NIOThreadPool(numberOfThreads: 1)
+        bus.start()
         await withTaskCancellationHandler {
-            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-                let thread = Thread { [self] in
-                    deliverUntilFinished()
-                    done.resume()
+            for await notice in queue {
+                // `submit`, not `runIfActive`: a cancelled task still delivers what was queued.
+                await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                    bus.submit { work in
+                        if case .active = work { self.deliver(notice.decision) }
+                        done.resume()
+                    }
                 }
-                thread.name = "hallpass-notices"
-                thread.start()
             }
         } onCancel: {
             finish()
         }
-    }
-
-    private func deliverUntilFinished() {
-        while true {
-            condition.lock()
-            var next: Notice?
-            while true {
-                let (notice, finished) = state.withLockedValue { state -> (Notice?, Bool) in
-                    state.queue.isEmpty ? (nil, state.finished) : (state.queue.removeFirst(), false)
-                }
-                if let notice {
-                    next = notice
-                    break
-                }
-                if finished { break }
-                condition.wait()
-            }
-            condition.unlock()
-            guard let notice = next else { return }
-            deliver(notice.decision)
-        }
+        try? await bus.shutdownGracefully()
     }
 
     private func deliver(_ decision: DecisionRecord) {
         guard let uid = decision.uid, let address = locate(uid) else {
-            state.withLockedValue { $0.counters.noSession += 1 }
+            state.withLock { $0.counters.noSession += 1 }
             return
         }
         let users = UserDirectory()
@@ -281,9 +271,9 @@ public final class DesktopNotifier: Sendable {
         do {
             let bus = try SessionBus(address: address, uid: uid, gid: gid)
             _ = try bus.call(text.notifyCall(for: decision, user: user))
-            state.withLockedValue { $0.counters.sent += 1 }
+            state.withLock { $0.counters.sent += 1 }
         } catch {
-            let first: Bool = state.withLockedValue { state in
+            let first: Bool = state.withLock { state in
                 state.counters.failed += 1
                 defer { state.counters.lastError = error.description }
                 return state.counters.lastError != error.description

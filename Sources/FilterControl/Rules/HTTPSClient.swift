@@ -3,12 +3,12 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import SharedStore
+import Synchronization
 import SystemPackage
 
 /// A deliberately small HTTP/1.1 client for rule downloads: one `GET` per
@@ -68,18 +68,17 @@ struct HTTPSClient: Sendable {
         body: @escaping (ByteBuffer) throws(RuleUpdateError) -> Void
     ) async throws(RuleUpdateError) -> Response {
         let server = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
-        let verdict = NIOLockedValueBox<ServerTrust.Verdict?>(nil)
-        let timedOut = NIOLockedValueBox(false)
+        let outcome = RequestOutcome()
 
         let channel: NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>
         do {
-            channel = try await connect(host: host, port: port, verdict: verdict)
+            channel = try await connect(host: host, port: port, outcome: outcome)
         } catch {
             throw HTTPSClient.connectFailure(error, server: server, timeout: connectTimeout)
         }
 
         let deadline = channel.channel.eventLoop.scheduleTask(in: .nanoseconds(requestTimeout.nanoseconds)) {
-            timedOut.withLockedValue { $0 = true }
+            outcome.timedOut.withLock { $0 = true }
             channel.channel.close(promise: nil)
         }
         defer { deadline.cancel() }
@@ -146,7 +145,7 @@ struct HTTPSClient: Sendable {
             }
         } catch {
             if Task.isCancelled { throw .cancelled }
-            if let verdict = verdict.withLockedValue({ $0 }) {
+            if let verdict = outcome.verdict.withLock({ $0 }) {
                 switch verdict {
                 case .trusted: break
                 case .untrusted(let reason): throw .untrustedCertificate(server: server, reason: reason)
@@ -154,15 +153,15 @@ struct HTTPSClient: Sendable {
                 case .pinMismatch(let seen): throw .pinMismatch(server: server, seen: seen)
                 }
             }
-            if timedOut.withLockedValue({ $0 }) {
+            if outcome.timedOut.withLock({ $0 }) {
                 throw .timedOut(server: server, seconds: Int(requestTimeout.components.seconds))
             }
-            throw HTTPSClient.requestFailure(error, server: server, file: file, handshakeDone: verdict.withLockedValue { $0 } != nil)
+            throw HTTPSClient.requestFailure(error, server: server, file: file, handshakeDone: outcome.verdict.withLock { $0 } != nil)
         }
     }
 
     private func connect(
-        host: String, port: Int, verdict: NIOLockedValueBox<ServerTrust.Verdict?>
+        host: String, port: Int, outcome: RequestOutcome
     ) async throws -> NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart> {
         let context = self.context
         let trust = self.trust
@@ -183,13 +182,13 @@ struct HTTPSClient: Sendable {
                             do {
                                 presented = try certificates.map { try $0.toDERBytes() }
                             } catch {
-                                verdict.withLockedValue { $0 = .untrusted(reason: "unreadable certificate: \(error)") }
+                                outcome.verdict.withLock { $0 = .untrusted(reason: "unreadable certificate: \(error)") }
                                 promise.succeed(.failed)
                                 return
                             }
                             Task {
                                 let result = await trust.evaluate(presented: presented, host: host)
-                                verdict.withLockedValue { $0 = result }
+                                outcome.verdict.withLock { $0 = result }
                                 promise.succeed(result == .trusted ? .certificateVerified(VerificationMetadata(nil)) : .failed)
                             }
                         })
@@ -260,6 +259,14 @@ struct HTTPSClient: Sendable {
         if let error = error as? IOError { return Errno(rawValue: error.errnoCode).description.lowercased() }
         return "\(error)"
     }
+}
+
+/// What the event loop learns about one request while `get` waits for it:
+/// the certificate check's verdict (from NIOSSL's callback) and whether
+/// the deadline closed the connection. Shared by those closures and `get`.
+private final class RequestOutcome: Sendable {
+    let verdict = Mutex<ServerTrust.Verdict?>(nil)
+    let timedOut = Mutex(false)
 }
 
 extension Duration {

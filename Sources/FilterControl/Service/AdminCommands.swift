@@ -71,6 +71,7 @@ extension Control {
         var uid = request.uid
         let users = UserDirectory()
         if let name = request.user {
+            // getpwnam_r blocks (NSS may ask a directory service): on NIO's thread pool.
             let found = (try? await NIOThreadPool.singleton.runIfActive { users.uid(named: name) }) ?? nil
             guard let found else { return .failed(AdminReply(exitCode: 67, output: "filterctl: no user named '\(name)' on this machine\n", code: "user.unknown")) }
             uid = found
@@ -85,6 +86,7 @@ extension Control {
         let audience: Audience
         var label = "a person in no group"
         if let uid {
+            // getpwuid_r and getgrouplist block (NSS may ask a directory service): on NIO's thread pool.
             let user = (try? await NIOThreadPool.singleton.runIfActive { users.user(uid: uid) }) ?? LocalUser(uid: uid)
             audience = policy.school.audience(of: user)
             label = "\(user.name ?? "uid \(uid)") (uid \(uid))"
