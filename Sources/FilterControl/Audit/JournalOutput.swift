@@ -4,8 +4,8 @@ import SystemPackage
 /// Records into the systemd journal over its native protocol: one datagram
 /// per record to `/run/systemd/journal/socket`, never waiting (a journal
 /// that cannot take a record now loses it, and it is counted).
-public final class JournalOutput: @unchecked Sendable {
-    // @unchecked Sendable: `descriptor` is set once in init; sendto on it is thread-safe.
+public final class JournalOutput: Sendable {
+    // Its properties never change after init; sendto on the one descriptor is safe from any thread.
     public static let defaultSocket = "/run/systemd/journal/socket"
 
     public let socketPath: String

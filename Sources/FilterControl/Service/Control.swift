@@ -417,7 +417,8 @@ public actor Control {
         let engines = PolicyEngines(rules: store, set: set)
         let cutter = self.cutter
         let connections = self.connections
-        // Off the actor: the records are read (decoded) and judged here, tens of thousands of them.
+        // On NIO's thread pool: each cut is two netlink requests that wait for the kernel's answer
+        // (hp_conntrack_set_mark, hp_socket_destroy), and the records, tens of thousands, are decoded and judged here.
         let outcomes =
             (try? await NIOThreadPool.singleton.runIfActive {
                 connections.blocked(by: engines).map { ($0, cutter.cut($0.connection)) }
@@ -443,6 +444,7 @@ public actor Control {
             return
         }
         let users = self.users
+        // getpwuid_r and getgrouplist block (NSS may ask a directory service): on NIO's thread pool.
         let user = (try? await NIOThreadPool.singleton.runIfActive { users.user(uid: uid) }) ?? LocalUser(uid: uid)
         let audience = policy.school.audience(of: user)
         if placements.count >= PolicySet.maximumUsers, let any = placements.keys.first { placements[any] = nil }
@@ -567,6 +569,7 @@ public actor Control {
         // Users are placed again under the new groups.
         let users = self.users
         let known = placements.keys.map { $0 }
+        // getpwuid_r and getgrouplist block (NSS may ask a directory service): on NIO's thread pool.
         let resolved = (try? await NIOThreadPool.singleton.runIfActive { known.map { users.user(uid: $0) } }) ?? []
         let newPlacements = Dictionary(uniqueKeysWithValues: resolved.map { ($0.uid, (newPolicy.school.audience(of: $0), $0)) })
         let newClock = PolicyClock(zoneName: newPolicy.school.timeZone)
