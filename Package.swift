@@ -23,6 +23,21 @@ let strict: [SwiftSetting] = [
     .unsafeFlags(["-cross-module-optimization"], .when(configuration: .release)),
 ]
 
+// How filter-control and filter-data are linked on Linux, for their resident
+// memory (BENCHMARKS.md, "Memory"; measured on filter-control idle, the release
+// build): lld's packed relative relocations (DT_RELR, glibc 2.36) instead of
+// 2.9 MB of RELA entries that the loader reads at every start (-3.3 MB), and no
+// dynamic symbol table of every public symbol (the Swift runtime's
+// static-stdlib-args.lnk asks for -export-dynamic; nothing looks a symbol up
+// in these programs, and the Swift backtracer reads .symtab, not .dynsym),
+// whose lookups touched 2 MB and whose roots kept 0.4 MB of unused code (-2.6 MB).
+// Still a position-independent executable (ASLR).
+let daemonLinking: [LinkerSetting] = [
+    .unsafeFlags(
+        ["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic"],
+        .when(platforms: [.linux])),
+]
+
 let package = Package(
     name: "hallpass",
     platforms: [.macOS(.v14)],
@@ -211,12 +226,14 @@ let package = Package(
             dependencies: [
                 "FilterControl", .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: strict
+            swiftSettings: strict,
+            linkerSettings: daemonLinking
         ),
         .executableTarget(
             name: "FilterDataMain",
             dependencies: ["FilterData", "HallpassIPC", "HallpassSystem", .product(name: "SystemPackage", package: "swift-system")],
-            swiftSettings: strict
+            swiftSettings: strict,
+            linkerSettings: daemonLinking
         ),
         .executableTarget(
             name: "HallpassBench",
