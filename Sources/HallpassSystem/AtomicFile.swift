@@ -29,11 +29,26 @@ public enum AtomicFile {
 
     /// Replaces the file at `path` with `bytes`, mode exactly `mode`.
     public static func write(_ bytes: [UInt8], to path: String, mode: UInt32) throws(Failure) {
+        try write(to: path, mode: mode) { part in part(bytes) }
+    }
+
+    /// The same for content made in parts: `fill` hands each part to `part`,
+    /// in order, so that a file of many MB need not be one array first.
+    public static func write(to path: String, mode: UInt32, _ fill: (_ part: ([UInt8]) -> Void) -> Void) throws(Failure) {
         let temporary = temporaryPath(for: path)
         FileSystem.remove(temporary)
-        do {
+        do throws(FileError) {
             let file = try NewFile(temporary, mode: mode)
-            try file.write(bytes)
+            var failure: FileError? = nil
+            fill { bytes in
+                guard failure == nil else { return }
+                do throws(FileError) {
+                    try file.write(bytes)
+                } catch {
+                    failure = error
+                }
+            }
+            if let failure { throw failure }
             try file.finish()
             try FileSystem.rename(temporary, to: path)
         } catch {

@@ -25,9 +25,9 @@ import VerdictCore
     }()
 
     @Test func onlyAllowedConnectionsAreKeptAndTheOldestGoFirst() throws {
-        // Room for three lines a half: the fourth line starts the other half, the seventh empties the first.
-        let line = Self.lines([Self.report(4)]).bytes.count
-        let records = ConnectionRecords(capacity: 2 * 3 * line)
+        // Room for three records a half: the fourth starts the other half, the seventh empties the first.
+        let size = try #require(ConnectionRecords.size(of: Self.report(4)))
+        let records = ConnectionRecords(capacity: 2 * 3 * size)
         records.record(contentsOf: Self.lines([Self.report(2, verdict: .drop), Self.report(3, kind: "dns"), Self.report(4), Self.report(5), Self.report(6)]))
         #expect(records.count == 3)
         records.record(contentsOf: Self.lines([Self.report(7), Self.report(8), Self.report(9)]))
@@ -42,7 +42,7 @@ import VerdictCore
         again.load(from: path)
         #expect(again.count == 4)
         // A smaller space keeps the newest, as it would have.
-        let small = ConnectionRecords(capacity: 2 * (line + 1))
+        let small = ConnectionRecords(capacity: 2 * (size + 1))
         small.load(from: path)
         #expect(Set(small.blocked(by: Self.everything).map(\.flow.sourcePort)) == [9, 10])
     }
@@ -62,7 +62,7 @@ import VerdictCore
         reused.record(contentsOf: Self.lines([Self.report(6, host: nil), Self.report(6, host: "allowed.example"), Self.report(7, host: nil)]))
         #expect(reused.blocked(by: nameless).map(\.flow.sourcePort) == [7])
         // A record given before its half was emptied forgets nothing there now.
-        let tiny = ConnectionRecords(capacity: 2 * Self.lines([Self.report(11)]).bytes.count)
+        let tiny = ConnectionRecords(capacity: 2 * ConnectionRecords.size(of: Self.report(11))!)
         tiny.record(contentsOf: Self.lines([Self.report(11)]))
         let stale = tiny.records()
         tiny.record(contentsOf: Self.lines([Self.report(12), Self.report(13)]))
@@ -75,8 +75,9 @@ import VerdictCore
         let records = ConnectionRecords(capacity: 1 << 20)
         let batch = Self.lines((0..<48).map { Self.report(UInt16(1000 + $0), host: "h\($0).allowed.example", kind: "http") })
         for _ in 0..<1000 { records.record(contentsOf: batch) }
-        // 48,000 lines through 1 MiB: only what fits is kept, the newest.
-        #expect(records.count > 0 && records.count * batch.bytes.count / 48 <= 1 << 20)
+        // 48,000 records through 1 MiB: only what fits is kept, the newest.
+        let smallest = try #require(ConnectionRecords.size(of: Self.report(1000, host: "h0.allowed.example", kind: "http")))
+        #expect(records.count > 0 && records.count * smallest <= 1 << 20)
         #expect(records.records().count == 48)
     }
 
@@ -125,5 +126,52 @@ import VerdictCore
         none.load(from: path)
         none.load(from: path + ".missing")
         #expect(none.count == 0)
+    }
+
+    @Test func aRecordTakesAboutHalfItsLineAndKeepsEveryFieldJudgingNeeds() throws {
+        // Half the space of the lines holds about as many connections (BENCHMARKS.md, Memory).
+        for report in [
+            Self.report(40_000, host: "www.example.com"), Self.report(1, host: nil, kind: "quic"),
+            Self.report(2, host: "h12.allowed.test", kind: "http", source: "2001:db8::5", path: "/"),
+        ] {
+            let line = Self.lines([report]).bytes.count
+            let size = try #require(ConnectionRecords.size(of: report))
+            // An IPv6 address takes 16 bytes, often more than its text.
+            #expect(size * 100 <= line * (report.flow.source.isIPv4 ? 55 : 75), "\(size) bytes for a line of \(line)")
+            let records = ConnectionRecords(capacity: 4 * size)
+            records.record(report)
+            let back = try #require(records.records().first)
+            #expect(back.flow == report.flow && back.uid == report.uid && back.kind == report.kind && back.host == report.host && back.path == report.path)
+        }
+        // Blocked flows, DNS queries and what is neither TCP nor UDP are not kept.
+        #expect(ConnectionRecords.size(of: Self.report(3, verdict: .drop)) == nil)
+        #expect(ConnectionRecords.size(of: Self.report(3, kind: "dns")) == nil)
+    }
+
+    @Test func aLargeFileLoadsInPartsAndALineTooLongIsSkipped() throws {
+        // 30,000 records: a file of more than 2 MiB, read in parts of 1 MiB whose ends cut lines.
+        let records = ConnectionRecords()
+        let reports = (0..<30_000).map { Self.report(UInt16(1000 + $0 % 60_000), host: "host\($0).allowed.example", kind: "http", path: "/p\($0)") }
+        for start in stride(from: 0, to: reports.count, by: 100) { records.record(contentsOf: Self.lines(Array(reports[start..<(start + 100)]))) }
+        // A cut connection's record is not saved.
+        let cut = try #require(records.records().first { $0.host == "host7.allowed.example" })
+        records.forget(cut)
+        let path = temporaryFile()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try records.save(to: path)
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
+        #expect(size > 2 << 20)
+        let again = ConnectionRecords()
+        again.load(from: path)
+        #expect(again.count == 29_999)
+        #expect(Set(again.records().compactMap(\.host)) == Set(reports.compactMap(\.host)).subtracting(["host7.allowed.example"]))
+        // A line longer than any report's line is skipped, and the lines after it load.
+        var bytes = Array((ConnectionRecords.fileHeader + "\n").utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: 3 << 20) + [0x0A]
+        Self.report(9).appendLine(to: &bytes)
+        bytes.append(0x0A)
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let long = ConnectionRecords()
+        long.load(from: path)
+        #expect(long.records().map(\.flow.sourcePort) == [9])
     }
 }
