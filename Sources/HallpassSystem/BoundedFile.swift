@@ -62,8 +62,13 @@ public enum BoundedFile {
         }
         guard status.type == .regular else { throw .notRegular }
         var total: UInt64 = 0
-        // One byte more than the limit is enough to see that a file is too large.
-        var buffer = [UInt8](repeating: 0, count: limit < 1 << 20 ? Int(limit) + 1 : 1 << 20)
+        // As large as the file, one byte more to see its end (or one more than the limit, to see
+        // that it is too large), at least a page (a /proc file's size reads as 0), at most 1 MiB.
+        // Not the limit's size: the configuration, a few hundred bytes read under a limit of 1 MiB,
+        // took a zeroed MiB at every read, and freeing it raised glibc's mmap threshold, so later
+        // buffers of up to 1 MiB stayed in filter-control's malloc arenas (BENCHMARKS.md, Memory).
+        let size = UInt64(max(0, status.size))
+        var buffer = [UInt8](repeating: 0, count: Int(max(4096, min(min(limit, size) + 1, 1 << 20))))
         while true {
             let count: Int
             do {

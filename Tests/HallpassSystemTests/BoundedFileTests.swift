@@ -42,4 +42,21 @@ import Testing
         #expect(text.hasSuffix("\n"))
         #expect(text.contains("[stack]"))
     }
+
+    /// The buffer is the file's size (at most 1 MiB), not the limit's: a file of several parts is still read whole.
+    @Test func aFileOfSeveralPartsIsReadWholeAndALimitBelowItIsTooLarge() throws {
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let bytes = (0..<(5 << 19)).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_761 >> 13) }
+        #expect(FileManager.default.createFile(atPath: folder + "/large", contents: Data(bytes)))
+        var parts: [Int] = []
+        let size = try BoundedFile.stream(folder + "/large", limit: 64 << 20) { parts.append($0.count) }
+        #expect(size == UInt64(bytes.count) && parts.allSatisfy { $0 <= 1 << 20 } && parts.count >= 3)
+        #expect(try BoundedFile.read(folder + "/large", limit: UInt64(bytes.count)) == bytes)
+        #expect(throws: BoundedFile.Failure.tooLarge) { try BoundedFile.read(folder + "/large", limit: UInt64(bytes.count - 1)) }
+        // A small file under a large limit: one part, the file.
+        #expect(FileManager.default.createFile(atPath: folder + "/small", contents: Data(bytes[0..<300])))
+        parts = []
+        _ = try BoundedFile.stream(folder + "/small", limit: 1 << 20) { parts.append($0.count) }
+        #expect(parts == [300])
+    }
 }
