@@ -1,7 +1,7 @@
 // swift-tools-version:6.2
 //
 // hallpass: an on-host content filter for Linux lab machines.
-// The layout follows DESIGN.md: pure decision logic (VerdictCore), the
+// The layout (docs/architecture.md): pure decision logic (VerdictCore), the
 // memory-mapped rule store and signed bundles (SharedStore), the system
 // calls on swift-system that the others share (HallpassSystem), the sandboxed
 // NFQUEUE data process (FilterData), the control daemon and admin CLI
