@@ -1,6 +1,7 @@
 public import Foundation
 import HallpassSystem
 import SharedStore
+import Synchronization
 import SystemPackage
 
 /// A child process started with posix_spawn (HallpassSystem's
@@ -11,11 +12,10 @@ import SystemPackage
 /// pid, so no reaping of one can steal another's exit status (Foundation's
 /// Process reaps through a shared SIGCHLD handler and has been seen to miss
 /// an exit while another child was running).
-public final class ChildProcess: @unchecked Sendable {
-    // @unchecked Sendable: `exitStatus` is guarded by `lock`.
+public final class ChildProcess: Sendable {
     public let pid: Int32
-    private let lock = NSLock()
-    private var status: Int32?
+    /// The exit status, once reaped.
+    private let status = Mutex<Int32?>(nil)
 
     public struct LaunchError: Error, CustomStringConvertible {
         public var executable: String
@@ -49,7 +49,7 @@ public final class ChildProcess: @unchecked Sendable {
 
     /// The exit status once reaped: the code, or 128 + the signal that ended it.
     public var exitStatus: Int32? {
-        lock.withLock { status }
+        status.withLock { $0 }
     }
 
     /// Reaps the child if it has ended; true while it runs.
@@ -64,7 +64,9 @@ public final class ChildProcess: @unchecked Sendable {
     }
 
     private func reap(blocking: Bool) -> Int32? {
-        lock.withLock {
+        // Held across a blocking reap: a second caller waits for its status rather than
+        // reaping a pid that may already belong to another process.
+        status.withLock { status in
             if let status { return status }
             status = ProcessID(rawValue: pid).reap(blocking: blocking)
             return status
@@ -211,11 +213,25 @@ final class ChildOutput {
     }
 
     /// Logs every complete line waiting in the pipe; with `untilEnd` (the
-    /// child has exited) also the last, unterminated one.
-    func forwardLines(to log: (String) -> Void, untilEnd: Bool = false) {
+    /// child has exited) also the last, unterminated one. True once the
+    /// pipe has ended (every writer closed it).
+    @discardableResult
+    func forwardLines(to log: (String) -> Void, untilEnd: Bool = false) -> Bool {
         var buffer = [UInt8](repeating: 0, count: 4096)
+        var ended = false
         while true {
-            guard let count = try? descriptor.readSome(into: &buffer), count > 0 else { break }
+            let count: Int
+            do {
+                count = try descriptor.readSome(into: &buffer)
+            } catch {
+                // Nothing waiting (EAGAIN), or an error that would wake every poll (none is expected on a pipe).
+                ended = error != .resourceTemporarilyUnavailable
+                break
+            }
+            guard count > 0 else {
+                ended = true
+                break
+            }
             partial.append(contentsOf: buffer[0..<count])
             while let newline = partial.firstIndex(of: UInt8(ascii: "\n")) {
                 emit(String(decoding: partial[..<min(newline, Self.longestLine)], as: UTF8.self), to: log)
@@ -234,5 +250,35 @@ final class ChildOutput {
             log("(\(dropped) more lines of filter-data's output dropped)")
             dropped = 0
         }
+        return ended
+    }
+}
+
+/// A pipe that wakes a thread blocked in poll(2): `wake()`, from any thread,
+/// makes `descriptor` readable until the thread calls `drain()`. Both ends
+/// are non-blocking, so a wake never blocks, however many come before a drain.
+final class WakeUpPipe: Sendable {
+    let descriptor: FileDescriptor
+    private let writeEnd: FileDescriptor
+
+    init() throws(Errno) {
+        (descriptor, writeEnd) = try FileDescriptor.pipe(options: .closeOnExec)
+        try descriptor.setNonBlocking()
+        try writeEnd.setNonBlocking()
+    }
+
+    deinit {
+        descriptor.closeQuietly()
+        writeEnd.closeQuietly()
+    }
+
+    func wake() {
+        // A full pipe (EAGAIN) is awake already.
+        _ = try? writeEnd.writeSome([1])
+    }
+
+    func drain() {
+        var buffer = [UInt8](repeating: 0, count: 256)
+        while let count = try? descriptor.readSome(into: &buffer), count > 0 {}
     }
 }

@@ -1,7 +1,7 @@
-import CHallpassSys
 public import HallpassIPC
 public import Foundation
 import HallpassSystem
+import Synchronization
 import SystemPackage
 
 /// Runs filter-data and keeps it running: spawns it with the child end of a
@@ -11,18 +11,31 @@ import SystemPackage
 /// New rules go to the running process (`useRules`) and are the ones the
 /// next start uses.
 ///
-/// One thread runs the loop: it waits in poll(2) on the control channel and
-/// filter-data's output (a SOCK_SEQPACKET pair, whose one-message-per-read
-/// framing an event loop's coalesced writes would break), which is the one
-/// blocking wait of filter-control that is not an event loop's. The public
-/// methods may be called from any thread or task.
+/// What to do is decided by `DataSupervisorMachine`, a value that takes
+/// events and returns actions; this service runs it in one task (`run`),
+/// fed by one stream of events, and carries out its actions: spawning,
+/// sending, signalling, arming timers. Nothing polls and nothing sleeps in
+/// steps.
+///
+/// One thread, for the one blocking call that has no asynchronous form
+/// here: poll(2) on the control channel and filter-data's output (the
+/// channel is a SOCK_SEQPACKET pair, whose one-message-per-read framing an
+/// event loop's coalesced writes would break), then waitpid(2), which
+/// returns at once since both end only when filter-data has exited. The
+/// same poll(2) waits for the timers' deadlines (health check, restart
+/// delay, a stop's escalation, a caller's wait), as its timeout computed on
+/// the monotonic clock. Not `Task.sleep`: on Linux it arms libdispatch's
+/// CLOCK_MONOTONIC timerfd at an absolute time, which a real step of the
+/// wall clock leaves alone but libfaketime (what ClockStepIntegrationTests
+/// steps the wall clock with) moves by the step, so the test would see the
+/// timers stall for as long as the step back; a relative timeout it leaves
+/// alone. The thread hands what it sees to the machine as events.
 ///
 /// What filter-data asks besides names (which group a user is in) and the
-/// decisions it reports reach `onEvent`, on the loop thread.
-public final class DataSupervisor: @unchecked Sendable {
-    // @unchecked Sendable: the mutable state is guarded by `lock`; the loop
-    // thread alone touches `child` and `channel`.
-
+/// decisions it reports reach `onEvent`, on that thread, as they arrive (so
+/// the reports it sends as it stops are in before the stop ends). The public
+/// methods may be called from any thread or task.
+public final class DataSupervisor: Sendable {
     public struct Launch: Sendable {
         public var executable: String
         /// Arguments besides --store, --policy and --control-fd.
@@ -42,20 +55,20 @@ public final class DataSupervisor: @unchecked Sendable {
         public var lastExit: String?
         public var rulesVersion: UInt64?
         public var lastRulesRefusal: String?
-        /// How many `rules` messages filter-data answered (loaded or refused), to wait for the answer to one.
-        public var rulesAnswers = 0
         /// The counters of the latest pong (nil before the first).
         public var counters: FilterDataCounters?
         public var countersAt: Date?
-        /// The highest number of a ping `refreshCounters` sent that filter-data answered.
-        var answeredRefresh: UInt64 = 0
+    }
+
+    /// What the running filter-data made of rules handed over (`apply`).
+    public enum RulesAnswer: Sendable, Hashable {
+        case loaded(version: UInt64)
+        case refused(String)
+        /// No answer in time (filter-data restarting, or stopping); later starts use them.
+        case pending
     }
 
     public static let controlDescriptor: Int32 = 3
-    /// No pong for this long: filter-data is killed and started again.
-    public var unresponsiveAfter: Duration = .seconds(5)
-    /// A run this long resets the restart delay to its first step.
-    public var stableAfter: Duration = .seconds(30)
 
     /// The clock of every deadline and duration here (health check, restart
     /// delay, how long a run lasted, the waits of a stop and of an answer),
@@ -71,127 +84,141 @@ public final class DataSupervisor: @unchecked Sendable {
     /// filter-data did not answer, and the first health check would kill a
     /// healthy filter-data; this clock counts only the time both ran.
     typealias Monotonic = SuspendingClock
+    typealias Machine = DataSupervisorMachine<Monotonic.Instant>
 
     private let launch: Launch
+    private let settings: Machine.Settings
+    private let firstFiles: Machine.Files
     private let answerer: NeedRulesAnswerer
     private let log: @Sendable (String) -> Void
-    private let lock = NSLock()
-    private var state = Status()
-    private var rules: (store: String, policy: String)
-    private var stopping = false
-    /// What to hand the running filter-data next (nil: nothing new).
-    private var pending: Pending?
-    /// The channel to the running filter-data, for `send` from other threads.
-    private var currentChannel: ControlEnd?
     private let onEvent: @Sendable (SupervisorEvent) -> Void
     /// How long filter-control took to answer a needRules question (for the metrics).
-    public var onAnswered: @Sendable (Duration) -> Void = { _ in }
+    private let onAnswered: @Sendable (Duration) -> Void
+    private let events: AsyncStream<Machine.Event>
+    private let input: AsyncStream<Machine.Event>.Continuation
+    private let shared = Mutex(Shared())
+    /// Wakes the thread from its poll(2) when what it waits for changed.
+    private let wakeUp: WakeUpPipe?
 
-    private enum Pending {
-        case rules(store: String, policy: String)
-        /// The policy set only: the store in force stays mapped.
-        case policy(String)
+    /// What the callers of the public methods, the machine's task and the thread share.
+    private struct Shared {
+        var status = Status()
+        /// The channel to the running filter-data, for `send`.
+        var channel: ControlEnd?
+        /// The running filter-data, for the thread to read.
+        var run: RunEnds?
+        /// The moments the thread wakes up for: the machine's timers, and the
+        /// callers' waits for an answer.
+        var deadlines: [Deadline: Monotonic.Instant] = [:]
+        var lastTicket: Machine.Ticket = 0
+        /// Callers waiting for an answer.
+        var waiting: [Machine.Ticket: CheckedContinuation<Reply, Never>] = [:]
+        /// The callers of `filtering`, answered by the first hello.
+        var filtering: Set<Machine.Ticket> = []
+        /// The machine ended: every later question is answered at once, and the thread ends.
+        var finished = false
     }
-    private var thread: Thread?
-    private let finished = DispatchSemaphore(value: 0)
 
-    // Loop thread only.
-    private var child: ChildProcess?
-    private var channel: ControlEnd?
-    /// filter-data's standard output and error: a pipe whose lines go to `log`.
-    private var output: ChildOutput?
-    private var nextLaunch = Monotonic.now
-    private var failuresInARow = 0
-    private var pingNumber: UInt64 = 0
-    /// While filter-data is being stopped: the end of the channel is expected,
-    /// not a death to restart from (`channelEnded` says it came).
-    private var draining = false
-    private var channelEnded = false
-    /// nil: no ping sent to this filter-data yet.
-    private var lastPing: Monotonic.Instant?
-    private var lastHeard = Monotonic.now
-    /// When the running filter-data was started (`startedAt` on the wall clock, for `status`).
-    private var startedRunning = Monotonic.now
+    private enum Deadline: Hashable {
+        case timer(Machine.Timer)
+        /// The end of a caller's wait.
+        case ticket(Machine.Ticket)
+    }
 
-    public init(
+    private enum Reply: Sendable {
+        case rules(RulesAnswer)
+        case counters(fresh: Bool)
+        case filtering(rulesVersion: UInt64)
+        /// Not answered: the caller gave up (time, cancellation) or the supervisor ended.
+        case none
+    }
+
+    public convenience init(
         launch: Launch, store: String, policy: String, answerer: NeedRulesAnswerer, log: @escaping @Sendable (String) -> Void,
-        onEvent: @escaping @Sendable (SupervisorEvent) -> Void = { _ in }
+        onEvent: @escaping @Sendable (SupervisorEvent) -> Void = { _ in }, onAnswered: @escaping @Sendable (Duration) -> Void = { _ in }
+    ) {
+        self.init(
+            launch: launch, files: .init(store: store, policy: policy), settings: .init(), answerer: answerer, log: log, onEvent: onEvent,
+            onAnswered: onAnswered)
+    }
+
+    init(
+        launch: Launch, files: Machine.Files, settings: Machine.Settings, answerer: NeedRulesAnswerer, log: @escaping @Sendable (String) -> Void,
+        onEvent: @escaping @Sendable (SupervisorEvent) -> Void = { _ in }, onAnswered: @escaping @Sendable (Duration) -> Void = { _ in }
     ) {
         self.launch = launch
-        self.rules = (store, policy)
+        self.firstFiles = files
+        self.settings = settings
         self.answerer = answerer
         self.log = log
         self.onEvent = onEvent
+        self.onAnswered = onAnswered
+        (events, input) = AsyncStream.makeStream(of: Machine.Event.self)
+        do {
+            wakeUp = try WakeUpPipe()
+        } catch {
+            // Out of descriptors: `run` says so and ends.
+            wakeUp = nil
+        }
     }
+
+    public var status: Status { shared.withLock { $0.status } }
 
     /// Sends a message to the running filter-data now; false when none runs
     /// or it cannot take it (it asks again, or starts with the files).
     @discardableResult
     public func send(_ message: ControlCommand) -> Bool {
-        guard let channel = lock.withLock({ currentChannel }) else { return false }
+        guard let channel = shared.withLock({ $0.channel }) else { return false }
         return (try? channel.send(message)) != nil
     }
 
-    public var status: Status { lock.withLock { state } }
+    // MARK: Running and stopping
 
-    public func start() {
-        let thread = Thread { [self] in
-            loop()
-            finished.signal()
+    /// Starts filter-data and keeps it running until `stop()`, then stops it
+    /// (held packets get their default) and returns once it has exited or
+    /// was given up on. Call it once. Cancelling the calling task stops
+    /// filter-data the same way.
+    public func run() async {
+        guard wakeUp != nil else {
+            log("cannot start filter-data: no descriptor left for the supervisor's wake-up pipe")
+            finish()
+            return
         }
+        let thread = Thread { [self] in watch() }
         thread.name = "hallpass.supervisor"
-        self.thread = thread
         thread.start()
+        // After what came before the run: rules handed over already are the first start's
+        // files, and a stop already asked for starts nothing.
+        input.yield(.start)
+        // The machine runs in a task of its own, which the caller's cancellation does not
+        // reach: a cancelled caller turns into a stop, and still waits for filter-data's end.
+        let machine = Task { await self.runMachine() }
+        await withTaskCancellationHandler {
+            await machine.value
+        } onCancel: {
+            self.stop()
+        }
     }
 
     /// Asks filter-data to give its held packets their verdicts and exit
-    /// (SIGTERM; SIGKILL after 3 seconds) and returns once it has.
+    /// (the end of the channel and SIGTERM; SIGKILL after 3 s); `run` returns
+    /// once it has. Returns at once; every caller still waiting for an
+    /// answer gets it now.
     public func stop() {
-        lock.withLock { stopping = true }
-        finished.wait()
+        input.yield(.stop)
     }
 
-    /// Makes these the rules: sent to the running filter-data now, used by every later start.
-    public func useRules(store: String, policy: String) {
-        lock.withLock {
-            rules = (store, policy)
-            pending = .rules(store: store, policy: policy)
-        }
-    }
+    // MARK: Rules
 
-    /// The policy set at `policy` was written again (same path or not): the
-    /// running filter-data reads it, keeping its store.
-    public func usePolicy(_ policy: String) {
-        lock.withLock {
-            rules.policy = policy
-            if case .rules(let store, _) = pending {
-                pending = .rules(store: store, policy: policy)
-            } else {
-                pending = .policy(policy)
-            }
-        }
-    }
-
-    /// `useRules` or `usePolicy` (no `store`), waiting without blocking a
-    /// thread (at most `timeout`) for filter-data to say what it made of them.
-    /// Refused files are not kept: a later start of filter-data uses the
-    /// files it had before. Loaded or pending, they are what later starts use.
+    /// Hands new rules to filter-data (`store` nil: the policy set only, the
+    /// store in force stays mapped) and waits, at most `timeout`, for what it
+    /// made of them. They are the files of every later start; refused, they
+    /// are not (later starts use the files filter-data had). Handed over
+    /// while filter-data restarts, the next start's hello answers. A
+    /// cancelled caller, or a stop, gets `.pending` at once.
     public func apply(store: String?, policy: String, waitingAtMost timeout: Duration) async -> RulesAnswer {
-        let (before, previous) = lock.withLock { (state.rulesAnswers, rules) }
-        if let store { useRules(store: store, policy: policy) } else { usePolicy(policy) }
-        let deadline = Monotonic.now + timeout
-        while Monotonic.now < deadline {
-            let answer: RulesAnswer? = lock.withLock {
-                guard state.rulesAnswers > before else { return nil }
-                if let refusal = state.lastRulesRefusal {
-                    rules = previous
-                    return .refused(refusal)
-                }
-                return .loaded(version: state.rulesVersion ?? 0)
-            }
-            if let answer { return answer }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
+        let handOver: Machine.HandOver = store.map { .rules(.init(store: $0, policy: policy)) } ?? .policy(policy)
+        if case .rules(let answer) = await ask({ .handOver(handOver, ticket: $0) }, waitingAtMost: timeout) { return answer }
         return .pending
     }
 
@@ -199,170 +226,218 @@ public final class DataSupervisor: @unchecked Sendable {
     /// to the running one (which already uses the same rules under another
     /// name, or will be told separately).
     public func useAtNextStart(store: String, policy: String) {
-        lock.withLock { rules = (store, policy) }
+        input.yield(.useAtNextStart(.init(store: store, policy: policy)))
     }
 
-    /// The pings `refreshCounters` sends are numbered from here up; the health
-    /// check's own count from 1 never gets there.
-    static let firstRefreshPing: UInt64 = 1 << 62
-    private var refreshPings: UInt64 = 0
-
     /// Asks the running filter-data for its counters now (a ping of its own)
-    /// and waits, at most `timeout` and without blocking a thread, for the
-    /// answer: true when `status` holds counters taken after this call began,
-    /// false when none runs or it did not answer in time (`status` keeps the
-    /// last ones, with their time). filter-data answers control messages in
-    /// order, so the answer to this ping, or to a later one, is enough.
+    /// and waits, at most `timeout`, for the answer: true when `status`
+    /// holds counters taken after this call began, false when none runs or
+    /// it did not answer in time (`status` keeps the last ones, with their
+    /// time). filter-data answers in order, so a later answer is enough too.
     public func refreshCounters(waitingAtMost timeout: Duration) async -> Bool {
-        let number = lock.withLock {
-            refreshPings += 1
-            return Self.firstRefreshPing + refreshPings
-        }
-        guard send(.ping(number)) else { return false }
-        let deadline = Monotonic.now + timeout
-        while Monotonic.now < deadline {
-            if lock.withLock({ state.answeredRefresh >= number }) { return true }
-            try? await Task.sleep(for: .milliseconds(2))
-        }
+        if case .counters(let fresh) = await ask({ .refreshCounters(ticket: $0) }, waitingAtMost: timeout) { return fresh }
         return false
     }
 
-    /// What the running filter-data made of the rules of the last `useRules`.
-    public enum RulesAnswer: Sendable, Hashable {
-        case loaded(version: UInt64)
-        case refused(String)
-        /// No answer in time (filter-data restarting); it will use them when it starts.
-        case pending
+    /// Waits until a filter-data said it filters (its hello); its rules
+    /// version, or nil when the supervisor ended first or the caller was cancelled.
+    public func filtering() async -> UInt64? {
+        if let version = shared.withLock({ $0.status.rulesVersion }) { return version }
+        if case .filtering(let version) = await ask(nil, waitingAtMost: nil) { return version }
+        return nil
     }
 
-    /// Hands over new rules and waits (at most `timeout`) for filter-data to
-    /// say it uses them, so `filterctl reload` reports what is in force.
-    public func useRules(store: String, policy: String, waitingAtMost timeout: TimeInterval) -> RulesAnswer {
-        let before = lock.withLock { state.rulesAnswers }
-        useRules(store: store, policy: policy)
-        let deadline = Monotonic.now + .seconds(timeout)
-        while Monotonic.now < deadline {
-            let answer: RulesAnswer? = lock.withLock {
-                guard state.rulesAnswers > before else { return nil }
-                if let refusal = state.lastRulesRefusal { return .refused(refusal) }
-                return .loaded(version: state.rulesVersion ?? 0)
-            }
-            if let answer { return answer }
-            usleep(5_000)
+    /// Registers a waiting caller, tells the machine (`event`, with the
+    /// caller's ticket) and waits for the reply, at most `timeout`.
+    private func ask(_ event: ((Machine.Ticket) -> Machine.Event)?, waitingAtMost timeout: Duration?) async -> Reply {
+        let ticket = shared.withLock { shared in
+            shared.lastTicket += 1
+            return shared.lastTicket
         }
-        return .pending
-    }
-
-    // MARK: The loop
-
-    private func loop() {
-        while !lock.withLock({ stopping }) {
-            if child == nil, Monotonic.now >= nextLaunch { start(rules: lock.withLock { rules }) }
-            guard let channel else {
-                usleep(20_000)
-                continue
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Reply, Never>) in
+                let open = shared.withLock { shared in
+                    guard !shared.finished else { return false }
+                    if event == nil, let version = shared.status.rulesVersion {
+                        // A `filtering` caller that came just as the hello did.
+                        continuation.resume(returning: .filtering(rulesVersion: version))
+                        return true
+                    }
+                    shared.waiting[ticket] = continuation
+                    if let timeout { shared.deadlines[.ticket(ticket)] = Monotonic.now.advanced(by: timeout) }
+                    if event == nil { shared.filtering.insert(ticket) }
+                    return true
+                }
+                guard open else {
+                    continuation.resume(returning: .none)
+                    return
+                }
+                if timeout != nil { wakeUp?.wake() }
+                if let event { input.yield(event(ticket)) }
+                // Cancelled before the continuation was registered: the handler found nothing to end.
+                if Task.isCancelled { giveUp(ticket) }
             }
-            let next: Pending? = lock.withLock {
-                defer { pending = nil }
-                return pending
-            }
-            switch next {
-            case .rules(let store, let policy): sendOnLoop(.useRules(store: store, policy: policy))
-            case .policy(let policy): sendOnLoop(.usePolicy(policy))
-            case nil: break
-            }
-            var ready = [pollfd(fd: channel.descriptor.rawValue, events: Int16(POLLIN), revents: 0)]
-            if let output { ready.append(pollfd(fd: output.descriptor.rawValue, events: Int16(POLLIN), revents: 0)) }
-            _ = try? Poll.wait(&ready, timeoutMilliseconds: 200)
-            output?.forwardLines(to: log)
-            readMessages(channel)
-            checkHealth()
-        }
-        if let child {
-            stop(child)
-            output?.forwardLines(to: log, untilEnd: true)
-        }
-        lock.withLock { currentChannel = nil }
-        channel = nil
-        child = nil
-        output = nil
-    }
-
-    /// Asks filter-data to stop in two ways, so that either is enough: the
-    /// end of the control channel (it reads it, gives held packets their
-    /// default and exits; this needs no privilege) and SIGTERM. SIGKILL
-    /// after 3 seconds. filter-data runs as its own user, so the signals need
-    /// CAP_KILL; when they are refused and filter-data does not go, this
-    /// gives up after 2 more seconds rather than wait forever (the kernel
-    /// rules must still be removed).
-    private func stop(_ child: ChildProcess) {
-        // Only this side's writing ends: filter-data sees the end of the channel
-        // and stops, and what it sends as it stops (the reports it held back for
-        // batching, those of held flows given their default) still comes in while
-        // it is waited for.
-        if let channel { try? channel.descriptor.shutdownWrites() }
-        if let refused = child.send(SIGTERM) { log("cannot send SIGTERM to filter-data \(child.pid): \(refused)") }
-        draining = true
-        defer { draining = false }
-        var status = waitReading(child, atMost: 3)
-        if status == nil {
-            if let refused = child.send(SIGKILL) { log("cannot kill filter-data \(child.pid): \(refused)") }
-            status = waitReading(child, atMost: 2)
-        }
-        if let status {
-            log("filter-data stopped (\(DataSupervisor.describe(status)))")
-        } else {
-            log("filter-data \(child.pid) did not stop; going on without it")
+        } onCancel: {
+            giveUp(ticket)
         }
     }
 
-    /// Waits up to `seconds` for the child to end, taking the messages it
-    /// still sends (until its end of the channel closes); its exit status, or
-    /// nil when it is still running.
-    private func waitReading(_ child: ChildProcess, atMost seconds: Double) -> Int32? {
-        let deadline = Monotonic.now + .seconds(seconds)
-        while Monotonic.now < deadline {
-            if let channel, !channelEnded {
-                _ = channel.wait(timeoutMilliseconds: 20)
-                readMessages(channel)
+    private func reply(_ ticket: Machine.Ticket, _ reply: Reply) {
+        let continuation = shared.withLock { shared in
+            shared.filtering.remove(ticket)
+            shared.deadlines[.ticket(ticket)] = nil
+            return shared.waiting.removeValue(forKey: ticket)
+        }
+        continuation?.resume(returning: reply)
+    }
+
+    /// The caller stops waiting; the machine forgets it (filter-data's answer, when it comes, still counts).
+    private func giveUp(_ ticket: Machine.Ticket) {
+        reply(ticket, .none)
+        input.yield(.forget(ticket))
+    }
+
+    // MARK: The machine's task
+
+    /// What the machine's task holds of the running filter-data.
+    private struct Running {
+        var child: ChildProcess?
+        var channel: ControlEnd?
+    }
+
+    private func runMachine() async {
+        var machine = Machine(files: firstFiles, settings: settings)
+        var running = Running()
+        // Results of actions (a spawn's) go first, before anything else that happened.
+        var next: [Machine.Event] = []
+        var events = self.events.makeAsyncIterator()
+        var finished = false
+        while !finished {
+            let event: Machine.Event
+            if next.isEmpty {
+                guard let received = await events.next() else { break }
+                event = received
             } else {
-                usleep(10_000)
+                event = next.removeFirst()
             }
-            if !child.isRunning {
-                // What it sent just before it ended is still in the socket.
-                if let channel, !channelEnded { readMessages(channel) }
-                return child.wait(atMost: 0)
+            let actions = machine.handle(event, now: Monotonic.now)
+            if case .exited(let pid, _) = event, running.child?.pid == pid {
+                running.child = nil
+                running.channel = nil
+                shared.withLock { $0.channel = nil }
             }
+            for action in actions {
+                if case .finish = action {
+                    finished = true
+                    break
+                }
+                if let result = perform(action, &running) { next.append(result) }
+            }
+            publish(machine)
+        }
+        finish()
+    }
+
+    /// The machine ended: the thread ends, and every caller still waiting is answered.
+    private func finish() {
+        let waiting = shared.withLock { shared in
+            shared.finished = true
+            shared.channel = nil
+            shared.deadlines = [:]
+            shared.filtering = []
+            defer { shared.waiting = [:] }
+            return shared.waiting.values
+        }
+        wakeUp?.wake()
+        for continuation in waiting { continuation.resume(returning: .none) }
+    }
+
+    /// Carries out one action; the event it leads to at once, if any.
+    private func perform(_ action: Machine.Action, _ running: inout Running) -> Machine.Event? {
+        switch action {
+        case .spawn(let files):
+            return spawn(files, &running)
+        case .send(let command):
+            guard let channel = running.channel else { return nil }
+            do {
+                try channel.send(Self.message(command))
+            } catch .closed {
+                // filter-data is ending: its exit comes next.
+            } catch {
+                log("cannot send to filter-data: \(error)")
+                return .notSent(command)
+            }
+        case .endChannel:
+            // Only this side's writing end: filter-data sees the end of the channel and
+            // stops, and what it sends as it stops (the reports it held back for batching,
+            // those of held flows given their default) still comes in.
+            if let channel = running.channel { try? channel.descriptor.shutdownWrites() }
+        case .signal(let pid, let signal):
+            guard let child = running.child, child.pid == pid else { return nil }
+            if let refused = child.send(signal == .kill ? SIGKILL : SIGTERM) {
+                log(signal == .kill ? "cannot kill filter-data \(pid): \(refused)" : "cannot send SIGTERM to filter-data \(pid): \(refused)")
+            }
+        case .arm(let timer, let deadline):
+            shared.withLock { $0.deadlines[.timer(timer)] = deadline }
+            wakeUp?.wake()
+        case .cancel(let timer):
+            // The thread may wake up for it still, and finds nothing due.
+            shared.withLock { $0.deadlines[.timer(timer)] = nil }
+        case .answerHandOver(let ticket, let answer):
+            reply(ticket, .rules(answer))
+        case .answerRefresh(let ticket, let fresh):
+            reply(ticket, .counters(fresh: fresh))
+        case .log(let line):
+            log(line)
+        case .finish:
+            break
         }
         return nil
     }
 
-    static func describe(_ status: Int32) -> String {
-        status > 128 ? "killed by signal \(status - 128)" : "exit status \(status)"
+    /// What `status` shows and `filtering` waits for, from the machine after each event.
+    private func publish(_ machine: Machine) {
+        let waiting: [CheckedContinuation<Reply, Never>] = shared.withLock { shared in
+            shared.status.pid = machine.pid
+            shared.status.restarts = machine.restarts
+            shared.status.lastExit = machine.lastExit
+            shared.status.rulesVersion = machine.rulesVersion
+            shared.status.lastRulesRefusal = machine.lastRulesRefusal
+            guard machine.rulesVersion != nil else { return [] }
+            defer { shared.filtering = [] }
+            return shared.filtering.compactMap { shared.waiting.removeValue(forKey: $0) }
+        }
+        guard let version = machine.rulesVersion else { return }
+        for continuation in waiting { continuation.resume(returning: .filtering(rulesVersion: version)) }
     }
 
-    private func start(rules: (store: String, policy: String)) {
+    static func message(_ command: Machine.Command) -> ControlCommand {
+        switch command {
+        case .useRules(let store, let policy): .useRules(store: store, policy: policy)
+        case .usePolicy(let policy): .usePolicy(policy)
+        case .ping(let number): .ping(number)
+        }
+    }
+
+    private func spawn(_ files: Machine.Files, _ running: inout Running) -> Machine.Event {
         let pair: (control: ControlEnd, data: DataEnd)
         do {
             pair = try ControlChannelPair.make()
         } catch {
-            log("cannot make the control channel: \(error)")
-            scheduleRestart()
-            return
+            return .spawnFailed("cannot make the control channel: \(error)")
         }
         let output: ChildOutput
         do {
             output = try ChildOutput()
         } catch {
-            log("cannot make filter-data's output pipe: \(error)")
-            scheduleRestart()
-            return
+            return .spawnFailed("cannot make filter-data's output pipe: \(error)")
         }
-        let arguments = launch.arguments + ["--store", rules.store, "--policy", rules.policy, "--control-fd", String(Self.controlDescriptor)]
+        let arguments = launch.arguments + ["--store", files.store, "--policy", files.policy, "--control-fd", String(Self.controlDescriptor)]
+        let process: ChildProcess
         do {
-            let process = try ChildProcess(
+            process = try ChildProcess(
                 executable: launch.executable, arguments: arguments,
-                descriptors: [(output.writeEnd.rawValue, 1), (output.writeEnd.rawValue, 2), (pair.1.descriptor.rawValue, Self.controlDescriptor)],
+                descriptors: [(output.writeEnd.rawValue, 1), (output.writeEnd.rawValue, 2), (pair.data.descriptor.rawValue, Self.controlDescriptor)],
                 // The Swift runtime's crash backtracer forks and execs a helper, which the
                 // sandbox refuses: with it on, a crash would loop in its handler instead of
                 // ending the process (filter-control restarts it at once).
@@ -372,85 +447,137 @@ public final class DataSupervisor: @unchecked Sendable {
                 // must not put code or behaviour into the sandboxed process that nobody chose
                 // for it (a preloaded library would also run its calls under the seccomp filter).
                 inheritEnvironment: false)
-            output.closeWriteEnd()
-            child = process
-            channel = pair.0
-            channelEnded = false
-            self.output = output
-            lastHeard = Monotonic.now
-            lastPing = nil
-            startedRunning = Monotonic.now
-            lock.withLock {
-                state.pid = process.pid
-                state.startedAt = Date()
-                pending = nil
-                currentChannel = pair.0
-            }
-            log("filter-data started (pid \(process.pid))")
         } catch {
-            log("\(error)")
-            scheduleRestart()
+            return .spawnFailed("\(error)")
         }
-        // pair.1, the child's end, closes here: filter-data holds the only copy,
-        // so its exit is seen as the end of the channel.
+        // pair.data, the child's end, and this copy of the output's writing end close
+        // here: filter-data holds the only copies, so its exit ends both.
+        output.closeWriteEnd()
+        running.child = process
+        running.channel = pair.control
+        let run = RunEnds(channel: pair.control, output: output, child: process)
+        shared.withLock { shared in
+            shared.channel = pair.control
+            shared.run = run
+            shared.status.startedAt = Date()
+        }
+        wakeUp?.wake()
+        return .spawned(pid: process.pid)
     }
 
-    private func readMessages(_ channel: ControlEnd) {
+    // MARK: The thread
+
+    /// Waits in poll(2) for filter-data's messages and output and for the
+    /// next deadline, and hands on what came: messages (as events for the
+    /// machine, or straight to `onEvent` and the needRules answerer), output
+    /// lines (into the log), filter-data's exit once both its channel and its
+    /// output have ended, and the deadlines that passed. Ends with the machine.
+    private func watch() {
+        guard let wakeUp else { return }
+        var current: RunEnds? = nil
+        var channelOpen = false
+        var outputOpen = false
+        var pollFailureLogged = false
+        while true {
+            let (run, next, finished) = shared.withLock { ($0.run, $0.deadlines.values.min(), $0.finished) }
+            if finished { return }
+            if run !== current {
+                current = run
+                channelOpen = run != nil
+                outputOpen = run != nil
+            }
+            var ready = [pollfd(fd: wakeUp.descriptor.rawValue, events: Int16(POLLIN), revents: 0)]
+            if let run, channelOpen { ready.append(pollfd(fd: run.channel.descriptor.rawValue, events: Int16(POLLIN), revents: 0)) }
+            if let run, outputOpen { ready.append(pollfd(fd: run.output.descriptor.rawValue, events: Int16(POLLIN), revents: 0)) }
+            // The blocking call this thread is for: until a message, a line, an end, a wake-up or the next deadline.
+            do {
+                // nil: a signal came (none is for this thread); the turn below finds nothing, and it waits again.
+                _ = try Poll.wait(&ready, timeoutMilliseconds: next.map(Self.milliseconds(until:)) ?? -1)
+            } catch {
+                // Not seen in practice (poll's own failures: no memory, a bad descriptor).
+                if !pollFailureLogged { log("the supervisor cannot wait for filter-data: \(error)") }
+                pollFailureLogged = true
+            }
+            wakeUp.drain()
+            if let run {
+                if outputOpen, run.output.forwardLines(to: log) { outputOpen = false }
+                if channelOpen, !receive(run.channel) { channelOpen = false }
+                if !channelOpen, !outputOpen {
+                    // Both ended, so filter-data has exited: waitpid(2) returns at once.
+                    let status = run.child.wait()
+                    run.output.forwardLines(to: log, untilEnd: true)
+                    shared.withLock { if $0.run === run { $0.run = nil } }
+                    current = nil
+                    input.yield(.exited(pid: run.child.pid, status: status))
+                }
+            }
+            let now = Monotonic.now
+            let due: [Deadline] = shared.withLock { shared in
+                let due = shared.deadlines.filter { $0.value <= now }.map(\.key)
+                for deadline in due { shared.deadlines[deadline] = nil }
+                return due
+            }
+            for deadline in due {
+                switch deadline {
+                case .timer(let timer): input.yield(.timerFired(timer))
+                case .ticket(let ticket): giveUp(ticket)
+                }
+            }
+        }
+    }
+
+    /// poll(2)'s timeout for `deadline`: the milliseconds until it, rounded up.
+    static func milliseconds(until deadline: Monotonic.Instant) -> Int32 {
+        let left = Monotonic.now.duration(to: deadline)
+        guard left > .zero else { return 0 }
+        let (seconds, attoseconds) = left.components
+        let milliseconds = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+        return Int32(clamping: milliseconds)
+    }
+
+    /// Takes every message waiting on the channel; false once it has ended.
+    private func receive(_ channel: ControlEnd) -> Bool {
         // The reports of every message read now go on as one event per wakeup,
         // however many messages filter-data sent.
         var reports = FlowReportLines()
         defer { if !reports.isEmpty { onEvent(.reports(reports)) } }
         var heard = false
-        defer { if heard { lastHeard = Monotonic.now } }
+        defer { if heard { input.yield(.heard) } }
         while true {
             let message: DataEvent?
             do {
                 message = try channel.receive { [log] error in log("filter-data sent a bad message: \(error)") }
             } catch {
-                if draining {
-                    channelEnded = true
-                    return
-                }
-                ended()
-                return
+                return false
             }
-            guard let message else { return }
-            heard = true
+            guard let message else { return true }
             switch message {
             case .hello(let pid, let version):
-                lock.withLock { state.rulesVersion = version }
-                log("filter-data \(pid) is filtering with rules version \(version)")
+                input.yield(.hello(pid: pid, rulesVersion: version))
             case .ask(let question):
+                heard = true
                 let asked = Monotonic.now
-                let answered = onAnswered
-                answerer.answer(question) { reply in
-                    answered(Monotonic.now - asked)
+                answerer.answer(question) { [onAnswered] reply in
+                    onAnswered(Monotonic.now - asked)
                     // A send from the lookup's thread is safe: one datagram, no shared buffer.
                     try? channel.send(reply)
                 }
             case .rulesLoaded(let version):
-                lock.withLock {
-                    state.rulesVersion = version
-                    state.lastRulesRefusal = nil
-                    state.rulesAnswers += 1
-                }
-                log("filter-data now uses rules version \(version)")
+                input.yield(.rulesLoaded(version: version))
             case .rulesRefused(let code, let reason):
-                lock.withLock {
-                    state.lastRulesRefusal = "\(reason) [\(code)]"
-                    state.rulesAnswers += 1
-                }
-                log("filter-data refused the new rules: \(reason) [\(code)]; the old rules stay in force")
+                input.yield(.rulesRefused("\(reason) [\(code)]"))
             case .pong(let number, let counters):
-                lock.withLock {
-                    state.counters = counters
-                    state.countersAt = Date()
-                    if number >= Self.firstRefreshPing { state.answeredRefresh = max(state.answeredRefresh, number) }
-                    state.rulesVersion = counters.rulesVersion
+                // In `status` before the machine hears of the pong, so a refresh it answers finds them.
+                shared.withLock { shared in
+                    shared.status.counters = counters
+                    shared.status.countersAt = Date()
                 }
+                input.yield(.pong(number, rulesVersion: counters.rulesVersion))
             case .askUser(let uid):
+                heard = true
                 onEvent(.askUser(uid))
             case .reports(let batch):
+                heard = true
                 reports.append(contentsOf: batch)
                 // A channel that never runs dry (a busy machine) still hands reports on.
                 if reports.count >= 1024 {
@@ -460,60 +587,21 @@ public final class DataSupervisor: @unchecked Sendable {
             }
         }
     }
+}
 
-    private func checkHealth() {
-        guard let child else { return }
-        let now = Monotonic.now
-        if lastPing.map({ now - $0 >= .seconds(1) }) ?? true {
-            pingNumber += 1
-            sendOnLoop(.ping(pingNumber))
-            lastPing = now
-        }
-        if now - lastHeard > unresponsiveAfter {
-            log("filter-data \(child.pid) has not answered for \(unresponsiveAfter.components.seconds) seconds; killing it")
-            if let refused = child.send(SIGKILL) { log("cannot kill filter-data \(child.pid): \(refused)") }
-            lastHeard = now
-        }
-        if !child.isRunning { ended() }
-    }
+/// What the thread reads of one run of filter-data: the channel, the output pipe, the process.
+private final class RunEnds: @unchecked Sendable {
+    // @unchecked Sendable: made by the machine's task and handed to the thread,
+    // which alone reads `output` and receives on `channel` from then on (a send may
+    // come from any thread: one datagram, no shared buffer).
+    let channel: ControlEnd
+    let output: ChildOutput
+    let child: ChildProcess
 
-    private func sendOnLoop(_ message: ControlCommand) {
-        do {
-            try channel?.send(message)
-        } catch ControlChannelFailure.closed {
-            ended()
-        } catch {
-            log("cannot send to filter-data: \(error)")
-        }
-    }
-
-    /// filter-data is gone: reap it, and start it again after a delay.
-    private func ended() {
-        guard let child else { return }
-        let status = child.wait()
-        output?.forwardLines(to: log, untilEnd: true)
-        output = nil
-        let ranFor = Monotonic.now - startedRunning
-        self.child = nil
-        channel = nil
-        let stopping = lock.withLock { () -> Bool in
-            currentChannel = nil
-            state.pid = nil
-            state.lastExit = DataSupervisor.describe(status)
-            return self.stopping
-        }
-        guard !stopping else { return }
-        if ranFor >= stableAfter { failuresInARow = 0 }
-        log("filter-data exited (\(lock.withLock { state.lastExit ?? "" })); restarting")
-        scheduleRestart()
-    }
-
-    private func scheduleRestart() {
-        lock.withLock { state.restarts += 1 }
-        // 0.05 s, 0.1 s, 0.2 s ... 10 s: back at once after a crash, no busy loop when it cannot start.
-        let delay = min(10.0, 0.05 * pow(2.0, Double(min(failuresInARow, 8))))
-        failuresInARow += 1
-        nextLaunch = Monotonic.now + .seconds(delay)
+    init(channel: ControlEnd, output: ChildOutput, child: ChildProcess) {
+        self.channel = channel
+        self.output = output
+        self.child = child
     }
 }
 

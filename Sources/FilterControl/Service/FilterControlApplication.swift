@@ -66,16 +66,16 @@ public struct FilterControlApplication: Sendable {
         case .privileged(let message): throw Control.StartError(message: message, status: 78)
         }
         let events = ControlEvents()
+        let metrics = configuration.metrics == nil ? nil : HallpassMetrics()
         let supervisor = DataSupervisor(
             launch: .init(executable: options.dataBinary, arguments: dataArguments(configuration, user: dataUser)), store: rules.storePath,
             policy: options.runtimeDirectory + "/policy",
             answerer: NeedRulesAnswerer(
                 lookup: Control.lookup(for: configuration, logger: logger),
                 log: { [logger] line in logger.warning("\(line)") }),
-            log: { [logger] line in logger.info("\(line)", metadata: ["hallpass.source": "filter-data"]) }, onEvent: events.deliver)
+            log: { [logger] line in logger.info("\(line)", metadata: ["hallpass.source": "filter-data"]) }, onEvent: events.deliver,
+            onAnswered: { metrics?.answered(after: $0) })
         let groupNames = GroupNames()
-        let metrics = configuration.metrics == nil ? nil : HallpassMetrics()
-        if let metrics { supervisor.onAnswered = { metrics.answered(after: $0) } }
         let parts = Control.Parts(
             rules: rules, requests: requests, policyState: policyState, updater: updater, supervisor: supervisor, dataUser: dataUser,
             unprivilegedPortStart: unprivilegedPortStart,

@@ -9,26 +9,22 @@ import UnixSignals
 import Glibc
 #endif
 
-/// Runs filter-data (DataSupervisor's loop thread) until the shutdown, then
-/// stops it: it gives held packets their default and sends the verdicts in
-/// hand. It stops after every service but the audit log and the notices, so
-/// filtering goes on until the end.
+/// Runs filter-data (DataSupervisor) until the shutdown, then stops it: it
+/// gives held packets their default and sends the verdicts in hand. It
+/// stops after every service but the audit log and the notices, so
+/// filtering goes on until the end; the services stopped before it answer
+/// at once (their waits for filter-data end with the shutdown's
+/// cancellation), so its turn comes at once too.
 struct DataSupervisorService: Service {
     let control: Control
     let logger: Logger
 
     func run() async throws {
         let supervisor = control.supervisor
-        supervisor.start()
-        try? await gracefulShutdown()
-        // The stop blocks (filter-data's exit, at most 5 s): on a thread of its own, not a task's.
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            let thread = Thread {
-                supervisor.stop()
-                done.resume()
-            }
-            thread.name = "hallpass.supervisor.stop"
-            thread.start()
+        await withGracefulShutdownHandler {
+            await supervisor.run()
+        } onGracefulShutdown: {
+            supervisor.stop()
         }
     }
 }
@@ -41,9 +37,10 @@ struct PolicyClockService: Service {
     let control: Control
 
     func run() async throws {
-        await control.applyPolicy(reason: "start")
-        // Cancelled at the shutdown: the sleep ends early, and that is no error.
+        // Cancelled at the shutdown, the first hand-over too: a stop right after the
+        // start must not wait for filter-data's answer. The sleep ends early, and that is no error.
         await cancelWhenGracefulShutdown {
+            await control.applyPolicy(reason: "start")
             while (try? await Task.sleep(for: .seconds(1))) != nil {
                 await control.applyPolicy(reason: "the school's clock", skipWhenBusy: true)
             }
@@ -81,10 +78,7 @@ struct ReadinessService: Service {
     func run() async throws {
         let supervisor = control.supervisor
         await cancelWhenGracefulShutdown {
-            while supervisor.status.rulesVersion == nil {
-                guard (try? await Task.sleep(for: .milliseconds(20))) != nil else { return }
-            }
-            let version = supervisor.status.rulesVersion ?? 0
+            guard let version = await supervisor.filtering() else { return }
             let safeSearch = await control.safeSearchSummary()
             let line = "ready: filter-data filters with rules version \(version)" + (safeSearch.map { "; SafeSearch: \($0)" } ?? "")
             logger.notice("\(line)")
