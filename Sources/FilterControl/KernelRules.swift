@@ -83,6 +83,7 @@ public struct KernelRules: Sendable {
         case ipv4, ipv6
 
         var restoreCommand: String { self == .ipv4 ? "iptables-restore" : "ip6tables-restore" }
+        var saveCommand: String { self == .ipv4 ? "iptables-save" : "ip6tables-save" }
         var command: String { self == .ipv4 ? "iptables" : "ip6tables" }
     }
 
@@ -249,13 +250,45 @@ public struct KernelRules: Sendable {
     }
 
     /// Removes the jumps and the chains; safe to call when nothing is installed.
+    /// Per family, one iptables-save shows what is there and one
+    /// iptables-restore --noflush removes all of it in one step: a stop
+    /// (and the unit's ExecStopPost after it) waits for these commands, four
+    /// for both families where removing rule by rule took sixteen. Should the
+    /// restore fail (a rule of someone else's jumps to a chain of hallpass),
+    /// what can go goes one command at a time.
     public static func remove() {
         for family in Family.allCases {
-            for (hook, chain) in jumps {
-                while (try? run(family.command, ["-D", hook, "-j", chain])) != nil {}
-                _ = try? run(family.command, ["-F", chain])
-                _ = try? run(family.command, ["-X", chain])
+            guard let saved = try? run(family.saveCommand, ["-t", "filter"], waiting: false) else {
+                removeOneByOne(family)
+                continue
             }
+            guard let input = removalInput(saved: saved) else { continue }
+            if (try? run(family.restoreCommand, ["--noflush"], input: input)) == nil { removeOneByOne(family) }
+        }
+    }
+
+    /// The `iptables-restore --noflush` input that removes what `saved` (the
+    /// filter table, as iptables-save writes it) holds of hallpass: every
+    /// jump to its chains from their hooks, and the chains; nil when none is there.
+    static func removalInput(saved: String) -> String? {
+        let lines = saved.split(separator: "\n")
+        var removal: [String] = []
+        for (hook, chain) in jumps {
+            let jump = "-A \(hook) -j \(chain)"
+            removal += lines.filter { $0 == jump }.map { _ in "-D \(hook) -j \(chain)" }
+        }
+        for (_, chain) in jumps where lines.contains(where: { $0.hasPrefix(":\(chain) ") }) {
+            removal += ["-F \(chain)", "-X \(chain)"]
+        }
+        guard !removal.isEmpty else { return nil }
+        return (["*filter"] + removal + ["COMMIT"]).joined(separator: "\n") + "\n"
+    }
+
+    private static func removeOneByOne(_ family: Family) {
+        for (hook, chain) in jumps {
+            while (try? run(family.command, ["-D", hook, "-j", chain])) != nil {}
+            _ = try? run(family.command, ["-F", chain])
+            _ = try? run(family.command, ["-X", chain])
         }
     }
 
@@ -288,9 +321,10 @@ public struct KernelRules: Sendable {
     }
 
     @discardableResult
-    static func run(_ command: String, _ arguments: [String], input: String? = nil) throws -> String {
-        // -w: wait for the xtables lock instead of failing when another tool holds it.
-        let result = try ChildProcess.run("/usr/sbin/" + command, ["-w"] + arguments, input: input)
+    static func run(_ command: String, _ arguments: [String], input: String? = nil, waiting: Bool = true) throws -> String {
+        // -w: wait for the xtables lock instead of failing when another tool holds it
+        // (iptables-save takes no lock, and no -w).
+        let result = try ChildProcess.run("/usr/sbin/" + command, (waiting ? ["-w"] : []) + arguments, input: input)
         guard result.status == 0 else {
             throw CommandError(command: ([command] + arguments).joined(separator: " "), status: result.status, output: result.output)
         }
