@@ -27,8 +27,9 @@ if [ "$tests" = 1 ]; then
     # scripts/check-install.sh: systemd-analyze checks the unit
     packages+=(systemd)
     # the Debian package: lintian checks it, scripts/test-systemd.sh boots a Debian root
-    # (debootstrap) with systemd-nspawn and installs it there
-    packages+=(lintian systemd-container debootstrap)
+    # (debootstrap) with systemd-nspawn and installs it there, and lists the kernel's
+    # whole rule set with nft after each stop
+    packages+=(lintian systemd-container debootstrap nftables)
     # the block page in a real browser: Chromium, certutil for its NSS database, CJK fonts for the Korean screenshots
     packages+=(chromium libnss3-tools fonts-noto-cjk)
     # the audit log's collector (rsyslog in a test namespace) and the desktop notice (a real

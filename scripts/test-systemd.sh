@@ -13,8 +13,10 @@
 #   (HTTP and DNS), and the unit (Type=notify) is active only once
 #   filter-control said it is ready; reload installs a new bundle, a refused bundle makes
 #   `systemctl reload` fail with the reason in the journal and the rules in
-#   force stay; stop returns within 2 s with filter-data gone and no kernel
-#   rule left; chains left by an earlier run are replaced, not doubled; a
+#   force stay; stop returns within 0.5 s with filter-data gone and no kernel
+#   rule left, in a steady state, right after a start (also before ready),
+#   during a reload (SIGHUP) and during a restart delay after filter-data
+#   was killed; chains left by an earlier run are replaced, not doubled; a
 #   SIGKILL of filter-control is followed by a restart with one set of
 #   chains; `journalctl -u hallpass` tells all of it; purge removes the state.
 #
@@ -30,7 +32,7 @@ deb=${1:-$(ls -t dist/hallpass_*.deb 2>/dev/null | head -1)}
 [ -n "$deb" ] && [ -f "$deb" ] || { echo "test-systemd: no package: give one, or run 'make deb' first" >&2; exit 66; }
 deb=$(realpath "$deb")
 [ "$(id -u)" = 0 ] || { echo "test-systemd: needs root (containers, network namespaces, iptables)" >&2; exit 77; }
-for tool in systemd-nspawn nsenter nginx dnsmasq dig curl; do
+for tool in systemd-nspawn nsenter nginx dnsmasq dig curl nft; do
     command -v "$tool" >/dev/null || { echo "test-systemd: $tool is missing (scripts/install-deps.sh installs it)" >&2; exit 1; }
 done
 bin=$(swift build --show-bin-path)
@@ -99,8 +101,9 @@ wait_until() {
     fail "timed out after $((tries / 10)) s waiting for $what"
 }
 queue_bound() { in_client awk '$1 == 0 { found = 1 } END { exit !found }' /proc/net/netfilter/nfnetlink_queue; }
-# Every line of the kernel's rule sets (iptables and ip6tables, all tables) that names a chain of hallpass.
-hallpass_rules() { { in_client iptables-save; in_client ip6tables-save; } | grep HALLPASS || true; }
+# Every line of the kernel's rule sets (iptables and ip6tables, all tables; and nft's whole
+# rule set, which also shows what iptables-save would not) that names hallpass.
+hallpass_rules() { { in_client iptables-save; in_client ip6tables-save; in_client nft list ruleset; } | grep -i hallpass || true; }
 count_rules() { hallpass_rules | grep -c -- "$1" || true; }
 expect_one_set_of_chains() {
     local jumps
@@ -326,21 +329,88 @@ echo "journal: $(grep -m1 "reload refused" <<<"$refusal")"
 in_container filterctl status | grep -q "rules:       version 2" || fail "the refused bundle changed the rules in force"
 expect_blocked newly.test "after the refused reload"
 
-step "systemctl stop: within 2 s, filter-data gone, no kernel rule left"
-mark_journal stop
-started=$(now)
-in_container systemctl stop hallpass || fail "systemctl stop failed"
-took=$(seconds_since "$started")
-echo "systemctl stop took $took s"
-awk -v took="$took" 'BEGIN { exit !(took <= 2) }' || fail "systemctl stop took $took s; the bound is 2 s (a hung stop takes TimeoutStopSec, 15 s): $(journal_since stop)"
-[ "$(show ActiveState)" = inactive ] || fail "hallpass is $(show ActiveState) after stop"
-[ "$(show Result)" = success ] || fail "the stop did not end cleanly: Result=$(show Result): $(journal_since stop)"
-[ -z "$(data_pids)" ] || fail "filter-data is still running after stop"
-[ -z "$(hallpass_rules)" ] || fail "kernel rules are left after stop: $(hallpass_rules)"
-# filter-control's own line (MESSAGE as swift-log wrote it to the journal), not ExecStopPost's.
-journal_since stop | grep -qx "kernel rules removed" || fail "the journal does not show the rules removed: $(journal_since stop)"
+# systemctl stop, at the moment the caller chose: the stop must end cleanly (not by
+# TimeoutStopSec and SIGKILL), leave no filter-data and no kernel rule, and take at most
+# 0.5 s (issue 27's bound: a stop 0.25 s after filter-data started took 2.1 s, because the
+# policy set handed over at the start was lost and its caller waited 2 s for an answer).
+stop_bound=0.5
+# The unit's TimeoutStopSec in seconds (systemctl shows it as "15s", "1min 30s", "500ms").
+stop_timeout() {
+    show TimeoutStopUSec | awk '{ for (i = 1; i <= NF; i++) { v = $i + 0
+        if ($i ~ /ms$/) s += v / 1000; else if ($i ~ /min$/) s += v * 60; else if ($i ~ /h$/) s += v * 3600; else s += v }
+        print s }'
+}
+stop_unit() {
+    local situation=$1 took
+    mark_journal "stop $situation"
+    started=$(now)
+    in_container systemctl stop hallpass || fail "systemctl stop ($situation) failed: $(journal_since "stop $situation")"
+    took=$(seconds_since "$started")
+    echo "systemctl stop $situation took $took s"
+    # systemd's own bound first: past TimeoutStopSec it SIGKILLs, and the stop is not clean.
+    awk -v took="$took" -v limit="$(stop_timeout)" 'BEGIN { exit !(took < limit) }' ||
+        fail "systemctl stop $situation took $took s, systemd's TimeoutStopSec ($(show TimeoutStopUSec)): $(journal_since "stop $situation")"
+    [ "$(show ActiveState)" = inactive ] || fail "hallpass is $(show ActiveState) after the stop $situation"
+    [ "$(show Result)" = success ] || fail "the stop $situation did not end cleanly: Result=$(show Result) (timeout: filter-control did not end within TimeoutStopSec): $(journal_since "stop $situation")"
+    [ -z "$(data_pids)" ] || fail "filter-data is still running after the stop $situation"
+    [ -z "$(hallpass_rules)" ] || fail "kernel rules are left after the stop $situation: $(hallpass_rules)"
+    # filter-control's own line (MESSAGE as swift-log wrote it to the journal), not ExecStopPost's.
+    journal_since "stop $situation" | grep -qx "kernel rules removed" || fail "the journal does not show the rules removed by the stop $situation: $(journal_since "stop $situation")"
+    awk -v took="$took" -v bound="$stop_bound" 'BEGIN { exit !(took <= bound) }' ||
+        fail "systemctl stop $situation took $took s; a stop must return within $stop_bound s at any moment (issue 27): $(journal_since "stop $situation")"
+}
+# The unit's filter-data, once there is one (and it is not the one given).
+new_data_pid() { local pid; pid=$(data_pids); [ -n "$pid" ] && [ "$pid" != "${1:-}" ] && echo "$pid"; }
+
+step "systemctl stop in a steady state: within $stop_bound s, filter-data gone, no kernel rule left"
+stop_unit "in a steady state"
 # Closed mode, and still not cut off: nothing of hallpass is in the way.
 expect_allowed blocked.test "after stop (no filter)"
+
+step "systemctl stop right after systemctl start (which returns once filter-data filters)"
+in_container systemctl start hallpass || fail "systemctl start failed"
+stop_unit "right after a start"
+
+step "systemctl stop as soon as filter-data is there, before the unit is ready"
+in_container systemctl start --no-block hallpass
+wait_until "filter-data to start" 100 new_data_pid
+echo "the unit is $(show ActiveState) when the stop begins"
+stop_unit "right after filter-data started"
+
+step "systemctl stop during a reload (SIGHUP) of a large bundle"
+in_container systemctl start hallpass || fail "systemctl start failed"
+# 200,000 names more: fetching and checking the bundle and filter-data mapping it take a
+# while, so the stop comes in the middle of the reload.
+publish 4 school blocked.test newly.test
+awk 'BEGIN { for (i = 0; i < 200000; i++) printf "site%d.example.test\n", i }' >>"$work/lists/games/domains"
+rm -rf "$work/published/bundle"
+"$filterctl" bundle build --key "$work/school.pem" --version 4 --out "$work/published/bundle" "$work/lists/" >/dev/null 2>&1 || fail "cannot build the large bundle 4"
+mark_journal sighup
+in_container systemctl kill --signal=SIGHUP --kill-whom=main hallpass
+reloading() { journal_since sighup | grep -q "SIGHUP: reloading"; }
+wait_until "the reload to begin" 50 reloading
+stop_unit "during a reload"
+# Whether it came in the middle: the reload's result after the stop began, or before.
+unit_journal | sed -n "$((marks[sighup] + 1)),$((marks["stop during a reload"]))p" | grep -q "rules version 4 now in force" &&
+    echo "(the reload had ended before the stop began)" || echo "(the stop began in the middle of the reload)"
+
+step "systemctl stop during a restart delay, after filter-data was killed again and again"
+in_container systemctl start hallpass || fail "systemctl start failed"
+# Each kill of a filter-data that ran for less than 30 s doubles the delay before the
+# next start (50 ms, 100, 200, 400, 800): the fifth leaves 0.8 s in which nothing runs.
+mark_journal restarts
+data=$(data_pids)
+for kill in 1 2 3 4 5; do
+    # (The container has no kill program; sh's own kill.)
+    in_container sh -c "kill -KILL $data"
+    exited() { [ "$(journal_since restarts | grep -c "filter-data exited (killed by signal 9); restarting")" -ge "$kill" ]; }
+    wait_until "filter-control to see kill $kill" 50 exited
+    [ "$kill" = 5 ] && break
+    wait_until "a filter-data after kill $kill" 100 new_data_pid "$data"
+    data=$(new_data_pid "$data")
+done
+stop_unit "during a restart delay"
+journal_since "stop during a restart delay" | grep -q "filter-data started" && fail "filter-data was started again during the stop"
 
 step "chains left by an earlier run are replaced at start, not doubled"
 in_client iptables -N HALLPASS_OUT
