@@ -4,7 +4,8 @@
 // The layout (docs/architecture.md): pure decision logic (VerdictCore), the
 // memory-mapped rule store and signed bundles (SharedStore), the system
 // calls on swift-system that the others share (HallpassSystem), the sandboxed
-// NFQUEUE data process (FilterData), the control daemon and admin CLI
+// NFQUEUE data process (FilterData, and FilterDataKernel for its socket and
+// sandbox), the control daemon and admin CLI
 // (FilterControl), and the block page (BlockPage). Executables are thin
 // `@main` wrappers so tests build the same object graph as production.
 import PackageDescription
@@ -68,7 +69,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
-        // MARK: C libraries (only the kernel-facing files of FilterData import these)
+        // MARK: C libraries (only FilterDataKernel imports these)
         .systemLibrary(
             name: "CNetfilterQueue",
             pkgConfig: "libnetfilter_queue libmnl",
@@ -132,6 +133,8 @@ let package = Package(
         ),
 
         // MARK: The sandboxed data path
+        // The inspection and DataPath, over a PacketQueue: no C library, so
+        // filterctl (its `replay`) and the unit tests use it without the kernel's.
         .target(
             name: "FilterData",
             dependencies: [
@@ -140,11 +143,20 @@ let package = Package(
                 "HallpassWire",
                 "HallpassIPC",
                 "HallpassSystem",
-                "CNetfilterQueue",
-                "CSeccomp",
                 "CHallpassSys",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            swiftSettings: strict
+        ),
+        // What only filter-data itself runs: the NFQUEUE socket (libnetfilter_queue,
+        // libmnl) and the sandbox (libseccomp). scripts/check-links.sh checks that
+        // no other program links those libraries.
+        .target(
+            name: "FilterDataKernel",
+            dependencies: [
+                "FilterData", "HallpassWire", "CNetfilterQueue", "CSeccomp", "CHallpassSys",
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strict
@@ -231,7 +243,9 @@ let package = Package(
         ),
         .executableTarget(
             name: "FilterDataMain",
-            dependencies: ["FilterData", "HallpassIPC", "HallpassSystem", .product(name: "SystemPackage", package: "swift-system")],
+            dependencies: [
+                "FilterData", "FilterDataKernel", "HallpassIPC", "HallpassSystem", .product(name: "SystemPackage", package: "swift-system"),
+            ],
             swiftSettings: strict,
             linkerSettings: daemonLinking
         ),

@@ -19,6 +19,8 @@ stop_rootfs() { kill -0 "$rootfs_pid" 2>/dev/null && kill -- "-$rootfs_pid" 2>/d
 trap stop_rootfs EXIT
 
 swift build --build-tests
+# Only filter-data links libnetfilter_queue, libmnl and libseccomp (readelf on the build's programs).
+scripts/check-links.sh
 swift test --skip-build
 # The soak's judge on crafted runs and how it finds filter-data (scripts/tests; no root needed).
 PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -p no:cacheprovider scripts/tests

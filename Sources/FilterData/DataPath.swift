@@ -36,15 +36,27 @@ public struct DataPathCounters: Sendable, Hashable {
     public init() {}
 }
 
-/// filter-data's packet path, top to bottom: wait for the queue socket or
-/// the control channel; receive a batch, inspect each packet (parse, flow
+/// Why `DataPath.run` returned.
+public enum DataPathStop: Sendable, Hashable {
+    /// SIGTERM or SIGINT.
+    case signal
+    /// filter-control closed the channel (it exited): a new filter-data will be started.
+    case controlClosed
+}
+
+/// filter-data's packet path, top to bottom: wait for the queue or the
+/// control channel; receive a batch, inspect each packet (parse, flow
 /// table, facts, decide), queue its verdict, send the batch of verdicts in
 /// one write; hold the packets of flows that need rules until
 /// filter-control answers or their time runs out; apply control messages
 /// (new rules, answers, health checks) between batches, so no packet is
 /// judged against half-loaded rules.
-public final class DataPath {
-    public let socket: NetfilterQueueSocket
+///
+/// Generic over the queue rather than holding an existential: filter-data
+/// (FilterDataMain) specialises it for FilterDataKernel's NetfilterQueueSocket,
+/// so the per-packet calls stay direct.
+public final class DataPath<Queue: PacketQueue> {
+    public let queue: Queue
     public private(set) var inspector: FlowInspector<RuleStore>
     public let marks: FlowMarks
     /// The channel to filter-control; nil when run by hand (needRules then gets `policy.askDefault` at once).
@@ -68,58 +80,21 @@ public final class DataPath {
     private var decided: [FlowKey] = []
 
     public init(
-        socket: NetfilterQueueSocket, inspector: FlowInspector<RuleStore>, control: DataEnd? = nil,
+        queue: Queue, inspector: FlowInspector<RuleStore>, control: DataEnd? = nil,
         marks: FlowMarks = FlowMarks(), heldPacketCapacity: Int = 1024
     ) {
-        self.socket = socket
+        self.queue = queue
         self.inspector = inspector
         self.control = control
         self.marks = marks
         self.held = HeldPackets(capacity: heldPacketCapacity)
     }
 
-    /// What the kernel is told for one inspected packet. With `rewriteDNS`, a
-    /// query for a blocked name goes on with the `dnsAnswer` mark: its answer
-    /// comes back on the input hook and is pointed at the block page.
-    public static func kernelVerdict(for inspection: Inspection, marks: FlowMarks, rewriteDNS: Bool = false) -> KernelVerdict {
-        switch inspection.finality {
-        case .firstDecision, .repeatedDecision:
-            switch inspection.verdict {
-            case .allow: return .repeatWithMark(marks.allow)
-            case .drop: return .repeatWithMark(marks.block)
-            case .needRules, .needMoreData: return .accept
-            }
-        case .packetDecision:
-            guard inspection.verdict == .drop else { return .accept }
-            guard rewriteDNS, inspection.kind == .dns else { return .drop }
-            // Only a query on its way out comes back through the chain's rule
-            // for judged queries (anything else with the mark would be queued
-            // again); a local server's response to a blocked query passes.
-            return inspection.direction == .clientToServer ? .repeatWithMark(marks.dnsAnswer) : .accept
-        case .undecided:
-            // needMoreData: let this packet go, look at the next one. (needRules
-            // packets are held by `run`, never given a verdict here.)
-            return .accept
-        case .untracked:
-            return .accept
-        }
-    }
-
-    /// NF_INET_LOCAL_IN.
-    static let inputHook: UInt8 = 1
-
-    public enum Stop: Sendable, Hashable {
-        /// SIGTERM or SIGINT.
-        case signal
-        /// filter-control closed the channel (it exited): a new filter-data will be started.
-        case controlClosed
-    }
-
     /// Runs until SIGTERM or SIGINT (or the end of filter-control), then
     /// gives every held packet the default, sends the verdicts in hand and returns.
-    public func run() throws(QueueSocketError) -> Stop {
-        var stop = Stop.signal
-        var descriptors = [pollfd(fd: socket.descriptor, events: Int16(POLLIN), revents: 0)]
+    public func run() throws(QueueSocketError) -> DataPathStop {
+        var stop = DataPathStop.signal
+        var descriptors = [pollfd(fd: queue.descriptor, events: Int16(POLLIN), revents: 0)]
         if let control { descriptors.append(pollfd(fd: control.descriptor.rawValue, events: Int16(POLLIN), revents: 0)) }
         while hp_stop_requested() == 0 {
             var timeout: Int32 = 250
@@ -155,7 +130,7 @@ public final class DataPath {
             }
             let now = DataPath.monotonicNanoseconds()
             if !held.isEmpty { settleExpired(now: now) }
-            try socket.flushVerdicts()
+            try queue.flushVerdicts()
             if drained, !decided.isEmpty { try forgetDecidedFlows() }
             sendReports(now: now)
             if now &- lastSweep > 1_000_000_000 {
@@ -167,7 +142,7 @@ public final class DataPath {
         }
         // Nothing stays held when filter-data stops: the default for every waiting flow.
         settleExpired(now: .max)
-        try socket.flushVerdicts()
+        try queue.flushVerdicts()
         sendReports(now: .max)
         return stop
     }
@@ -177,28 +152,28 @@ public final class DataPath {
     private func handle(_ packet: QueuedPacket, _ bytes: Span<UInt8>, now: UInt64) {
         // Only DNS answers come in on the input hook (HALLPASS_IN), and only
         // those of connections whose query asked for it.
-        if packet.hook == DataPath.inputHook {
-            socket.setVerdict(answer(bytes, now: now), for: packet.id)
+        if packet.hook == QueuedPacket.inputHook {
+            queue.setVerdict(answer(bytes, now: now), for: packet.id)
             return
         }
         // QUIC Initials come marked too (most are a connection's later ones): counted by the inspector when they start one.
-        if packet.mark & marks.reopened != 0, DataPath.isTCP(bytes) { counters.reopenedConnections += 1 }
+        if packet.mark & marks.reopened != 0, PacketBytes.isTCP(bytes) { counters.reopenedConnections += 1 }
         let inspection = inspector.inspect(bytes, uid: packet.uid, gid: packet.gid, now: now)
         guard inspection.verdict == .needRules, inspection.finality == .undecided, let key = inspection.flow,
-            let question = DataPath.question(for: inspection)
+            let question = HeldQuestion(for: inspection)
         else {
             var verdict = verdict(for: inspection)
             // A query whose answer is to be changed goes on with the mark that brings the answer back.
-            if let action = DataPath.answerAction(for: inspection, engines: inspector.engines) {
+            if let action = DNSAnswerAction(for: inspection, engines: inspector.engines) {
                 verdict = .repeatWithMark(marks.dnsAnswer)
                 expectAnswer(to: bytes, inspection, action: action, now: now)
             }
-            socket.setVerdict(verdict, for: packet.id)
+            queue.setVerdict(verdict, for: packet.id)
             concluded(inspection)
             return
         }
         let uid = inspection.facts.uid
-        if inspection.kind == .dns, let id = DataPath.dnsMessageID(bytes) { heldDNSIDs[packet.id] = id }
+        if inspection.kind == .dns, let id = PacketBytes.dnsMessageID(bytes) { heldDNSIDs[packet.id] = id }
         guard let control else {
             // Nobody to ask: the default, at once.
             settle(key, packets: [packet.id], with: askDefault(uid: uid), uid: uid, now: now)
@@ -234,11 +209,11 @@ public final class DataPath {
 
     /// Packets handled per read of the queue, at most: a read that handles
     /// fewer has emptied it.
-    static let readLimit = 64
+    static var readLimit: Int { 64 }
 
     /// Reads and handles up to `readLimit` queued packets without waiting; returns how many.
     private func readQueue() throws(QueueSocketError) -> Int {
-        try socket.receiveReady(limit: DataPath.readLimit) { packet, bytes in
+        try queue.receiveReady(limit: DataPath.readLimit) { packet, bytes in
             handle(packet, bytes, now: DataPath.monotonicNanoseconds())
         }
     }
@@ -273,7 +248,7 @@ public final class DataPath {
                 inspector.forgetDecided(decided[..<sent])
                 decided.removeFirst(sent)
             }
-            try socket.flushVerdicts()
+            try queue.flushVerdicts()
             sent = decided.count
             if late == 0 { return }
             counters.lateReads += 1
@@ -291,12 +266,6 @@ public final class DataPath {
         guard inspection.finality == .firstDecision, let key = inspection.flow, key.protocolNumber == 6 else { return }
         // Bounded: under a flood the time-based expiry still removes what this list misses.
         if decided.count < 8192 { decided.append(key) }
-    }
-
-    /// What a flow that needs rules waits for: its user's group, else its name.
-    static func question(for inspection: Inspection) -> HeldQuestion? {
-        if inspection.decision.reason.source == .unknownUser, let uid = inspection.facts.uid { return .user(uid) }
-        return inspection.facts.host.map { .host($0) }
     }
 
     /// `policy.askDefault` of `uid`'s policy (no answer in time, too many waiting, or nobody to ask).
@@ -334,13 +303,13 @@ public final class DataPath {
     }
 
     /// Reports waiting for room in the channel, at most (a full channel drops, and counts, the rest).
-    static let maximumPendingReports = 4096
+    static var maximumPendingReports: Int { 4096 }
 
     /// How long a report may wait for others (ns): reports go in full messages
     /// rather than one per packet, so that filter-control wakes once for many
     /// (at a few connections a second, each report used to cost both processes
     /// a wakeup). The audit log and the connection records are that much later.
-    static let reportDelay: UInt64 = 50_000_000
+    static var reportDelay: UInt64 { 50_000_000 }
     /// Reports that go at once, without waiting for `reportDelay`: at
     /// thousands of connections a second filter-control then wakes some
     /// tens of times a second, not once per few milliseconds (each wakeup
@@ -348,7 +317,7 @@ public final class DataPath {
     /// warmed). 256 lines are three or four messages (a line is 80 to 150
     /// bytes, a message at most `controlMessageMaximumSize`), a small part
     /// of the channel's send buffer, which questions to filter-control share.
-    static let reportBatch = 2 * FlowReportLines.maximumPerMessage
+    static var reportBatch: Int { 2 * FlowReportLines.maximumPerMessage }
 
     /// Sends the waiting reports once there are `reportBatch` of them or the
     /// oldest has waited `reportDelay`, without ever waiting on the channel:
@@ -385,51 +354,10 @@ public final class DataPath {
         reportsWaitingSince = pendingReports.isEmpty ? nil : DataPath.monotonicNanoseconds()
     }
 
-    /// How the answer to a query on its way out is to be changed, if at all:
-    /// a blocked name's points at the block page (with `blockedDNS:
-    /// rewrite`), a canary name's becomes NXDOMAIN, a SafeSearch name's
-    /// points at the enforcement host (once filter-control gave its
-    /// addresses), and an HTTPS or SVCB answer loses `ech` (`bypass.ech: block`).
-    public static func answerAction<Rules>(for inspection: Inspection, engines: PolicyEngines<Rules>) -> DNSAnswerAction? {
-        guard inspection.finality == .packetDecision, inspection.kind == .dns, inspection.direction == .clientToServer,
-            let host = inspection.facts.host
-        else { return nil }
-        let policy = (engines.engine(for: inspection.facts.uid) ?? engines.fallback).policy
-        switch inspection.verdict {
-        case .drop:
-            let reason = inspection.decision.reason
-            if reason.source == .bypass, reason.rule == VerdictEngine<Rules>.canaryRule { return .nxdomain }
-            return policy.dnsRewrite != nil ? .pointAtBlockPage : nil
-        case .allow:
-            if !policy.bypass.safeSearch.isEmpty, let engine = SafeSearch.engine(for: host, among: policy.bypass.safeSearch),
-                engines.set.safeSearchTargets[engine] != nil
-            {
-                return .safeSearch(engine)
-            }
-            let type = inspection.findings.dnsType
-            if policy.bypass.ech == .block, type == 65 || type == 64 { return .removeECH }
-            return nil
-        case .needRules, .needMoreData:
-            return nil
-        }
-    }
-
     /// Keeps the judgement of a query whose answer is to be changed.
     private func expectAnswer(to packet: Span<UInt8>, _ inspection: Inspection, action: DNSAnswerAction, now: UInt64) {
-        guard let key = inspection.flow, let name = inspection.facts.host, let id = DataPath.dnsMessageID(packet) else { return }
+        guard let key = inspection.flow, let name = inspection.facts.host, let id = PacketBytes.dnsMessageID(packet) else { return }
         answerPlans.expect(.init(flow: key, id: id), name: name, action: action, now: now)
-    }
-
-    /// Whether an IP packet carries TCP (IPv6: right after the fixed header).
-    static func isTCP(_ packet: Span<UInt8>) -> Bool {
-        guard packet.count >= 20 else { return false }
-        return packet[0] >> 4 == 4 ? packet[9] == 6 : packet.count >= 40 && packet[6] == 6
-    }
-
-    /// The DNS message id of a UDP packet (the first two bytes after the UDP header).
-    static func dnsMessageID(_ packet: Span<UInt8>) -> UInt16? {
-        guard let ip = try? IPPacketParser.parse(packet), ip.protocolNumber == 17, ip.payload.count >= 2 else { return nil }
-        return packet.bigEndianU16(at: ip.payload.lowerBound)
     }
 
     /// The verdict for a DNS answer: changed as its query's judgement asked
@@ -450,7 +378,7 @@ public final class DataPath {
             return .acceptRewritten(rewritten)
         case .nxdomain, .safeSearch, .removeECH:
             do throws(DNSRewriteError) {
-                guard let rewritten = try DataPath.rewrite(packet, action: action, targets: inspector.engines.set.safeSearchTargets) else {
+                guard let rewritten = try action.rewrite(packet, targets: inspector.engines.set.safeSearchTargets) else {
                     return .accept
                 }
                 counters.dnsRewrites += 1
@@ -463,37 +391,8 @@ public final class DataPath {
         }
     }
 
-    /// The answer packet changed for a bypass action; nil when there is nothing to change.
-    public static func rewrite(
-        _ bytes: Span<UInt8>, action: DNSAnswerAction, targets: [SafeSearchEngine: SafeSearchTarget]
-    ) throws(DNSRewriteError) -> [UInt8]? {
-        let message = try DNSPacketRewrite.udpPayload(of: bytes)
-        let changed: [UInt8]?
-        switch action {
-        case .nxdomain:
-            changed = try DNSBypassRewrite.nxdomain(for: message)
-        case .safeSearch(let engine):
-            guard let target = targets[engine] else { return nil }
-            changed = try DNSBypassRewrite.safeSearchAnswer(
-                for: message, target: Array(engine.enforcementHost.utf8), addresses: target.addresses, timeToLive: target.timeToLive)
-        case .removeECH:
-            changed = try DNSBypassRewrite.removingECH(fromMessage: message)
-        case .pointAtBlockPage:
-            return nil
-        }
-        guard let changed else { return nil }
-        return try DNSPacketRewrite.replacingUDPPayload(of: bytes, with: changed)
-    }
-
-    /// Convenience for an array.
-    public static func rewrite(
-        _ packet: [UInt8], action: DNSAnswerAction, targets: [SafeSearchEngine: SafeSearchTarget]
-    ) throws(DNSRewriteError) -> [UInt8]? {
-        try rewrite(packet.span, action: action, targets: targets)
-    }
-
     private func verdict(for inspection: Inspection) -> KernelVerdict {
-        DataPath.kernelVerdict(for: inspection, marks: marks, rewriteDNS: inspector.engine.policy.dnsRewrite != nil)
+        KernelVerdict(for: inspection, marks: marks, rewriteDNS: inspector.engine.policy.dnsRewrite != nil)
     }
 
     /// Decides a held flow with `decision` and gives its packets their verdicts.
@@ -512,12 +411,12 @@ public final class DataPath {
     private func give(_ verdict: KernelVerdict, to packets: [UInt32], of key: FlowKey, inspection: Inspection?, now: UInt64) {
         for packet in packets {
             if let id = heldDNSIDs.removeValue(forKey: packet), let inspection, let name = inspection.facts.host,
-                let action = DataPath.answerAction(for: inspection, engines: inspector.engines)
+                let action = DNSAnswerAction(for: inspection, engines: inspector.engines)
             {
                 answerPlans.expect(.init(flow: key, id: id), name: name, action: action, now: now)
-                socket.setVerdict(.repeatWithMark(marks.dnsAnswer), for: packet)
+                queue.setVerdict(.repeatWithMark(marks.dnsAnswer), for: packet)
             } else {
-                socket.setVerdict(verdict, for: packet)
+                queue.setVerdict(verdict, for: packet)
             }
         }
     }
@@ -534,7 +433,7 @@ public final class DataPath {
         }
         guard inspection.verdict != .needRules else {
             // It waits for something else now (a user placed, the name still unknown): ask about that.
-            if let question = DataPath.question(for: inspection), held.waiting(for: question) == nil, let control {
+            if let question = HeldQuestion(for: inspection), held.waiting(for: question) == nil, let control {
                 let message: DataEvent
                 switch question {
                 case .user(let uid): message = .askUser(uid)
@@ -629,9 +528,9 @@ public final class DataPath {
         let engines: PolicyEngines<RuleStore>
         do {
             if let storePath {
-                engines = try DataPath.loadEngines(store: storePath, policy: policyPath, answers: inspector.engines.answers)
+                engines = try PolicyEngines.load(store: storePath, policy: policyPath, answers: inspector.engines.answers)
             } else {
-                engines = PolicyEngines(rules: inspector.engines.rules, set: try DataPath.loadPolicySet(policyPath), answers: inspector.engines.answers)
+                engines = PolicyEngines(rules: inspector.engines.rules, set: try PolicySet.load(policyPath), answers: inspector.engines.answers)
             }
         } catch {
             counters.ruleSwapsRefused += 1
@@ -645,46 +544,10 @@ public final class DataPath {
         for key in held.allFlows { retry(key, now: now) }
     }
 
-    /// Why new rules were not taken.
-    public struct LoadFailure: Error, CustomStringConvertible {
-        public var code: String
-        public var description: String
-    }
-
-    /// Opens a store (checked in full) and a policy set (or a plain policy
-    /// file: one policy for everyone) into the engines of every audience.
-    public static func loadEngines(
-        store storePath: String, policy policyPath: String?, answers: LookupAnswers = LookupAnswers()
-    ) throws(LoadFailure) -> PolicyEngines<RuleStore> {
-        let store: RuleStore
-        do {
-            store = try RuleStore(path: storePath, verification: .full)
-        } catch {
-            throw LoadFailure(code: error.code, description: "\(storePath): \(error)")
-        }
-        let set = try policyPath.map { path throws(LoadFailure) in try loadPolicySet(path) } ?? PolicySet(single: Policy())
-        return PolicyEngines(rules: store, set: set, answers: answers)
-    }
-
-    /// Reads a policy set written by filter-control.
-    public static func loadPolicySet(_ path: String) throws(LoadFailure) -> PolicySet {
-        let bytes: [UInt8]
-        do {
-            bytes = try BoundedFile.read(path, limit: 16 << 20)
-        } catch {
-            throw LoadFailure(code: "policy.unreadable", description: "\(path): \(error)")
-        }
-        do {
-            return try PolicySet.parse(String(decoding: bytes, as: UTF8.self))
-        } catch {
-            throw LoadFailure(code: "policy.invalid", description: "\(path): \(error)")
-        }
-    }
-
     /// The counters filter-control asks for (`pong`).
     public func report() -> FilterDataCounters {
         let inspection = inspector.counters
-        let queue = socket.counters
+        let queue = queue.counters
         let percentiles = roundTrips.percentiles()
         var report = FilterDataCounters()
         report.rulesVersion = inspector.engine.rules.version
@@ -724,6 +587,21 @@ public final class DataPath {
 
     public static func monotonicNanoseconds() -> UInt64 {
         MonotonicClock.nanoseconds()
+    }
+}
+
+/// What the data path reads of a packet's bytes before (or besides) the inspector.
+enum PacketBytes {
+    /// Whether an IP packet carries TCP (IPv6: right after the fixed header).
+    static func isTCP(_ packet: Span<UInt8>) -> Bool {
+        guard packet.count >= 20 else { return false }
+        return packet[0] >> 4 == 4 ? packet[9] == 6 : packet.count >= 40 && packet[6] == 6
+    }
+
+    /// The DNS message id of a UDP packet (the first two bytes after the UDP header).
+    static func dnsMessageID(_ packet: Span<UInt8>) -> UInt16? {
+        guard let ip = try? IPPacketParser.parse(packet), ip.protocolNumber == 17, ip.payload.count >= 2 else { return nil }
+        return packet.bigEndianU16(at: ip.payload.lowerBound)
     }
 }
 

@@ -18,6 +18,7 @@
 // prints one line per attempt and exits 0 only if all were refused.
 import CHallpassSys
 import FilterData
+import FilterDataKernel
 import HallpassIPC
 import HallpassSystem
 import SystemPackage
@@ -136,7 +137,7 @@ if options.sandboxSelfTest {
 
 let engines: PolicyEngines<RuleStore>
 do {
-    engines = try DataPath.loadEngines(store: options.store!, policy: options.policy)
+    engines = try PolicyEngines.load(store: options.store!, policy: options.policy)
 } catch {
     fail("\(error.description) [\(error.code)]", status: error.code.hasPrefix("policy.") ? 78 : 65)
 }
@@ -158,12 +159,13 @@ lockDown()
 
 var settings = FlowInspectorSettings()
 settings.limits.streamPeekBound = options.peekBytes
-let path = DataPath(socket: socket, inspector: FlowInspector(engines: engines, settings: settings), control: control)
+// Specialised here for the socket (the release build's cross-module optimisation): no protocol calls per packet.
+let path = DataPath(queue: socket, inspector: FlowInspector(engines: engines, settings: settings), control: control)
 say(
     "filtering queue \(options.queue) (fail \(options.failOpen ? "open" : "closed")) with rules version \(engines.rules.version), \(engines.rules.domainNameCount) names, \(engines.engines.count) policies"
 )
 try? control?.send(.hello(pid: getpid(), rulesVersion: engines.rules.version))
-let stop: DataPath.Stop
+let stop: DataPathStop
 do {
     stop = try path.run()
 } catch {

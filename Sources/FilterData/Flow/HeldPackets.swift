@@ -8,6 +8,18 @@ public enum HeldQuestion: Sendable, Hashable {
     case host(HostName)
     /// A local user filter-control has not placed in a group yet.
     case user(UInt32)
+
+    /// What a flow the engine answered `needRules` for waits for: its user's
+    /// group, else its name; nil when it has neither to ask about.
+    public init?(for inspection: Inspection) {
+        if inspection.decision.reason.source == .unknownUser, let uid = inspection.facts.uid {
+            self = .user(uid)
+        } else if let host = inspection.facts.host {
+            self = .host(host)
+        } else {
+            return nil
+        }
+    }
 }
 
 /// The packets filter-data holds back (no verdict yet) while their flows

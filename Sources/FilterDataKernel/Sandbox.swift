@@ -6,7 +6,6 @@ import CSeccomp
 #if canImport(Glibc)
 import Glibc
 #endif
-import SharedStore
 import SystemPackage
 
 /// Locks filter-data down once its queue socket and rule store are open

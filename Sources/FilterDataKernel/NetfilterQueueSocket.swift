@@ -1,81 +1,19 @@
 // The netlink side of NFQUEUE, through libmnl and libnetfilter_queue's mnl API.
 // This and Sandbox.swift are the only files of the data path that import C
-// modules; everything above them sees typed Swift values.
-import HallpassWire
+// modules; everything above them sees typed Swift values (FilterData's
+// PacketQueue, KernelVerdict, QueuedPacket).
+public import FilterData
 import CNetfilterQueue
 #if canImport(Glibc)
 import Glibc
 #endif
-import SharedStore
-import SystemPackage
-
-/// A verdict as the kernel takes it.
-public enum KernelVerdict: Sendable, Hashable {
-    /// Let the packet go on; the flow stays undecided (its next packet may come back).
-    case accept
-    /// Drop this packet only.
-    case drop
-    /// Send the packet through the hook again with this packet mark, so the
-    /// kernel rules save it to the connection (the fast path) and then accept
-    /// or reject it. See KernelRules.
-    case repeatWithMark(UInt32)
-    /// Let the packet go on with these bytes instead of its own (the whole IP
-    /// packet; a rewritten DNS answer).
-    case acceptRewritten([UInt8])
-}
-
-/// What the kernel said about one packet it handed over. The packet's bytes
-/// come beside it, as a span of the receive buffer valid only inside the
-/// `receive` callback.
-public struct QueuedPacket: Sendable, Hashable {
-    public var id: UInt32
-    public var uid: UInt32?
-    public var gid: UInt32?
-    public var mark: UInt32
-    /// The netfilter hook the packet was queued from (NF_INET_LOCAL_IN 1 for
-    /// the DNS answers of HALLPASS_IN, NF_INET_LOCAL_OUT 3 for the rest).
-    public var hook: UInt8 = 3
-    /// The packet was cut to the copy range (GSO packets can exceed it).
-    public var truncated: Bool
-}
-
-public struct QueueSocketError: Error, CustomStringConvertible, Sendable {
-    public var operation: String
-    public var errno: Int32
-
-    public var description: String {
-        let reason = Errno(rawValue: errno).description
-        switch (operation, errno) {
-        case ("bind", EPERM), ("open", EPERM), ("configure", EPERM):
-            return "cannot \(operation) the NFQUEUE socket: \(reason) (filter-data needs CAP_NET_ADMIN)"
-        case ("configure", EBUSY):
-            return "the NFQUEUE queue is already bound by another process (\(reason)); choose another queue.number"
-        default:
-            return "NFQUEUE \(operation) failed: \(reason)"
-        }
-    }
-}
-
-/// Counters of the queue socket itself.
-public struct QueueSocketCounters: Sendable, Hashable {
-    public var packetsReceived: UInt64 = 0
-    public var verdictsSent: UInt64 = 0
-    /// Error replies from the kernel (verdict errors arrive this way, not as send failures).
-    public var netlinkErrors: UInt64 = 0
-    public var lastNetlinkError: Int32 = 0
-    /// Malformed or unexpected netlink messages.
-    public var malformedMessages: UInt64 = 0
-    /// recv reported lost messages (ENOBUFS) despite NETLINK_NO_ENOBUFS.
-    public var receiveOverruns: UInt64 = 0
-    public var truncatedPackets: UInt64 = 0
-}
 
 /// A netlink socket bound to one NFQUEUE queue.
 ///
 /// `@safe`: the libmnl socket and the receive buffer are private, live as
 /// long as the object, and no pointer into them leaves a method (a packet
 /// leaves as a span that lives only for the `receive` callback).
-@safe public final class NetfilterQueueSocket {
+@safe public final class NetfilterQueueSocket: PacketQueue {
     public let queue: UInt16
     public private(set) var counters = QueueSocketCounters()
 

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Only filter-data links the kernel's libraries: libnetfilter_queue (and its
+# libnfnetlink) and libmnl for the NFQUEUE socket, libseccomp for the
+# sandbox, all through the FilterDataKernel module. filterctl and
+# filter-control run outside the sandbox (filter-control as root) and need
+# none of them: a dependency that brings them back (FilterData importing a C
+# module again, another target depending on FilterDataKernel) fails here,
+# naming the program and the library.
+#
+#   scripts/check-links.sh [BIN_DIR]     (default: the debug build's folder)
+#
+# Run by scripts/test.sh after the build; exits 1 on a wrong link.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${1:-$(swift build --show-bin-path)}
+kernel_libraries=(libnetfilter_queue libnfnetlink libmnl libseccomp)
+
+needed() {  # the shared libraries a program names (readelf's NEEDED entries), one a line
+    readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]$/\1/p'
+}
+links() {  # whether program $1 names library $2 (any version)
+    needed "$bin/$1" | grep -q "^$2\.so"
+}
+
+status=0
+for program in filterctl filter-control filter-data; do
+    [ -x "$bin/$program" ] || { echo "check-links.sh: no $program in $bin (build first)" >&2; exit 66; }
+done
+for program in filterctl filter-control; do
+    for library in "${kernel_libraries[@]}"; do
+        if links "$program" "$library"; then
+            echo "check-links.sh: $program links $library; only filter-data may (FilterDataKernel)" >&2
+            status=1
+        fi
+    done
+done
+# The other side: filter-data still links them, so the check above looks at real programs.
+for library in "${kernel_libraries[@]}"; do
+    if ! links filter-data "$library"; then
+        echo "check-links.sh: filter-data does not link $library: is $bin a hallpass build?" >&2
+        status=1
+    fi
+done
+[ "$status" = 0 ] && echo "check-links.sh: filterctl and filter-control link none of ${kernel_libraries[*]}; filter-data links them"
+exit "$status"
