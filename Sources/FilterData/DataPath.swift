@@ -52,11 +52,15 @@ public enum DataPathStop: Sendable, Hashable {
 /// (new rules, answers, health checks) between batches, so no packet is
 /// judged against half-loaded rules.
 ///
-/// Generic over the queue rather than holding an existential: filter-data
-/// (FilterDataMain) specialises it for FilterDataKernel's NetfilterQueueSocket,
-/// so the per-packet calls stay direct.
-public final class DataPath<Queue: PacketQueue> {
+/// The waiting is `run`'s; everything after a wait is `turn`, which the unit
+/// tests call on a queue and a clock of their own. What is held is
+/// `HeldPackets`, the reports owed to filter-control `FlowReportBatch`, new
+/// engines come from `PolicyEngines.load` (RuleLoading.swift); this class
+/// ties them to the queue and the channel. Generic rather than over an
+/// existential: filter-data's build specialises it for NetfilterQueueSocket.
+public final class DataPath<Queue: PacketQueue, Clock: NanosecondClock> {
     public let queue: Queue
+    public let clock: Clock
     public private(set) var inspector: FlowInspector<RuleStore>
     public let marks: FlowMarks
     /// The channel to filter-control; nil when run by hand (needRules then gets `policy.askDefault` at once).
@@ -72,23 +76,24 @@ public final class DataPath<Queue: PacketQueue> {
     public private(set) var counters = DataPathCounters()
     private var roundTrips = RoundTripLog(capacity: 1024)
     private var lastSweep: UInt64 = 0
-    /// Reports not sent yet, as their lines; bounded by `maximumPendingReports`.
-    private var pendingReports = FlowReportLines()
-    /// When the oldest waiting report was made (monotonic ns); nil when none waits.
-    private var reportsWaitingSince: UInt64?
+    /// Decisions not reported to filter-control yet.
+    public private(set) var reports = FlowReportBatch()
     /// TCP flows decided since their entries were last forgotten (see `forgetDecidedFlows`).
     private var decided: [FlowKey] = []
 
     public init(
-        queue: Queue, inspector: FlowInspector<RuleStore>, control: DataEnd? = nil,
+        queue: Queue, clock: Clock, inspector: FlowInspector<RuleStore>, control: DataEnd? = nil,
         marks: FlowMarks = FlowMarks(), heldPacketCapacity: Int = 1024
     ) {
         self.queue = queue
+        self.clock = clock
         self.inspector = inspector
         self.control = control
         self.marks = marks
         self.held = HeldPackets(capacity: heldPacketCapacity)
     }
+
+    // MARK: The loop
 
     /// Runs until SIGTERM or SIGINT (or the end of filter-control), then
     /// gives every held packet the default, sends the verdicts in hand and returns.
@@ -97,17 +102,7 @@ public final class DataPath<Queue: PacketQueue> {
         var descriptors = [pollfd(fd: queue.descriptor, events: Int16(POLLIN), revents: 0)]
         if let control { descriptors.append(pollfd(fd: control.descriptor.rawValue, events: Int16(POLLIN), revents: 0)) }
         while hp_stop_requested() == 0 {
-            var timeout: Int32 = 250
-            // The earliest of: a held flow's time running out, the waiting reports' delay.
-            var next = held.nextDeadline
-            if let since = reportsWaitingSince { next = min(next ?? .max, since &+ DataPath.reportDelay) }
-            if let deadline = next {
-                let now = DataPath.monotonicNanoseconds()
-                timeout = deadline <= now ? 0 : Int32(min(250, (deadline - now) / 1_000_000 + 1))
-            }
-            // Decided flows are forgotten in the turn that decides them, unless packets kept
-            // coming after the verdicts went: then the next turn comes within a millisecond.
-            if !decided.isEmpty { timeout = min(timeout, 1) }
+            let timeout = pollTimeout()
             for index in descriptors.indices { descriptors[index].revents = 0 }
             // nil: a signal interrupted the wait (SIGTERM: the loop's condition ends it).
             let ready: Int?
@@ -116,38 +111,84 @@ public final class DataPath<Queue: PacketQueue> {
             } catch {
                 throw QueueSocketError(operation: "poll", errno: error.rawValue)
             }
-            // An interrupted poll read nothing: not a sign that the queue is empty.
-            var drained = ready != nil
             let anyReady = (ready ?? 0) > 0
-            if anyReady, descriptors[0].revents != 0 {
-                drained = try readQueue() < DataPath.readLimit
-            }
-            if anyReady, descriptors.count > 1, descriptors[1].revents != 0 {
-                if !serveControl() {
-                    stop = .controlClosed
-                    break
-                }
-            }
-            let now = DataPath.monotonicNanoseconds()
-            if !held.isEmpty { settleExpired(now: now) }
-            try queue.flushVerdicts()
-            if drained, !decided.isEmpty { try forgetDecidedFlows() }
-            sendReports(now: now)
-            if now &- lastSweep > 1_000_000_000 {
-                _ = inspector.removeExpiredFlows(now: now, limit: 4096)
-                inspector.removeExpiredAnswers(now: now)
-                answerPlans.removeExpired(now: now)
-                lastSweep = now
+            let queueReady = anyReady && descriptors[0].revents != 0
+            let controlReady = anyReady && descriptors.count > 1 && descriptors[1].revents != 0
+            if let ended = try turn(queueReady: queueReady, controlReady: controlReady, interrupted: ready == nil) {
+                stop = ended
+                break
             }
         }
-        // Nothing stays held when filter-data stops: the default for every waiting flow.
-        settleExpired(now: .max)
-        try queue.flushVerdicts()
-        sendReports(now: .max)
+        try finish()
         return stop
     }
 
+    /// How long `run` may wait (ms): until the earliest of a held flow's
+    /// deadline and the waiting reports' delay, a quarter of a second at
+    /// most. Decided flows are forgotten in the turn that decides them,
+    /// unless packets kept coming after the verdicts went: then the next
+    /// turn comes within a millisecond.
+    func pollTimeout() -> Int32 {
+        var timeout: Int32 = 250
+        var next = held.nextDeadline
+        if let due = reports.due { next = min(next ?? .max, due) }
+        if let deadline = next {
+            let now = clock.nanoseconds()
+            timeout = deadline <= now ? 0 : Int32(min(250, (deadline - now) / 1_000_000 + 1))
+        }
+        if !decided.isEmpty { timeout = min(timeout, 1) }
+        return timeout
+    }
+
+    /// What follows a wait: reads the queue if it is ready, applies the
+    /// control messages if they are, gives expired held flows the default,
+    /// sends the verdicts, forgets the flows they decided, sends the reports
+    /// that are due and now and then sweeps the tables. `interrupted`: the
+    /// wait was cut short by a signal, which says nothing of the queue.
+    /// Returns why filtering must stop, nil to go on.
+    func turn(queueReady: Bool, controlReady: Bool, interrupted: Bool = false) throws(QueueSocketError) -> DataPathStop? {
+        var drained = !interrupted
+        if queueReady {
+            drained = try readQueue() < Self.readLimit
+        }
+        if controlReady, !serveControl() { return .controlClosed }
+        let now = clock.nanoseconds()
+        if !held.isEmpty { settleExpired(now: now) }
+        try queue.flushVerdicts()
+        if drained, !decided.isEmpty { try forgetDecidedFlows() }
+        sendReports(now: now)
+        if now &- lastSweep > 1_000_000_000 {
+            _ = inspector.removeExpiredFlows(now: now, limit: 4096)
+            inspector.removeExpiredAnswers(now: now)
+            answerPlans.removeExpired(now: now)
+            lastSweep = now
+        }
+        return nil
+    }
+
+    /// Nothing stays held when filter-data stops: every held packet gets its
+    /// flow's default, the verdicts in hand go and so does every report.
+    /// Packet by packet: settled at the end of time, a flow is found idle past
+    /// its timeout, so its connection is not marked and the next filter-data
+    /// judges it afresh.
+    func finish() throws(QueueSocketError) {
+        settleExpired(now: .max)
+        try queue.flushVerdicts()
+        sendReports(now: clock.nanoseconds(), all: true)
+    }
+
     // MARK: Packets
+
+    /// Packets handled per read of the queue, at most: a read that handles
+    /// fewer has emptied it.
+    static var readLimit: Int { 64 }
+
+    /// Reads and handles up to `readLimit` queued packets without waiting; returns how many.
+    private func readQueue() throws(QueueSocketError) -> Int {
+        try queue.receiveReady(limit: Self.readLimit) { packet, bytes in
+            handle(packet, bytes, now: clock.nanoseconds())
+        }
+    }
 
     private func handle(_ packet: QueuedPacket, _ bytes: Span<UInt8>, now: UInt64) {
         // Only DNS answers come in on the input hook (HALLPASS_IN), and only
@@ -169,53 +210,11 @@ public final class DataPath<Queue: PacketQueue> {
                 expectAnswer(to: bytes, inspection, action: action, now: now)
             }
             queue.setVerdict(verdict, for: packet.id)
-            concluded(inspection)
+            concluded(inspection, now: now)
             return
         }
-        let uid = inspection.facts.uid
         if inspection.kind == .dns, let id = PacketBytes.dnsMessageID(bytes) { heldDNSIDs[packet.id] = id }
-        guard let control else {
-            // Nobody to ask: the default, at once.
-            settle(key, packets: [packet.id], with: askDefault(uid: uid), uid: uid, now: now)
-            return
-        }
-        let timeout = (inspector.engines.engine(for: uid) ?? inspector.engine).policy.askTimeoutMilliseconds
-        let deadline = now &+ UInt64(timeout) &* 1_000_000
-        switch held.hold(packet: packet.id, flow: key, question: question, uid: uid, now: now, deadline: deadline) {
-        case .full:
-            counters.holdOverflows += 1
-            settle(key, packets: [packet.id] + held.release(key), with: askDefault(uid: uid), uid: uid, now: now)
-        case .held(newQuestion: false):
-            break
-        case .held(newQuestion: true):
-            let message: DataEvent
-            switch question {
-            case .host(let host):
-                message = .ask(
-                    NeedRulesQuestion(
-                        host: host, kind: inspection.kind.rawValue, destination: key.destination.description, port: key.destinationPort, uid: uid))
-            case .user(let uid):
-                message = .askUser(uid)
-            }
-            do {
-                try control.send(message)
-                counters.questions += 1
-            } catch {
-                // filter-control cannot take the question now: do not keep the flow waiting for nothing.
-                settleWaiting(for: question, with: askDefault(uid: uid), now: now)
-            }
-        }
-    }
-
-    /// Packets handled per read of the queue, at most: a read that handles
-    /// fewer has emptied it.
-    static var readLimit: Int { 64 }
-
-    /// Reads and handles up to `readLimit` queued packets without waiting; returns how many.
-    private func readQueue() throws(QueueSocketError) -> Int {
-        try queue.receiveReady(limit: DataPath.readLimit) { packet, bytes in
-            handle(packet, bytes, now: DataPath.monotonicNanoseconds())
-        }
+        hold(packet.id, of: key, until: question, inspection, now: now)
     }
 
     /// Forgets the decided TCP flows once the queue, read after their
@@ -244,7 +243,7 @@ public final class DataPath<Queue: PacketQueue> {
         var sent = decided.count
         for _ in 0..<4 {
             let late = try readQueue()
-            if late < DataPath.readLimit, sent > 0 {
+            if late < Self.readLimit, sent > 0 {
                 inspector.forgetDecided(decided[..<sent])
                 decided.removeFirst(sent)
             }
@@ -256,13 +255,8 @@ public final class DataPath<Queue: PacketQueue> {
     }
 
     /// A packet or flow judged: reported, and a TCP flow's first decision noted to be forgotten.
-    private func concluded(_ inspection: Inspection) {
-        report(inspection)
-        noteDecided(inspection)
-    }
-
-    /// Notes a TCP flow's first decision, for `forgetDecidedFlows`.
-    private func noteDecided(_ inspection: Inspection) {
+    private func concluded(_ inspection: Inspection, now: UInt64) {
+        reportDecision(inspection, now: now)
         guard inspection.finality == .firstDecision, let key = inspection.flow, key.protocolNumber == 6 else { return }
         // Bounded: under a flood the time-based expiry still removes what this list misses.
         if decided.count < 8192 { decided.append(key) }
@@ -273,11 +267,141 @@ public final class DataPath<Queue: PacketQueue> {
         (inspector.engines.engine(for: uid) ?? inspector.engine).askDefault(Reason(source: .askTimeout))
     }
 
+    private func verdict(for inspection: Inspection) -> KernelVerdict {
+        KernelVerdict(for: inspection, marks: marks, rewriteDNS: inspector.engine.policy.dnsRewrite != nil)
+    }
+
+    // MARK: Held flows
+
+    /// Holds a packet of a flow that needs `question` answered, and asks it
+    /// when it is new. Without filter-control, or with `capacity` packets
+    /// already held, the flow gets `policy.askDefault` at once.
+    private func hold(_ packet: UInt32, of key: FlowKey, until question: HeldQuestion, _ inspection: Inspection, now: UInt64) {
+        let uid = inspection.facts.uid
+        guard control != nil else {
+            // Nobody to ask: the default, at once.
+            settle(key, packets: [packet], with: askDefault(uid: uid), uid: uid, now: now)
+            return
+        }
+        switch held.hold(packet: packet, flow: key, question: question, uid: uid, now: now, deadline: deadline(uid: uid, now: now)) {
+        case .full:
+            counters.holdOverflows += 1
+            settle(key, packets: [packet] + held.release(key), with: askDefault(uid: uid), uid: uid, now: now)
+        case .held(newQuestion: false):
+            break
+        case .held(newQuestion: true):
+            ask(question, kind: inspection.kind, flow: key, uid: uid, now: now)
+        }
+    }
+
+    /// When a flow of `uid` held now stops waiting: its policy's `askTimeoutMilliseconds` later.
+    private func deadline(uid: UInt32?, now: UInt64) -> UInt64 {
+        now &+ UInt64((inspector.engines.engine(for: uid) ?? inspector.engine).policy.askTimeoutMilliseconds) &* 1_000_000
+    }
+
+    /// Sends filter-control a question held flows wait for. If it cannot take
+    /// it now, the flows waiting for it get the default rather than wait for nothing.
+    private func ask(_ question: HeldQuestion, kind: FlowKind, flow key: FlowKey, uid: UInt32?, now: UInt64) {
+        guard let control else { return }
+        let message: DataEvent
+        switch question {
+        case .host(let host):
+            message = .ask(
+                NeedRulesQuestion(host: host, kind: kind.rawValue, destination: key.destination.description, port: key.destinationPort, uid: uid))
+        case .user(let uid):
+            message = .askUser(uid)
+        }
+        do {
+            try control.send(message)
+            counters.questions += 1
+        } catch {
+            settleWithDefault(waitingFor: question, now: now)
+        }
+    }
+
+    /// Decides a held flow with `decision` and gives its packets their verdicts.
+    private func settle(_ key: FlowKey, packets: [UInt32], with decision: Decision, uid: UInt32?, now: UInt64) {
+        if let inspection = inspector.settle(flow: key, with: decision, uid: uid, now: now) {
+            concluded(inspection, now: now)
+            give(verdict(for: inspection), to: packets, of: key, inspection: inspection, now: now)
+        } else {
+            // The flow left the table while it waited (idle or evicted): the default, packet by packet.
+            give(decision.verdict == .allow ? .accept : .drop, to: packets, of: key, inspection: nil, now: now)
+        }
+    }
+
+    /// Gives held packets of `key` their verdict; a held DNS query whose
+    /// answer is to be changed goes on with the answer mark and its plan.
+    private func give(_ verdict: KernelVerdict, to packets: [UInt32], of key: FlowKey, inspection: Inspection?, now: UInt64) {
+        for packet in packets {
+            if let id = heldDNSIDs.removeValue(forKey: packet), let inspection, let name = inspection.facts.host,
+                let action = DNSAnswerAction(for: inspection, engines: inspector.engines)
+            {
+                answerPlans.expect(.init(flow: key, id: id), name: name, action: action, now: now)
+                queue.setVerdict(.repeatWithMark(marks.dnsAnswer), for: packet)
+            } else {
+                queue.setVerdict(verdict, for: packet)
+            }
+        }
+    }
+
+    /// Asks the engine again about a held flow (it knows more now: an answer
+    /// or new rules). A flow still unknown keeps waiting, with its packets;
+    /// one that now waits for another answer (its user placed, its name not
+    /// known yet) waits for that one, asked once for all the flows that need it.
+    private func retry(_ key: FlowKey, now: UInt64) {
+        let uid = held.uid(of: key)
+        guard let inspection = inspector.resolve(flow: key, uid: uid, now: now) else {
+            let fallback = askDefault(uid: uid).verdict == .allow ? KernelVerdict.accept : .drop
+            give(fallback, to: held.release(key), of: key, inspection: nil, now: now)
+            return
+        }
+        guard inspection.verdict != .needRules else {
+            guard let question = HeldQuestion(for: inspection), question != held.question(of: key) else { return }
+            let packets = held.release(key)
+            let deadline = deadline(uid: uid, now: now)
+            var newQuestion = false
+            for id in packets {
+                if held.hold(packet: id, flow: key, question: question, uid: uid, now: now, deadline: deadline) == .held(newQuestion: true) {
+                    newQuestion = true
+                }
+            }
+            if newQuestion { ask(question, kind: inspection.kind, flow: key, uid: uid, now: now) }
+            return
+        }
+        concluded(inspection, now: now)
+        give(verdict(for: inspection), to: held.release(key), of: key, inspection: inspection, now: now)
+    }
+
+    /// `retry` for every flow waiting for the answer to `question`.
+    private func retryWaiting(for question: HeldQuestion, now: UInt64) {
+        guard let waiting = held.waiting(for: question) else { return }
+        for key in waiting.flows { retry(key, now: now) }
+    }
+
+    /// Every flow waiting for the answer to `question` gets its user's `policy.askDefault`.
+    private func settleWithDefault(waitingFor question: HeldQuestion, now: UInt64) {
+        guard let waiting = held.waiting(for: question) else { return }
+        for key in waiting.flows {
+            let uid = held.uid(of: key)
+            settle(key, packets: held.release(key), with: askDefault(uid: uid), uid: uid, now: now)
+        }
+    }
+
+    /// Held flows whose time ran out get their `policy.askDefault`.
+    private func settleExpired(now: UInt64) {
+        for key in held.expired(now: now) {
+            counters.askTimeouts += 1
+            let uid = held.uid(of: key)
+            settle(key, packets: held.release(key), with: askDefault(uid: uid), uid: uid, now: now)
+        }
+    }
+
     // MARK: Reports
 
     /// Keeps a flow's first decision and a blocked DNS query for filter-control
     /// (the audit log; connections to judge again when the policy changes).
-    private func report(_ inspection: Inspection) {
+    private func reportDecision(_ inspection: Inspection, now: UInt64) {
         guard control != nil, let key = inspection.flow else { return }
         switch (inspection.finality, inspection.verdict) {
         case (.firstDecision, _):
@@ -287,72 +411,28 @@ public final class DataPath<Queue: PacketQueue> {
         default:
             return
         }
-        guard pendingReports.count < DataPath.maximumPendingReports else {
-            counters.reportsDropped += 1
-            return
-        }
         let facts = inspection.facts
-        if pendingReports.isEmpty { reportsWaitingSince = DataPath.monotonicNanoseconds() }
         // Written as the line it travels in: no FlowReport, no String of the name.
-        pendingReports.appendLine { bytes in
+        let kept = reports.add(now: now) { bytes in
             FlowReport.appendLine(
                 to: &bytes, flow: key, uid: facts.uid, kind: inspection.kind.rawValue,
                 host: facts.host?.bytes ?? inspection.findings.name.map { Array($0.utf8) },
                 path: inspection.kind == .http ? facts.path : nil, verdict: inspection.verdict, reason: inspection.decision.reason)
         }
+        if !kept { counters.reportsDropped += 1 }
     }
 
-    /// Reports waiting for room in the channel, at most (a full channel drops, and counts, the rest).
-    static var maximumPendingReports: Int { 4096 }
-
-    /// How long a report may wait for others (ns): reports go in full messages
-    /// rather than one per packet, so that filter-control wakes once for many
-    /// (at a few connections a second, each report used to cost both processes
-    /// a wakeup). The audit log and the connection records are that much later.
-    static var reportDelay: UInt64 { 50_000_000 }
-    /// Reports that go at once, without waiting for `reportDelay`: at
-    /// thousands of connections a second filter-control then wakes some
-    /// tens of times a second, not once per few milliseconds (each wakeup
-    /// costs both processes a context switch and the caches the other one
-    /// warmed). 256 lines are three or four messages (a line is 80 to 150
-    /// bytes, a message at most `controlMessageMaximumSize`), a small part
-    /// of the channel's send buffer, which questions to filter-control share.
-    static var reportBatch: Int { 2 * FlowReportLines.maximumPerMessage }
-
-    /// Sends the waiting reports once there are `reportBatch` of them or the
-    /// oldest has waited `reportDelay`, without ever waiting on the channel:
-    /// what it has no room for stays for the next batch. A message carries
-    /// as many lines as fit in it.
-    private func sendReports(now: UInt64) {
-        guard let control, !pendingReports.isEmpty else { return }
-        guard pendingReports.count >= DataPath.reportBatch || now &- (reportsWaitingSince ?? now) >= DataPath.reportDelay || now == .max else { return }
-        // Room for the lines in a message after its name and line feed.
-        let room = controlMessageMaximumSize - 7
-        var sent = 0
-        while sent < pendingReports.count {
-            var end = sent
-            while end < pendingReports.count, end - sent < FlowReportLines.maximumPerMessage,
-                pendingReports.byteCount(sent..<(end + 1)) <= room
-            {
-                end += 1
-            }
-            // A line is far shorter than a message (its fields are cut to 256 bytes): at least one fits.
-            do {
-                try control.send(.reports(pendingReports.lines(sent..<max(end, sent + 1))))
-            } catch {
-                break
-            }
-            sent = max(end, sent + 1)
+    /// Sends the reports that are due (`FlowReportBatch`), or with `all`
+    /// every one (filter-data stops), without ever waiting on the channel.
+    private func sendReports(now: UInt64, all: Bool = false) {
+        guard let control, !reports.isEmpty else { return }
+        let sent = reports.send(now: now, all: all) { lines in
+            (try? control.send(.reports(lines))) != nil
         }
         counters.reportsSent += UInt64(sent)
-        if sent == pendingReports.count {
-            pendingReports.removeAll(keepingCapacity: true)
-        } else {
-            pendingReports = pendingReports.lines(sent..<pendingReports.count)
-        }
-        // What stays waits for room in the channel: tried again after another delay, not at every turn.
-        reportsWaitingSince = pendingReports.isEmpty ? nil : DataPath.monotonicNanoseconds()
     }
+
+    // MARK: DNS answers
 
     /// Keeps the judgement of a query whose answer is to be changed.
     private func expectAnswer(to packet: Span<UInt8>, _ inspection: Inspection, action: DNSAnswerAction, now: UInt64) {
@@ -391,87 +471,6 @@ public final class DataPath<Queue: PacketQueue> {
         }
     }
 
-    private func verdict(for inspection: Inspection) -> KernelVerdict {
-        KernelVerdict(for: inspection, marks: marks, rewriteDNS: inspector.engine.policy.dnsRewrite != nil)
-    }
-
-    /// Decides a held flow with `decision` and gives its packets their verdicts.
-    private func settle(_ key: FlowKey, packets: [UInt32], with decision: Decision, uid: UInt32?, now: UInt64) {
-        if let inspection = inspector.settle(flow: key, with: decision, uid: uid, now: now) {
-            concluded(inspection)
-            give(verdict(for: inspection), to: packets, of: key, inspection: inspection, now: now)
-        } else {
-            // The flow left the table while it waited (idle or evicted): the default, packet by packet.
-            give(decision.verdict == .allow ? .accept : .drop, to: packets, of: key, inspection: nil, now: now)
-        }
-    }
-
-    /// Gives held packets of `key` their verdict; a held DNS query whose
-    /// answer is to be changed goes on with the answer mark and its plan.
-    private func give(_ verdict: KernelVerdict, to packets: [UInt32], of key: FlowKey, inspection: Inspection?, now: UInt64) {
-        for packet in packets {
-            if let id = heldDNSIDs.removeValue(forKey: packet), let inspection, let name = inspection.facts.host,
-                let action = DNSAnswerAction(for: inspection, engines: inspector.engines)
-            {
-                answerPlans.expect(.init(flow: key, id: id), name: name, action: action, now: now)
-                queue.setVerdict(.repeatWithMark(marks.dnsAnswer), for: packet)
-            } else {
-                queue.setVerdict(verdict, for: packet)
-            }
-        }
-    }
-
-    /// Asks the engine again about a held flow (it knows more now: an answer
-    /// or new rules). A flow still unknown keeps waiting, with its packets
-    /// and its deadline.
-    private func retry(_ key: FlowKey, now: UInt64) {
-        let uid = held.uid(of: key)
-        guard let inspection = inspector.resolve(flow: key, uid: uid, now: now) else {
-            let fallback = askDefault(uid: uid).verdict == .allow ? KernelVerdict.accept : .drop
-            give(fallback, to: held.release(key), of: key, inspection: nil, now: now)
-            return
-        }
-        guard inspection.verdict != .needRules else {
-            // It waits for something else now (a user placed, the name still unknown): ask about that.
-            if let question = HeldQuestion(for: inspection), held.waiting(for: question) == nil, let control {
-                let message: DataEvent
-                switch question {
-                case .user(let uid): message = .askUser(uid)
-                case .host(let host):
-                    message = .ask(
-                        NeedRulesQuestion(host: host, kind: inspection.kind.rawValue, destination: key.destination.description, port: key.destinationPort, uid: uid))
-                }
-                let packets = held.release(key)
-                let deadline = now &+ UInt64((inspector.engines.engine(for: uid) ?? inspector.engine).policy.askTimeoutMilliseconds) &* 1_000_000
-                for id in packets { _ = held.hold(packet: id, flow: key, question: question, uid: uid, now: now, deadline: deadline) }
-                if (try? control.send(message)) != nil { counters.questions += 1 }
-            }
-            return
-        }
-        concluded(inspection)
-        give(verdict(for: inspection), to: held.release(key), of: key, inspection: inspection, now: now)
-    }
-
-    private func settleWaiting(for question: HeldQuestion, with decision: Decision?, now: UInt64) {
-        guard let waiting = held.waiting(for: question) else { return }
-        for key in waiting.flows {
-            if let decision {
-                let uid = held.uid(of: key)
-                settle(key, packets: held.release(key), with: decision, uid: uid, now: now)
-            } else {
-                retry(key, now: now)
-            }
-        }
-    }
-
-    private func settleExpired(now: UInt64) {
-        for key in held.expired(now: now) {
-            counters.askTimeouts += 1
-            let uid = held.uid(of: key)
-            settle(key, packets: held.release(key), with: askDefault(uid: uid), uid: uid, now: now)
-        }
-    }
-
     // MARK: Control messages
 
     /// Applies every waiting control message. False when filter-control is gone.
@@ -485,7 +484,7 @@ public final class DataPath<Queue: PacketQueue> {
                 return false
             }
             guard let message else { return true }
-            apply(message, now: DataPath.monotonicNanoseconds())
+            apply(message, now: clock.nanoseconds())
         }
     }
 
@@ -496,20 +495,16 @@ public final class DataPath<Queue: PacketQueue> {
             inspector.recordAnswer(
                 LookupAnswers.Answer(categories: categories, expires: now &+ UInt64(timeToLive) &* 1_000_000_000), for: host)
             if let waiting = held.waiting(for: .host(host)) { roundTrips.record(now &- waiting.asked) }
-            settleWaiting(for: .host(host), with: nil, now: now)
+            retryWaiting(for: .host(host), now: now)
         case .noAnswer(let host):
             counters.answers += 1
-            guard let waiting = held.waiting(for: .host(host)) else { return }
-            roundTrips.record(now &- waiting.asked)
-            for key in waiting.flows {
-                let uid = held.uid(of: key)
-                settle(key, packets: held.release(key), with: askDefault(uid: uid), uid: uid, now: now)
-            }
+            if let waiting = held.waiting(for: .host(host)) { roundTrips.record(now &- waiting.asked) }
+            settleWithDefault(waitingFor: .host(host), now: now)
         case .userPlacement(let uid, let audience):
             counters.answers += 1
             inspector.place(uid: uid, in: audience)
             if let waiting = held.waiting(for: .user(uid)) { roundTrips.record(now &- waiting.asked) }
-            settleWaiting(for: .user(uid), with: nil, now: now)
+            retryWaiting(for: .user(uid), now: now)
         case .useRules(let storePath, let policyPath):
             swapRules(store: storePath, policy: policyPath, now: now)
         case .usePolicy(let policyPath):
@@ -522,16 +517,13 @@ public final class DataPath<Queue: PacketQueue> {
     /// Maps and checks the new store and reads the policy first; only then
     /// swaps (between two batches), so every packet is judged by the old
     /// rules or by the new ones, whole. The old store is unmapped when the
-    /// last reference to it goes, right after the swap.
+    /// last reference to it goes, right after the swap. Refused, the old
+    /// rules stay and filter-control is told why.
     /// With no `store`, only the policy set is read again (the store in force stays mapped).
     private func swapRules(store storePath: String?, policy policyPath: String, now: UInt64) {
         let engines: PolicyEngines<RuleStore>
         do {
-            if let storePath {
-                engines = try PolicyEngines.load(store: storePath, policy: policyPath, answers: inspector.engines.answers)
-            } else {
-                engines = PolicyEngines(rules: inspector.engines.rules, set: try PolicySet.load(policyPath), answers: inspector.engines.answers)
-            }
+            engines = try inspector.engines.replacing(store: storePath, policy: policyPath)
         } catch {
             counters.ruleSwapsRefused += 1
             try? control?.send(.rulesRefused(code: error.code, message: error.description))
@@ -583,10 +575,6 @@ public final class DataPath<Queue: PacketQueue> {
         report.roundTripP50Micros = percentiles.p50 / 1000
         report.roundTripP99Micros = percentiles.p99 / 1000
         return report
-    }
-
-    public static func monotonicNanoseconds() -> UInt64 {
-        MonotonicClock.nanoseconds()
     }
 }
 

@@ -1,15 +1,17 @@
-// What DataPath needs of the kernel's packet queue, and the values that cross
-// it. filter-data runs DataPath on the NFQUEUE socket (FilterDataKernel's
-// NetfilterQueueSocket), so FilterData itself links no C library. DataPath is
-// generic over the queue rather than holding an existential, so the release
-// build specialises it for the socket and the per-packet calls stay direct
-// (-cross-module-optimization, Package.swift).
+// What DataPath needs of the kernel's packet queue and of the clock, and the
+// values that cross between them. filter-data runs DataPath on the NFQUEUE
+// socket (FilterDataKernel's NetfilterQueueSocket) and CLOCK_MONOTONIC; the
+// unit tests run it on a queue and a clock of their own, without root.
+// DataPath is generic over both rather than holding an existential, so the
+// release build specialises it for the socket and the per-packet calls stay
+// direct (-cross-module-optimization, Package.swift).
 import HallpassWire
 public import HallpassIPC
 public import VerdictCore
 #if canImport(Glibc)
 import Glibc
 #endif
+import HallpassSystem
 import SystemPackage
 
 /// A queue of packets the kernel holds until it is told what to do with
@@ -24,6 +26,17 @@ public protocol PacketQueue: AnyObject {
     /// Queues a verdict for the packet; `flushVerdicts` sends what is queued.
     func setVerdict(_ verdict: KernelVerdict, for packetID: UInt32)
     func flushVerdicts() throws(QueueSocketError)
+}
+
+/// A monotonic clock in nanoseconds (DataPath's deadlines and ages).
+public protocol NanosecondClock {
+    func nanoseconds() -> UInt64
+}
+
+/// CLOCK_MONOTONIC (HallpassSystem's MonotonicClock): the clock filter-data runs on.
+public struct MonotonicSystemClock: NanosecondClock, Sendable {
+    public init() {}
+    public func nanoseconds() -> UInt64 { MonotonicClock.nanoseconds() }
 }
 
 /// A verdict as the kernel takes it.

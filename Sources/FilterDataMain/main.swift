@@ -159,8 +159,8 @@ lockDown()
 
 var settings = FlowInspectorSettings()
 settings.limits.streamPeekBound = options.peekBytes
-// Specialised here for the socket (the release build's cross-module optimisation): no protocol calls per packet.
-let path = DataPath(queue: socket, inspector: FlowInspector(engines: engines, settings: settings), control: control)
+// Specialised here for the socket and the clock (the release build's cross-module optimisation): no protocol calls per packet.
+let path = DataPath(queue: socket, clock: MonotonicSystemClock(), inspector: FlowInspector(engines: engines, settings: settings), control: control)
 say(
     "filtering queue \(options.queue) (fail \(options.failOpen ? "open" : "closed")) with rules version \(engines.rules.version), \(engines.rules.domainNameCount) names, \(engines.engines.count) policies"
 )

@@ -99,6 +99,9 @@ public struct HeldPackets: Sendable {
     /// The user of a held flow (nil when it is not held or has none).
     public func uid(of key: FlowKey) -> UInt32? { flows[key]?.uid }
 
+    /// What a held flow waits for (nil when it is not held).
+    public func question(of key: FlowKey) -> HeldQuestion? { flows[key]?.question }
+
     /// Every flow held, for a rules change (each may now be decided).
     public var allFlows: [FlowKey] { Array(flows.keys) }
 
