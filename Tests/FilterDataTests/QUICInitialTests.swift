@@ -59,7 +59,7 @@ d5974ee12e5cf7d5da4d6a31123041f33e61407e76cffcdcfd7e19ba58cf4b536f4c4938ae79324d
 
     @Test func rfc9001InitialKeys() throws {
         let parameters = try #require(QUICInitialParser.initialParameters(for: 1))
-        let keys = QUICInitialParser.clientInitialKeys(destinationConnectionID: dcid, parameters: parameters)
+        let keys = QUICInitialProtection.clientKeys(destinationConnectionID: dcid, parameters: parameters.protection)
         #expect(keys.iv.hexString == "fa044b2f42a3fd3b46fb255c")
         #expect(keys.key.withUnsafeBytes { Array($0) }.hexString == "1f369613dd76d5467730efcbe3b1a22d")
         #expect(keys.headerProtectionKey.withUnsafeBytes { Array($0) }.hexString == "9f50449e04a0e810283a1e9933adedd2")
@@ -67,7 +67,7 @@ d5974ee12e5cf7d5da4d6a31123041f33e61407e76cffcdcfd7e19ba58cf4b536f4c4938ae79324d
 
     @Test func rfc9369InitialKeys() throws {
         let parameters = try #require(QUICInitialParser.initialParameters(for: 0x6b33_43cf))
-        let keys = QUICInitialParser.clientInitialKeys(destinationConnectionID: dcid, parameters: parameters)
+        let keys = QUICInitialProtection.clientKeys(destinationConnectionID: dcid, parameters: parameters.protection)
         #expect(keys.key.withUnsafeBytes { Array($0) }.hexString == "8b1a0bc121284290a29e0971b5cd045d")
         #expect(keys.iv.hexString == "91f73e2351d8fa91660e909f")
         #expect(keys.headerProtectionKey.withUnsafeBytes { Array($0) }.hexString == "45b95e15235d6f45a6b19cbcb0294ba9")
@@ -100,6 +100,49 @@ d5974ee12e5cf7d5da4d6a31123041f33e61407e76cffcdcfd7e19ba58cf4b536f4c4938ae79324d
 
     @Test func rfc9369ClientInitialOpens() throws {
         try expectExampleComInitial(rfc9369ClientInitial, version: .version2)
+    }
+
+    /// IETF and Google QUIC open Initials with the one `QUICInitialProtection`:
+    /// the RFC 9001 Initial opens with its version's parameters and its own
+    /// DCID, or with a key DCID when its own has another, and not with
+    /// another salt; keys whose IV is not a nonce's 12 bytes open nothing
+    /// (the IETF copy indexed the nonce unchecked: it trapped on such keys).
+    @Test func theSharedProtectionOpensWithTheRightKeysOnly() throws {
+        let bytes = rfc9001ClientInitial
+        let datagram = bytes.span
+        let parameters = try #require(QUICInitialParser.initialParameters(for: 1)).protection
+        // The RFC's Initial: a long header of 1 + 4 + 1 + 8 + 1 bytes, no token, a 2-byte length.
+        let packetNumberOffset = 1 + 4 + 1 + 8 + 1 + 1 + 2
+        let end = datagram.count
+        // (Spans cannot go into the test macros: each outcome is taken first.)
+        let ownKeys = QUICInitialProtection.open(
+            datagram, packetStart: 0, packetNumberOffset: packetNumberOffset, end: end, destinationConnectionID: dcid,
+            keyConnectionIDs: [], parameters: parameters)
+        let opened = try #require(ownKeys)
+        #expect(opened.packetNumber == 2 && opened.keyConnectionID == dcid)
+        let other: [UInt8] = [9, 9, 9, 9]
+        let earlierKeys = QUICInitialProtection.open(
+            datagram, packetStart: 0, packetNumberOffset: packetNumberOffset, end: end, destinationConnectionID: other,
+            keyConnectionIDs: [[1], other, dcid], parameters: parameters)
+        let viaKey = try #require(earlierKeys)
+        #expect(viaKey.keyConnectionID == dcid && viaKey.plaintext == opened.plaintext)
+        let otherSalt = QUICInitialProtection.open(
+            datagram, packetStart: 0, packetNumberOffset: packetNumberOffset, end: end, destinationConnectionID: dcid,
+            keyConnectionIDs: [], parameters: .version1Labels(salt: GoogleQUICParser.saltQ050))
+        #expect(otherSalt == nil)
+        let keys = QUICInitialProtection.clientKeys(destinationConnectionID: dcid, parameters: parameters)
+        let withKeys = QUICInitialProtection.open(datagram, packetStart: 0, packetNumberOffset: packetNumberOffset, end: end, keys: keys)
+        #expect(withKeys?.plaintext == opened.plaintext)
+        for length in [0, 8, 11, 13] {
+            var shortNonce = keys
+            shortNonce.iv = [UInt8](repeating: 0, count: length)
+            let outcome = QUICInitialProtection.open(datagram, packetStart: 0, packetNumberOffset: packetNumberOffset, end: end, keys: shortNonce)
+            #expect(outcome == nil, "an IV of \(length) bytes")
+        }
+        // Too short for the sample, or an end past the bytes: nothing is read out of bounds.
+        let short = QUICInitialProtection.open(datagram, packetStart: 0, packetNumberOffset: end - 19, end: end, keys: keys)
+        let past = QUICInitialProtection.open(datagram, packetStart: 0, packetNumberOffset: packetNumberOffset, end: end + 1, keys: keys)
+        #expect(short == nil && past == nil)
     }
 
     @Test func corruptedInitialFailsAuthentication() {

@@ -11,7 +11,7 @@ enum QUICSealing {
     /// A version 1 client Initial carrying `frames` (padded with PADDING to 1,200 bytes).
     static func initial(frames: [UInt8], dcid: [UInt8], packetNumber: UInt32 = 0) -> [UInt8] {
         let parameters = QUICInitialParser.initialParameters(for: 1)!
-        let keys = QUICInitialParser.clientInitialKeys(destinationConnectionID: dcid, parameters: parameters)
+        let keys = QUICInitialProtection.clientKeys(destinationConnectionID: dcid, parameters: parameters.protection)
         var payload = frames
         let headerGuess = 1 + 4 + 1 + dcid.count + 1 + 1 + 2 + 4
         if payload.count < 1_200 - headerGuess - 16 { payload += [UInt8](repeating: 0, count: 1_200 - headerGuess - 16 - payload.count) }

@@ -28,13 +28,10 @@
 // four-byte tag and the little-endian 32-bit offset where its value ends,
 // then the values back to back. The server name is the value of tag "SNI\0".
 //
-// The Initial keys come from `QUICInitialParser.clientInitialKeys`, the
-// same derivation as QUIC v1, given the gQUIC salt; nothing here opens IETF
-// QUIC, which stays with `QUICInitialParser`.
+// Protected Initials are opened by `QUICInitialProtection`, as IETF QUIC's
+// are, with QUIC v1's labels and the gQUIC version's salt; nothing here opens
+// IETF QUIC, which stays with `QUICInitialParser`.
 import HallpassWire
-
-internal import Crypto
-internal import _CryptoExtras
 
 /// A Google QUIC version tag: 'Q' or 'T' and three decimal digits, as sent on the wire ("Q046" is 0x51303436).
 public struct GoogleQUICVersion: Hashable, Sendable, CustomStringConvertible {
@@ -243,54 +240,16 @@ public enum GoogleQUICParser {
         let packetNumberOffset = cursor.offset
         let end = packetNumberOffset + Int(length)
         // The header protection sample starts 4 bytes after the packet number offset (RFC 9001 section 5.4.2).
-        guard end - packetNumberOffset >= 4 + 16 else { return .malformed(version, reason: "Initial too short for the header protection sample") }
-        let parameters = QUICInitialParser.InitialParameters(
-            salt: salt, keyLabel: Array("quic key".utf8), ivLabel: Array("quic iv".utf8), hpLabel: Array("quic hp".utf8), isVersion2: false)
-        var candidates = [destination]
-        for candidate in keyConnectionIDs.prefix(4) where candidate != destination { candidates.append(candidate) }
-        for candidate in candidates {
-            let keys = QUICInitialParser.clientInitialKeys(destinationConnectionID: candidate, parameters: parameters)
-            if let plaintext = open(bytes, packetNumberOffset: packetNumberOffset, end: end, keys: keys) {
-                return frames(plaintext.span, from: WireReader(plaintext.span), version: version, keyConnectionID: candidate)
-            }
+        guard end - packetNumberOffset >= 4 + QUICInitialProtection.sampleLength else {
+            return .malformed(version, reason: "Initial too short for the header protection sample")
         }
-        return .malformed(version, reason: "Initial failed authentication (not a client Initial, or corrupted)")
-    }
-
-    /// Removes header protection and decrypts one Initial (RFC 9001 sections 5.3 and 5.4); nil when it does not authenticate.
-    private static func open(_ bytes: Span<UInt8>, packetNumberOffset: Int, end: Int,
-                             keys: QUICInitialParser.ClientInitialKeys) -> [UInt8]? {
-        var mask = bytes.copied((packetNumberOffset + 4)..<(packetNumberOffset + 20))
-        do {
-            try AES.permute(&mask, key: keys.headerProtectionKey)
-        } catch {
-            return nil
+        guard let opened = QUICInitialProtection.open(
+            bytes, packetStart: 0, packetNumberOffset: packetNumberOffset, end: end, destinationConnectionID: destination,
+            keyConnectionIDs: keyConnectionIDs, parameters: .version1Labels(salt: salt))
+        else {
+            return .malformed(version, reason: "Initial failed authentication (not a client Initial, or corrupted)")
         }
-        let first = bytes[0] ^ (mask[0] & 0x0F)
-        let packetNumberLength = Int(first & 0x03) + 1
-        let payloadStart = packetNumberOffset + packetNumberLength
-        guard end - payloadStart >= 16 else { return nil }
-        var header = bytes.copied(0..<payloadStart)
-        header[0] = first
-        var packetNumber: UInt64 = 0
-        for index in 0..<packetNumberLength {
-            let position = packetNumberOffset + index
-            header[position] ^= mask[1 + index]
-            packetNumber = packetNumber << 8 | UInt64(header[position])
-        }
-        var nonce = keys.iv
-        guard nonce.count == 12 else { return nil }
-        for index in 0..<8 {
-            nonce[11 - index] ^= UInt8(truncatingIfNeeded: packetNumber >> (8 * UInt64(index)))
-        }
-        do {
-            let box = try AES.GCM.SealedBox(nonce: AES.GCM.Nonce(data: nonce),
-                                            ciphertext: bytes.copied(payloadStart..<(end - 16)),
-                                            tag: bytes.copied((end - 16)..<end))
-            return Array(try AES.GCM.open(box, using: keys.key, authenticating: header))
-        } catch {
-            return nil
-        }
+        return frames(opened.plaintext.span, from: WireReader(opened.plaintext.span), version: version, keyConnectionID: opened.keyConnectionID)
     }
 
     // MARK: Frames

@@ -3,10 +3,9 @@
 // (RFC 9001 section 5.3), frames (RFC 9000 section 19), for QUIC v1, QUIC v2
 // (RFC 9369) and the late drafts. The CRYPTO stream of the Initials carries
 // the TLS ClientHello as a bare handshake message.
+// Keys, header protection and AEAD are QUICInitialProtection's, shared with
+// Google QUIC's protected Initials.
 import HallpassWire
-
-internal import Crypto
-internal import _CryptoExtras
 
 /// The QUIC versions whose Initial packets can be opened.
 public struct QUICVersion: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
@@ -84,12 +83,9 @@ public enum QUICInitialParser {
     /// Long header packet kinds (RFC 9000 section 17.2; RFC 9369 section 3.2 for v2's different bits).
     enum PacketKind { case initial, zeroRTT, handshake, retry }
 
+    /// How a version's Initials are protected, and whether its long header types are v2's.
     struct InitialParameters {
-        var salt: [UInt8]
-        /// "quic " for v1 and drafts, "quicv2 " for v2.
-        var keyLabel: [UInt8]
-        var ivLabel: [UInt8]
-        var hpLabel: [UInt8]
+        var protection: QUICInitialProtection.Parameters
         var isVersion2: Bool
     }
 
@@ -99,21 +95,18 @@ public enum QUICInitialParser {
     private static let saltDraft23: [UInt8] = [0xc3, 0xee, 0xf7, 0x12, 0xc7, 0x2e, 0xbb, 0x5a, 0x11, 0xa7, 0xd2, 0x43, 0x2b, 0xb4, 0x63, 0x65, 0xbe, 0xf9, 0xf5, 0x02]
     private static let saltDraft22: [UInt8] = [0x7f, 0xbc, 0xdb, 0x0e, 0x7c, 0x66, 0xbb, 0xe9, 0x19, 0x3a, 0x96, 0xcd, 0x21, 0x51, 0x9e, 0xbd, 0x7a, 0x02, 0x64, 0x4a]
 
-    private static let v1Labels = (key: Array("quic key".utf8), iv: Array("quic iv".utf8), hp: Array("quic hp".utf8))
-    private static let v2Labels = (key: Array("quicv2 key".utf8), iv: Array("quicv2 iv".utf8), hp: Array("quicv2 hp".utf8))
-
     static func initialParameters(for version: UInt32) -> InitialParameters? {
         let salt: [UInt8]
         switch version {
         case 0x0000_0001: salt = saltV1
         case 0x6b33_43cf:
-            return InitialParameters(salt: saltV2, keyLabel: v2Labels.key, ivLabel: v2Labels.iv, hpLabel: v2Labels.hp, isVersion2: true)
+            return InitialParameters(protection: .version2Labels(salt: saltV2), isVersion2: true)
         case 0xff00_001d...0xff00_0022: salt = saltDraft29  // drafts 29-34
         case 0xff00_0017...0xff00_001c, 0xface_b002, 0xface_b00e: salt = saltDraft23  // drafts 23-28; mvfst draft-27 and experimental
         case 0xff00_0016, 0xface_b001: salt = saltDraft22                // draft 22; mvfst draft-22
         default: return nil
         }
-        return InitialParameters(salt: salt, keyLabel: v1Labels.key, ivLabel: v1Labels.iv, hpLabel: v1Labels.hp, isVersion2: false)
+        return InitialParameters(protection: .version1Labels(salt: salt), isVersion2: false)
     }
 
     static func packetKind(typeBits: UInt8, isVersion2: Bool) -> PacketKind {
@@ -121,49 +114,6 @@ public enum QUICInitialParser {
             switch typeBits { case 1: return .initial; case 2: return .zeroRTT; case 3: return .handshake; default: return .retry }
         }
         switch typeBits { case 0: return .initial; case 1: return .zeroRTT; case 2: return .handshake; default: return .retry }
-    }
-
-    // MARK: Keys (RFC 9001 section 5.2)
-
-    /// The client's Initial packet protection keys.
-    struct ClientInitialKeys {
-        var key: SymmetricKey
-        var iv: [UInt8]
-        var headerProtectionKey: SymmetricKey
-    }
-
-    static func clientInitialKeys(destinationConnectionID: [UInt8], parameters: InitialParameters) -> ClientInitialKeys {
-        let initialSecret = HKDF<SHA256>.extract(inputKeyMaterial: SymmetricKey(data: destinationConnectionID), salt: parameters.salt)
-        let clientSecret = expandLabel(secret: SymmetricKey(data: initialSecret), label: Array("client in".utf8), length: 32)
-        let key = expandLabel(secret: clientSecret, label: parameters.keyLabel, length: 16)
-        let iv = expandLabelBytes(secret: clientSecret, label: parameters.ivLabel, length: 12)
-        let hp = expandLabel(secret: clientSecret, label: parameters.hpLabel, length: 16)
-        return ClientInitialKeys(key: key, iv: iv, headerProtectionKey: hp)
-    }
-
-    /// HKDF-Expand-Label (RFC 8446 section 7.1) with an empty context.
-    static func expandLabel(secret: SymmetricKey, label: [UInt8], length: Int) -> SymmetricKey {
-        HKDF<SHA256>.expand(pseudoRandomKey: secret, info: labelInfo(label, length: length), outputByteCount: length)
-    }
-
-    /// HKDF-Expand-Label as bytes, for an output of at most one SHA-256 block:
-    /// HKDF-Expand's first block is HMAC(secret, info | 0x01) (RFC 5869
-    /// section 2.3), so the bytes come out of the MAC (a byte sequence)
-    /// instead of out of a key, which has no safe way to read it.
-    static func expandLabelBytes(secret: SymmetricKey, label: [UInt8], length: Int) -> [UInt8] {
-        precondition(length <= SHA256.byteCount, "one HKDF block at most")
-        let block = HMAC<SHA256>.authenticationCode(for: labelInfo(label, length: length) + [1], using: secret)
-        return Array(block.prefix(length))
-    }
-
-    /// The HkdfLabel structure with an empty context (RFC 8446 section 7.1).
-    private static func labelInfo(_ label: [UInt8], length: Int) -> [UInt8] {
-        var info: [UInt8] = [UInt8(truncatingIfNeeded: length >> 8), UInt8(truncatingIfNeeded: length)]
-        info.append(UInt8(6 + label.count))
-        info.append(contentsOf: Array("tls13 ".utf8))
-        info.append(contentsOf: label)
-        info.append(0)
-        return info
     }
 
     // MARK: Datagrams
@@ -245,68 +195,21 @@ public enum QUICInitialParser {
         guard kind == .initial else { return .skipped(end: end) }
 
         // Header protection (RFC 9001 section 5.4): the sample starts 4 bytes after the packet number offset.
-        guard end - packetNumberOffset >= 4 + 16 else {
+        guard end - packetNumberOffset >= 4 + QUICInitialProtection.sampleLength else {
             return .stop(.malformed(reason: "Initial too short for the header protection sample"), reason: "short Initial")
         }
-        // Keys come from this packet's DCID (first Initial, or the first after a Retry); a client
-        // that switched to the server's connection ID keeps the keys of its original DCID
-        // (RFC 9001 section 5.2), which the caller passes as `keyConnectionIDs`.
-        var opened: (packetNumber: UInt64, plaintext: [UInt8])? = nil
-        var keyID = dcid
-        for (index, candidate) in ([dcid] + keyConnectionIDs).enumerated() where index == 0 || candidate != dcid {
-            let keys = clientInitialKeys(destinationConnectionID: candidate, parameters: parameters)
-            if let result = open(bytes, packetStart: start, packetNumberOffset: packetNumberOffset, end: end, keys: keys) {
-                opened = result
-                keyID = candidate
-                break
-            }
-        }
-        guard let opened else {
+        guard let opened = QUICInitialProtection.open(
+            bytes, packetStart: start, packetNumberOffset: packetNumberOffset, end: end, destinationConnectionID: dcid,
+            keyConnectionIDs: keyConnectionIDs, parameters: parameters.protection)
+        else {
             return .stop(.malformed(reason: "Initial failed authentication (not a client Initial, or corrupted)"),
                          reason: "Initial failed authentication")
         }
         var packet = QUICInitialPacket(version: QUICVersion(rawValue: version), destinationConnectionID: dcid,
-                                       sourceConnectionID: scid, keyConnectionID: keyID, tokenLength: tokenLength,
+                                       sourceConnectionID: scid, keyConnectionID: opened.keyConnectionID, tokenLength: tokenLength,
                                        packetNumber: opened.packetNumber, cryptoFrames: [], packetRange: start..<end)
         packet.cryptoFrames = cryptoFrames(in: opened.plaintext.span)
         return .initial(packet)
-    }
-
-    /// Removes header protection and decrypts one Initial with `keys`; nil when authentication fails.
-    private static func open(_ bytes: Span<UInt8>, packetStart start: Int, packetNumberOffset: Int, end: Int,
-                             keys: ClientInitialKeys) -> (packetNumber: UInt64, plaintext: [UInt8])? {
-        var mask = bytes.copied((packetNumberOffset + 4)..<(packetNumberOffset + 20))
-        do {
-            try AES.permute(&mask, key: keys.headerProtectionKey)
-        } catch {
-            return nil
-        }
-        let unprotectedFirst = bytes[start] ^ (mask[0] & 0x0F)
-        let packetNumberLength = Int(unprotectedFirst & 0x03) + 1
-        let payloadStart = packetNumberOffset + packetNumberLength
-        guard end - payloadStart >= 16 else { return nil }
-        var header = bytes.copied(start..<payloadStart)
-        header[0] = unprotectedFirst
-        var packetNumber: UInt64 = 0
-        for index in 0..<packetNumberLength {
-            let byte = header[packetNumberOffset - start + index] ^ mask[1 + index]
-            header[packetNumberOffset - start + index] = byte
-            packetNumber = packetNumber << 8 | UInt64(byte)
-        }
-        // Nonce: the IV with the packet number XORed into its last bytes (RFC 9001 section 5.3).
-        var nonce = keys.iv
-        for index in 0..<8 {
-            nonce[11 - index] ^= UInt8(truncatingIfNeeded: packetNumber >> (8 * UInt64(index)))
-        }
-        do {
-            let box = try AES.GCM.SealedBox(nonce: AES.GCM.Nonce(data: nonce),
-                                            ciphertext: bytes.copied(payloadStart..<(end - 16)),
-                                            tag: bytes.copied((end - 16)..<end))
-            let opened = try AES.GCM.open(box, using: keys.key, authenticating: header)
-            return (packetNumber, Array(opened))
-        } catch {
-            return nil
-        }
     }
 
     // MARK: Frames (RFC 9000 section 19)
