@@ -4,19 +4,11 @@ import HallpassIPC
 import Testing
 import VerdictCore
 
-/// The one's-complement sum of a UDP packet with its pseudo-header, written
-/// here independently of the code under test: 0xFFFF when the checksum is right.
+/// Whether the UDP checksum of a whole packet is right.
 private func udpChecksumVerifies(_ packet: [UInt8]) throws -> Bool {
     let ip = try IPPacketParser.parse(packet)
     let udp = Array(packet[ip.transportOffset...])
-    var words: [UInt32] = []
-    let source = ip.source.networkBytes, destination = ip.destination.networkBytes
-    let pseudo = source + destination + [0, 17] + [UInt8(udp.count >> 8), UInt8(udp.count & 0xFF)]
-    let all = pseudo + udp + (udp.count % 2 == 1 ? [0] : [])
-    for index in stride(from: 0, to: all.count, by: 2) { words.append(UInt32(all[index]) << 8 | UInt32(all[index + 1])) }
-    var sum = words.reduce(0, +)
-    while sum > 0xFFFF { sum = (sum & 0xFFFF) + (sum >> 16) }
-    return sum == 0xFFFF
+    return Checksum.holds(udp, pseudo: Checksum.udpPseudoHeader(source: ip.source.networkBytes, destination: ip.destination.networkBytes, udpLength: udp.count))
 }
 
 /// A response for `name` with a CNAME, then an A and an AAAA record (names compressed), TTL 300.
@@ -38,12 +30,7 @@ private func withChecksum(_ packet: [UInt8]) throws -> [UInt8] {
     var bytes = packet
     let ip = try IPPacketParser.parse(bytes)
     let udp = Array(bytes[ip.transportOffset...])
-    let all = ip.source.networkBytes + ip.destination.networkBytes + [0, 17, UInt8(udp.count >> 8), UInt8(udp.count & 0xFF)]
-        + udp + (udp.count % 2 == 1 ? [0] : [])
-    var sum: UInt32 = 0
-    for index in stride(from: 0, to: all.count, by: 2) { sum += UInt32(all[index]) << 8 | UInt32(all[index + 1]) }
-    while sum > 0xFFFF { sum = (sum & 0xFFFF) + (sum >> 16) }
-    let checksum = ~UInt16(sum)
+    let checksum = ~Checksum.folded(Checksum.udpPseudoHeader(source: ip.source.networkBytes, destination: ip.destination.networkBytes, udpLength: udp.count) + udp)
     bytes[ip.transportOffset + 6] = UInt8(checksum >> 8)
     bytes[ip.transportOffset + 7] = UInt8(checksum & 0xFF)
     #expect(try udpChecksumVerifies(bytes))

@@ -99,20 +99,6 @@ func serviceParameterKeys(_ data: [UInt8]) -> [UInt16] {
     return keys
 }
 
-/// RFC 1071: the one's complement sum of `bytes` (with the checksum in place) folds to 0xFFFF.
-func checksumHolds(_ bytes: [UInt8], pseudo: [UInt8] = []) -> Bool {
-    var sum: UInt32 = 0
-    let all = pseudo + bytes
-    var index = 0
-    while index + 1 < all.count {
-        sum += UInt32(all[index]) << 8 | UInt32(all[index + 1])
-        index += 2
-    }
-    if index < all.count { sum += UInt32(all[index]) << 8 }
-    while sum > 0xFFFF { sum = (sum & 0xFFFF) + (sum >> 16) }
-    return sum == 0xFFFF
-}
-
 @Suite("DNS bypass rewrites")
 struct DNSBypassRewriteTests {
     // MARK: ech out of HTTPS and SVCB
@@ -239,10 +225,10 @@ struct DNSBypassRewriteTests {
             let udpBytes = Array(rewritten[ip.transportOffset...])
             let udpLength = Int(udpBytes[4]) << 8 | Int(udpBytes[5])
             #expect(udpLength == udpBytes.count)
-            let pseudo = source + destination + (v6 ? Build.be32(UInt32(udpBytes.count)) + [0, 0, 0, 17] : [0, 17] + Build.be16(udpBytes.count))
-            #expect(checksumHolds(udpBytes, pseudo: pseudo), "UDP checksum, IPv\(v6 ? 6 : 4)")
+            let pseudo = Checksum.udpPseudoHeader(source: source, destination: destination, udpLength: udpBytes.count)
+            #expect(Checksum.holds(udpBytes, pseudo: pseudo), "UDP checksum, IPv\(v6 ? 6 : 4)")
             if !v6 {
-                #expect(checksumHolds(Array(rewritten[0..<20])), "IPv4 header checksum")
+                #expect(Checksum.holds(Array(rewritten[0..<20])), "IPv4 header checksum")
                 let total = Int(rewritten[2]) << 8 | Int(rewritten[3])
                 #expect(total == rewritten.count)
             } else {

@@ -35,6 +35,34 @@ extension String {
     init(ascii bytes: [UInt8]) { self = String(decoding: bytes, as: UTF8.self) }
 }
 
+/// The Internet checksum (RFC 1071) as the tests check it: written here
+/// apart from the code under test (FilterData's InternetChecksum), once.
+enum Checksum {
+    /// The one's complement sum of `bytes` (an odd last byte padded with a zero), folded to 16 bits.
+    static func folded(_ bytes: [UInt8]) -> UInt16 {
+        var sum: UInt32 = 0
+        var index = 0
+        while index + 1 < bytes.count {
+            sum += UInt32(bytes[index]) << 8 | UInt32(bytes[index + 1])
+            index += 2
+        }
+        if index < bytes.count { sum += UInt32(bytes[index]) << 8 }
+        while sum > 0xFFFF { sum = (sum & 0xFFFF) + (sum >> 16) }
+        return UInt16(sum)
+    }
+
+    /// True when the sum of `pseudo` and `bytes`, the checksum in place, folds to 0xFFFF.
+    static func holds(_ bytes: [UInt8], pseudo: [UInt8] = []) -> Bool {
+        folded(pseudo + bytes) == 0xFFFF
+    }
+
+    /// UDP's pseudo-header (RFC 768): the addresses, the protocol and the UDP length. IPv6's
+    /// (RFC 8200 section 8.1: a 32-bit length, the next header after three zero bytes) sums the same.
+    static func udpPseudoHeader(source: [UInt8], destination: [UInt8], udpLength: Int) -> [UInt8] {
+        source + destination + [0, 17] + [UInt8(truncatingIfNeeded: udpLength >> 8), UInt8(truncatingIfNeeded: udpLength)]
+    }
+}
+
 /// Builders for handmade packets.
 enum Build {
     static func be16(_ value: Int) -> [UInt8] { [UInt8(truncatingIfNeeded: value >> 8), UInt8(truncatingIfNeeded: value)] }

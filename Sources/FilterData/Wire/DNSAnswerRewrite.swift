@@ -51,40 +51,7 @@ public enum DNSAnswerRewrite {
             bytes[ttlAt + 2] = UInt8(truncatingIfNeeded: ttl >> 8)
             bytes[ttlAt + 3] = UInt8(truncatingIfNeeded: ttl)
         }
-        guard setUDPChecksum(&bytes, ip: response.ip) else { return nil }
+        guard InternetChecksum.setUDPChecksum(&bytes, ip: response.ip) else { return nil }
         return bytes
-    }
-
-    /// Computes the UDP checksum of `bytes` (a whole IP packet) again. An
-    /// IPv4 sender may leave it zero (no checksum); it stays zero then.
-    static func setUDPChecksum(_ bytes: inout [UInt8], ip: IPPacket) -> Bool {
-        let udp = ip.transportOffset
-        guard udp + 8 <= bytes.count else { return false }
-        let udpLength = Int(bytes[udp + 4]) << 8 | Int(bytes[udp + 5])
-        guard udpLength >= 8, udp + udpLength <= bytes.count else { return false }
-        let isIPv4 = ip.version == 4
-        if isIPv4, bytes[udp + 6] == 0, bytes[udp + 7] == 0 { return true }
-        bytes[udp + 6] = 0
-        bytes[udp + 7] = 0
-        var sum: UInt32 = 0
-        func add(_ data: some Collection<UInt8>) {
-            var high = true
-            for byte in data {
-                sum &+= high ? UInt32(byte) << 8 : UInt32(byte)
-                high.toggle()
-            }
-        }
-        // The pseudo-header: addresses, protocol and UDP length.
-        add(ip.source.networkBytes)
-        add(ip.destination.networkBytes)
-        sum &+= 17
-        sum &+= UInt32(udpLength)
-        add(bytes[udp..<(udp + udpLength)])
-        while sum > 0xFFFF { sum = (sum & 0xFFFF) + (sum >> 16) }
-        var checksum = ~UInt16(truncatingIfNeeded: sum)
-        if checksum == 0 { checksum = 0xFFFF }
-        bytes[udp + 6] = UInt8(truncatingIfNeeded: checksum >> 8)
-        bytes[udp + 7] = UInt8(truncatingIfNeeded: checksum)
-        return true
     }
 }

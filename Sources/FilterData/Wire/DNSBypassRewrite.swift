@@ -559,18 +559,13 @@ public enum DNSPacketRewrite {
         if ip.version == 4 {
             output[2] = UInt8(truncatingIfNeeded: total >> 8)
             output[3] = UInt8(truncatingIfNeeded: total)
-            let headerLength = Int(output[0] & 0x0F) * 4
-            output[10] = 0
-            output[11] = 0
-            let checksum = internetChecksum(output[0..<headerLength], initial: 0)
-            output[10] = UInt8(truncatingIfNeeded: checksum >> 8)
-            output[11] = UInt8(truncatingIfNeeded: checksum)
+            InternetChecksum.setIPv4HeaderChecksum(&output)
         } else {
             output[4] = UInt8(truncatingIfNeeded: (total - 40) >> 8)
             output[5] = UInt8(truncatingIfNeeded: total - 40)
         }
         // The header still holds the original UDP checksum: zero (none, IPv4 only) stays zero.
-        guard DNSAnswerRewrite.setUDPChecksum(&output, ip: ip) else {
+        guard InternetChecksum.setUDPChecksum(&output, ip: ip) else {
             throw DNSRewriteError("dns.packet", "the rewritten datagram's lengths do not add up", at: udp)
         }
         return output
@@ -618,24 +613,5 @@ public enum DNSPacketRewrite {
     /// Convenience for an array.
     public static func removingECH(fromTCPStream stream: [UInt8], keepingLength: Bool = false) throws(DNSRewriteError) -> [UInt8]? {
         try removingECH(fromTCPStream: stream.span, keepingLength: keepingLength)
-    }
-
-    /// The 16-bit one's complement sum (RFC 1071) of `bytes`, not yet folded or complemented.
-    static func partialSum(_ bytes: ArraySlice<UInt8>) -> UInt32 {
-        var sum: UInt32 = 0
-        var index = bytes.startIndex
-        while index + 1 < bytes.endIndex {
-            sum &+= UInt32(bytes[index]) << 8 | UInt32(bytes[index + 1])
-            index += 2
-        }
-        if index < bytes.endIndex { sum &+= UInt32(bytes[index]) << 8 }
-        return sum
-    }
-
-    /// The Internet checksum (RFC 1071) of `bytes` added to `initial`.
-    static func internetChecksum(_ bytes: ArraySlice<UInt8>, initial: UInt32) -> UInt16 {
-        var sum = initial &+ partialSum(bytes)
-        while sum > 0xFFFF { sum = (sum & 0xFFFF) + (sum >> 16) }
-        return ~UInt16(truncatingIfNeeded: sum)
     }
 }
