@@ -1,5 +1,6 @@
-// DNS messages (RFC 1035 section 4): the header, the first question, and the
-// A/AAAA records of a response with the offsets of their addresses.
+// DNS messages (RFC 1035 section 4): the header, the first question, the
+// A/AAAA records of a response with the offsets of their addresses, and the
+// one reader of (possibly compressed) names every DNS parser of hallpass uses.
 
 public import VerdictCore
 
@@ -54,9 +55,12 @@ public struct DNSMalformation: Error, Hashable, Sendable, CustomStringConvertibl
     public var reason: String
     /// The offset where the problem was found.
     public var offset: Int
-    public init(_ reason: String, at offset: Int) {
+    /// The message ends where more of it belongs (a label, a pointer, a name cut off).
+    public var isTruncation: Bool
+    public init(_ reason: String, at offset: Int, truncation: Bool = false) {
         self.reason = reason
         self.offset = offset
+        self.isTruncation = truncation
     }
     public var description: String { "malformed DNS message at offset \(offset): \(reason)" }
 }
@@ -71,10 +75,6 @@ public enum DNSStreamOutcome: Hashable, Sendable {
 }
 
 public enum DNSMessageParser {
-    /// RFC 1035 section 2.3.4: 255 octets on the wire, length bytes included.
-    public static let maximumNameLength = 255
-    /// Compression pointers followed per name, at most. Loops end here at the latest.
-    public static let maximumPointerJumps = 32
     /// Answer records examined per message, at most.
     public static let maximumRecords = 256
 
@@ -178,71 +178,194 @@ public enum DNSMessageParser {
         return .success(DNSQuestion(name: name, type: fields.bigEndianU16(at: 0), class: fields.bigEndianU16(at: 2)))
     }
 
-    /// Reads a possibly compressed name (RFC 1035 section 4.1.4). Pointers
-    /// may go forwards or backwards; loops are cut by the jump bound.
+    /// Reads a name as the filter compares names: lower-case ASCII labels
+    /// joined by dots (empty for the root); a byte that is not printable
+    /// ASCII, or a dot inside a label, makes it malformed.
     static func readName(_ reader: inout WireReader, _ bytes: Span<UInt8>) -> Result<[UInt8], DNSMalformation> {
+        var labels = DNSName.Labels(at: reader.offset, end: reader.end)
         var name: [UInt8] = []
-        var position = reader.offset
-        var resumeAt: Int? = nil  // where the reader continues after the first pointer
-        var jumps = 0
-        var wireLength = 0
-        while true {
-            guard position < reader.end else { return .failure(DNSMalformation("name runs past the message", at: position)) }
-            let length = bytes[position]
-            switch length & 0xC0 {
-            case 0xC0:
-                guard position + 1 < reader.end else { return .failure(DNSMalformation("truncated compression pointer", at: position)) }
-                jumps += 1
-                guard jumps <= maximumPointerJumps else {
-                    return .failure(DNSMalformation("more than \(maximumPointerJumps) compression pointers (a loop?)", at: position))
-                }
-                let target = Int(bytes.bigEndianU16(at: position) & 0x3FFF)
-                if resumeAt == nil { resumeAt = position + 2 }
-                guard target < reader.end else { return .failure(DNSMalformation("compression pointer past the message", at: position)) }
-                position = target
-            case 0x00:
-                if length == 0 {
-                    let after = resumeAt ?? position + 1
-                    _ = reader.skip(after - reader.offset)
-                    return .success(name)
-                }
-                wireLength += Int(length) + 1
-                guard wireLength + 1 <= maximumNameLength else {
-                    return .failure(DNSMalformation("name longer than \(maximumNameLength) bytes", at: position))
-                }
-                let labelStart = position + 1
-                let labelEnd = labelStart + Int(length)
-                guard labelEnd <= reader.end else { return .failure(DNSMalformation("label runs past the message", at: position)) }
+        // Built in one allocation of its size (grown byte by byte, a name past 16 bytes took two):
+        // the labels' bytes and a dot between each two.
+        if let size = labels.size(in: bytes) { name.reserveCapacity(size.labelBytes + size.labels) }
+        do throws(DNSMalformation) {
+            while let label = try labels.next(in: bytes) {
                 if !name.isEmpty { name.append(0x2E) }
-                let label = bytes.extracting(labelStart..<labelEnd)
-                for index in label.indices {
-                    let byte = label[index]
+                let part = bytes.extracting(label)
+                for index in part.indices {
+                    let byte = part[index]
                     // Printable ASCII only, and no dot inside a label (it would change the name's meaning).
                     guard byte > 0x20, byte < 0x7F, byte != 0x2E else {
-                        return .failure(DNSMalformation("byte 0x\(String(byte, radix: 16)) in a label", at: labelStart + index))
+                        return .failure(DNSMalformation("byte 0x\(String(byte, radix: 16)) in a label", at: label.lowerBound + index))
                     }
                     name.append(ASCII.lowercased(byte))
                 }
-                position = labelEnd
-            default:
-                return .failure(DNSMalformation("unsupported label type 0x\(String(length, radix: 16))", at: position))
+            }
+        } catch {
+            return .failure(error)
+        }
+        _ = reader.skip(labels.fieldEnd - reader.offset)
+        return .success(name)
+    }
+
+    /// Skips a name without building it.
+    private static func skipName(_ reader: inout WireReader, _ bytes: Span<UInt8>) -> Bool {
+        do {
+            _ = try DNSName.skip(&reader, bytes)
+            return true
+        } catch {
+            return false
+        }
+    }
+}
+
+/// Names in DNS messages (RFC 1035 sections 3.1 and 4.1.4): a sequence of
+/// labels, each a length byte and that many bytes, ended by the root (a zero
+/// byte) or by a compression pointer (two bytes, the top two bits set) to
+/// where the rest of the name is. The one reader of names: the message
+/// parser (names as the filter compares them) and the answer rewrites
+/// (names copied as they are) both walk a name with it, under the same bounds.
+public enum DNSName {
+    // The bounds are inlinable constants, not stored globals: the inlined readers in other
+    // modules then compare with a number instead of calling a global's accessor per label.
+
+    /// RFC 1035 section 2.3.4: 255 octets on the wire, length bytes included.
+    @inlinable public static var maximumLength: Int { 255 }
+    /// Compression pointers followed per name, at most. Loops end here at the latest.
+    @inlinable public static var maximumPointerJumps: Int { 32 }
+    /// Labels skipped in place per name field, at most (a 255-byte name has at most 127).
+    @inlinable public static var maximumLabels: Int { 128 }
+
+    /// The labels of the name at a position, in order, compression
+    /// pointers followed (forwards or backwards; loops are cut by the jump
+    /// bound and the length bound). Positions only, like `WireReader`: each
+    /// step is given the span.
+    ///
+    /// Inlinable, with its failures made out of line, so that reading a name
+    /// stays one loop in the caller: every DNS query filter-data sees is read
+    /// with it.
+    public struct Labels {
+        @usableFromInline var position: Int
+        @usableFromInline let end: Int
+        @usableFromInline var resumeAt: Int? = nil
+        @usableFromInline var jumps = 0
+        /// The labels' bytes so far on the wire, their length bytes included.
+        @usableFromInline var wireLength = 0
+        @usableFromInline var storedFieldEnd = 0
+
+        /// The name at `start` of a message whose bytes end at `end`.
+        @inlinable
+        public init(at start: Int, end: Int) {
+            self.position = start
+            self.end = end
+        }
+
+        /// Where the name's field ends in place, once `next` returned nil:
+        /// after its first compression pointer, or after its root byte.
+        @inlinable public var fieldEnd: Int { storedFieldEnd }
+
+        /// How many labels the name has and how many bytes they hold (length
+        /// bytes aside), found by a walk of a copy that copies nothing: so a
+        /// reader can make room for the name at once. Nil when the name
+        /// cannot be read (`next` then says why, in the order it reads).
+        @inlinable @inline(__always)
+        public func size(in bytes: Span<UInt8>) -> (labels: Int, labelBytes: Int)? {
+            var walk = self
+            var labels = 0
+            var labelBytes = 0
+            do throws(DNSMalformation) {
+                while let label = try walk.next(in: bytes) {
+                    labels += 1
+                    labelBytes += label.count
+                }
+            } catch {
+                return nil
+            }
+            return (labels, labelBytes)
+        }
+
+        /// The range of the next label's bytes (without its length byte);
+        /// nil at the root, when the name is complete.
+        @inlinable @inline(__always)
+        public mutating func next(in bytes: Span<UInt8>) throws(DNSMalformation) -> Range<Int>? {
+            while true {
+                guard position < end else { throw DNSName.malformation(.runsPast, at: position) }
+                let length = bytes[position]
+                switch length & 0xC0 {
+                case 0xC0:
+                    guard position + 1 < end else { throw DNSName.malformation(.truncatedPointer, at: position) }
+                    jumps += 1
+                    guard jumps <= DNSName.maximumPointerJumps else { throw DNSName.malformation(.pointerLoop, at: position) }
+                    let target = Int(bytes.bigEndianU16(at: position) & 0x3FFF)
+                    if resumeAt == nil { resumeAt = position + 2 }
+                    guard target < end else { throw DNSName.malformation(.pointerPastTheEnd, at: position) }
+                    position = target
+                case 0x00:
+                    if length == 0 {
+                        storedFieldEnd = resumeAt ?? position + 1
+                        return nil
+                    }
+                    wireLength += Int(length) + 1
+                    // The root's byte counts too.
+                    guard wireLength + 1 <= DNSName.maximumLength else { throw DNSName.malformation(.tooLong, at: position) }
+                    let labelStart = position + 1
+                    let labelEnd = labelStart + Int(length)
+                    guard labelEnd <= end else { throw DNSName.malformation(.labelRunsPast, at: position) }
+                    position = labelEnd
+                    return labelStart..<labelEnd
+                default:
+                    throw DNSName.malformation(.labelType(length), at: position)
+                }
             }
         }
     }
 
-    /// Skips a name without building it (bounded the same way).
-    private static func skipName(_ reader: inout WireReader, _ bytes: Span<UInt8>) -> Bool {
+    /// Skips the name field at `reader` without following its pointer (nor
+    /// checking where it points) and without building the name; returns the
+    /// offset of the compression pointer it ends in, nil when it ends in the
+    /// root. The reader stays where it was when the field cannot be read.
+    @inlinable @inline(__always)
+    public static func skip(_ reader: inout WireReader, _ bytes: Span<UInt8>) throws(DNSMalformation) -> Int? {
+        var cursor = reader
         var labels = 0
-        while let length = reader.readU8(in: bytes) {
+        while true {
+            let start = cursor.offset
+            guard let length = cursor.readU8(in: bytes) else { throw malformation(.runsPast, at: start) }
             switch length & 0xC0 {
-            case 0xC0: return reader.skip(1)
+            case 0xC0:
+                guard cursor.skip(1) else { throw malformation(.truncatedPointer, at: start) }
+                reader = cursor
+                return start
             case 0x00:
-                if length == 0 { return true }
+                if length == 0 {
+                    reader = cursor
+                    return nil
+                }
                 labels += 1
-                guard labels <= 128, reader.skip(Int(length)) else { return false }
-            default: return false
+                guard labels <= maximumLabels else { throw malformation(.tooManyLabels, at: start) }
+                guard cursor.skip(Int(length)) else { throw malformation(.labelRunsPast, at: start) }
+            default:
+                throw malformation(.labelType(length), at: start)
             }
         }
-        return false
+    }
+
+    /// What is wrong with a name that cannot be read.
+    @usableFromInline enum Problem {
+        case runsPast, truncatedPointer, pointerLoop, pointerPastTheEnd, tooLong, labelRunsPast, labelType(UInt8), tooManyLabels
+    }
+
+    /// The failure for `problem`, made out of line: its text is not built on the way of every name read.
+    @usableFromInline @inline(never)
+    static func malformation(_ problem: Problem, at offset: Int) -> DNSMalformation {
+        switch problem {
+        case .runsPast: DNSMalformation("name runs past the message", at: offset, truncation: true)
+        case .truncatedPointer: DNSMalformation("truncated compression pointer", at: offset, truncation: true)
+        case .pointerLoop: DNSMalformation("more than \(maximumPointerJumps) compression pointers (a loop?)", at: offset)
+        case .pointerPastTheEnd: DNSMalformation("compression pointer past the message", at: offset)
+        case .tooLong: DNSMalformation("name longer than \(maximumLength) bytes", at: offset)
+        case .labelRunsPast: DNSMalformation("label runs past the message", at: offset, truncation: true)
+        case .labelType(let length): DNSMalformation("unsupported label type 0x\(String(length, radix: 16))", at: offset)
+        case .tooManyLabels: DNSMalformation("more than \(maximumLabels) labels", at: offset)
+        }
     }
 }

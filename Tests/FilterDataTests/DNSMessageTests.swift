@@ -28,6 +28,48 @@ import VerdictCore
         guard case .failure = DNSMessageParser.parse(growing) else { Issue.record("growing loop accepted"); return }
     }
 
+    /// The one name walker, as the message parser and the answer rewrites read with it: labels
+    /// in order through a pointer, where the field ends in place, the size to make room for,
+    /// where a field ends in a pointer, and whether a failure is a message cut short.
+    @Test func theNameWalkerFollowsPointersAndSaysWhereTheFieldEnds() throws {
+        // "example.org" at 0, then "www" and a pointer to it at 13. (Spans cannot go into the
+        // test macros: each outcome is taken first.)
+        let bytes = Build.dnsName("example.org") + [3] + Array("www".utf8) + [0xC0, 0]
+        let span = bytes.span
+        var labels = DNSName.Labels(at: 13, end: bytes.count)
+        let size = labels.size(in: span)
+        var read: [String] = []
+        while let label = try labels.next(in: span) { read.append(String(decoding: bytes[label], as: UTF8.self)) }
+        #expect(read == ["www", "example", "org"])
+        #expect(labels.fieldEnd == bytes.count, "after the pointer, not after the name it points to")
+        #expect(size?.labels == 3 && size?.labelBytes == 13)
+        var reader = WireReader(span, from: 13)
+        let pointer = try DNSName.skip(&reader, span)
+        #expect(pointer == 17 && reader.offset == bytes.count)
+        reader = WireReader(span)
+        let root = try DNSName.skip(&reader, span)
+        #expect(root == nil && reader.offset == 13)
+        // Cut short: a truncation (dns.truncated for the rewrites); a pointer loop is not.
+        var cut = DNSName.Labels(at: 13, end: 16)
+        let cutSize = cut.size(in: span)
+        var failure: DNSMalformation? = nil
+        do throws(DNSMalformation) {
+            while try cut.next(in: span) != nil {}
+        } catch {
+            failure = error
+        }
+        #expect(cutSize == nil && failure?.isTruncation == true)
+        #expect(DNSRewriteError(DNSName.malformation(.pointerLoop, at: 13)).code == "dns.malformed")
+        let short = Array(bytes[..<15])
+        var rewriteFailure: DNSRewriteError? = nil
+        do throws(DNSRewriteError) {
+            _ = try DNSBypassRewrite.decompressedName(short.span, at: 13)
+        } catch {
+            rewriteFailure = error
+        }
+        #expect(rewriteFailure?.code == "dns.truncated" && rewriteFailure?.offset == 13)
+    }
+
     @Test func badBytesAndLengths() {
         let control = Build.be16(1) + Build.be16(0x0100) + Build.be16(1) + [0, 0, 0, 0, 0, 0] + [3, 0x61, 0x04, 0x62, 0] + [0, 1, 0, 1]
         guard case .failure = DNSMessageParser.parse(control) else { Issue.record("control byte accepted"); return }

@@ -41,6 +41,13 @@ public struct DNSRewriteError: Error, Hashable, Sendable, CustomStringConvertibl
         self.offset = offset
     }
 
+    /// A name that cannot be read, as the rewrites report it (made out of
+    /// line: the name readers that throw it are inlined into their loops).
+    @inline(never)
+    init(_ malformation: DNSMalformation) {
+        self.init(malformation.isTruncation ? "dns.truncated" : "dns.malformed", malformation.reason, at: malformation.offset)
+    }
+
     static func truncated(_ what: String, at offset: Int) -> DNSRewriteError { DNSRewriteError("dns.truncated", what, at: offset) }
     static func malformed(_ what: String, at offset: Int) -> DNSRewriteError { DNSRewriteError("dns.malformed", what, at: offset) }
 
@@ -81,8 +88,8 @@ public enum DNSBypassRewrite {
     public static let maximumRecords = 256
     /// SvcParams read per HTTPS or SVCB record, at most.
     public static let maximumServiceParameters = 64
-    /// Labels per name, at most (a 255-byte name has at most 127).
-    static let maximumLabels = 128
+    /// Labels per SVCB TargetName, at most: as many as `DNSName` skips in a name field.
+    static var maximumLabels: Int { DNSName.maximumLabels }
     /// The SvcParamKey of `ech` (RFC 9460 section 14.3.2) and of `mandatory` (section 8).
     static let echKey: UInt16 = 5
     static let mandatoryKey: UInt16 = 0
@@ -370,26 +377,16 @@ public enum DNSBypassRewrite {
 
     /// Skips a name field, noting the offset of its compression pointer if it ends in one.
     static func skipName(_ bytes: Span<UInt8>, _ cursor: inout WireReader, pointers: inout [Int]) throws(DNSRewriteError) {
-        var labels = 0
-        while true {
-            let start = cursor.offset
-            guard let length = cursor.readU8(in: bytes) else { throw .truncated("name runs past the message", at: start) }
-            switch length & 0xC0 {
-            case 0xC0:
-                guard cursor.skip(1) else { throw .truncated("truncated compression pointer", at: start) }
-                let target = Int(bytes.bigEndianU16(at: start) & 0x3FFF)
-                guard target < bytes.count else { throw .malformed("compression pointer past the message", at: start) }
-                pointers.append(start)
-                return
-            case 0x00:
-                if length == 0 { return }
-                labels += 1
-                guard labels <= maximumLabels else { throw .malformed("more than \(maximumLabels) labels", at: start) }
-                guard cursor.skip(Int(length)) else { throw .truncated("label runs past the message", at: start) }
-            default:
-                throw .malformed("unsupported label type", at: start)
-            }
+        let pointer: Int?
+        do throws(DNSMalformation) {
+            pointer = try DNSName.skip(&cursor, bytes)
+        } catch {
+            throw DNSRewriteError(error)
         }
+        guard let pointer else { return }
+        // A pointer is moved with the bytes it points at: it must point into the message.
+        guard Int(bytes.bigEndianU16(at: pointer) & 0x3FFF) < bytes.count else { throw .malformed("compression pointer past the message", at: pointer) }
+        pointers.append(pointer)
     }
 
     /// Notes the pointers in RDATA names of the types RFC 1035 lets a server
@@ -410,33 +407,24 @@ public enum DNSBypassRewrite {
         }
     }
 
-    /// The name at `offset`, pointers followed (at most 32 jumps), written uncompressed.
+    /// The name at `offset`, pointers followed, written uncompressed (its
+    /// labels as they are, the root's zero byte at the end); bounded as
+    /// `DNSName.Labels` reads names.
     static func decompressedName(_ bytes: Span<UInt8>, at offset: Int) throws(DNSRewriteError) -> [UInt8] {
+        var labels = DNSName.Labels(at: offset, end: bytes.count)
         var output: [UInt8] = []
-        var position = offset
-        var jumps = 0
-        while true {
-            guard position < bytes.count else { throw .truncated("name runs past the message", at: position) }
-            let length = bytes[position]
-            switch length & 0xC0 {
-            case 0xC0:
-                guard position + 1 < bytes.count else { throw .truncated("truncated compression pointer", at: position) }
-                jumps += 1
-                guard jumps <= 32 else { throw .malformed("compression pointer loop", at: position) }
-                position = Int(bytes.bigEndianU16(at: position) & 0x3FFF)
-            case 0x00:
-                if length == 0 {
-                    output.append(0)
-                    return output
-                }
-                guard position + 1 + Int(length) <= bytes.count else { throw .truncated("label runs past the message", at: position) }
-                guard output.count + Int(length) + 2 <= 255 else { throw .malformed("name longer than 255 bytes", at: position) }
-                output += bytes.copied(position..<(position + 1 + Int(length)))
-                position += 1 + Int(length)
-            default:
-                throw .malformed("unsupported label type", at: position)
+        // Written into one allocation of its size: each label with its length byte, and the root's.
+        if let size = labels.size(in: bytes) { output.reserveCapacity(size.labelBytes + size.labels + 1) }
+        do throws(DNSMalformation) {
+            while let label = try labels.next(in: bytes) {
+                // The label with its length byte, which stands just before it.
+                output += bytes.copied((label.lowerBound - 1)..<label.upperBound)
             }
+        } catch {
+            throw DNSRewriteError(error)
         }
+        output.append(0)
+        return output
     }
 
     /// `www.example.com` (ASCII, dots between labels, no trailing dot needed) in wire form.
