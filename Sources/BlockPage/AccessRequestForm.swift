@@ -1,3 +1,5 @@
+import VerdictCore
+
 /// The built-in request-access form as posted by the browser
 /// (`application/x-www-form-urlencoded`, fields `host`, `url`, `category`,
 /// `reason`).
@@ -69,41 +71,19 @@ public struct AccessRequestForm: Sendable, Equatable {
         return AccessRequestForm(host: host, url: url, category: category, reason: try cleanReason(fields["reason"] ?? ""))
     }
 
-    /// `+` → space, `%XX` → byte, then UTF-8.
+    /// `+` → space, `%XX` → byte, then UTF-8 (`PercentEncoding`).
     static func decode(_ encoded: ArraySlice<UInt8>, field: String) throws(BlockPageError) -> String {
-        var decoded: [UInt8] = []
-        decoded.reserveCapacity(encoded.count)
-        var index = encoded.startIndex
-        while index < encoded.endIndex {
-            let byte = encoded[index]
-            switch byte {
-            case UInt8(ascii: "+"):
-                decoded.append(UInt8(ascii: " "))
-            case UInt8(ascii: "%"):
-                guard encoded.endIndex - index > 2, let high = hexValue(encoded[index + 1]), let low = hexValue(encoded[index + 2]) else {
-                    throw .formMalformed("\(field) has a '%' that is not followed by two hex digits")
-                }
-                decoded.append(high << 4 | low)
-                index += 2
-            case 0x21...0x7E:
-                decoded.append(byte)
-            default:
+        do throws(PercentEncoding.Failure) {
+            return try PercentEncoding.decode(encoded, plusIsSpace: true)
+        } catch {
+            switch error {
+            case .badEscape:
+                throw .formMalformed("\(field) has a '%' that is not followed by two hex digits")
+            case .rawByte(let byte, _):
                 throw .formMalformed("\(field) contains the raw byte 0x\(String(byte, radix: 16, uppercase: true)), which must be percent-encoded")
+            case .notUTF8:
+                throw .formMalformed("\(field) is not valid UTF-8 once decoded")
             }
-            index += 1
-        }
-        guard let text = String(validating: decoded, as: UTF8.self) else {
-            throw .formMalformed("\(field) is not valid UTF-8 once decoded")
-        }
-        return text
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
         }
     }
 

@@ -1,3 +1,5 @@
+import VerdictCore
+
 /// A request-access URL template (`blockPage.requestAccess.url`), split
 /// once into literal text and placeholders.
 struct RequestAccessLink: Sendable, Equatable {
@@ -64,28 +66,10 @@ struct RequestAccessLink: Sendable, Equatable {
                     case .user: request.user ?? ""
                     case .org: organization
                     }
-                result += Self.percentEncoded(value)
+                result += PercentEncoding.encode(value)
             }
         }
         return result
-    }
-
-    /// Keeps RFC 3986 unreserved characters (`A-Z a-z 0-9 - . _ ~`) and
-    /// writes every other UTF-8 byte as `%XX`.
-    static func percentEncoded(_ value: String) -> String {
-        let hexDigits = Array("0123456789ABCDEF".utf8)
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(value.utf8.count)
-        for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                bytes.append(byte)
-            default:
-                bytes += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0x0F)]]
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
     }
 
     private static func split(_ template: String) throws(BlockPageError) -> [Part] {

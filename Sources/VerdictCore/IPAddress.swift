@@ -220,7 +220,7 @@ extension IPAddress {
             }
             var value: UInt32 = 0
             var digits = 0
-            while index < end, let nibble = hexValue(bytes[index]) {
+            while index < end, let nibble = HexDigit.value(of: bytes[index]) {
                 value = value << 4 | UInt32(nibble)
                 digits += 1
                 index += 1
@@ -251,15 +251,6 @@ extension IPAddress {
             if position < 4 { high = high << 16 | UInt64(group) } else { low = low << 16 | UInt64(group) }
         }
         return .v6(high: high, low: low)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
-        default: return nil
-        }
     }
 }
 

@@ -1,6 +1,7 @@
 @testable import BlockPage
 import Foundation
 import Testing
+import VerdictCore
 
 @Suite struct RendererTests {
     let renderer: BlockPageRenderer
@@ -179,9 +180,9 @@ import Testing
             let marker = "name=\"\(name)\" value=\""
             let start = try #require(html.range(of: marker)).upperBound
             let value = String(html[start...].prefix { $0 != "\"" })
-            body.append(name + "=" + RequestAccessLink.percentEncoded(value))
+            body.append(name + "=" + PercentEncoding.encode(value))
         }
-        body.append("reason=" + RequestAccessLink.percentEncoded(String(repeating: "이", count: 500)))
+        body.append("reason=" + PercentEncoding.encode(String(repeating: "이", count: 500)))
         let encoded = Array(body.joined(separator: "&").utf8)
         #expect(encoded.count <= AccessRequestForm.maximumBodyBytes)
         let form = try AccessRequestForm.parse(encoded)

@@ -1,5 +1,6 @@
 @testable import BlockPage
 import Testing
+import VerdictCore
 
 @Suite struct RequestAccessLinkTests {
     func renderer(_ template: String, organization: String = "Example School") throws(BlockPageError) -> BlockPageRenderer {
@@ -28,9 +29,9 @@ import Testing
 
     @Test func unreservedCharactersStayAsTheyAre() {
         let unreserved = "ABCXYZabcxyz0189-._~"
-        #expect(RequestAccessLink.percentEncoded(unreserved) == unreserved)
-        #expect(RequestAccessLink.percentEncoded("+!*'();:@&=$,/?#[]% \"<>") == "%2B%21%2A%27%28%29%3B%3A%40%26%3D%24%2C%2F%3F%23%5B%5D%25%20%22%3C%3E")
-        #expect(RequestAccessLink.percentEncoded("한") == "%ED%95%9C")
+        #expect(PercentEncoding.encode(unreserved) == unreserved)
+        #expect(PercentEncoding.encode("+!*'();:@&=$,/?#[]% \"<>") == "%2B%21%2A%27%28%29%3B%3A%40%26%3D%24%2C%2F%3F%23%5B%5D%25%20%22%3C%3E")
+        #expect(PercentEncoding.encode("한") == "%ED%95%9C")
     }
 
     @Test func missingValuesBecomeEmpty() throws {

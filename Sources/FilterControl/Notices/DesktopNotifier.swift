@@ -7,6 +7,7 @@ public import Logging
 import NIOPosix
 import Synchronization
 import SystemPackage
+import VerdictCore
 
 /// Which blocked flows get a desktop notice, and how often: a pure value
 /// the notifier asks, tested on its own.
@@ -111,9 +112,7 @@ public struct NoticeText: Sendable, Hashable {
         guard let template = requestAccessURL else { return nil }
         let host = decision.host ?? decision.destination ?? ""
         let url = decision.url ?? "https://\(host)/"
-        func encode(_ text: String) -> String {
-            text.addingPercentEncoding(withAllowedCharacters: CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? ""
-        }
+        let encode = PercentEncoding.encode
         if template == "builtin" { return blockPageURL + "?url=" + encode(url) }
         return template.replacingOccurrences(of: "{url}", with: encode(url)).replacingOccurrences(of: "{host}", with: encode(host))
             .replacingOccurrences(of: "{category}", with: encode(decision.category ?? "")).replacingOccurrences(of: "{user}", with: encode(user ?? ""))

@@ -1,3 +1,5 @@
+import VerdictCore
+
 /// Where signed bundles come from: the value of `rules.source`.
 ///
 /// - `https://host[:port]/path/`: a folder on a web server holding
@@ -133,27 +135,8 @@ public enum BundleSource: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// Decodes `%XX` escapes; nil for a broken escape or bytes that are not UTF-8.
+    /// Decodes `%XX` escapes (`PercentEncoding`; `+` is itself in a path); nil for a broken escape or bytes that are not UTF-8.
     static func percentDecoded(_ text: String) -> String? {
-        var bytes: [UInt8] = []
-        var iterator = Array(text.utf8).makeIterator()
-        while let byte = iterator.next() {
-            guard byte == UInt8(ascii: "%") else {
-                bytes.append(byte)
-                continue
-            }
-            guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
-            bytes.append(high << 4 | low)
-        }
-        return String(validating: bytes, as: UTF8.self)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
+        try? PercentEncoding.decode(text.utf8, plusIsSpace: false)
     }
 }
