@@ -171,6 +171,8 @@ let package = Package(
                 "VerdictCore",
                 // Bounded reads, atomic writes, the user database.
                 "HallpassSystem",
+                // The 5-tuple: who is asking is found by the connection's two addresses and ports.
+                "HallpassIPC",
                 .product(name: "Mustache", package: "swift-mustache"),
                 // Serving: HTTP and HTTPS with certificates from the school's local CA.
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -296,8 +298,8 @@ let package = Package(
             name: "BlockPageTests",
             dependencies: [
                 "BlockPage",
-                // Addresses in the local peer tests.
-                "VerdictCore",
+                // Addresses and connections in the local peer tests.
+                "VerdictCore", "HallpassIPC",
                 // The HTTPS certificate tests read certificates and make TLS handshakes on loopback.
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import HallpassIPC
 public import NIOCore
 import NIOHTTP1
 public import NIOPosix
@@ -313,55 +314,62 @@ final class BlockPageHTTPHandler: ChannelInboundHandler, RemovableChannelHandler
 /// port another user's connection to some server on 443 also uses, and put
 /// that user's name on an access request.
 enum LocalPeer {
-    /// One end of a connection as /proc/net/tcp and tcp6 show it: an
-    /// IPv4-mapped IPv6 address counts as its IPv4 address.
-    struct Endpoint: Equatable {
-        var address: IPAddress
-        var port: Int
+    /// The connection as the client socket's row of /proc/net/tcp or tcp6
+    /// keys it: TCP, the client's end as the source. An IPv4-mapped IPv6
+    /// address (a dual-stack listener's view of an IPv4 client) counts as its
+    /// IPv4 address, as the kernel's IPv4 table shows it.
+    static func connection(client: IPAddress, clientPort: UInt16, server: IPAddress, serverPort: UInt16) -> FlowKey {
+        FlowKey(protocolNumber: 6, source: client.unmappingIPv4, sourcePort: clientPort, destination: server.unmappingIPv4, destinationPort: serverPort)
+    }
 
-        init(address: IPAddress, port: Int) {
-            self.address = address.unmappingIPv4
-            self.port = port
-        }
+    /// The connection between two socket addresses, nil for a Unix socket.
+    static func connection(client: SocketAddress?, server: SocketAddress?) -> FlowKey? {
+        guard let client = endpoint(client), let server = endpoint(server) else { return nil }
+        return connection(client: client.address, clientPort: client.port, server: server.address, serverPort: server.port)
+    }
 
-        /// A socket address as the kernel's table writes it, nil for a Unix socket.
-        init?(_ socketAddress: SocketAddress?) {
-            guard let port = socketAddress?.port, let text = socketAddress?.ipAddress, let address = IPAddress(text) else { return nil }
-            self.init(address: address, port: port)
-        }
+    /// A table row's local and remote `ADDRESS:PORT` fields as the connection they key.
+    static func connection(procLocal local: Substring, procRemote remote: Substring) -> FlowKey? {
+        guard let local = endpoint(procField: local), let remote = endpoint(procField: remote) else { return nil }
+        return connection(client: local.address, clientPort: local.port, server: remote.address, serverPort: remote.port)
+    }
 
-        /// A table's `ADDRESS:PORT` field: the address as 32-bit words in hex,
-        /// each printed as the host reads the network-order bytes in memory.
-        init?(procField field: Substring) {
-            let parts = field.split(separator: ":")
-            guard parts.count == 2, let port = Int(parts[1], radix: 16), parts[0].count == 8 || parts[0].count == 32 else { return nil }
-            var bytes: [UInt8] = []
-            var rest = parts[0]
-            while !rest.isEmpty {
-                guard let word = UInt32(rest.prefix(8), radix: 16) else { return nil }
-                let memoryOrder = word.littleEndian
-                bytes += [0, 8, 16, 24].map { UInt8(truncatingIfNeeded: memoryOrder >> $0) }
-                rest = rest.dropFirst(8)
-            }
-            guard let address = IPAddress(networkBytes: bytes) else { return nil }
-            self.init(address: address, port: port)
+    private static func endpoint(_ socketAddress: SocketAddress?) -> (address: IPAddress, port: UInt16)? {
+        guard let port = socketAddress?.port.flatMap({ UInt16(exactly: $0) }), let text = socketAddress?.ipAddress, let address = IPAddress(text)
+        else { return nil }
+        return (address, port)
+    }
+
+    /// A table's `ADDRESS:PORT` field: the address as 32-bit words in hex,
+    /// each printed as the host reads the network-order bytes in memory.
+    private static func endpoint(procField field: Substring) -> (address: IPAddress, port: UInt16)? {
+        let parts = field.split(separator: ":")
+        guard parts.count == 2, let port = UInt16(parts[1], radix: 16), parts[0].count == 8 || parts[0].count == 32 else { return nil }
+        var bytes: [UInt8] = []
+        var rest = parts[0]
+        while !rest.isEmpty {
+            guard let word = UInt32(rest.prefix(8), radix: 16) else { return nil }
+            let memoryOrder = word.littleEndian
+            bytes += [0, 8, 16, 24].map { UInt8(truncatingIfNeeded: memoryOrder >> $0) }
+            rest = rest.dropFirst(8)
         }
+        guard let address = IPAddress(networkBytes: bytes) else { return nil }
+        return (address, port)
     }
 
     static func userName(client: SocketAddress?, server: SocketAddress?) -> String? {
-        guard let client = Endpoint(client), let server = Endpoint(server) else { return nil }
-        return userName(client: client, server: server)
+        connection(client: client, server: server).flatMap(userName(of:))
     }
 
-    static func userName(client: Endpoint, server: Endpoint) -> String? {
+    /// The owner of the client socket of `connection` (as `connection(client:...)` makes it).
+    static func userName(of connection: FlowKey) -> String? {
         for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
             // Read to the end: Foundation's readers stop after the first 4 KB (about 26 sockets) of a /proc table.
             guard let bytes = try? BoundedFile.read(table, limit: 64 << 20) else { continue }
             let text = String(decoding: bytes, as: UTF8.self)
             for line in text.split(separator: "\n").dropFirst() {
                 let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-                guard fields.count > 7, Endpoint(procField: fields[1]) == client, Endpoint(procField: fields[2]) == server,
-                    let uid = uid_t(fields[7])
+                guard fields.count > 7, LocalPeer.connection(procLocal: fields[1], procRemote: fields[2]) == connection, let uid = uid_t(fields[7])
                 else { continue }
                 return LocalUserName.name(of: uid)
             }

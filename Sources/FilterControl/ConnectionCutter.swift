@@ -5,28 +5,6 @@ public import VerdictCore
 import Glibc
 #endif
 
-/// An open connection of this machine, as the kernel's connection tracking
-/// keys it: the local end first (hallpass judges what leaves the machine).
-public struct OpenConnection: Sendable, Hashable, CustomStringConvertible {
-    public var protocolNumber: UInt8
-    public var local: IPAddress
-    public var localPort: UInt16
-    public var remote: IPAddress
-    public var remotePort: UInt16
-
-    public init(protocolNumber: UInt8, local: IPAddress, localPort: UInt16, remote: IPAddress, remotePort: UInt16) {
-        self.protocolNumber = protocolNumber
-        self.local = local
-        self.localPort = localPort
-        self.remote = remote
-        self.remotePort = remotePort
-    }
-
-    public var description: String {
-        (protocolNumber == 6 ? "tcp " : protocolNumber == 17 ? "udp " : "proto \(protocolNumber) ") + "\(local):\(localPort) -> \(remote):\(remotePort)"
-    }
-}
-
 /// Cuts open connections that the policy in force now blocks (a lesson
 /// starts, an exam, an override): the connection's mark says "blocked" from
 /// now on, so any later packet of it meets the kernel rules' reject, and the
@@ -53,13 +31,15 @@ public struct ConnectionCutter: Sendable {
         public var errors: [Int32]
     }
 
-    public func cut(_ connection: OpenConnection) -> Outcome {
-        let family = connection.local.isIPv4 ? AF_INET : AF_INET6
-        let local = hp_ip_address(connection.local)
-        let remote = hp_ip_address(connection.remote)
+    /// Cuts `connection`, keyed as the kernel's connection tracking keys it:
+    /// its source is this machine's end (hallpass judges what leaves the machine).
+    public func cut(_ connection: FlowKey) -> Outcome {
+        let family = connection.source.isIPv4 ? AF_INET : AF_INET6
+        let local = hp_ip_address(connection.source)
+        let remote = hp_ip_address(connection.destination)
         let marked = hp_conntrack_set_mark(
-            family, connection.protocolNumber, local, remote, connection.localPort, connection.remotePort, marks.block, marks.mask)
-        let destroyed = hp_socket_destroy(family, connection.protocolNumber, local, remote, connection.localPort, connection.remotePort)
+            family, connection.protocolNumber, local, remote, connection.sourcePort, connection.destinationPort, marks.block, marks.mask)
+        let destroyed = hp_socket_destroy(family, connection.protocolNumber, local, remote, connection.sourcePort, connection.destinationPort)
         let errors = [marked, destroyed].filter { $0 < 0 && $0 != -ENOENT }.map { -$0 }
         return Outcome(marked: marked == 0, socketDestroyed: destroyed == 0, errors: errors)
     }

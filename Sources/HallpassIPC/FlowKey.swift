@@ -70,7 +70,9 @@ public struct FlowKey: Hashable, Sendable, CustomStringConvertible {
             && a.source == b.source && a.destination == b.destination
     }
 
+    /// `tcp 10.0.0.2:40000 -> 192.0.2.7:443` (`proto 50 ...` for a protocol without ports of its own name).
     public var description: String {
-        "\(protocolNumber) \(source):\(sourcePort) -> \(destination):\(destinationPort)"
+        (protocolNumber == 6 ? "tcp " : protocolNumber == 17 ? "udp " : "proto \(protocolNumber) ")
+            + "\(source):\(sourcePort) -> \(destination):\(destinationPort)"
     }
 }

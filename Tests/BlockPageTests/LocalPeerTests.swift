@@ -1,6 +1,7 @@
 @testable import BlockPage
 import Foundation
 import Glibc
+import HallpassIPC
 import Testing
 import VerdictCore
 
@@ -29,8 +30,8 @@ import VerdictCore
         }
     }
 
-    private func endpoint(_ address: String, _ port: Int) -> LocalPeer.Endpoint {
-        LocalPeer.Endpoint(address: IPAddress(address)!, port: port)
+    private func connection(_ client: String, _ clientPort: Int, _ server: String, _ serverPort: Int) -> FlowKey {
+        LocalPeer.connection(client: IPAddress(client)!, clientPort: UInt16(clientPort), server: IPAddress(server)!, serverPort: UInt16(serverPort))
     }
 
     @Test func everyConnectionsOwnerIsFoundNotOnlyThoseInTheTablesFirst4KB() throws {
@@ -51,8 +52,7 @@ import VerdictCore
             try #require(connect(client, to: "127.0.0.1", port: serverPort))
         }
         let me = LocalUserName.name(of: getuid())
-        let server4 = endpoint("127.0.0.1", serverPort)
-        let found = clientPorts.filter { LocalPeer.userName(client: endpoint("127.0.0.2", $0), server: server4) == me }
+        let found = clientPorts.filter { LocalPeer.userName(of: connection("127.0.0.2", $0, "127.0.0.1", serverPort)) == me }
         #expect(found.count == clientPorts.count, "found the owner of \(found.count) of \(clientPorts.count) connections")
     }
 
@@ -69,18 +69,25 @@ import VerdictCore
         try #require(connect(client, to: "127.0.0.1", port: serverPort))
 
         let me = LocalUserName.name(of: getuid())
-        #expect(LocalPeer.userName(client: endpoint("127.0.0.2", clientPort), server: endpoint("127.0.0.1", serverPort)) == me)
-        #expect(LocalPeer.userName(client: endpoint("127.0.0.3", clientPort), server: endpoint("127.0.0.1", serverPort)) == nil)
-        #expect(LocalPeer.userName(client: endpoint("127.0.0.2", clientPort), server: endpoint("127.0.0.4", serverPort)) == nil)
+        #expect(LocalPeer.userName(of: connection("127.0.0.2", clientPort, "127.0.0.1", serverPort)) == me)
+        #expect(LocalPeer.userName(of: connection("127.0.0.3", clientPort, "127.0.0.1", serverPort)) == nil)
+        #expect(LocalPeer.userName(of: connection("127.0.0.2", clientPort, "127.0.0.4", serverPort)) == nil)
+        // Both ports too: the server's port from another connection is not this one.
+        #expect(LocalPeer.userName(of: connection("127.0.0.2", clientPort, "127.0.0.1", serverPort == 1 ? 2 : 1)) == nil)
         // An IPv4-mapped IPv6 address (a dual-stack listener's view of an IPv4 client) is the IPv4 address.
-        #expect(endpoint("::ffff:127.0.0.2", clientPort) == endpoint("127.0.0.2", clientPort))
+        #expect(connection("::ffff:127.0.0.2", clientPort, "::ffff:127.0.0.1", serverPort) == connection("127.0.0.2", clientPort, "127.0.0.1", serverPort))
+        #expect(LocalPeer.userName(of: connection("::ffff:127.0.0.2", clientPort, "127.0.0.1", serverPort)) == me)
     }
 
     @Test func procFieldsReadAsTheKernelWritesThem() {
         // 127.0.0.1:8080 and ::1:443 as /proc/net/tcp and tcp6 print them on a little-endian machine.
-        #expect(LocalPeer.Endpoint(procField: "0100007F:1F90") == endpoint("127.0.0.1", 8080))
-        #expect(LocalPeer.Endpoint(procField: "00000000000000000000000001000000:01BB") == endpoint("::1", 443))
-        #expect(LocalPeer.Endpoint(procField: "0100007F") == nil)
-        #expect(LocalPeer.Endpoint(procField: "0100007:1F90") == nil)
+        #expect(LocalPeer.connection(procLocal: "0100007F:1F90", procRemote: "0200007F:01BB") == connection("127.0.0.1", 8080, "127.0.0.2", 443))
+        let loopback6 = "00000000000000000000000001000000"
+        #expect(LocalPeer.connection(procLocal: "\(loopback6):01BB", procRemote: "\(loopback6):1F90") == connection("::1", 443, "::1", 8080))
+        // An IPv4 client in the tcp6 table of a dual-stack socket: ::ffff:127.0.0.1.
+        #expect(LocalPeer.connection(procLocal: "0000000000000000FFFF00000100007F:1F90", procRemote: "0100007F:01BB") == connection("127.0.0.1", 8080, "127.0.0.1", 443))
+        #expect(LocalPeer.connection(procLocal: "0100007F", procRemote: "0100007F:01BB") == nil)
+        #expect(LocalPeer.connection(procLocal: "0100007:1F90", procRemote: "0100007F:01BB") == nil)
+        #expect(LocalPeer.connection(procLocal: "0100007F:1F90", procRemote: "0100007F:10000") == nil, "a port past 16 bits")
     }
 }

@@ -70,9 +70,9 @@ extension FilterIntegrationTests {
                 port = UInt16(network.log("holder-\(kind)").split(separator: "\n").first ?? "") ?? 0
                 return port != 0
             }
-            let connection = OpenConnection(
-                protocolNumber: kind == "tcp" ? 6 : 17, local: IPAddress("10.77.\(network.subnet).1")!, localPort: port,
-                remote: IPAddress(network.serverIPv4)!, remotePort: kind == "tcp" ? 80 : 9999)
+            let connection = FlowKey(
+                protocolNumber: kind == "tcp" ? 6 : 17, source: IPAddress("10.77.\(network.subnet).1")!, sourcePort: port,
+                destination: IPAddress(network.serverIPv4)!, destinationPort: kind == "tcp" ? 80 : 9999)
             let outcome = try inNetworkNamespace(network.client) { ConnectionCutter().cut(connection) }
             #expect(outcome.socketDestroyed && outcome.errors.isEmpty, "\(kind): \(outcome)")
             #expect(outcome.marked, "\(kind): the connection is tracked, its mark is set")

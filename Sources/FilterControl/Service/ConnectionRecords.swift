@@ -25,6 +25,8 @@ public import VerdictCore
 /// the policy changes, or to be saved.
 public final class ConnectionRecords: Sendable {
     public struct Record: Sendable, Hashable {
+        /// The connection as filter-data saw its first packet leave: this
+        /// machine's end is the source, as the kernel's tables key it.
         public var flow: FlowKey
         public var uid: UInt32?
         public var kind: String
@@ -39,13 +41,6 @@ public final class ConnectionRecords: Sendable {
             self.kind = kind
             self.host = host
             self.path = path
-        }
-
-        /// The connection as the kernel's tables key it (the local end first).
-        public var connection: OpenConnection {
-            OpenConnection(
-                protocolNumber: flow.protocolNumber, local: flow.source, localPort: flow.sourcePort, remote: flow.destination,
-                remotePort: flow.destinationPort)
         }
 
         /// The facts to judge it on again, as filter-data judged it first.

@@ -421,14 +421,14 @@ public actor Control {
         // (hp_conntrack_set_mark, hp_socket_destroy), and the records, tens of thousands, are decoded and judged here.
         let outcomes =
             (try? await NIOThreadPool.singleton.runIfActive {
-                connections.blocked(by: engines).map { ($0, cutter.cut($0.connection)) }
+                connections.blocked(by: engines).map { ($0, cutter.cut($0.flow)) }
             }) ?? []
         for (record, outcome) in outcomes {
             connections.forget(record)
             logger.notice(
                 "cut an open connection the policy now blocks",
                 metadata: [
-                    "hallpass.connection": "\(record.connection)", "hallpass.host": "\(record.host ?? "-")",
+                    "hallpass.connection": "\(record.flow)", "hallpass.host": "\(record.host ?? "-")",
                     "hallpass.uid": "\(record.uid.map(String.init) ?? "-")", "hallpass.cut.socket": "\(outcome.socketDestroyed)",
                     "hallpass.cut.marked": "\(outcome.marked)",
                 ])
