@@ -80,7 +80,7 @@ struct LogCommand: ParsableCommand {
             throw fail("no audit records at \(file) (nothing blocked yet, or log.file is elsewhere)", status: ExitStatus.noInput)
         }
         let output = FileHandle.standardOutput
-        let show: (AuditRecord, Substring) -> Void = { record, line in
+        let show: (AuditLine, Substring) -> Void = { record, line in
             output.write(Data(((json ? String(line) : AuditLogText.line(record)) + "\n").utf8))
         }
         do {

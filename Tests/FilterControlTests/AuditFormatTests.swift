@@ -1,13 +1,22 @@
 import FilterControl
 import Foundation
+import HallpassIPC
 import Testing
+import VerdictCore
 
-/// A blocked HTTPS flow as the tests record it.
-func sampleRecord(time: Date = Date(timeIntervalSince1970: 1_740_820_502.25), user: String? = "alice") -> AuditRecord {
-    AuditRecord(
-        time: time, machine: "lab2-pc07", uid: 1001, user: user, group: "students", kind: .tls, host: "casino.example",
-        destination: "192.0.2.7", port: 443, action: .block, category: "gambling", rule: "casino.example", reason: "category",
-        rulesVersion: 42)
+/// A blocked HTTPS flow as filter-data reports it.
+func sampleReport(kind: String = "tls", host: String? = "casino.example", path: String? = nil, uid: UInt32? = 1001,
+                  verdict: Verdict = .drop) -> FlowReport {
+    FlowReport(
+        flow: FlowKey(protocolNumber: kind == "quic" || kind == "dns" ? 17 : 6, source: IPAddress("10.0.0.2")!, sourcePort: 40_000,
+                      destination: IPAddress("192.0.2.7")!, destinationPort: 443),
+        uid: uid, kind: kind, host: host, path: path, verdict: verdict,
+        reason: Reason(source: .category, category: "gambling", rule: "casino.example"))
+}
+
+/// Its audit line as the tests write it (the documented example of docs/fleet.md).
+func sampleRecord(time: Date = Date(timeIntervalSince1970: 1_740_820_502.25), user: String? = "alice") -> AuditLine {
+    AuditLine(AuditRecord(report: sampleReport(), time: time, rulesVersion: 42), machine: "lab2-pc07", uid: 1001, user: user, group: "students")
 }
 
 @Suite struct AuditFormatTests {
@@ -17,18 +26,44 @@ func sampleRecord(time: Date = Date(timeIntervalSince1970: 1_740_820_502.25), us
             line
                 == #"{"time":"2025-03-01T09:15:02.250Z","machine":"lab2-pc07","uid":1001,"user":"alice","group":"students","kind":"tls","host":"casino.example","destination":"192.0.2.7","port":443,"action":"block","category":"gambling","rule":"casino.example","reason":"category","rulesVersion":42}"#
                 + "\n")
-        let decoded = try JSONDecoder().decode(AuditRecord.self, from: Data(line.utf8))
+        let decoded = try JSONDecoder().decode(AuditLine.self, from: Data(line.utf8))
         #expect(decoded == sampleRecord())
     }
 
     @Test func jsonEscapesQuotesBackslashesAndControlCharacters() throws {
-        var record = sampleRecord()
-        record.kind = .http
-        record.url = "http://casino.example/a\"b\\c\nd\u{1}"
+        // The URL is made of the report's host and path (plain HTTP only).
+        let report = sampleReport(kind: "http", path: "/a\"b\\c\nd\u{1}")
+        let record = AuditLine(AuditRecord(report: report, time: Date(timeIntervalSince1970: 0)), machine: "m", uid: nil, user: nil, group: nil)
+        #expect(record[.url] == "http://casino.example/a\"b\\c\nd\u{1}" && record[.kind] == "http")
         let line = String(decoding: AuditFormat.jsonLine(record), as: UTF8.self)
         #expect(line.contains(#""url":"http://casino.example/a\"b\\c\nd\u0001""#))
         #expect(line.filter { $0 == "\n" }.count == 1, "one record, one line")
-        #expect(try JSONDecoder().decode(AuditRecord.self, from: Data(line.utf8)).url == record.url)
+        #expect(try JSONDecoder().decode(AuditLine.self, from: Data(line.utf8))[.url] == record[.url])
+    }
+
+    /// The line's fields come from the report: an unknown kind is `other`, a verdict
+    /// other than allow is `block`, no URL without plain HTTP, absent fields left out.
+    @Test func theLineIsMadeFromTheReportsFields() {
+        var report = sampleReport(kind: "gopher", host: nil, uid: nil, verdict: .needRules)
+        report.reason = Reason(source: .noName)
+        let line = AuditLine(AuditRecord(report: report, time: Date(timeIntervalSince1970: 0)), machine: "m", uid: nil, user: nil, group: nil)
+        #expect(line.fields.map(\.key) == [.time, .machine, .kind, .destination, .port, .action, .reason])
+        #expect(line[.kind] == "other" && line[.action] == "block" && line[.reason] == "no-name" && line[.destination] == "192.0.2.7")
+        #expect(line.summary == "block other 192.0.2.7:443: no-name")
+        let allowed = AuditLine(AuditRecord(report: sampleReport(path: "/x", verdict: .allow), time: Date()), machine: "m", uid: 7, user: nil, group: nil)
+        #expect(allowed[.action] == "allow" && allowed[.url] == nil && allowed[.uid] == "7", "a TLS flow's path is never a URL")
+    }
+
+    @Test func linesThatAreNotRecordsAreRefused() {
+        let good = String(decoding: AuditFormat.jsonLine(sampleRecord()), as: UTF8.self)
+        #expect((try? JSONDecoder().decode(AuditLine.self, from: Data(good.utf8))) != nil)
+        for bad in [good.replacingOccurrences(of: #""kind":"tls""#, with: #""kind":"smtp""#),
+                    good.replacingOccurrences(of: #""action":"block""#, with: #""action":"drop""#),
+                    good.replacingOccurrences(of: "2025-03-01T09:15:02.250Z", with: "yesterday"),
+                    good.replacingOccurrences(of: #""port":443"#, with: #""port":"443""#),
+                    good.replacingOccurrences(of: #","reason":"category""#, with: "")] {
+            #expect((try? JSONDecoder().decode(AuditLine.self, from: Data(bad.utf8))) == nil, "\(bad)")
+        }
     }
 
     @Test func timesAreUTCWithMilliseconds() {
@@ -48,18 +83,18 @@ func sampleRecord(time: Date = Date(timeIntervalSince1970: 1_740_820_502.25), us
                 == #"<133>1 2025-03-01T09:15:02.250Z lab2-pc07 hallpass 321 decision [hallpass@32473 uid="1001" user="alice" group="students" kind="tls" host="casino.example" destination="192.0.2.7" port="443" action="block" category="gambling" rule="casino.example" reason="category" rulesVersion="42"] block tls casino.example:443 (user alice, group students): category gambling, rule casino.example"#
         )
         var allowed = sampleRecord()
-        allowed.action = .allow
+        allowed[.action] = "allow"
         #expect(String(decoding: AuditFormat.syslogMessage(allowed, facility: .authpriv, processID: 1), as: UTF8.self).hasPrefix("<86>1 "))
     }
 
     @Test func structuredDataValuesEscapeQuoteBackslashAndBracket() {
         var record = sampleRecord()
-        record.kind = .http
-        record.url = #"http://x.example/"a"\b]c"#
+        record[.kind] = "http"
+        record[.url] = #"http://x.example/"a"\b]c"#
         let message = String(decoding: AuditFormat.syslogMessage(record, facility: .local0, processID: 1), as: UTF8.self)
         #expect(message.contains(#"url="http://x.example/\"a\"\\b\]c""#))
         // The header's host name is printable ASCII only.
-        record.machine = "lab pc"
+        record[.machine] = "lab pc"
         #expect(String(decoding: AuditFormat.syslogMessage(record, facility: .local0, processID: 1), as: UTF8.self).contains(" lab_pc hallpass "))
     }
 
@@ -69,8 +104,8 @@ func sampleRecord(time: Date = Date(timeIntervalSince1970: 1_740_820_502.25), us
 
     @Test func journalDatagramsUseKeyValueLinesAndTheBinarySafeFormForNewlines() {
         var record = sampleRecord()
-        record.kind = .http
-        record.url = "http://casino.example/two\nlines"
+        record[.kind] = "http"
+        record[.url] = "http://casino.example/two\nlines"
         let datagram = AuditFormat.journalDatagram(record)
         let text = String(decoding: datagram, as: UTF8.self)
         #expect(text.hasPrefix("MESSAGE=block http casino.example:443"))
@@ -96,17 +131,18 @@ func sampleRecord(time: Date = Date(timeIntervalSince1970: 1_740_820_502.25), us
     }
 
     @Test func usersNameKeepsNameAndUidPseudonymAndNoneHideBoth() {
-        let decision = DecisionRecord(
-            time: Date(timeIntervalSince1970: 0), uid: 1001, gid: 100, kind: .quic, host: "casino.example", destination: "192.0.2.7", port: 443,
-            action: .block, category: "gambling", rule: "casino.example", reason: "category", rulesVersion: 3)
+        let decision = AuditRecord(report: sampleReport(kind: "quic"), time: Date(timeIntervalSince1970: 0), rulesVersion: 3)
         let pseudonyms = Pseudonyms(key: Array(repeating: 1, count: 32))
         let person: (user: String?, group: String?) = ("alice", "students")
-        let named = AuditRecordMaker(machine: "m", users: .name, pseudonyms: nil).record(decision, person: person)
-        #expect(named.user == "alice" && named.uid == 1001 && named.group == "students")
-        let hidden = AuditRecordMaker(machine: "m", users: .pseudonym, pseudonyms: pseudonyms).record(decision, person: person)
-        #expect(hidden.user == pseudonyms.pseudonym(for: "alice") && hidden.uid == nil)
-        let none = AuditRecordMaker(machine: "m", users: .none, pseudonyms: nil).record(decision, person: person)
-        #expect(none.user == nil && none.uid == nil)
+        let named = AuditLineMaker(machine: "m", users: .name, pseudonyms: nil).line(decision, person: person)
+        #expect(named[.user] == "alice" && named[.uid] == "1001" && named[.group] == "students")
+        let hidden = AuditLineMaker(machine: "m", users: .pseudonym, pseudonyms: pseudonyms).line(decision, person: person)
+        #expect(hidden[.user] == pseudonyms.pseudonym(for: "alice") && hidden[.uid] == nil && hidden[.group] == "students")
+        let none = AuditLineMaker(machine: "m", users: .none, pseudonyms: nil).line(decision, person: person)
+        #expect(none[.user] == nil && none[.uid] == nil && none[.group] == "students")
+        // Without a name, the pseudonym is the uid's.
+        let unnamed = AuditLineMaker(machine: "m", users: .pseudonym, pseudonyms: pseudonyms).line(decision, person: (nil, nil))
+        #expect(unnamed[.user] == pseudonyms.pseudonym(for: "uid 1001"))
         for record in [hidden, none] {
             let line = String(decoding: AuditFormat.jsonLine(record), as: UTF8.self)
             let message = String(decoding: AuditFormat.syslogMessage(record, facility: .local0, processID: 1), as: UTF8.self)

@@ -8,10 +8,10 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let path = folder + "/audit.jsonl"
         let now = Date()
-        func line(_ host: String, _ user: String, _ action: DecisionRecord.Action, _ age: Double) -> String {
+        func line(_ host: String, _ user: String, _ action: AuditRecord.Action, _ age: Double) -> String {
             var record = sampleRecord(time: now.addingTimeInterval(-age), user: user)
-            record.host = host
-            record.action = action
+            record[.host] = host
+            record[.action] = action.rawValue
             return String(decoding: AuditFormat.jsonLine(record), as: UTF8.self)
         }
         try (line("old.example", "bob", .block, 7200)).write(toFile: path + ".2", atomically: true, encoding: .utf8)
@@ -19,17 +19,17 @@ import Testing
         try (line("new.example", "alice", .block, 10) + line("newer.example", "bob", .block, 5)).write(toFile: path, atomically: true, encoding: .utf8)
         var reader = AuditLogReader(path: path)
         var hosts: [String] = []
-        try reader.read(.init()) { record, _ in hosts.append(record.host ?? "") }
+        try reader.read(.init()) { record, _ in hosts.append(record[.host] ?? "") }
         #expect(hosts == ["old.example", "mid.example", "new.example", "newer.example"])
         #expect(reader.unreadableLines == 1)
         hosts = []
-        try reader.read(.init(blockedOnly: true, user: "alice")) { record, _ in hosts.append(record.host ?? "") }
+        try reader.read(.init(blockedOnly: true, user: "alice")) { record, _ in hosts.append(record[.host] ?? "") }
         #expect(hosts == ["new.example"])
         hosts = []
-        try reader.read(.init(since: now.addingTimeInterval(-3600))) { record, _ in hosts.append(record.host ?? "") }
+        try reader.read(.init(since: now.addingTimeInterval(-3600))) { record, _ in hosts.append(record[.host] ?? "") }
         #expect(hosts == ["mid.example", "new.example", "newer.example"])
         hosts = []
-        try reader.read(.init(user: "someone", userPseudonym: "alice")) { record, _ in hosts.append(record.host ?? "") }
+        try reader.read(.init(user: "someone", userPseudonym: "alice")) { record, _ in hosts.append(record[.host] ?? "") }
         #expect(hosts.count == 2, "a pseudonym matches as the name does")
     }
 
@@ -40,7 +40,7 @@ import Testing
         let file = AuditFile(path: path, maxBytes: 1 << 20, keepFiles: 3, retention: 86_400)
         func write(_ host: String) throws {
             var record = sampleRecord(time: Date())
-            record.host = host
+            record[.host] = host
             try file.append(AuditFormat.jsonLine(record), firstTime: Date())
         }
         try write("before.example")
@@ -50,7 +50,7 @@ import Testing
         let finished = Seen()
         let follower = Thread {
             var reader = AuditLogReader(path: path)
-            try? reader.follow(.init(), shouldStop: { seen.count() >= 3 || stop.count() > 0 }) { record, _ in seen.add(record.host ?? "") }
+            try? reader.follow(.init(), shouldStop: { seen.count() >= 3 || stop.count() > 0 }) { record, _ in seen.add(record[.host] ?? "") }
             finished.add("finished")
         }
         follower.start()
@@ -77,12 +77,12 @@ import Testing
         var tally = AuditLogText.Tally()
         for (host, category, user) in [("a.example", "games", "alice"), ("a.example", "games", "bob"), ("b.example", "adult", "alice")] {
             var record = sampleRecord(user: user)
-            record.host = host
-            record.category = category
+            record[.host] = host
+            record[.category] = category
             tally.add(record)
         }
         var allowed = sampleRecord()
-        allowed.action = .allow
+        allowed[.action] = "allow"
         tally.add(allowed)
         #expect(tally.blocked == 3 && tally.names == ["a.example": 2, "b.example": 1] && tally.users == ["alice": 2, "bob": 1])
         let table = AuditLogText.table(tally, limit: 5).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
@@ -100,11 +100,11 @@ extension FilterctlTests {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let path = folder + "/audit.jsonl"
         var allowed = sampleRecord(time: Date(), user: "bob")
-        allowed.action = .allow
-        allowed.host = "wiki.example"
-        allowed.category = nil
-        allowed.rule = nil
-        allowed.reason = "unknown"
+        allowed[.action] = "allow"
+        allowed[.host] = "wiki.example"
+        allowed[.category] = nil
+        allowed[.rule] = nil
+        allowed[.reason] = "unknown"
         let text = [sampleRecord(time: Date()), allowed].map { String(decoding: AuditFormat.jsonLine($0), as: UTF8.self) }.joined()
         try text.write(toFile: path, atomically: true, encoding: .utf8)
         let json = try Filterctl.run(["log", "--file", path, "--blocked", "--json"])

@@ -5,6 +5,7 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import Testing
+import VerdictCore
 
 func auditFolder() throws -> String {
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("hallpass-audit-\(UUID().uuidString)").path
@@ -27,9 +28,7 @@ func eventually(within seconds: Double, _ condition: () async -> Bool) async -> 
     return await condition()
 }
 
-let blockedDecision = DecisionRecord(
-    time: Date(), uid: 0, gid: 0, kind: .tls, host: "casino.example", destination: "192.0.2.7", port: 443, action: .block,
-    category: "gambling", rule: "casino.example", reason: "category", rulesVersion: 7)
+let blockedDecision = AuditRecord(report: sampleReport(uid: 0), time: Date(), rulesVersion: 7)
 
 @Suite struct AuditFileTests {
     @Test func theFileAndItsFolderGetTheirModes() throws {
@@ -111,17 +110,17 @@ let blockedDecision = DecisionRecord(
         let folder = try auditFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let log = try AuditLog(
-            settings: settings(folder), rulesDirectory: folder, logger: logger, lookup: { _, _ in ("alice", "students") })
+            settings: settings(folder), rulesDirectory: folder, logger: logger, lookup: { _ in ("alice", "students") })
         let running = Task { await log.run() }
         log.record(blockedDecision)
         let path = folder + "/audit.jsonl"
         #expect(await eventually(within: 60) { lines(path).count == 1 })
         let line = try #require(lines(path).first)
-        let record = try JSONDecoder().decode(AuditRecord.self, from: Data(line.utf8))
-        #expect(record.machine == "lab2-pc07" && record.user == "alice" && record.uid == 0 && record.group == "students")
-        #expect(record.kind == .tls && record.host == "casino.example" && record.destination == "192.0.2.7" && record.port == 443)
-        #expect(record.action == .block && record.category == "gambling" && record.rule == "casino.example" && record.reason == "category")
-        #expect(record.rulesVersion == 7 && abs(record.time.timeIntervalSince(blockedDecision.time)) < 0.001)
+        let record = try JSONDecoder().decode(AuditLine.self, from: Data(line.utf8))
+        #expect(record[.machine] == "lab2-pc07" && record[.user] == "alice" && record[.uid] == "0" && record[.group] == "students")
+        #expect(record[.kind] == "tls" && record[.host] == "casino.example" && record[.destination] == "192.0.2.7" && record[.port] == "443")
+        #expect(record.action == .block && record[.category] == "gambling" && record[.rule] == "casino.example" && record[.reason] == "category")
+        #expect(record[.rulesVersion] == "7" && abs(record.time.timeIntervalSince(blockedDecision.time)) < 0.001)
         let json = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
         #expect(Set(json?.keys.map { $0 } ?? []) == ["time", "machine", "uid", "user", "group", "kind", "host", "destination", "port", "action", "category", "rule", "reason", "rulesVersion"])
         log.finish()
@@ -134,13 +133,13 @@ let blockedDecision = DecisionRecord(
         let folder = try auditFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         var allowed = blockedDecision
-        allowed.action = .allow
-        allowed.reason = "unknown"
+        allowed.report.verdict = .allow
+        allowed.report.reason = Reason(source: .unknownHost)
         for (choice, expected) in [(AuditSettings.Allowed.none, 1), (.all, 2)] {
             var settings = settings(folder)
             settings.allowed = choice
             settings.file = folder + "/\(choice.rawValue).jsonl"
-            let log = try AuditLog(settings: settings, rulesDirectory: folder, logger: logger, lookup: { _, _ in (nil, nil) })
+            let log = try AuditLog(settings: settings, rulesDirectory: folder, logger: logger, lookup: { _ in (nil, nil) })
             log.record(allowed)
             log.record(blockedDecision)
             log.finish()
@@ -152,7 +151,7 @@ let blockedDecision = DecisionRecord(
     @Test func aFullQueueDropsAndCounts() async throws {
         let folder = try auditFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let log = try AuditLog(settings: settings(folder), rulesDirectory: folder, logger: logger, lookup: { _, _ in (nil, nil) }, queueCapacity: 3)
+        let log = try AuditLog(settings: settings(folder), rulesDirectory: folder, logger: logger, lookup: { _ in (nil, nil) }, queueCapacity: 3)
         // Not running yet: nothing takes from the queue, and record never waits.
         for _ in 0..<10 { log.record(blockedDecision) }
         var counters = await log.counters()
@@ -172,7 +171,7 @@ let blockedDecision = DecisionRecord(
             var settings = settings(folder)
             settings.users = users
             settings.file = folder + "/\(users.rawValue).jsonl"
-            let log = try AuditLog(settings: settings, rulesDirectory: folder, logger: logger, lookup: { _, _ in ("alice", "students") })
+            let log = try AuditLog(settings: settings, rulesDirectory: folder, logger: logger, lookup: { _ in ("alice", "students") })
             log.record(blockedDecision)
             log.finish()
             await log.run()
@@ -201,7 +200,7 @@ let blockedDecision = DecisionRecord(
         var settings = settings(folder)
         settings.file = nil
         settings.journald = true
-        let log = try AuditLog(settings: settings, rulesDirectory: folder, logger: logger, journalSocket: socketPath, lookup: { _, _ in ("alice", nil) })
+        let log = try AuditLog(settings: settings, rulesDirectory: folder, logger: logger, journalSocket: socketPath, lookup: { _ in ("alice", nil) })
         log.record(blockedDecision)
         log.finish()
         await log.run()
@@ -299,7 +298,7 @@ final class CollectorStub: @unchecked Sendable {
         let running = Task { await forwarder.run() }
         for number in 1...5 {
             var record = sampleRecord()
-            record.host = "n\(number).example"
+            record[.host] = "n\(number).example"
             await forwarder.enqueue(AuditFormat.syslogMessage(record, facility: .local0, processID: 1))
         }
         #expect(await eventually(within: 60) { await forwarder.currentCounters().lastError != nil })

@@ -3,10 +3,13 @@ import Foundation
 import Logging
 import Synchronization
 import Testing
+import VerdictCore
 
 @Suite struct NoticeTests {
-    func decision(_ host: String, uid: UInt32 = 1001, kind: DecisionRecord.Kind = .tls, action: DecisionRecord.Action = .block) -> DecisionRecord {
-        DecisionRecord(uid: uid, gid: 1001, kind: kind, host: host, port: 443, action: action, category: "gambling", rule: host, reason: "category")
+    func decision(_ host: String, uid: UInt32? = 1001, kind: String = "tls", verdict: Verdict = .drop) -> AuditRecord {
+        var report = sampleReport(kind: kind, host: host, uid: uid, verdict: verdict)
+        report.reason.rule = host
+        return AuditRecord(report: report, time: Date())
     }
 
     @Test func onePerPersonAndNameWithinTheInterval() {
@@ -29,12 +32,12 @@ import Testing
     @Test func onlyBlockedFlowsWithoutABlockPageWantANotice() {
         var rule = NoticeRule(interval: 600, noticeForDNS: false)
         let now = Date()
-        #expect(rule.admit(decision("a.example", action: .allow), now: now) == .notWanted)
-        #expect(rule.admit(decision("a.example", kind: .dns), now: now) == .notWanted, "the rewritten answer leads to the block page")
-        #expect(rule.admit(DecisionRecord(kind: .tls, host: "a.example", action: .block, reason: "category"), now: now) == .notWanted, "no uid")
-        #expect(rule.admit(decision("q.example", kind: .quic), now: now) == .notify)
+        #expect(rule.admit(decision("a.example", verdict: .allow), now: now) == .notWanted)
+        #expect(rule.admit(decision("a.example", kind: "dns"), now: now) == .notWanted, "the rewritten answer leads to the block page")
+        #expect(rule.admit(decision("a.example", uid: nil), now: now) == .notWanted, "no uid")
+        #expect(rule.admit(decision("q.example", kind: "quic"), now: now) == .notify)
         var withoutCA = NoticeRule(interval: 600, noticeForDNS: true)
-        #expect(withoutCA.admit(decision("a.example", kind: .dns), now: now) == .notify)
+        #expect(withoutCA.admit(decision("a.example", kind: "dns"), now: now) == .notify)
     }
 
     @Test func theTextNamesTheSiteTheReasonTheSchoolAndTheWayToAsk() {
@@ -46,6 +49,9 @@ import Testing
                 == "Example School blocked casino.example: it is in the category gambling.\nTo ask for access: https://help.example.org/unblock?host=casino.example&amp;u=alice")
         let builtin = NoticeText(organization: "Example School", requestAccessURL: "builtin", blockPageURL: "http://127.0.0.1:8080/")
         #expect(builtin.body(for: blocked, user: nil).hasSuffix("To ask for access: http://127.0.0.1:8080/?url=https%3A%2F%2Fcasino.example%2F"))
+        // Plain HTTP: the link carries the URL, made of the report's host and path.
+        let http = AuditRecord(report: sampleReport(kind: "http", path: "/play?game=1"), time: Date())
+        #expect(builtin.body(for: http, user: nil).hasSuffix("?url=http%3A%2F%2Fcasino.example%2Fplay%3Fgame%3D1"))
         let none = NoticeText(organization: "Example School", requestAccessURL: nil, blockPageURL: "")
         #expect(none.body(for: blocked, user: nil).hasSuffix("If you need it for your work, ask your teacher."))
     }

@@ -1,10 +1,12 @@
 import CHallpassSys
 import FilterControl
 import Foundation
+import HallpassIPC
 import Logging
 import NIOCore
 import NIOPosix
 import Testing
+import VerdictCore
 
 extension TestNetwork {
     /// rsyslogd (Debian's package) in the server namespace with
@@ -39,6 +41,14 @@ extension TestNetwork {
 /// server namespace, and a real session bus (dbus-daemon) of a test uid with
 /// a listener that owns org.freedesktop.Notifications.
 @Suite(.serialized) struct AuditIntegrationTests {
+    /// A blocked HTTPS flow to casino.example as filter-data reports it.
+    static func blockedReport(uid: UInt32?) -> FlowReport {
+        FlowReport(
+            flow: FlowKey(protocolNumber: 6, source: IPAddress("10.0.0.2")!, sourcePort: 40_000, destination: IPAddress("192.0.2.7")!, destinationPort: 443),
+            uid: uid, kind: "tls", host: "casino.example", path: nil, verdict: .drop,
+            reason: Reason(source: .category, category: "gambling", rule: "casino.example"))
+    }
+
     let logger = Logger(label: "hallpass.audit.integration")
 
     /// An event loop whose one thread lives in the network namespace `name`:
@@ -81,13 +91,10 @@ extension TestNetwork {
             settings.machine = "lab-\(transport.rawValue)"
             settings.syslog = AuditSettings.SyslogTarget(transport: transport, host: network.serverIPv4, port: 514)
             let log = try AuditLog(
-                settings: settings, rulesDirectory: network.folder, logger: logger, lookup: { _, _ in ("alice", "students") },
+                settings: settings, rulesDirectory: network.folder, logger: logger, lookup: { _ in ("alice", "students") },
                 eventLoopGroup: group)
             let running = Task { await log.run() }
-            log.record(
-                DecisionRecord(
-                    uid: 1001, gid: 100, kind: .tls, host: "casino.example", destination: "192.0.2.7", port: 443, action: .block,
-                    category: "gambling", rule: "casino.example", reason: "category", rulesVersion: 9))
+            log.record(AuditRecord(report: Self.blockedReport(uid: 1001), time: Date(), rulesVersion: 9))
             let received = collected + "/lab-\(transport.rawValue).log"
             var found = false
             for _ in 0..<40 where !found {
@@ -171,7 +178,7 @@ extension TestNetwork {
         // What dbus-daemon accepts: root, as itself, is turned away by a session bus.
         let asRoot = try SessionBus(address: "unix:path=\(bus)", uid: 0, gid: 0)
         #expect(throws: SessionBus.Failure.self) {
-            _ = try asRoot.call(NoticeText(organization: "x", requestAccessURL: nil, blockPageURL: "").notifyCall(for: .init(kind: .tls, host: "x", action: .block, reason: "category"), user: nil))
+            _ = try asRoot.call(NoticeText(organization: "x", requestAccessURL: nil, blockPageURL: "").notifyCall(for: AuditRecord(report: Self.blockedReport(uid: nil), time: Date()), user: nil))
         }
 
         let notifier = DesktopNotifier(
@@ -180,14 +187,12 @@ extension TestNetwork {
                 organization: "Example School", requestAccessURL: "https://help.example.org/unblock?url={url}", blockPageURL: "http://127.0.0.1:8080/"),
             logger: logger, locate: { _ in "unix:path=\(bus)" })
         let running = Task { await notifier.run() }
-        let blocked = DecisionRecord(
-            uid: uid, gid: uid, kind: .tls, host: "casino.example", destination: "192.0.2.7", port: 443, action: .block, category: "gambling",
-            rule: "casino.example", reason: "category")
+        let blocked = AuditRecord(report: Self.blockedReport(uid: uid), time: Date())
         notifier.consider(blocked)
         notifier.consider(blocked)  // the same person and name again: rate limited
         var lookedUp = blocked
-        lookedUp.kind = .dns
-        lookedUp.host = "other.example"
+        lookedUp.report.kind = "dns"
+        lookedUp.report.host = "other.example"
         notifier.consider(lookedUp)  // a DNS answer points at the block page: no notice
         try await waitFor("the notice") { notifier.counters().sent + notifier.counters().failed >= 1 }
         notifier.finish()

@@ -154,7 +154,7 @@ public final class AuditFile {
         defer { try? handle.close() }
         let head = (try? handle.read(upToCount: 4096)) ?? Data()
         guard let end = head.firstIndex(of: UInt8(ascii: "\n")),
-            let record = try? JSONDecoder().decode(AuditRecord.self, from: head[head.startIndex..<end])
+            let record = try? JSONDecoder().decode(AuditLine.self, from: head[head.startIndex..<end])
         else { return nil }
         return record.time
     }

@@ -1,11 +1,11 @@
-/// How an `AuditRecord` is written for each output. Pure functions of the
-/// record: the unit tests check them byte for byte.
+/// How an `AuditLine` is written for each output. Pure functions of the
+/// line: the unit tests check them byte for byte.
 public enum AuditFormat {
     // MARK: JSON lines
 
-    /// One JSON object and a newline, keys in `AuditRecord.CodingKeys` order,
+    /// One JSON object and a newline, keys in `AuditLine.Field` order,
     /// absent fields left out; numbers (uid, port, rulesVersion) are JSON numbers.
-    public static func jsonLine(_ record: AuditRecord) -> [UInt8] {
+    public static func jsonLine(_ record: AuditLine) -> [UInt8] {
         var out: [UInt8] = [UInt8(ascii: "{")]
         var first = true
         for (key, value) in record.fields {
@@ -13,9 +13,10 @@ public enum AuditFormat {
             first = false
             appendJSONString(key.rawValue, to: &out)
             out.append(UInt8(ascii: ":"))
-            switch key {
-            case .uid, .port, .rulesVersion: out.append(contentsOf: value.utf8)
-            default: appendJSONString(value, to: &out)
+            if key.isNumber {
+                out.append(contentsOf: value.utf8)
+            } else {
+                appendJSONString(value, to: &out)
             }
         }
         out.append(contentsOf: "}\n".utf8)
@@ -51,12 +52,12 @@ public enum AuditFormat {
 
     /// An RFC 5424 message (no framing): `<PRI>1 TIME HOST hallpass PID decision [hallpass@32473 k="v" ...] summary`.
     /// Severity: notice (5) for a block, informational (6) for an allow.
-    public static func syslogMessage(_ record: AuditRecord, facility: AuditSettings.Facility, processID: Int32) -> [UInt8] {
+    public static func syslogMessage(_ record: AuditLine, facility: AuditSettings.Facility, processID: Int32) -> [UInt8] {
         let severity = record.action == .block ? 5 : 6
         var out = Array("<\(facility.code * 8 + severity)>1 ".utf8)
-        out.append(contentsOf: AuditTime.format(record.time).utf8)
+        out.append(contentsOf: (record[.time] ?? "-").utf8)
         out.append(UInt8(ascii: " "))
-        out.append(contentsOf: headerField(record.machine, limit: 255))
+        out.append(contentsOf: headerField(record[.machine] ?? "", limit: 255))
         out.append(contentsOf: " hallpass \(processID) decision [\(structuredDataID)".utf8)
         for (key, value) in record.fields where key != .time && key != .machine {
             out.append(UInt8(ascii: " "))
@@ -98,7 +99,7 @@ public enum AuditFormat {
     // MARK: journald
 
     /// The journal field of each record field (`HALLPASS_RULES_VERSION` for `rulesVersion`).
-    public static func journalFieldName(_ key: AuditRecord.CodingKeys) -> String {
+    public static func journalFieldName(_ key: AuditLine.Field) -> String {
         switch key {
         case .rulesVersion: "HALLPASS_RULES_VERSION"
         default: "HALLPASS_" + key.rawValue.uppercased()
@@ -111,7 +112,7 @@ public enum AuditFormat {
     /// A datagram of the journal's native protocol: `KEY=value\n` per field;
     /// a value with a newline is `KEY\n`, its length as 64-bit little endian,
     /// the bytes and `\n` (systemd's "binary safe" form).
-    public static func journalDatagram(_ record: AuditRecord, identifier: String = "hallpass") -> [UInt8] {
+    public static func journalDatagram(_ record: AuditLine, identifier: String = "hallpass") -> [UInt8] {
         var fields: [(String, String)] = [
             ("MESSAGE", record.summary), ("MESSAGE_ID", journalMessageID), ("PRIORITY", record.action == .block ? "5" : "6"),
             ("SYSLOG_IDENTIFIER", identifier),

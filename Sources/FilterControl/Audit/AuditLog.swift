@@ -10,8 +10,8 @@ import SharedStore
 import Synchronization
 import SystemPackage
 
-/// filter-control's audit writer: takes `DecisionRecord`s without ever
-/// making the caller wait, and writes each as an `AuditRecord` to the
+/// filter-control's audit writer: takes `AuditRecord`s (filter-data's
+/// reports) without ever making the caller wait, and writes each as an `AuditLine` to the
 /// outputs `log:` turns on (the JSON-lines file, the journal, the school's
 /// syslog collector).
 ///
@@ -48,17 +48,17 @@ public final class AuditLog: Sendable {
         public var description: String { message }
     }
 
-    /// Who a uid and gid are: the user's name and the group's name, when known.
-    public typealias PersonLookup = @Sendable (_ uid: UInt32?, _ gid: UInt32?) async -> (user: String?, group: String?)
+    /// Who a uid is: the user's name and the group's name, when known.
+    public typealias PersonLookup = @Sendable (_ uid: UInt32?) async -> (user: String?, group: String?)
 
     public static let queueCapacity = 4096
 
     public let settings: AuditSettings
-    private let maker: AuditRecordMaker
+    private let maker: AuditLineMaker
     private let logger: Logger
     private let lookup: PersonLookup
-    private let stream: AsyncStream<DecisionRecord>
-    private let continuation: AsyncStream<DecisionRecord>.Continuation
+    private let stream: AsyncStream<AuditRecord>
+    private let continuation: AsyncStream<AuditRecord>.Continuation
     private let state = Mutex(Counters())
     private let file: FileWriter?
     private let reopenRequested = Mutex(false)
@@ -86,9 +86,9 @@ public final class AuditLog: Sendable {
                 throw Failure(message: "log.users is pseudonym, but \(error)")
             }
         }
-        maker = AuditRecordMaker(machine: settings.machine ?? AuditRecordMaker.hostName(), users: settings.users, pseudonyms: pseudonyms)
+        maker = AuditLineMaker(machine: settings.machine ?? AuditLineMaker.hostName(), users: settings.users, pseudonyms: pseudonyms)
         self.lookup = lookup ?? AuditLog.systemLookup()
-        (stream, continuation) = AsyncStream.makeStream(of: DecisionRecord.self, bufferingPolicy: .bufferingOldest(max(1, queueCapacity)))
+        (stream, continuation) = AsyncStream.makeStream(of: AuditRecord.self, bufferingPolicy: .bufferingOldest(max(1, queueCapacity)))
         file = settings.file.map { path in
             FileWriter(
                 AuditFile(path: path, maxBytes: settings.maxFileBytes, keepFiles: settings.keepFiles, retention: Double(settings.retentionDays) * 86_400))
@@ -105,7 +105,7 @@ public final class AuditLog: Sendable {
     }
 
     /// Takes one decision; never waits. Allowed ones only with `log.allowed: all`.
-    public func record(_ decision: DecisionRecord) {
+    public func record(_ decision: AuditRecord) {
         if decision.action == .allow, settings.allowed == .none {
             state.withLock { $0.skippedAllowed += 1 }
             return
@@ -160,9 +160,9 @@ public final class AuditLog: Sendable {
                 }
             }
             var cache = PersonCache()
-            for await decision in stream {
-                let person = await cache.person(uid: decision.uid, gid: decision.gid, now: Date(), lookup: lookup)
-                await write(maker.record(decision, person: person))
+            for await record in stream {
+                let person = await cache.person(uid: record.report.uid, now: Date(), lookup: lookup)
+                await write(maker.line(record, person: person), firstTime: record.time)
             }
             if let forwarder {
                 await forwarder.finish()
@@ -189,19 +189,20 @@ public final class AuditLog: Sendable {
         }
     }
 
-    private func write(_ record: AuditRecord) async {
+    /// Writes `line` to every output that is on; `firstTime` is its record's time, for the file's retention.
+    private func write(_ line: AuditLine, firstTime: Date) async {
         if let file {
             let reopen = reopenRequested.withLock { value in
                 defer { value = false }
                 return value
             }
-            let line = AuditFormat.jsonLine(record)
+            let json = AuditFormat.jsonLine(line)
             let outcome: Result<Void, AuditFile.Failure>
             do {
                 outcome = try await file.thread.runIfActive {
                     file.file.withLock { file in
                         if reopen { file.reopen() }
-                        return Result { () throws(AuditFile.Failure) in try file.append(line, firstTime: record.time) }
+                        return Result { () throws(AuditFile.Failure) in try file.append(json, firstTime: firstTime) }
                     }
                 }
             } catch {
@@ -224,7 +225,7 @@ public final class AuditLog: Sendable {
             }
         }
         if let journal {
-            let (sent, error) = journal.send(AuditFormat.journalDatagram(record))
+            let (sent, error) = journal.send(AuditFormat.journalDatagram(line))
             let firstFailure: Bool = state.withLock { counters in
                 if sent {
                     counters.journalSent += 1
@@ -240,21 +241,20 @@ public final class AuditLog: Sendable {
             }
         }
         if let forwarder {
-            await forwarder.enqueue(AuditFormat.syslogMessage(record, facility: settings.facility, processID: processID))
+            await forwarder.enqueue(AuditFormat.syslogMessage(line, facility: settings.facility, processID: processID))
         }
         state.withLock { $0.written += 1 }
     }
 
     /// Names from the system's user and group databases (NSS), asked on NIO's
-    /// thread pool: a directory service (LDAP, SSSD) may be slow. Without a
-    /// gid (filter-data reports the socket's uid only) the group is the
-    /// user's primary group.
+    /// thread pool: a directory service (LDAP, SSSD) may be slow. The group
+    /// is the user's primary group (filter-data reports the socket's uid only).
     public static func systemLookup() -> PersonLookup {
-        { uid, gid in
+        { uid in
             // getpwuid_r and getgrgid_r block (NSS may ask a directory service): on NIO's thread pool.
             (try? await NIOThreadPool.singleton.runIfActive {
                 let user = uid.flatMap(UserDatabase.user(uid:))
-                return (user?.name, (gid ?? user?.primaryGroup).flatMap(UserDatabase.groupName(gid:)))
+                return (user?.name, user.flatMap { UserDatabase.groupName(gid: $0.primaryGroup) })
             }) ?? (nil, nil)
         }
     }
@@ -274,21 +274,16 @@ private final class FileWriter: Sendable {
     }
 }
 
-/// Names of uids and gids for ten minutes, at most 4096 of each.
+/// Names of uids for ten minutes, at most 4096 of them.
 struct PersonCache {
-    private var entries: [Key: (person: (user: String?, group: String?), at: Date)] = [:]
-    private struct Key: Hashable {
-        var uid: UInt32?
-        var gid: UInt32?
-    }
+    private var entries: [UInt32: (person: (user: String?, group: String?), at: Date)] = [:]
 
-    mutating func person(uid: UInt32?, gid: UInt32?, now: Date, lookup: AuditLog.PersonLookup) async -> (user: String?, group: String?) {
-        let key = Key(uid: uid, gid: gid)
-        if let entry = entries[key], now.timeIntervalSince(entry.at) < 600 { return entry.person }
-        if uid == nil, gid == nil { return (nil, nil) }
-        let person = await lookup(uid, gid)
+    mutating func person(uid: UInt32?, now: Date, lookup: AuditLog.PersonLookup) async -> (user: String?, group: String?) {
+        guard let uid else { return (nil, nil) }
+        if let entry = entries[uid], now.timeIntervalSince(entry.at) < 600 { return entry.person }
+        let person = await lookup(uid)
         if entries.count >= 4096 { entries.removeAll() }
-        entries[key] = (person, now)
+        entries[uid] = (person, now)
         return person
     }
 }

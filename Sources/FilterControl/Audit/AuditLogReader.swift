@@ -25,11 +25,11 @@ public struct AuditLogReader {
             self.since = since
         }
 
-        public func matches(_ record: AuditRecord) -> Bool {
+        public func matches(_ record: AuditLine) -> Bool {
             if blockedOnly, record.action != .block { return false }
             if let since, record.time < since { return false }
             if let user {
-                guard let recorded = record.user, recorded == user || recorded == userPseudonym else { return false }
+                guard let recorded = record[.user], recorded == user || recorded == userPseudonym else { return false }
             }
             return true
         }
@@ -56,7 +56,7 @@ public struct AuditLogReader {
     }
 
     /// Calls `body` with each matching record and its line (without the newline), oldest first.
-    public mutating func read(_ filter: Filter, _ body: (AuditRecord, Substring) -> Void) throws {
+    public mutating func read(_ filter: Filter, _ body: (AuditLine, Substring) -> Void) throws {
         for file in files() {
             // A rotated file whose last record is older than --since holds nothing to show.
             if let since = filter.since, file != path, let modified = try? FileManager.default.attributesOfItem(atPath: file)[.modificationDate] as? Date,
@@ -69,10 +69,10 @@ public struct AuditLogReader {
         }
     }
 
-    mutating func consume(_ data: Data, filter: Filter, _ body: (AuditRecord, Substring) -> Void) {
+    mutating func consume(_ data: Data, filter: Filter, _ body: (AuditLine, Substring) -> Void) {
         let decoder = JSONDecoder()
         for line in String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: true) {
-            guard let record = try? decoder.decode(AuditRecord.self, from: Data(line.utf8)) else {
+            guard let record = try? decoder.decode(AuditLine.self, from: Data(line.utf8)) else {
                 unreadableLines += 1
                 continue
             }
@@ -83,7 +83,7 @@ public struct AuditLogReader {
     /// Shows what is there, then what is appended, until `shouldStop` says so
     /// (checked twice a second). A file moved away (rotation) is read to its
     /// end, then the new file at `path` from its start.
-    public mutating func follow(_ filter: Filter, shouldStop: () -> Bool = { false }, _ body: (AuditRecord, Substring) -> Void) throws {
+    public mutating func follow(_ filter: Filter, shouldStop: () -> Bool = { false }, _ body: (AuditLine, Substring) -> Void) throws {
         try read(filter, body)
         var handle = FileHandle(forReadingAtPath: path)
         var identity = AuditLogReader.identity(of: path)
@@ -124,14 +124,14 @@ public struct AuditLogReader {
 /// The lines `filterctl log` prints and the table of `filterctl top`.
 public enum AuditLogText {
     /// `TIME  ACTION  KIND  NAME[:PORT]  USER  REASON`, one line per record.
-    public static func line(_ record: AuditRecord) -> String {
-        var name = record.url ?? record.host ?? record.destination ?? "-"
-        if record.url == nil, let port = record.port { name += ":\(port)" }
-        var reason = record.reason
-        if let category = record.category { reason += " \(category)" }
-        if let rule = record.rule { reason += " (rule \(rule))" }
-        let user = record.user ?? record.uid.map { "uid \($0)" } ?? "-"
-        return [AuditTime.format(record.time), pad(record.action.rawValue, 5), pad(record.kind.rawValue, 5), name, user, reason]
+    public static func line(_ record: AuditLine) -> String {
+        var name = record[.url] ?? record[.host] ?? record[.destination] ?? "-"
+        if record[.url] == nil, let port = record[.port] { name += ":\(port)" }
+        var reason = record[.reason] ?? "-"
+        if let category = record[.category] { reason += " \(category)" }
+        if let rule = record[.rule] { reason += " (rule \(rule))" }
+        let user = record[.user] ?? record[.uid].map { "uid \($0)" } ?? "-"
+        return [AuditTime.format(record.time), pad(record.action.rawValue, 5), pad(record[.kind] ?? "-", 5), name, user, reason]
             .joined(separator: "  ")
     }
 
@@ -150,14 +150,15 @@ public enum AuditLogText {
 
         public init() {}
 
-        public mutating func add(_ record: AuditRecord) {
+        public mutating func add(_ record: AuditLine) {
             guard record.action == .block else { return }
             blocked += 1
-            names[record.host ?? record.destination ?? "-", default: 0] += 1
-            categories[record.category ?? "(\(record.reason))", default: 0] += 1
-            users[record.user ?? record.uid.map { "uid \($0)" } ?? "-", default: 0] += 1
-            if first == nil || record.time < first! { first = record.time }
-            if last == nil || record.time > last! { last = record.time }
+            names[record[.host] ?? record[.destination] ?? "-", default: 0] += 1
+            categories[record[.category] ?? "(\(record[.reason] ?? "-"))", default: 0] += 1
+            users[record[.user] ?? record[.uid].map { "uid \($0)" } ?? "-", default: 0] += 1
+            let time = record.time
+            if first == nil || time < first! { first = time }
+            if last == nil || time > last! { last = time }
         }
     }
 

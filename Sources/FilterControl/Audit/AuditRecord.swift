@@ -2,15 +2,26 @@
 import Glibc
 #endif
 public import Foundation
+public import HallpassIPC
 
-/// One decision filter-data reported, as filter-control receives it: who
-/// (uid, gid), what (kind, host, URL, destination), and the verdict with its
-/// reason. filter-control turns it into an `AuditRecord` (adding the
-/// machine, the user's and group's names as `log.users` allows) and, for a
-/// blocked flow that gets no block page, a desktop notice.
-public struct DecisionRecord: Sendable, Hashable {
-    /// How the flow showed its name (or that it showed none).
-    public enum Kind: String, Sendable, Hashable, Codable, CaseIterable {
+/// A decision on its way to the audit log and the desktop notices: what
+/// filter-data reported (`report`, its fields as filter-data wrote them),
+/// when filter-control received it, and under which rules. Nothing here
+/// restates the report: the audit line's fields are computed from it, once,
+/// by `AuditLine(_:machine:...)`.
+public struct AuditRecord: Sendable, Hashable {
+    public var report: FlowReport
+    public var time: Date
+    public var rulesVersion: UInt64?
+
+    public init(report: FlowReport, time: Date, rulesVersion: UInt64? = nil) {
+        self.report = report
+        self.time = time
+        self.rulesVersion = rulesVersion
+    }
+
+    /// How the flow showed its name (or that it showed none): the report's kind, or `other` for one the audit log does not know.
+    public enum Kind: String, Sendable, Hashable, CaseIterable {
         case dns, http, tls, quic
         /// No name: a bare address, a protocol filter-data does not read.
         case other
@@ -20,162 +31,91 @@ public struct DecisionRecord: Sendable, Hashable {
         case oversizedHello
     }
 
-    public enum Action: String, Sendable, Hashable, Codable, CaseIterable {
+    public enum Action: String, Sendable, Hashable, CaseIterable {
         case allow, block
     }
 
-    public var time: Date
-    public var uid: UInt32?
-    public var gid: UInt32?
-    public var kind: Kind
-    public var host: String?
+    public var kind: Kind { Kind(rawValue: report.kind) ?? .other }
+    /// Every verdict but allow blocks the flow.
+    public var action: Action { report.verdict == .allow ? .allow : .block }
     /// The whole URL, for plain HTTP only (HTTPS paths are never seen).
-    public var url: String?
-    public var destination: String?
-    public var port: UInt16?
-    public var action: Action
-    public var category: String?
-    public var rule: String?
-    /// The reason's stable code (`category`, `local-deny`, `unknown`, `no-name`, `exam`, ... as in VerdictCore's `Reason.Source`).
-    public var reason: String
-    public var rulesVersion: UInt64?
-
-    public init(
-        time: Date = Date(), uid: UInt32? = nil, gid: UInt32? = nil, kind: Kind, host: String? = nil, url: String? = nil,
-        destination: String? = nil, port: UInt16? = nil, action: Action, category: String? = nil, rule: String? = nil, reason: String,
-        rulesVersion: UInt64? = nil
-    ) {
-        self.time = time
-        self.uid = uid
-        self.gid = gid
-        self.kind = kind
-        self.host = host
-        self.url = url
-        self.destination = destination
-        self.port = port
-        self.action = action
-        self.category = category
-        self.rule = rule
-        self.reason = reason
-        self.rulesVersion = rulesVersion
+    public var url: String? {
+        guard kind == .http, let host = report.host else { return nil }
+        return "http://" + host + (report.path ?? "/")
     }
+    /// Where the flow went.
+    public var destination: String { report.flow.destination.description }
 }
 
-/// One line of the audit log, with the field names every output uses
-/// (JSON keys; `HALLPASS_*` journal fields; RFC 5424 structured data).
-/// Fields that do not apply are left out, never written as null.
-public struct AuditRecord: Sendable, Hashable, Codable {
-    public var time: Date
-    public var machine: String
-    public var uid: UInt32?
-    /// The login name, its pseudonym (`p-` and 20 hex digits), or nothing, as `log.users` says.
-    public var user: String?
-    /// The person's group in the school's policy; without policy groups, with
-    /// `log.users: name` only, their primary group.
-    public var group: String?
-    public var kind: DecisionRecord.Kind
-    public var host: String?
-    public var url: String?
-    public var destination: String?
-    public var port: UInt16?
-    public var action: DecisionRecord.Action
-    public var category: String?
-    public var rule: String?
-    public var reason: String
-    public var rulesVersion: UInt64?
-
-    /// The field names in the order every output writes them.
-    public enum CodingKeys: String, CodingKey, CaseIterable {
+/// One line of the audit log, as every output writes it (JSON keys;
+/// `HALLPASS_*` journal fields; RFC 5424 structured data) and as `filterctl
+/// log` reads it back: the value of each field present, as text. Made from
+/// an `AuditRecord` (the writer) or from a JSON line (the reader); fields
+/// that do not apply are absent, never written as null.
+public struct AuditLine: Sendable, Hashable {
+    /// The field names, in the order every output writes them (docs/fleet.md, "The record").
+    public enum Field: String, Sendable, CaseIterable, CodingKey {
         case time, machine, uid, user, group, kind, host, url, destination, port, action, category, rule, reason, rulesVersion
+
+        /// Written as JSON numbers.
+        public var isNumber: Bool { self == .uid || self == .port || self == .rulesVersion }
     }
 
-    public init(
-        time: Date, machine: String, uid: UInt32? = nil, user: String? = nil, group: String? = nil, kind: DecisionRecord.Kind,
-        host: String? = nil, url: String? = nil, destination: String? = nil, port: UInt16? = nil, action: DecisionRecord.Action,
-        category: String? = nil, rule: String? = nil, reason: String, rulesVersion: UInt64? = nil
-    ) {
-        self.time = time
-        self.machine = machine
-        self.uid = uid
-        self.user = user
-        self.group = group
-        self.kind = kind
-        self.host = host
-        self.url = url
-        self.destination = destination
-        self.port = port
-        self.action = action
-        self.category = category
-        self.rule = rule
-        self.reason = reason
-        self.rulesVersion = rulesVersion
+    /// The value of each field present.
+    private var values: [Field: String] = [:]
+
+    /// The line of `record`, with the machine's name and the person as
+    /// `AuditLineMaker` lets the line name them: the uid, the user (a login
+    /// name or its pseudonym) and the group, each nil to leave it out.
+    public init(_ record: AuditRecord, machine: String, uid: UInt32?, user: String?, group: String?) {
+        let report = record.report
+        self[.time] = AuditTime.format(record.time)
+        self[.machine] = machine
+        self[.uid] = uid.map { String($0) }
+        self[.user] = user
+        self[.group] = group
+        self[.kind] = record.kind.rawValue
+        self[.host] = report.host
+        self[.url] = record.url
+        self[.destination] = record.destination
+        self[.port] = String(report.flow.destinationPort)
+        self[.action] = record.action.rawValue
+        self[.category] = report.reason.category
+        self[.rule] = report.reason.rule
+        self[.reason] = report.reason.source.rawValue
+        self[.rulesVersion] = record.rulesVersion.map { String($0) }
     }
 
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        let timeText = try container.decode(String.self, forKey: .time)
-        guard let time = AuditTime.parse(timeText) else {
-            throw DecodingError.dataCorruptedError(forKey: .time, in: container, debugDescription: "not an RFC 3339 UTC time: \(timeText)")
-        }
-        self.time = time
-        machine = try container.decode(String.self, forKey: .machine)
-        uid = try container.decodeIfPresent(UInt32.self, forKey: .uid)
-        user = try container.decodeIfPresent(String.self, forKey: .user)
-        group = try container.decodeIfPresent(String.self, forKey: .group)
-        kind = try container.decode(DecisionRecord.Kind.self, forKey: .kind)
-        host = try container.decodeIfPresent(String.self, forKey: .host)
-        url = try container.decodeIfPresent(String.self, forKey: .url)
-        destination = try container.decodeIfPresent(String.self, forKey: .destination)
-        port = try container.decodeIfPresent(UInt16.self, forKey: .port)
-        action = try container.decode(DecisionRecord.Action.self, forKey: .action)
-        category = try container.decodeIfPresent(String.self, forKey: .category)
-        rule = try container.decodeIfPresent(String.self, forKey: .rule)
-        reason = try container.decode(String.self, forKey: .reason)
-        rulesVersion = try container.decodeIfPresent(UInt64.self, forKey: .rulesVersion)
+    /// A line read back; nil unless `time` reads as `AuditTime` writes it,
+    /// `kind` and `action` are ones the log writes, and `machine` and `reason` are there.
+    init?(values: [Field: String]) {
+        guard let time = values[.time], AuditTime.parse(time) != nil, values[.machine] != nil, values[.reason] != nil,
+            let kind = values[.kind], AuditRecord.Kind(rawValue: kind) != nil, let action = values[.action], AuditRecord.Action(rawValue: action) != nil
+        else { return nil }
+        self.values = values
     }
 
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(AuditTime.format(time), forKey: .time)
-        try container.encode(machine, forKey: .machine)
-        try container.encodeIfPresent(uid, forKey: .uid)
-        try container.encodeIfPresent(user, forKey: .user)
-        try container.encodeIfPresent(group, forKey: .group)
-        try container.encode(kind, forKey: .kind)
-        try container.encodeIfPresent(host, forKey: .host)
-        try container.encodeIfPresent(url, forKey: .url)
-        try container.encodeIfPresent(destination, forKey: .destination)
-        try container.encodeIfPresent(port, forKey: .port)
-        try container.encode(action, forKey: .action)
-        try container.encodeIfPresent(category, forKey: .category)
-        try container.encodeIfPresent(rule, forKey: .rule)
-        try container.encode(reason, forKey: .reason)
-        try container.encodeIfPresent(rulesVersion, forKey: .rulesVersion)
+    public subscript(field: Field) -> String? {
+        get { values[field] }
+        set { values[field] = newValue }
     }
 
-    /// The fields that are present, as text, in `CodingKeys` order.
-    public var fields: [(key: CodingKeys, value: String)] {
-        var result: [(CodingKeys, String)] = [(.time, AuditTime.format(time)), (.machine, machine)]
-        if let uid { result.append((.uid, String(uid))) }
-        if let user { result.append((.user, user)) }
-        if let group { result.append((.group, group)) }
-        result.append((.kind, kind.rawValue))
-        if let host { result.append((.host, host)) }
-        if let url { result.append((.url, url)) }
-        if let destination { result.append((.destination, destination)) }
-        if let port { result.append((.port, String(port))) }
-        result.append((.action, action.rawValue))
-        if let category { result.append((.category, category)) }
-        if let rule { result.append((.rule, rule)) }
-        result.append((.reason, reason))
-        if let rulesVersion { result.append((.rulesVersion, String(rulesVersion))) }
-        return result.map { (key: $0.0, value: $0.1) }
+    /// The fields that are present, in `Field` order.
+    public var fields: [(key: Field, value: String)] {
+        Field.allCases.compactMap { key in values[key].map { (key: key, value: $0) } }
     }
+
+    /// When filter-control received the decision (the `time` field, which both initializers make sure reads).
+    public var time: Date { self[.time].flatMap(AuditTime.parse) ?? Date(timeIntervalSince1970: 0) }
+
+    public var action: AuditRecord.Action { self[.action].flatMap(AuditRecord.Action.init(rawValue:)) ?? .block }
 
     /// One line for a person: `block tls casino.example:443 (user alice): category gambling, rule casino.example`.
     public var summary: String {
-        var text = "\(action.rawValue) \(kind.rawValue) \(host ?? url ?? destination ?? "?")"
-        if let port, host != nil || destination != nil { text += ":\(port)" }
+        let host = self[.host], destination = self[.destination], user = self[.user], uid = self[.uid], group = self[.group]
+        let category = self[.category], rule = self[.rule], reason = self[.reason] ?? "?"
+        var text = "\(self[.action] ?? "?") \(self[.kind] ?? "?") \(host ?? self[.url] ?? destination ?? "?")"
+        if let port = self[.port], host != nil || destination != nil { text += ":\(port)" }
         var who: [String] = []
         if let user { who.append("user \(user)") } else if let uid { who.append("uid \(uid)") }
         if let group { who.append("group \(group)") }
@@ -183,6 +123,26 @@ public struct AuditRecord: Sendable, Hashable, Codable {
         // `category gambling, rule casino.example`; another reason leads with its code (`local-deny, rule x`).
         let parts = [reason == "category" && category != nil ? nil : reason, category.map { "category \($0)" }, rule.map { "rule \($0)" }]
         return text + ": " + parts.compactMap { $0 }.joined(separator: ", ")
+    }
+}
+
+extension AuditLine: Decodable {
+    /// Reads a JSON line as `AuditFormat.jsonLine` writes it: strings, and numbers for `uid`, `port` and `rulesVersion`.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: Field.self)
+        var values: [Field: String] = [:]
+        for field in Field.allCases where container.contains(field) {
+            switch field {
+            case .uid: values[field] = String(try container.decode(UInt32.self, forKey: field))
+            case .port: values[field] = String(try container.decode(UInt16.self, forKey: field))
+            case .rulesVersion: values[field] = String(try container.decode(UInt64.self, forKey: field))
+            default: values[field] = try container.decode(String.self, forKey: field)
+            }
+        }
+        guard let line = AuditLine(values: values) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "not an audit record: \(values)"))
+        }
+        self = line
     }
 }
 

@@ -69,9 +69,9 @@ public struct Pseudonyms: Sendable {
     }
 }
 
-/// Turns a `DecisionRecord` into the `AuditRecord` the outputs write: the
+/// Makes the `AuditLine` the outputs write from an `AuditRecord`: the
 /// machine's name, and the user and group as `log.users` allows.
-public struct AuditRecordMaker: Sendable {
+public struct AuditLineMaker: Sendable {
     public var machine: String
     public var users: AuditSettings.Users
     public var pseudonyms: Pseudonyms?
@@ -83,24 +83,18 @@ public struct AuditRecordMaker: Sendable {
     }
 
     /// `person`: the uid's user name and primary group name, when known.
-    public func record(_ decision: DecisionRecord, person: (user: String?, group: String?)) -> AuditRecord {
-        var record = AuditRecord(
-            time: decision.time, machine: machine, uid: nil, user: nil, group: person.group, kind: decision.kind, host: decision.host,
-            url: decision.url, destination: decision.destination, port: decision.port, action: decision.action, category: decision.category,
-            rule: decision.rule, reason: decision.reason, rulesVersion: decision.rulesVersion)
+    public func line(_ record: AuditRecord, person: (user: String?, group: String?)) -> AuditLine {
+        let uid = record.report.uid
         switch users {
         case .name:
-            record.uid = decision.uid
-            record.user = person.user
+            return AuditLine(record, machine: machine, uid: uid, user: person.user, group: person.group)
         case .pseudonym:
             // The uid names the person as well as the name does: left out.
-            if let pseudonyms, let name = person.user ?? decision.uid.map({ "uid \($0)" }) {
-                record.user = pseudonyms.pseudonym(for: name)
-            }
+            let name = person.user ?? uid.map { "uid \($0)" }
+            return AuditLine(record, machine: machine, uid: nil, user: name.flatMap { pseudonyms?.pseudonym(for: $0) }, group: person.group)
         case .none:
-            break
+            return AuditLine(record, machine: machine, uid: nil, user: nil, group: person.group)
         }
-        return record
     }
 
     /// The machine's host name (what `log.machine` defaults to): the kernel's

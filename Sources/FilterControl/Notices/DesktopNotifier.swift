@@ -4,6 +4,7 @@ import Glibc
 public import Foundation
 import HallpassSystem
 public import Logging
+import HallpassIPC
 import NIOPosix
 import Synchronization
 import SystemPackage
@@ -37,9 +38,9 @@ public struct NoticeRule: Sendable {
     }
 
     /// Whether `decision` gets a notice now; a yes is remembered for the rate limits.
-    public mutating func admit(_ decision: DecisionRecord, now: Date) -> Admission {
-        guard decision.action == .block, let uid = decision.uid else { return .notWanted }
-        guard let name = decision.host ?? decision.destination else { return .notWanted }
+    public mutating func admit(_ decision: AuditRecord, now: Date) -> Admission {
+        guard decision.action == .block, let uid = decision.report.uid else { return .notWanted }
+        let name = decision.report.host ?? decision.destination
         // A blocked plain-HTTP, TLS or QUIC flow that reaches filter-data
         // went to the real address (not the block page's) and is refused;
         // a blocked DNS answer points a browser at the block page.
@@ -79,13 +80,13 @@ public struct NoticeText: Sendable, Hashable {
         self.blockPageURL = blockPageURL
     }
 
-    public func summary(for decision: DecisionRecord) -> String {
-        "Blocked: \(decision.host ?? decision.destination ?? "a connection")"
+    public func summary(for decision: AuditRecord) -> String {
+        "Blocked: \(decision.report.host ?? decision.destination)"
     }
 
     /// The body, with `&`, `<` and `>` written as entities (notification servers read simple markup in bodies).
-    public func body(for decision: DecisionRecord, user: String?) -> String {
-        let name = decision.host ?? decision.destination ?? "a connection"
+    public func body(for decision: AuditRecord, user: String?) -> String {
+        let name = decision.report.host ?? decision.destination
         var lines = ["\(organization) blocked \(name): \(reasonText(decision))."]
         if let link = requestLink(for: decision, user: user) {
             lines.append("To ask for access: \(link)")
@@ -96,31 +97,32 @@ public struct NoticeText: Sendable, Hashable {
             .replacingOccurrences(of: ">", with: "&gt;")
     }
 
-    func reasonText(_ decision: DecisionRecord) -> String {
-        switch decision.reason {
-        case "category", "lookup": "it is in the category \(decision.category ?? "?")"
-        case "local-deny": "it is on this machine's deny list"
-        case "override-block": "a teacher blocked it"
-        case "exam": "an exam is in progress and it is not on the exam's list"
-        case "unknown", "lookup-unknown", "ask-timeout": "the school's rules do not know it"
-        case "no-name": "the connection does not say which site it is for"
-        default: "the school's rules (\(decision.reason))"
+    func reasonText(_ decision: AuditRecord) -> String {
+        let reason = decision.report.reason
+        return switch reason.source {
+        case .category, .lookup: "it is in the category \(reason.category ?? "?")"
+        case .localDenyList: "it is on this machine's deny list"
+        case .overrideBlock: "a teacher blocked it"
+        case .exam: "an exam is in progress and it is not on the exam's list"
+        case .unknownHost, .lookupUnknown, .askTimeout: "the school's rules do not know it"
+        case .noName: "the connection does not say which site it is for"
+        default: "the school's rules (\(reason.source.rawValue))"
         }
     }
 
-    func requestLink(for decision: DecisionRecord, user: String?) -> String? {
+    func requestLink(for decision: AuditRecord, user: String?) -> String? {
         guard let template = requestAccessURL else { return nil }
-        let host = decision.host ?? decision.destination ?? ""
+        let host = decision.report.host ?? decision.destination
         let url = decision.url ?? "https://\(host)/"
         let encode = PercentEncoding.encode
         if template == "builtin" { return blockPageURL + "?url=" + encode(url) }
         return template.replacingOccurrences(of: "{url}", with: encode(url)).replacingOccurrences(of: "{host}", with: encode(host))
-            .replacingOccurrences(of: "{category}", with: encode(decision.category ?? "")).replacingOccurrences(of: "{user}", with: encode(user ?? ""))
+            .replacingOccurrences(of: "{category}", with: encode(decision.report.reason.category ?? "")).replacingOccurrences(of: "{user}", with: encode(user ?? ""))
             .replacingOccurrences(of: "{org}", with: encode(organization))
     }
 
     /// The org.freedesktop.Notifications.Notify call (signature `susssasa{sv}i`).
-    public func notifyCall(for decision: DecisionRecord, user: String?) -> DBusMessage {
+    public func notifyCall(for decision: AuditRecord, user: String?) -> DBusMessage {
         DBusMessage(
             serial: 0, path: "/org/freedesktop/Notifications", interface: "org.freedesktop.Notifications", member: "Notify",
             destination: "org.freedesktop.Notifications",
@@ -173,7 +175,7 @@ public final class DesktopNotifier: Sendable {
     public typealias BusLocator = @Sendable (_ uid: UInt32) -> String?
 
     private struct Notice: Sendable {
-        var decision: DecisionRecord
+        var decision: AuditRecord
     }
 
     private struct State {
@@ -207,7 +209,7 @@ public final class DesktopNotifier: Sendable {
     }
 
     /// Queues a notice for `decision` if it wants one and no rate limit holds it back; never waits.
-    public func consider(_ decision: DecisionRecord, now: Date = Date()) {
+    public func consider(_ decision: AuditRecord, now: Date = Date()) {
         state.withLock { state in
             guard !state.finished else { return }
             switch state.rule.admit(decision, now: now) {
@@ -259,14 +261,14 @@ public final class DesktopNotifier: Sendable {
         try? await bus.shutdownGracefully()
     }
 
-    private func deliver(_ decision: DecisionRecord) {
-        guard let uid = decision.uid, let address = locate(uid) else {
+    private func deliver(_ decision: AuditRecord) {
+        guard let uid = decision.report.uid, let address = locate(uid) else {
             state.withLock { $0.counters.noSession += 1 }
             return
         }
         let users = UserDirectory()
         let user = users.userName(uid: uid)
-        let gid = decision.gid ?? users.primaryGroupID(uid: uid) ?? uid
+        let gid = users.primaryGroupID(uid: uid) ?? uid
         do {
             let bus = try SessionBus(address: address, uid: uid, gid: gid)
             _ = try bus.call(text.notifyCall(for: decision, user: user))

@@ -479,21 +479,11 @@ public actor Control {
                 continue
             }
             guard let report = reports.report(index) else { continue }
-            let decision = Control.decisionRecord(report, at: now, rulesVersion: version)
-            audit?.record(decision)
-            if decision.action == .block { notifier?.consider(decision) }
+            let record = AuditRecord(report: report, time: now, rulesVersion: version)
+            audit?.record(record)
+            if record.action == .block { notifier?.consider(record) }
         }
         if skipped > 0 { audit?.skipAllowed(skipped) }
-    }
-
-    static func decisionRecord(_ report: FlowReport, at time: Date, rulesVersion: UInt64) -> DecisionRecord {
-        let kind = DecisionRecord.Kind(rawValue: report.kind) ?? .other
-        var url: String? = nil
-        if kind == .http, let host = report.host { url = "http://" + host + (report.path ?? "/") }
-        return DecisionRecord(
-            time: time, uid: report.uid, kind: kind, host: report.host, url: url, destination: report.flow.destination.description,
-            port: report.flow.destinationPort, action: report.verdict == .allow ? .allow : .block, category: report.reason.category,
-            rule: report.reason.rule, reason: report.reason.source.rawValue, rulesVersion: rulesVersion)
     }
 
     // MARK: Reload

@@ -150,11 +150,11 @@ public struct FilterControlApplication: Sendable {
         do {
             return try AuditLog(
                 settings: configuration.log, rulesDirectory: configuration.rules.directory, logger: logger,
-                lookup: { [users = configuration.log.users] uid, gid in
+                lookup: { [users = configuration.log.users] uid in
                     // The person's name through NSS. The group is the school's policy group filter-control
                     // placed them in; without one, their primary group, with `users: name` only: a Debian
                     // account's primary group is usually named after the person.
-                    let names = await AuditLog.systemLookup()(uid, gid)
+                    let names = await AuditLog.systemLookup()(uid)
                     let placed = uid.flatMap { uid in groupNames.names.withLock { $0[uid] } }
                     return (names.user, placed ?? (users == .name ? names.group : nil))
                 },
