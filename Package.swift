@@ -328,7 +328,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "FilterControl", "FilterData", "VerdictCore", "SharedStore", "CHallpassSys", "HallpassIPC", "HallpassWire", "HallpassSystem",
+                "FilterControl", "FilterData", "FilterDataKernel", "VerdictCore", "SharedStore", "CHallpassSys", "HallpassIPC", "HallpassWire", "HallpassSystem",
                 // The audit log sent to rsyslog from a test namespace (an event loop whose thread is in it).
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -127,6 +127,8 @@ public struct QueueSocketError: Error, CustomStringConvertible, Sendable {
         switch (operation, errno) {
         case ("bind", EPERM), ("open", EPERM), ("configure", EPERM):
             return "cannot \(operation) the NFQUEUE socket: \(reason) (filter-data needs CAP_NET_ADMIN)"
+        case (let bind, EPERM) where bind.hasPrefix("bind queue"):
+            return "the NFQUEUE \(bind.dropFirst("bind ".count)) is already bound by another process (another filter-data, or another program using NFQUEUE); stop it or choose another queue.number"
         case ("configure", EBUSY):
             return "the NFQUEUE queue is already bound by another process (\(reason)); choose another queue.number"
         default:

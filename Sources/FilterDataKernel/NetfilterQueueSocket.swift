@@ -4,6 +4,7 @@
 // PacketQueue, KernelVerdict, QueuedPacket).
 public import FilterData
 import CNetfilterQueue
+import CHallpassSys
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -58,21 +59,34 @@ import Glibc
         var flags = UInt32(NFQA_CFG_F_GSO | NFQA_CFG_F_UID_GID)
         if failOpen { flags |= UInt32(NFQA_CFG_F_FAIL_OPEN) }
         let mask = UInt32(NFQA_CFG_F_GSO | NFQA_CFG_F_UID_GID | NFQA_CFG_F_FAIL_OPEN)
+        // Every stored property is set: a throw from here on runs deinit, which
+        // closes the socket and frees the buffer. Releasing them here as well
+        // freed them twice (glibc's `free(): double free` when the queue was
+        // already bound by another process).
+        // unsafe: each attribute writer gets the header `configure` made in its 512-byte message.
         do throws(QueueSocketError) {
-            // unsafe: each attribute writer gets the header `configure` made in its 512-byte message.
             unsafe try configure { header in unsafe nfq_nlmsg_cfg_put_cmd(header, UInt16(AF_INET), UInt8(NFQNL_CFG_CMD_BIND.rawValue)) }
-            unsafe try configure { header in
-                unsafe nfq_nlmsg_cfg_put_params(header, UInt8(NFQNL_COPY_PACKET.rawValue), Int32(NetfilterQueueSocket.copyRange))
-                unsafe nfq_nlmsg_cfg_put_qmaxlen(header, maximumQueued)
-                // Flags go with their mask, or the kernel ignores them.
-                unsafe mnl_attr_put_u32(header, UInt16(NFQA_CFG_FLAGS.rawValue), flags.bigEndian)
-                unsafe mnl_attr_put_u32(header, UInt16(NFQA_CFG_MASK.rawValue), mask.bigEndian)
-            }
-        } catch {
-            unsafe mnl_socket_close(socket)
-            unsafe receiveBuffer.deallocate()
-            throw error
+        } catch where error.errno == EPERM && Self.hasNetworkAdministration() {
+            // The kernel answers EPERM both to a process without CAP_NET_ADMIN
+            // and to a bind of a queue another socket holds; with the
+            // capability, it is the second.
+            throw QueueSocketError(operation: "bind queue \(queue)", errno: EPERM)
         }
+        unsafe try configure { header in
+            unsafe nfq_nlmsg_cfg_put_params(header, UInt8(NFQNL_COPY_PACKET.rawValue), Int32(NetfilterQueueSocket.copyRange))
+            unsafe nfq_nlmsg_cfg_put_qmaxlen(header, maximumQueued)
+            // Flags go with their mask, or the kernel ignores them.
+            unsafe mnl_attr_put_u32(header, UInt16(NFQA_CFG_FLAGS.rawValue), flags.bigEndian)
+            unsafe mnl_attr_put_u32(header, UInt16(NFQA_CFG_MASK.rawValue), mask.bigEndian)
+        }
+    }
+
+    /// Whether this process holds CAP_NET_ADMIN in its effective set.
+    private static func hasNetworkAdministration() -> Bool {
+        var effective: UInt64 = 0, permitted: UInt64 = 0, inheritable: UInt64 = 0
+        // unsafe: three locals passed by address for the duration of the call.
+        guard unsafe hp_capget(&effective, &permitted, &inheritable) == 0 else { return false }
+        return effective & Sandbox.netAdmin != 0
     }
 
     deinit {
