@@ -33,7 +33,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case capture
     /// Control channel messages between filter-control and filter-data.
     case control
-    /// A rule store opened structure-only (as filter-data does), then looked up.
+    /// A rule store opened with its structure checked (no checksum, so mutated inputs reach the bounds checks), then looked up.
     case store
     /// Signed bundle manifests.
     case manifest

@@ -8,34 +8,6 @@ public import VerdictCore
 import Glibc
 #endif
 
-/// What filter-data counts besides the inspector and the socket.
-public struct DataPathCounters: Sendable, Hashable {
-    /// needRules questions sent to filter-control.
-    public var questions: UInt64 = 0
-    public var answers: UInt64 = 0
-    /// Held flows that got `policy.askDefault` because no answer came in time.
-    public var askTimeouts: UInt64 = 0
-    /// Packets not held because `capacity` packets already waited.
-    public var holdOverflows: UInt64 = 0
-    public var ruleSwaps: UInt64 = 0
-    public var ruleSwapsRefused: UInt64 = 0
-    public var invalidControlMessages: UInt64 = 0
-    /// DNS answers for blocked names pointed at the block page.
-    public var dnsRewrites: UInt64 = 0
-    /// DNS answers for blocked names that held no A/AAAA record to rewrite (passed as they were).
-    public var dnsRewritesEmpty: UInt64 = 0
-    /// Decisions reported to filter-control, and those dropped because the channel stayed full.
-    public var reportsSent: UInt64 = 0
-    public var reportsDropped: UInt64 = 0
-    /// TCP SYNs the kernel rules queued as reopened (a new connection on a decided one's ports).
-    public var reopenedConnections: UInt64 = 0
-    /// Reads after a turn's verdicts that found more packets, so that its
-    /// decided flows stayed for another read (`forgetDecidedFlows`).
-    public var lateReads: UInt64 = 0
-
-    public init() {}
-}
-
 /// Why `DataPath.run` returned.
 public enum DataPathStop: Sendable, Hashable {
     /// SIGTERM or SIGINT.
@@ -73,7 +45,10 @@ public final class DataPath<Queue: PacketQueue, Clock: NanosecondClock> {
     private var heldDNSIDs: [UInt32: UInt16] = [:]
     /// Queries judged on the way out whose answers are changed on the way in.
     public private(set) var answerPlans = DNSAnswerPlans()
-    public private(set) var counters = DataPathCounters()
+    /// What the path counts itself (questions, answers, rule swaps, DNS
+    /// rewrites, reports, ...), kept in the pong's own type; `report()`
+    /// adds the inspector's, the queue's and the hold's.
+    public private(set) var counters = FilterDataCounters()
     private var roundTrips = RoundTripLog(capacity: 1024)
     private var lastSweep: UInt64 = 0
     /// Decisions not reported to filter-control yet.
@@ -541,12 +516,10 @@ public final class DataPath<Queue: PacketQueue, Clock: NanosecondClock> {
         let inspection = inspector.counters
         let queue = queue.counters
         let percentiles = roundTrips.percentiles()
-        var report = FilterDataCounters()
+        var report = counters
         report.rulesVersion = inspector.engine.rules.version
         report.packets = inspection.packets
         report.flows = inspection.flowsCreated
-        report.reopenedConnections = counters.reopenedConnections
-        report.lateReads = counters.lateReads
         report.reopenedFlows = inspection.reopenedFlows
         report.reopenedQUICFlows = inspection.reopenedQUICFlows
         report.decidedForgotten = inspection.decidedForgotten
@@ -557,17 +530,6 @@ public final class DataPath<Queue: PacketQueue, Clock: NanosecondClock> {
         report.parseErrors = inspection.parseErrors
         report.heldPackets = UInt64(held.packetCount)
         report.heldFlows = UInt64(held.flowCount)
-        report.questions = counters.questions
-        report.answers = counters.answers
-        report.askTimeouts = counters.askTimeouts
-        report.holdOverflows = counters.holdOverflows
-        report.ruleSwaps = counters.ruleSwaps
-        report.ruleSwapsRefused = counters.ruleSwapsRefused
-        report.invalidControlMessages = counters.invalidControlMessages
-        report.dnsRewrites = counters.dnsRewrites
-        report.dnsRewritesEmpty = counters.dnsRewritesEmpty
-        report.reportsSent = counters.reportsSent
-        report.reportsDropped = counters.reportsDropped
         report.verdictsSent = queue.verdictsSent
         report.netlinkErrors = queue.netlinkErrors
         report.receiveOverruns = queue.receiveOverruns
