@@ -89,10 +89,14 @@ public final class ChildProcess: Sendable {
     }
 
     /// Waits at most `seconds` for the child to end; its exit status, or nil while it runs.
+    /// For tests and one-off commands (filter-data's supervisor waits in its poll(2)
+    /// instead): it checks every 10 ms, against the monotonic clock, so a step of
+    /// the wall clock neither cuts the wait short nor stretches it.
     public func wait(atMost seconds: Double) -> Int32? {
-        let deadline = Date().addingTimeInterval(seconds)
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: .milliseconds(Int64((seconds * 1000).rounded(.up))))
         while isRunning {
-            if Date() >= deadline { return nil }
+            if clock.now >= deadline { return nil }
             usleep(10_000)
         }
         return exitStatus

@@ -95,10 +95,12 @@ public struct NoLookup: HostLookup {
 /// on the spot, on the caller's thread.
 public final class NeedRulesAnswerer: Sendable {
     private struct State {
-        var cache: [HostName: (result: LookupResult, expires: Date)] = [:]
+        // Times on the monotonic clock: a step of the wall clock neither keeps an
+        // answer past its time to live nor drops it early.
+        var cache: [HostName: (result: LookupResult, expires: ContinuousClock.Instant)] = [:]
         // Failed lookups are logged at most once per `failureLogInterval`; the
         // ones in between are counted and named in the next line.
-        var lastFailureLogged: Date = .distantPast
+        var lastFailureLogged: ContinuousClock.Instant?
         var failuresNotLogged = 0
     }
 
@@ -126,11 +128,11 @@ public final class NeedRulesAnswerer: Sendable {
     public func answer(_ question: NeedRulesQuestion, reply: @escaping @Sendable (ControlCommand) -> Void) {
         let host = question.host
         let cached: LookupResult? = state.withLock { state in
-            let now = Date()
+            let now = ContinuousClock.now
             guard let entry = state.cache[host], entry.expires > now else { return nil }
             // What is left of the time to live, so filter-data forgets it when this cache does.
             guard case .categories(let categories, _) = entry.result else { return entry.result }
-            return .categories(categories, timeToLive: UInt32(max(1, entry.expires.timeIntervalSince(now).rounded(.up))))
+            return .categories(categories, timeToLive: UInt32(max(1, Self.seconds(now.duration(to: entry.expires)).rounded(.up))))
         }
         if let cached {
             reply(NeedRulesAnswerer.message(for: host, cached))
@@ -142,7 +144,7 @@ public final class NeedRulesAnswerer: Sendable {
             case .categories(_, let timeToLive) where timeToLive > 0:
                 state.withLock { state in
                     if state.cache.count >= capacity { state.cache.removeAll(keepingCapacity: true) }
-                    state.cache[host] = (result, Date().addingTimeInterval(Double(timeToLive)))
+                    state.cache[host] = (result, ContinuousClock.now.advanced(by: .seconds(Int64(timeToLive))))
                 }
             case .categories:
                 break
@@ -155,10 +157,14 @@ public final class NeedRulesAnswerer: Sendable {
 }
 
 extension NeedRulesAnswerer {
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
     private func noteFailure(host: HostName, reason: String) {
         let line: String? = state.withLock { state in
-            let now = Date()
-            guard now.timeIntervalSince(state.lastFailureLogged) >= NeedRulesAnswerer.failureLogInterval else {
+            let now = ContinuousClock.now
+            if let last = state.lastFailureLogged, Self.seconds(last.duration(to: now)) < NeedRulesAnswerer.failureLogInterval {
                 state.failuresNotLogged += 1
                 return nil
             }
