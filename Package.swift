@@ -320,6 +320,9 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                // The school server's stand-in (HTTPS on loopback), and the signature vectors.
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]),
         // Every input a fuzzer crashed on, replayed in the ordinary debug build.
         // Read from the source tree (Regressions/TARGET/INPUT), not built or bundled.

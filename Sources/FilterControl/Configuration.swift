@@ -117,6 +117,8 @@ public struct Configuration: Sendable, Hashable {
     public var notify = NoticeSettings()
     /// The Prometheus endpoint; nil (no `metrics:`): none.
     public var metrics: Metrics?
+    /// The school's server (`school:`); nil: the machine reports to none.
+    public var school: SchoolSettings?
 
     public struct Metrics: Sendable, Hashable {
         public var address = "127.0.0.1"
@@ -158,7 +160,9 @@ extension Configuration {
         }
         self.init()
         guard let root else { return }
-        let top = try ConfigNode(root, key: "").mapping(allowed: ["queue", "rules", "policy", "blockPage", "admin", "log", "notify", "metrics"])
+        let top = try ConfigNode(root, key: "").mapping(allowed: [
+            "queue", "rules", "policy", "blockPage", "admin", "log", "notify", "metrics", "school",
+        ])
 
         if let queue = top["queue"] {
             let fields = try queue.mapping(allowed: ["number", "failMode", "peekBytes", "user"])
@@ -290,6 +294,7 @@ extension Configuration {
             if let port = fields["port"] { endpoint.port = try port.integer(in: 1...65535).narrowed() }
             self.metrics = endpoint
         }
+        if let school = top["school"], school.node.null == nil { self.school = try SchoolSettings(school) }
         applyBlockedDNS()
         if policy.dnsRewrite != nil, blockPage.port == blockPage.httpsPort {
             throw ConfigurationError(

@@ -173,5 +173,18 @@ extension Configuration {
         #   address: 127.0.0.1
         #   port: 9733
 
+        # The school's server (hallpass-server; docs/fleet.md): 'filterctl enroll https://SERVER TOKEN' enrols this
+        # machine and writes server and fingerprint here. filter-control then sends the server every audit record
+        # (from a queue in <rules.directory>/outbox that survives restarts and a server down for days) and checks
+        # in every minute (rules version, filter-data's health, fail mode, who is logged in). Only the server whose
+        # certificate key has this SHA-256 (its SubjectPublicKeyInfo) is accepted. None while 'school' is left out. (example)
+        # school:
+        #   server: https://school.example:8443/
+        #   fingerprint: 5f2d8e0c9b7a6f41e3d2c1b0a9f8e7d6c5b4a3928170f6e5d4c3b2a190817263
+        #   # Records waiting for the server: at most this many bytes, and none older than queueMaxAge; past either,
+        #   # the oldest go, counted and reported to the server.
+        #   queueMaxSize: 256M
+        #   queueMaxAge: 30d
+
         """
 }

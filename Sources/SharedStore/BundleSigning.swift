@@ -50,6 +50,9 @@ public struct BundleSigningKey: Sendable {
 
     public init() { key = Curve25519.Signing.PrivateKey() }
 
+    /// An Ed25519 key made elsewhere (a machine's identity key, kept in the same PEM form).
+    public init(key: Curve25519.Signing.PrivateKey) { self.key = key }
+
     public init(pem: String) throws(BundleError) {
         let lines = pem.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters() }
         guard let begin = lines.firstIndex(of: "-----BEGIN PRIVATE KEY-----"),

@@ -38,14 +38,14 @@ func fail(_ message: String, status: Int32) -> ExitCode {
 }
 
 @main
-struct Filterctl: ParsableCommand {
+struct Filterctl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "filterctl",
         abstract: "Administer hallpass, the on-host content filter.",
         discussion: """
             Offline commands (no daemon needed): compile, check --store/--bundle, replay, bundle, config.
             Commands for the running filter-control (its admin socket): status, reload, check without --store.
-            The audit records (log.file): log, top.
+            The audit records (log.file): log, top. The school's server: enroll.
 
             Exit status: 0 success; 1 check: some targets could not be read, config ready: not configured yet; 64 usage error;
             65 invalid or refused store, bundle, list or capture; 66 input missing or unreadable;
@@ -55,7 +55,7 @@ struct Filterctl: ParsableCommand {
         subcommands: [
             Compile.self, Check.self, Replay.self, Status.self, Reload.self, RequestsCommand.self, CACommand.self, BundleCommand.self,
             ConfigCommand.self, PolicyCommand.self, ExamCommand.self, AllowCommand.self, BlockCommand.self, OverridesCommand.self,
-            LogCommand.self, TopCommand.self, BrowserPoliciesCommand.self,
+            LogCommand.self, TopCommand.self, BrowserPoliciesCommand.self, EnrollCommand.self,
         ]
     )
 }

@@ -20,8 +20,31 @@ import SystemPackage
 /// The certificate check is ``ServerTrust``'s (system roots plus
 /// `rules.caFile`, the host name, and the pins against the verified chain),
 /// run from NIOSSL's custom verification callback; NIOSSL checks the host
-/// name once more after the handshake.
+/// name once more after the handshake. For the school's server
+/// (`school:`) it is a pinned key instead: the certificate is accepted when,
+/// and only when, the SHA-256 of its SubjectPublicKeyInfo is the fingerprint
+/// the enrolment token carried, whoever issued it and whatever name it is
+/// for (`hallpass-server init` makes a self-signed one). A refused
+/// certificate ends the handshake, so nothing of the request is sent.
+///
+/// `get` streams a download; `send` makes one request with a small body
+/// and returns the whole answer, whatever its status (the school's API).
 struct HTTPSClient: Sendable {
+    /// Which certificates the client accepts.
+    enum Trust: Sendable {
+        /// A verified chain to a trusted root, for the name, with `rules.pins` (rule downloads).
+        case chain(ServerTrust)
+        /// Exactly the leaf whose SubjectPublicKeyInfo has this SHA-256 (the school's server).
+        case pinnedKey([UInt8])
+    }
+
+    /// The answer to `send`.
+    struct Reply: Sendable {
+        var status: Int
+        var contentType: String?
+        var body: [UInt8]
+    }
+
     struct Response: Sendable {
         /// 200 or 304; any other status is thrown as ``RuleUpdateError/httpStatus(file:status:)``.
         var status: Int
@@ -30,7 +53,7 @@ struct HTTPSClient: Sendable {
         var byteCount: UInt64
     }
 
-    let trust: ServerTrust
+    let trust: Trust
     let connectTimeout: Duration
     let requestTimeout: Duration
     /// `SO_MARK` for this client's sockets: filter-control marks its own
@@ -44,9 +67,23 @@ struct HTTPSClient: Sendable {
     init(
         trust: ServerTrust, connectTimeout: Duration, requestTimeout: Duration, socketMark: UInt32? = nil, group: any EventLoopGroup
     ) throws(RuleUpdateError) {
+        try self.init(trusting: .chain(trust), connectTimeout: connectTimeout, requestTimeout: requestTimeout, socketMark: socketMark, group: group)
+    }
+
+    init(
+        trusting trust: Trust, connectTimeout: Duration, requestTimeout: Duration, socketMark: UInt32? = nil, group: any EventLoopGroup
+    ) throws(RuleUpdateError) {
         var configuration = TLSConfiguration.makeClientConfiguration()
         configuration.minimumTLSVersion = .tlsv12
-        configuration.certificateVerification = .fullVerification
+        switch trust {
+        case .chain:
+            configuration.certificateVerification = .fullVerification
+        case .pinnedKey:
+            // The pin is the whole check: a school's self-signed certificate names
+            // whatever `hallpass-server init` was told, not necessarily the name or
+            // address a machine uses. The callback still runs (it is only skipped for .none).
+            configuration.certificateVerification = .noHostnameVerification
+        }
         configuration.trustRoots = .default
         do {
             context = try NIOSSLContext(configuration: configuration)
@@ -160,6 +197,102 @@ struct HTTPSClient: Sendable {
         }
     }
 
+    /// Makes one request to `host:port` (`body` with `Content-Type: application/json`
+    /// when given) and returns the status and the whole body, whatever the
+    /// status; a body over `limit` bytes is refused. `headers` go as given
+    /// (the school's signature). Failures to connect, of TLS and of HTTP
+    /// framing are thrown as for `get`, with `path` naming the request.
+    func send(
+        host: String, port: Int, method: HTTPMethod, path: String, headers: [(String, String)], body: [UInt8]?, limit: Int
+    ) async throws(RuleUpdateError) -> Reply {
+        let server = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        let outcome = RequestOutcome()
+        let channel: NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>
+        do {
+            channel = try await connect(host: host, port: port, outcome: outcome)
+        } catch {
+            throw HTTPSClient.connectFailure(error, server: server, timeout: connectTimeout)
+        }
+        let deadline = channel.channel.eventLoop.scheduleTask(in: .nanoseconds(requestTimeout.nanoseconds)) {
+            outcome.timedOut.withLock { $0 = true }
+            channel.channel.close(promise: nil)
+        }
+        defer { deadline.cancel() }
+
+        var head = HTTPRequestHead(version: .http1_1, method: method, uri: path)
+        let shownHost = host.contains(":") ? "[\(host)]" : host
+        head.headers.add(name: "Host", value: port == 443 ? shownHost : "\(shownHost):\(port)")
+        head.headers.add(name: "User-Agent", value: "hallpass-filter-control")
+        head.headers.add(name: "Accept", value: "application/json")
+        head.headers.add(name: "Accept-Encoding", value: "identity")
+        head.headers.add(name: "Connection", value: "close")
+        for (name, value) in headers { head.headers.add(name: name, value: value) }
+        var parts: [HTTPClientRequestPart] = []
+        if let body {
+            head.headers.add(name: "Content-Type", value: "application/json")
+            head.headers.add(name: "Content-Length", value: String(body.count))
+            parts = [.head(head), .body(.byteBuffer(ByteBuffer(bytes: body))), .end(nil)]
+        } else {
+            parts = [.head(head), .end(nil)]
+        }
+        let request = parts
+
+        do {
+            return try await withTaskCancellationHandler {
+                try await channel.executeThenClose { inbound, outbound in
+                    // One write, as in `get`; a write error matters only when no answer came.
+                    var writeError: (any Error)?
+                    do {
+                        try await outbound.write(contentsOf: request)
+                    } catch {
+                        writeError = error
+                    }
+                    var reply: Reply?
+                    for try await part in inbound {
+                        switch part {
+                        case .head(let answer):
+                            let status = Int(answer.status.code)
+                            if (100..<200).contains(status) { continue }
+                            if let announced = answer.headers.first(name: "Content-Length").flatMap(Int.init), announced > limit {
+                                throw RuleUpdateError.tooLarge(file: path, limit: UInt64(limit))
+                            }
+                            reply = Reply(status: status, contentType: answer.headers.first(name: "Content-Type"), body: [])
+                        case .body(var buffer):
+                            guard reply != nil else {
+                                throw RuleUpdateError.badResponse(file: path, reason: "a body before the status line")
+                            }
+                            guard reply!.body.count + buffer.readableBytes <= limit else {
+                                throw RuleUpdateError.tooLarge(file: path, limit: UInt64(limit))
+                            }
+                            reply!.body += buffer.readBytes(length: buffer.readableBytes) ?? []
+                        case .end:
+                            guard let reply else { throw RuleUpdateError.badResponse(file: path, reason: "no status line") }
+                            return reply
+                        }
+                    }
+                    if reply == nil, let writeError { throw writeError }
+                    throw RuleUpdateError.truncated(file: path)
+                }
+            } onCancel: {
+                channel.channel.close(promise: nil)
+            }
+        } catch {
+            if Task.isCancelled { throw .cancelled }
+            if let verdict = outcome.verdict.withLock({ $0 }) {
+                switch verdict {
+                case .trusted: break
+                case .untrusted(let reason): throw .untrustedCertificate(server: server, reason: reason)
+                case .wrongName: throw .certificateName(server: server)
+                case .pinMismatch(let seen): throw .pinMismatch(server: server, seen: seen)
+                }
+            }
+            if outcome.timedOut.withLock({ $0 }) {
+                throw .timedOut(server: server, seconds: Int(requestTimeout.components.seconds))
+            }
+            throw HTTPSClient.requestFailure(error, server: server, file: path, handshakeDone: outcome.verdict.withLock { $0 } != nil)
+        }
+    }
+
     private func connect(
         host: String, port: Int, outcome: RequestOutcome
     ) async throws -> NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart> {
@@ -187,7 +320,11 @@ struct HTTPSClient: Sendable {
                                 return
                             }
                             Task {
-                                let result = await trust.evaluate(presented: presented, host: host)
+                                let result: ServerTrust.Verdict
+                                switch trust {
+                                case .chain(let chain): result = await chain.evaluate(presented: presented, host: host)
+                                case .pinnedKey(let fingerprint): result = ServerTrust.evaluate(presented: presented, pinnedKey: fingerprint)
+                                }
                                 outcome.verdict.withLock { $0 = result }
                                 promise.succeed(result == .trusted ? .certificateVerified(VerificationMetadata(nil)) : .failed)
                             }

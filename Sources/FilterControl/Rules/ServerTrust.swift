@@ -116,6 +116,19 @@ struct ServerTrust: Sendable {
         return .pinMismatch(seen: seen)
     }
 
+    /// Checks only the leaf the server presented (DER, leaf first) against a
+    /// pinned SubjectPublicKeyInfo SHA-256 (the school's server fingerprint):
+    /// no chain, no name, no dates. A mismatch reports the leaf's own
+    /// fingerprint, lower-case hex, as the contract writes fingerprints.
+    static func evaluate(presented: [[UInt8]], pinnedKey: [UInt8]) -> Verdict {
+        guard let first = presented.first else { return .untrusted(reason: "the server sent no certificate") }
+        guard let leaf = try? Certificate(derEncoded: first), let info = subjectPublicKeyInfo(of: leaf) else {
+            return .untrusted(reason: "the server sent a certificate that cannot be parsed")
+        }
+        let digest = Array(SHA256.hash(data: info))
+        return digest == pinnedKey ? .trusted : .pinMismatch(seen: [Hex.lower(digest)])
+    }
+
     /// The DER bytes of a certificate's SubjectPublicKeyInfo, exactly as the
     /// certificate carries them (what `openssl x509 -pubkey | openssl pkey -pubin -outform der` prints).
     static func subjectPublicKeyInfo(of certificate: Certificate) -> [UInt8]? {
