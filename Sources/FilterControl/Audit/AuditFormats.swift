@@ -23,6 +23,25 @@ public enum AuditFormat {
         return out
     }
 
+    /// A record as the school's server takes it (`POST /api/v1/machine/records`):
+    /// `sequence` first, then the fields of `jsonLine` but `machine` (the
+    /// server knows the machine by its signature). No newline.
+    public static func serverRecord(_ record: AuditLine, sequence: UInt64) -> [UInt8] {
+        var out = Array("{\"sequence\":\(sequence)".utf8)
+        for (key, value) in record.fields where key != .machine {
+            out.append(UInt8(ascii: ","))
+            appendJSONString(key.rawValue, to: &out)
+            out.append(UInt8(ascii: ":"))
+            if key.isNumber {
+                out.append(contentsOf: value.utf8)
+            } else {
+                appendJSONString(value, to: &out)
+            }
+        }
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
     static func appendJSONString(_ text: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         let hex = Array("0123456789abcdef".utf8)

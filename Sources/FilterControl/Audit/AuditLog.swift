@@ -64,6 +64,8 @@ public final class AuditLog: Sendable {
     private let reopenRequested = Mutex(false)
     private let journal: JournalOutput?
     private let forwarder: SyslogForwarder?
+    /// The records for the school's server (`school:`), nil without one.
+    public let outbox: RecordOutbox?
     private let processID = getpid()
 
     /// Checks the settings and opens nothing yet but the pseudonym key
@@ -73,9 +75,10 @@ public final class AuditLog: Sendable {
     public init(
         settings: AuditSettings, rulesDirectory: String, logger: Logger, journalSocket: String = JournalOutput.defaultSocket,
         syslogBackoff: SyslogForwarder.Backoff = .init(), lookup: PersonLookup? = nil, queueCapacity: Int = AuditLog.queueCapacity,
-        socketMark: UInt32? = nil, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        socketMark: UInt32? = nil, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, outbox: RecordOutbox? = nil
     ) throws(Failure) {
         self.settings = settings
+        self.outbox = outbox
         self.logger = logger
         var pseudonyms: Pseudonyms?
         if settings.users == .pseudonym {
@@ -101,6 +104,15 @@ public final class AuditLog: Sendable {
             SyslogForwarder(
                 target: $0, caFile: settings.caFile, capacity: settings.syslogBuffer, backoff: syslogBackoff, logger: logger,
                 socketMark: socketMark, group: eventLoopGroup)
+        }
+    }
+
+    /// A login name as the records name people (`log.users`): the name, its pseudonym, or nil (`users: none`).
+    public func personName(_ user: String) -> String? {
+        switch settings.users {
+        case .name: user
+        case .pseudonym: maker.pseudonyms?.pseudonym(for: user)
+        case .none: nil
         }
     }
 
@@ -242,6 +254,10 @@ public final class AuditLog: Sendable {
         }
         if let forwarder {
             await forwarder.enqueue(AuditFormat.syslogMessage(line, facility: settings.facility, processID: processID))
+        }
+        if let outbox {
+            // Numbered and kept for the school's server; the sender is another service.
+            await outbox.append([line])
         }
         state.withLock { $0.written += 1 }
     }
