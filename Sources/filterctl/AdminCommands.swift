@@ -125,6 +125,10 @@ struct Status: ParsableCommand {
         if counters["noticesSent"] != nil {
             lines.append("notices:     \(count("noticesSent")) sent, \(count("noticesRateLimited")) held back, \(count("noticesFailed")) failed")
         }
+        if counters["schoolRecordsWaiting"] != nil {
+            lines.append(
+                "school:      \(count("schoolRecordsStored")) records stored by the server, \(count("schoolRecordsWaiting")) waiting, \(count("schoolRecordsDropped")) dropped unsent")
+        }
         return lines.joined(separator: "\n") + "\n"
     }
 }

@@ -90,4 +90,61 @@ import Testing
             #expect(error.status == 66 && error.message.contains("rules.source"))
         }
     }
+
+    @Test func theSchoolsReporterIsMadeWithAnIdentityOnly() async throws {
+        let folder = try TemporaryFolder("build")
+        let store = folder.sub("rules.hpstore")
+        try Data(try BundleFactory.store(version: 7)).write(to: URL(fileURLWithPath: store))
+        let fingerprint = String(repeating: "ab", count: 32)
+        // Every other output off: the outbox alone makes an audit log.
+        let configuration = try configuration(
+            folder,
+            extra: """
+
+                log:
+                  file: none
+                  journald: false
+                notify: false
+                school:
+                  server: https://school.example:8443/
+                  fingerprint: \(fingerprint)
+                """)
+        let without = try await FilterControlApplication.build(
+            configuration: configuration, options: options(folder, store: store), logger: Logger(label: "test"))
+        let (withoutSchool, withoutAudit) = await (without.control.school, without.control.audit)
+        #expect(without.reporter == nil && withoutSchool == nil, "not enrolled: filtering goes on, nothing is queued")
+        #expect(withoutAudit == nil)
+
+        try MachineIdentity(
+            machine: "m-abcdefghij234567abcd", server: try SchoolServerURL(parsing: "https://school.example:8443/"),
+            fingerprint: try #require(ServerFingerprint(hex: fingerprint)), key: .init()
+        ).write(directory: folder.sub("lib"))
+        let application = try await FilterControlApplication.build(
+            configuration: configuration, options: options(folder, store: store), logger: Logger(label: "test"))
+        let control = application.control
+        let (school, audit) = await (control.school, control.audit)
+        #expect(application.reporter != nil && school?.outbox.folder == folder.sub("lib") + "/outbox")
+        #expect(audit?.outbox != nil)
+        let names = application.services(admin: Placeholder(name: "admin"), metrics: nil).map { service in
+            (service as? Placeholder)?.name ?? String(describing: type(of: service))
+        }
+        #expect(names.suffix(2) == ["SchoolReportingService", "admin"], "\(names)")
+        let report = await control.checkinReport(users: ["alice", "bob"])
+        #expect(report.rulesVersion == 7 && report.filterData == .down && report.filterDataRestarts == 0)
+        #expect(report.failMode == "open" && report.recordsWaiting == 0 && report.recordsDropped == 0)
+        #expect(report.users == ["alice", "bob"] && report.version == HallpassVersion.current)
+    }
+
+    @Test func loggedInUsersAreLogindsActiveAndOnlinePeople() throws {
+        let folder = try TemporaryFolder("users")
+        let users = folder.sub("users")
+        try FileManager.default.createDirectory(atPath: users, withIntermediateDirectories: true)
+        let files = [
+            "1001": "UID=1001\nNAME=alice\nSTATE=active\n", "1002": "NAME=bob\nSTATE=online\n", "1003": "NAME=carol\nSTATE=lingering\n",
+            "120": "NAME=Debian-gdm\nSTATE=active\n", "65534": "NAME=nobody\nSTATE=active\n", "notes": "NAME=x\nSTATE=active\n",
+        ]
+        for (name, text) in files { try text.write(toFile: users + "/" + name, atomically: true, encoding: .utf8) }
+        #expect(LoggedInUsers.names(folder: users) == ["alice", "bob"])
+        #expect(LoggedInUsers.names(folder: folder.sub("none")) == [])
+    }
 }

@@ -63,13 +63,15 @@ import Glibc
         metrics.rulesRefused(code: "bundle.expired")
         metrics.rules(version: 7, lastSuccess: Date())
         for name in ["hallpass_dns_rewrites_total", "hallpass_netlink_errors_total", "hallpass_queue_drops_total",
-            "hallpass_filter_data_restarts_total", "hallpass_audit_dropped_total", "hallpass_reports_dropped_total"] {
+            "hallpass_filter_data_restarts_total", "hallpass_audit_dropped_total", "hallpass_reports_dropped_total",
+            "hallpass_school_records_sent_total", "hallpass_school_records_dropped_total"] {
             metrics.mirror(name, total: 0)
         }
+        metrics.gauge("hallpass_school_records_waiting", value: 0)
         let lines = text(metrics).split(separator: "\n").map(String.init)
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let guide = try String(contentsOf: root.appendingPathComponent("docs/fleet.md"), encoding: .utf8)
-        #expect(HallpassMetrics.help.count == 12)
+        #expect(HallpassMetrics.help.count == 15)
         for (name, help) in HallpassMetrics.help {
             #expect(lines.contains("# HELP \(name) \(help)"), "\(name) has no help line")
             #expect(lines.contains { $0.hasPrefix("# TYPE \(name) ") }, "\(name) is not in the exposition")

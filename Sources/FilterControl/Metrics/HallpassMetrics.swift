@@ -35,6 +35,9 @@ public final class HallpassMetrics: Sendable {
         "hallpass_filter_data_restarts_total": "Times filter-control started filter-data again after it ended.",
         "hallpass_audit_dropped_total": "Audit records dropped (queue full or a collector's buffer full).",
         "hallpass_reports_dropped_total": "Decision reports filter-data dropped rather than wait on the control channel.",
+        "hallpass_school_records_waiting": "Audit records in the outbox that the school's server has not stored yet.",
+        "hallpass_school_records_sent_total": "Audit records the school's server said it stored.",
+        "hallpass_school_records_dropped_total": "Audit records the outbox dropped unsent (school.queueMaxSize, school.queueMaxAge).",
     ]
 
     public init() {
@@ -139,6 +142,11 @@ public final class HallpassMetrics: Sendable {
         // Made at the first scrape even at zero, so the series exists from the start.
         let counter = CoreMetrics.Counter(label: name, factory: factory)
         if increase > 0 { counter.increment(by: Int64(clamping: increase)) }
+    }
+
+    /// Sets a gauge kept elsewhere to `value`.
+    public func gauge(_ name: String, value: Double) {
+        CoreMetrics.Gauge(label: name, factory: factory).record(value)
     }
 
     /// The text Prometheus scrapes.

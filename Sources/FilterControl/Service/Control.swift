@@ -88,6 +88,7 @@ public actor Control {
     /// The audit log (`log:`) and desktop notices (`notify:`); nil when switched off.
     let audit: AuditLog?
     let notifier: DesktopNotifier?
+    let school: SchoolParts?
     /// The Prometheus counters (`metrics:`); nil when there is no endpoint.
     let metrics: HallpassMetrics?
     /// The policy groups of placed users, for the audit log's `group` (read off the actor).
@@ -116,6 +117,14 @@ public actor Control {
         var notifier: DesktopNotifier?
         var metrics: HallpassMetrics?
         var groupNames: GroupNames
+        /// Who filter-control reports to (`school:`); nil without one.
+        var school: SchoolParts? = nil
+    }
+
+    /// The school's server: the machine's identity and the outbox of its records.
+    struct SchoolParts: Sendable {
+        var identity: MachineIdentity
+        var outbox: RecordOutbox
     }
 
     /// The rules and the policy filter-control starts with.
@@ -146,6 +155,7 @@ public actor Control {
         dataUser = parts.dataUser
         unprivilegedPortStart = parts.unprivilegedPortStart
         audit = parts.audit
+        school = parts.school
         notifier = parts.notifier
         metrics = parts.metrics
         groupNames = parts.groupNames
@@ -636,6 +646,12 @@ public actor Control {
                 counters["syslogConnected"] = syslog.connected ? 1 : 0
             }
         }
+        if let outbox = school?.outbox {
+            let outboxStatus = outbox.status
+            counters["schoolRecordsWaiting"] = outboxStatus.waiting
+            counters["schoolRecordsStored"] = outboxStatus.stored
+            counters["schoolRecordsDropped"] = outboxStatus.droppedTotal
+        }
         if let notifier {
             let notices = notifier.counters()
             counters["noticesSent"] = notices.sent
@@ -700,8 +716,30 @@ extension Control {
         metrics.mirror("hallpass_filter_data_restarts_total", total: UInt64(status.dataProcess.restarts))
         metrics.mirror("hallpass_audit_dropped_total", total: counters["auditDropped"] ?? 0)
         metrics.mirror("hallpass_reports_dropped_total", total: data.reportsDropped)
+        if let outbox = school?.outbox {
+            let outboxStatus = outbox.status
+            metrics.gauge("hallpass_school_records_waiting", value: Double(outboxStatus.waiting))
+            metrics.mirror("hallpass_school_records_sent_total", total: outboxStatus.stored)
+            metrics.mirror("hallpass_school_records_dropped_total", total: outboxStatus.droppedTotal)
+        }
         let lastSuccess = updater?.state().lastSuccessAt.map { Date(timeIntervalSince1970: TimeInterval($0)) } ?? status.rules.installedAt
         metrics.rules(version: status.rules.version ?? store.version, lastSuccess: lastSuccess)
         return metrics.exposition()
+    }
+}
+
+extension Control {
+    /// This minute's check-in for the school's server.
+    func checkinReport(users: [String] = LoggedInUsers.names()) async -> CheckinReport {
+        let status = await status()
+        let data = status.dataProcess
+        let outbox = school?.outbox.status
+        let filterData: CheckinReport.FilterData = data.pid != nil ? .running : data.startedAt == nil && data.restarts == 0 ? .down : .restarting
+        return CheckinReport(
+            rulesVersion: status.rules.version ?? 0, rulesSince: status.rules.installedAt, filterData: filterData,
+            filterDataRestarts: data.restarts, failMode: status.failMode,
+            queueDrops: (status.counters["queueDropped"] ?? 0) + (status.counters["queueUserDropped"] ?? 0),
+            recordsWaiting: outbox?.waiting ?? 0, recordsDropped: outbox?.droppedTotal ?? 0,
+            users: users.compactMap { audit?.personName($0) ?? (configuration.log.users == .name ? $0 : nil) })
     }
 }

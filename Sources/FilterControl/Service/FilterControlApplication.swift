@@ -31,6 +31,8 @@ public struct FilterControlApplication: Sendable {
     let logger: Logger
     /// systemd's `$NOTIFY_SOCKET`, told READY=1 once filter-data filters with its first policy.
     let notifier: SystemdNotifier?
+    /// Records and check-ins to the school's server (`school:`); nil without one.
+    public let reporter: SchoolReporter?
 
     /// Makes everything filter-control runs, and starts none of it.
     public static func build(
@@ -76,18 +78,66 @@ public struct FilterControlApplication: Sendable {
             log: { [logger] line in logger.info("\(line)", metadata: ["hallpass.source": "filter-data"]) }, onEvent: events.deliver,
             onAnswered: { metrics?.answered(after: $0) })
         let groupNames = GroupNames()
+        let school = makeSchoolParts(configuration, logger: logger)
         let parts = Control.Parts(
             rules: rules, requests: requests, policyState: policyState, updater: updater, supervisor: supervisor, dataUser: dataUser,
             unprivilegedPortStart: unprivilegedPortStart,
-            audit: try makeAuditLog(configuration, groupNames: groupNames, logger: logger),
+            audit: try makeAuditLog(configuration, groupNames: groupNames, outbox: school?.outbox, logger: logger),
             notifier: makeNotifier(configuration, unprivilegedPortStart: unprivilegedPortStart, logger: logger), metrics: metrics,
-            groupNames: groupNames)
+            groupNames: groupNames, school: school)
         let control = Control(options: options, configuration: configuration, logger: logger, clock: clock, parts: parts)
         events.control = control
+        let reporter = school.flatMap { makeReporter($0, configuration: configuration, control: control, logger: logger) }
         for ignored in rules.policy.ignoredLocalKeys {
             logger.warning("\(ignored) in \(options.configPath) has no effect: the bundle brings the school's policy (docs/school-policy.md)")
         }
-        return FilterControlApplication(control: control, configuration: configuration, options: options, logger: logger, notifier: notifier)
+        return FilterControlApplication(
+            control: control, configuration: configuration, options: options, logger: logger, notifier: notifier, reporter: reporter)
+    }
+
+    /// The identity and the outbox for `school:`; nil without it, or (logged
+    /// as an error) when the machine has no usable identity: filtering goes
+    /// on, and nothing is queued for a server that cannot be told who sends.
+    static func makeSchoolParts(_ configuration: Configuration, logger: Logger) -> Control.SchoolParts? {
+        guard let school = configuration.school else { return nil }
+        let identity: MachineIdentity
+        do {
+            identity = try MachineIdentity.read(directory: configuration.rules.directory)
+        } catch {
+            logger.error("school: no records or check-ins: \(error) [\(error.code)]")
+            return nil
+        }
+        if identity.server != school.server || identity.fingerprint != school.fingerprint {
+            logger.warning(
+                "school: the identity was made with \(identity.server) (fingerprint \(identity.fingerprint)); school: in the configuration says \(school.server) (\(school.fingerprint)), which is used")
+        }
+        do {
+            let outbox = try RecordOutbox(
+                folder: configuration.rules.directory + "/outbox", machine: identity.machine,
+                settings: .init(maxBytes: school.queueMaxBytes, maxAge: TimeInterval(school.queueMaxAge)), log: { logger.notice("\($0)") })
+            return Control.SchoolParts(identity: identity, outbox: outbox)
+        } catch {
+            logger.error("school: no records or check-ins: the outbox: \(error) [\(error.code)]")
+            return nil
+        }
+    }
+
+    /// The service that posts the outbox and the check-ins.
+    static func makeReporter(_ parts: Control.SchoolParts, configuration: Configuration, control: Control, logger: Logger) -> SchoolReporter? {
+        guard let school = configuration.school else { return nil }
+        let connection: SchoolConnection
+        do {
+            // filter-control's own connection: the allow mark, never queued, also in closed mode.
+            connection = try SchoolConnection(
+                server: school.server, fingerprint: school.fingerprint,
+                signer: RequestSigner(machine: parts.identity.machine, key: parts.identity.key), socketMark: FlowMarks().allow)
+        } catch {
+            logger.error("school: no records or check-ins: \(error) [\(error.code)]")
+            return nil
+        }
+        return SchoolReporter(
+            transport: connection, outbox: parts.outbox, server: school.server.description,
+            checkin: { [control] in await control.checkinReport() }, logger: logger)
     }
 
     /// The store and policy to start with: `--store`, or the installed
@@ -145,8 +195,10 @@ public struct FilterControlApplication: Sendable {
     }
 
     /// The audit log (`log:`), nil when every output is off.
-    static func makeAuditLog(_ configuration: Configuration, groupNames: GroupNames, logger: Logger) throws(Control.StartError) -> AuditLog? {
-        guard configuration.log.file != nil || configuration.log.journald || configuration.log.syslog != nil else { return nil }
+    static func makeAuditLog(
+        _ configuration: Configuration, groupNames: GroupNames, outbox: RecordOutbox? = nil, logger: Logger
+    ) throws(Control.StartError) -> AuditLog? {
+        guard configuration.log.file != nil || configuration.log.journald || configuration.log.syslog != nil || outbox != nil else { return nil }
         do {
             return try AuditLog(
                 settings: configuration.log, rulesDirectory: configuration.rules.directory, logger: logger,
@@ -159,7 +211,7 @@ public struct FilterControlApplication: Sendable {
                     return (names.user, placed ?? (users == .name ? names.group : nil))
                 },
                 // The collector's connection is filter-control's own: never queued (see SyslogForwarder).
-                socketMark: FlowMarks().allow)
+                socketMark: FlowMarks().allow, outbox: outbox)
         } catch {
             throw Control.StartError(message: "log: \(error.message)", status: 78)
         }
@@ -193,6 +245,9 @@ public struct FilterControlApplication: Sendable {
             SignalService(control: control, logger: logger),
             admin,
         ]
+        if let reporter {
+            services.insert(SchoolReportingService(reporter: reporter), at: services.count - 1)
+        }
         if let metrics { services.append(metrics) }
         if let audit = control.audit { services.insert(DrainingService { await audit.run() } finish: { audit.finish() }, at: 0) }
         if let notices = control.notifier { services.insert(DrainingService { await notices.run() } finish: { notices.finish() }, at: 0) }

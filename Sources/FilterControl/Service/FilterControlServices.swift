@@ -113,6 +113,19 @@ struct RuleRefreshService: Service {
     }
 }
 
+/// Posts the audit records and the check-ins to the school's server
+/// (`school:`); stops at once on shutdown: what is not posted stays in the
+/// outbox for the next start.
+struct SchoolReportingService: Service {
+    let reporter: SchoolReporter
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            await reporter.run()
+        }
+    }
+}
+
 /// SIGHUP reloads (systemd's reload runs `filterctl reload`, which reports
 /// the result; SIGHUP from elsewhere gets the same reload, logged). SIGUSR1
 /// reopens the audit log's file (logrotate's convention).
