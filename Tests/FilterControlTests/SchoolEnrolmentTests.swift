@@ -227,6 +227,29 @@ import Testing
         await server.stop()
     }
 
+    @Test func laterRequestsAreSignedAsTheyGoOnTheWire() async throws {
+        let server = try await SchoolServerStandIn { _ in (200, #"{"storedThrough":0}"#) }
+        let key = Curve25519.Signing.PrivateKey()
+        let url = try SchoolServerURL(parsing: server.url + "school/")
+        let connection = try SchoolConnection(
+            server: url, fingerprint: try #require(ServerFingerprint(hex: server.fingerprint)),
+            signer: RequestSigner(machine: "m-abcdefghij234567abcd", key: key), clock: { Date(timeIntervalSince1970: 1_764_331_200.7) })
+        let body = Array(#"{"records":[],"dropped":0}"#.utf8)
+        let answer = try await connection.post("/api/v1/machine/records", body: body)
+        await server.stop()
+        #expect(answer.status == 200)
+        let request = try #require(server.requests.first)
+        #expect(request.uri == "/school/api/v1/machine/records" && request.body == body)
+        #expect(request.headers["hallpass-machine"] == "m-abcdefghij234567abcd" && request.headers["hallpass-date"] == "1764331200")
+        // The server's check: the signature over what it received, with the key the machine enrolled.
+        let signature = try #require(request.headers["hallpass-signature"])
+        #expect(signature.hasPrefix("ed25519 "))
+        let bytes = try #require(Data(base64Encoded: String(signature.dropFirst("ed25519 ".count))))
+        let message = RequestSigner.message(method: request.method, path: request.uri, date: 1_764_331_200, body: request.body)
+        #expect(key.publicKey.isValidSignature(bytes, for: message))
+        #expect(!key.publicKey.isValidSignature(bytes, for: RequestSigner.message(method: "POST", path: request.uri, date: 1_764_331_201, body: body)))
+    }
+
     @Test func anUnreachableServerSaysSo() async throws {
         let url = try SchoolServerURL(parsing: "https://127.0.0.1:1/")
         let token = try EnrolmentToken(parsing: "hp1.\(Self.fingerprint).\(Self.secret)")
