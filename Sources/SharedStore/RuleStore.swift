@@ -5,6 +5,7 @@ import Darwin
 #endif
 public import VerdictCore
 import CHallpassSys
+import HallpassSystem
 
 /// A compiled rule store, mapped read-only and read in place.
 ///
@@ -25,6 +26,12 @@ public final class RuleStore: RuleSource, @unchecked Sendable {
     }
 
     public let path: String
+    /// The rules version: the one recorded in the header (`filterctl compile
+    /// --version`, a store used on its own, or a store from a bundle made before
+    /// stores left it out), or, when the header says 0 (every store
+    /// `filterctl bundle build` writes, so that equal rules give equal files),
+    /// the `version` of the bundle manifest in the store's own folder
+    /// (`versions/N/manifest`); 0 when there is none.
     public let version: UInt64
     public let categoryNames: [String]
     public let metadata: [String: String]
@@ -52,15 +59,15 @@ public final class RuleStore: RuleSource, @unchecked Sendable {
 
     /// Maps the store at `path`.
     public convenience init(path: String, verification: Verification = .full) throws(StoreError) {
-        try self.init(mapping: Mapping.map(path: path), path: path, verification: verification)
+        try self.init(mapping: Mapping.map(path: path), path: path, verification: verification, besideManifest: true)
     }
 
     /// Reads a store from memory (tests and tools); the bytes are copied once.
     public convenience init(bytes: [UInt8], name: String = "<memory>", verification: Verification = .full) throws(StoreError) {
-        try self.init(mapping: Mapping.copy(bytes), path: name, verification: verification)
+        try self.init(mapping: Mapping.copy(bytes), path: name, verification: verification, besideManifest: false)
     }
 
-    private init(mapping: Mapping, path: String, verification: Verification) throws(StoreError) {
+    private init(mapping: Mapping, path: String, verification: Verification, besideManifest: Bool) throws(StoreError) {
         self.mapping = mapping
         self.path = path
         let length = mapping.length
@@ -92,7 +99,8 @@ public final class RuleStore: RuleSource, @unchecked Sendable {
         guard length >= StoreFormat.dataStart else {
             throw .corrupt(path: path, detail: "the section table is cut short")
         }
-        self.version = bytes.loadLE(UInt64.self, at: 24)
+        let recordedVersion = bytes.loadLE(UInt64.self, at: 24)
+        self.version = recordedVersion != 0 || !besideManifest ? recordedVersion : RuleStore.bundleVersion(besideStore: path) ?? 0
         let storedChecksum = bytes.loadLE(UInt64.self, at: 32)
         self.domainHomeRange = bytes.loadLE(UInt64.self, at: 48)
         self.urlHomeRange = bytes.loadLE(UInt64.self, at: 56)
@@ -401,5 +409,21 @@ extension Span where Element == UInt8 {
         } else {
             unsafe UnsafeMutableRawPointer(mutating: base).deallocate()
         }
+    }
+}
+
+extension RuleStore {
+    /// The `version` line of the bundle manifest in the same folder as the
+    /// store at `path`, or nil when there is none or it does not parse.
+    ///
+    /// Not a check of the bundle: filter-control verified the signature when it
+    /// installed the folder, and the version is only what the store is called
+    /// (status, records); the rules themselves come from the store, checked in full.
+    public static func bundleVersion(besideStore path: String) -> UInt64? {
+        let folder = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
+        guard let bytes = try? BoundedFile.read(folder + "/" + BundleManifest.fileName, limit: UInt64(BundleManifest.maximumManifestBytes)),
+            let manifest = try? BundleManifest(parsing: bytes)
+        else { return nil }
+        return manifest.version
     }
 }

@@ -93,9 +93,11 @@ struct BundleCommand: ParsableCommand {
             let now = BundleVerifier.currentTime()
             let result: RuleCompiler.Result
             do {
+                // Version 0 and no build time: the store is the rules alone, so that equal
+                // rules give a byte-identical file and a machine that has it fetches nothing
+                // (the version is the manifest's; RuleStore.version reads it there).
                 result = try RuleCompiler().compile(
-                    sources.map(RuleCompiler.SourceSpec.init), version: version,
-                    metadata: ["bundle-version": String(version), "built": UTCTime.format(now)], protections: lists)
+                    sources.map(RuleCompiler.SourceSpec.init), version: 0, protections: lists)
             } catch let error as RuleCompiler.CompileError {
                 throw fail(error.message, status: ExitStatus.dataError)
             }

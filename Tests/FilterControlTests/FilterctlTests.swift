@@ -140,6 +140,27 @@ struct Filterctl {
         #expect(try Filterctl.run(["check", "--bundle", bundle, "casino.example"]).status == 65)
     }
 
+    /// Two bundles of the same rules differ in their manifests, never in their stores,
+    /// so a machine that has the store fetches nothing of it (issue 28).
+    @Test func equalRulesGiveByteIdenticalStores() throws {
+        let folder = try Filterctl.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        _ = try Filterctl.run(["bundle", "keygen", "--out", folder + "/key.pem"])
+        try "timezone: Europe/London\n".write(toFile: folder + "/policy.yaml", atomically: true, encoding: .utf8)
+        for (version, out) in [("5", "/a"), ("6", "/b")] {
+            var arguments = ["bundle", "build", "--key", folder + "/key.pem", "--version", version, "--out", folder + out, lists + "/gambling.txt"]
+            if version == "6" { arguments += ["--policy", folder + "/policy.yaml"] }
+            let build = try Filterctl.run(arguments)
+            #expect(build.status == 0, "\(build.stderr)")
+        }
+        let first = try Data(contentsOf: URL(fileURLWithPath: folder + "/a/rules.hpstore"))
+        let second = try Data(contentsOf: URL(fileURLWithPath: folder + "/b/rules.hpstore"))
+        #expect(first == second)
+        // The version is the manifest's: a store read in its bundle folder is called by it.
+        #expect(try RuleStore(path: folder + "/b/rules.hpstore").version == 6)
+        #expect(try RuleStore(bytes: [UInt8](second)).version == 0)
+    }
+
     /// Any bytes handed over as a store or a bundle: a clear error, never a crash.
     @Test func arbitraryBytesAsStoreOrBundle() throws {
         let folder = try Filterctl.temporaryFolder()
