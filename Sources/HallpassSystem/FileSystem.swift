@@ -159,6 +159,16 @@ public enum FileSystem {
         }
     }
 
+    /// A second name, `path`, for the file `existing` (link(2): the same inode, so only
+    /// for files nobody changes in place; both on one file system). Links are not followed.
+    public static func hardLink(_ existing: String, at path: String) throws(FileError) {
+        do {
+            _ = try retryingOnInterrupt { unsafe Glibc.link(existing, path) }
+        } catch {
+            throw FileError(path: path, "cannot link \(existing) to it", error)
+        }
+    }
+
     /// The target of a symbolic link, or nil when `path` is not one.
     public static func linkTarget(_ path: String) -> String? {
         var buffer = [CChar](repeating: 0, count: 4096)

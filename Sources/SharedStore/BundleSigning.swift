@@ -204,6 +204,14 @@ public struct BundleVerifier: Sendable {
         throw .unknownKey(keyID: String(keyID.prefix(32)))
     }
 
+    /// The SHA-256 (lower-case hex) and size of the file at `path`, read to its end
+    /// but never past `limit` bytes; nil when it cannot be read or is larger.
+    public static func sha256(ofFileAt path: String, limit: UInt64 = BundleManifest.maximumFileBytes) -> (sha256: String, size: UInt64)? {
+        var hasher = SHA256()
+        guard let size = try? BoundedFile.stream(path, limit: limit, { chunk in hasher.update(data: chunk) }) else { return nil }
+        return (lowerHex(hasher.finalize()), size)
+    }
+
     private func verifyFile(_ file: BundleManifest.File, in directory: String) throws(BundleError) {
         let path = directory + "/" + file.name
         var hasher = SHA256()

@@ -147,8 +147,26 @@ struct BundleFetcher {
     enum ManifestResult {
         /// The server said 304 to `If-None-Match`.
         case notModified
-        /// A manifest whose signature, shape and validity period checked out.
-        case verified(BundleManifest, etag: String?)
+        /// A manifest whose signature, shape and validity period checked out;
+        /// `bytes` the manifest's and the signature's together.
+        case verified(BundleManifest, etag: String?, bytes: UInt64)
+    }
+
+    /// How the files of one bundle came to the staging folder.
+    struct FilesReport: Sendable, Hashable {
+        /// Bytes downloaded.
+        var downloadedBytes: UInt64 = 0
+        /// Files this machine had already (an installed version's), linked or copied.
+        var kept: [String] = []
+        /// Files downloaded whole.
+        var downloaded: [String] = []
+
+        var summary: String {
+            var parts: [String] = []
+            if !kept.isEmpty { parts.append("kept " + kept.joined(separator: ", ")) }
+            if !downloaded.isEmpty { parts.append("downloaded " + downloaded.joined(separator: ", ")) }
+            return parts.isEmpty ? "none" : parts.joined(separator: "; ")
+        }
     }
 
     /// Fetches `manifest` and `manifest.sig` into `staging` and checks them.
@@ -160,7 +178,7 @@ struct BundleFetcher {
         else { return .notModified }
         try inRuleFolder { () throws(FileError) in try manifestFile.finish() }
         let signatureFile = try inRuleFolder { () throws(FileError) in try NewFile(staging + "/" + BundleManifest.signatureFileName) }
-        _ = try await transport.fetch(
+        let signature = try await transport.fetch(
             BundleManifest.signatureFileName, into: signatureFile, limit: UInt64(BundleManifest.maximumSignatureBytes), ifNoneMatch: nil)
         try inRuleFolder { () throws(FileError) in try signatureFile.finish() }
 
@@ -168,26 +186,66 @@ struct BundleFetcher {
         let signatureBytes = try Self.readStaged(staging + "/" + BundleManifest.signatureFileName, limit: BundleManifest.maximumSignatureBytes)
         do {
             let (manifest, _) = try verifier.verifyManifest(manifestBytes, signature: signatureBytes)
-            return .verified(manifest, etag: fetched.etag)
+            return .verified(manifest, etag: fetched.etag, bytes: fetched.byteCount + (signature?.byteCount ?? 0))
         } catch {
             throw .bundle(error)
         }
     }
 
-    /// Fetches every file the verified manifest names into `staging`.
-    func fetchFiles(of manifest: BundleManifest, into staging: String) async throws(RuleUpdateError) {
+    /// Brings every file the verified manifest names into `staging`: a file
+    /// of an installed version with the same SHA-256 (`installed`) is linked
+    /// (or copied) when its bytes still have that hash; otherwise the file is
+    /// downloaded.
+    func fetchFiles(
+        of manifest: BundleManifest, into staging: String, installed: [String: InstalledFile] = [:]
+    ) async throws(RuleUpdateError) -> FilesReport {
         guard manifest.files.contains(where: { $0.name == BundleManifest.storeFileName }) else {
             throw .bundle(.missingFile(name: BundleManifest.storeFileName))
         }
         let total = manifest.files.reduce(UInt64(0)) { $0 + $1.size }
         guard total <= maxBundleBytes else { throw .bundleTooLarge(total: total, limit: maxBundleBytes) }
+        var report = FilesReport()
         for entry in manifest.files {
             // The parser already refused names that could leave the folder; check again where it matters.
             guard BundleManifest.isSafeFileName(entry.name) else { throw .bundle(.unsafeFileName(entry.name)) }
-            let file = try inRuleFolder { () throws(FileError) in try NewFile(staging + "/" + entry.name) }
-            _ = try await transport.fetch(entry.name, into: file, limit: entry.size, ifNoneMatch: nil)
+            let path = staging + "/" + entry.name
+            if let local = installed[entry.sha256], local.size == entry.size, Self.keep(local.path, as: path, entry) {
+                report.kept.append(entry.name)
+                continue
+            }
+            let file = try inRuleFolder { () throws(FileError) in try NewFile(path) }
+            let fetched = try await transport.fetch(entry.name, into: file, limit: entry.size, ifNoneMatch: nil)
             try inRuleFolder { () throws(FileError) in try file.finish() }
+            report.downloadedBytes += fetched?.byteCount ?? 0
+            report.downloaded.append(entry.name)
         }
+        return report
+    }
+
+    /// Puts the installed file at `local` into the staging folder as `path`, if its
+    /// bytes still have the signed SHA-256: a hard link (installed files are never
+    /// changed in place), or a copy when the link fails.
+    static func keep(_ local: String, as path: String, _ entry: BundleManifest.File) -> Bool {
+        guard let found = BundleVerifier.sha256(ofFileAt: local), found.sha256 == entry.sha256, found.size == entry.size else { return false }
+        do {
+            try FileSystem.hardLink(local, at: path)
+            return true
+        } catch {
+            FileSystem.remove(path)
+        }
+        guard let file = try? NewFile(path) else { return false }
+        do {
+            _ = try BoundedFile.stream(local, limit: entry.size) { chunk in try? file.write(Array(chunk)) }
+            try file.finish()
+        } catch {
+            FileSystem.remove(path)
+            return false
+        }
+        guard BundleVerifier.sha256(ofFileAt: path)?.sha256 == entry.sha256 else {
+            FileSystem.remove(path)
+            return false
+        }
+        return true
     }
 
     /// A file just fetched into the staging folder (no link followed); nil when it is not there.

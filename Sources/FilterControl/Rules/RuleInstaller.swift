@@ -37,6 +37,25 @@ public struct RuleInstaller: Sendable {
         return UInt64(target.dropFirst("versions/".count))
     }
 
+    /// The files of the installed versions (`current` and the one kept before it),
+    /// by SHA-256 as their manifests give it: what an update need not download
+    /// again, and what a delta can start from. The manifests were verified when
+    /// their versions were installed; a file's bytes are checked again before use.
+    func installedFiles() -> [String: InstalledFile] {
+        var files: [String: InstalledFile] = [:]
+        for name in FileSystem.names(in: versionsDirectory).sorted() {
+            guard let version = UInt64(name) else { continue }
+            let folder = versionDirectory(version)
+            guard let bytes = try? BoundedFile.read(folder + "/" + BundleManifest.fileName, limit: UInt64(BundleManifest.maximumManifestBytes)),
+                let manifest = try? BundleManifest(parsing: bytes)
+            else { continue }
+            for file in manifest.files where files[file.sha256] == nil {
+                files[file.sha256] = InstalledFile(path: folder + "/" + file.name, size: file.size)
+            }
+        }
+        return files
+    }
+
     /// Creates the rule folder and `versions/` if needed.
     func prepare() throws(RuleUpdateError) {
         try inRuleFolder { () throws(FileError) in try FileSystem.makeDirectories(versionsDirectory) }
@@ -119,4 +138,10 @@ public struct RuleInstaller: Sendable {
         }
         try? FileSystem.sync(versionsDirectory, directory: true)
     }
+}
+
+/// A file of an installed version.
+struct InstalledFile: Sendable, Hashable {
+    var path: String
+    var size: UInt64
 }

@@ -22,6 +22,8 @@ import SharedStore
 /// last-code fetch.unreachable
 /// last-message cannot reach the rule server rules.example.org:443: connection refused; ...
 /// last-success 2026-11-22T08:00:03Z
+/// last-download-bytes 1834
+/// last-files kept rules.hpstore; downloaded policy.yaml
 /// ```
 ///
 /// Unknown lines are ignored, so a newer hallpass may add keys.
@@ -52,6 +54,10 @@ public struct RuleState: Sendable, Hashable {
     public var lastMessage: String?
     /// The last time the server confirmed or delivered the rules (Unix seconds).
     public var lastSuccessAt: Int64?
+    /// The bytes the last attempt downloaded, all requests together (bodies only).
+    public var lastDownloadBytes: UInt64?
+    /// How the last installed bundle's files came: kept, patched from a delta, downloaded.
+    public var lastFiles: String?
 
     public init() {}
 
@@ -74,6 +80,8 @@ public struct RuleState: Sendable, Hashable {
         line("last-code", lastCode)
         line("last-message", lastMessage)
         line("last-success", lastSuccessAt.map(UTCTime.format))
+        line("last-download-bytes", lastDownloadBytes.map(String.init))
+        line("last-files", lastFiles)
         return Array(text.utf8)
     }
 
@@ -101,6 +109,8 @@ public struct RuleState: Sendable, Hashable {
             case "last-code": lastCode = value
             case "last-message": lastMessage = value
             case "last-success": lastSuccessAt = UTCTime.parse(value)
+            case "last-download-bytes": lastDownloadBytes = UInt64(value)
+            case "last-files": lastFiles = value
             default: continue
             }
         }

@@ -243,6 +243,7 @@ public actor RuleUpdater {
         let verifier = BundleVerifier(signatures: .trusted(settings.trustedKeys), checkExpiry: true, now: now)
         let fetcher = BundleFetcher(transport: transport, verifier: verifier, maxBundleBytes: settings.maxBundleBytes)
         let etag = current != nil && state.etagSource == transport.source ? state.etag : nil
+        state.lastDownloadBytes = 0
 
         switch try await fetcher.fetchManifest(into: staging, etag: etag) {
         case .notModified:
@@ -251,7 +252,8 @@ public actor RuleUpdater {
             state.lastSuccessAt = now
             return .alreadyCurrent(version: current)
 
-        case .verified(let manifest, let newTag):
+        case .verified(let manifest, let newTag, let manifestBytes):
+            state.lastDownloadBytes = manifestBytes
             if manifest.version <= floor {
                 guard manifest.version == current, manifest.version == floor else {
                     throw .rollback(offered: manifest.version, installed: floor)
@@ -261,7 +263,9 @@ public actor RuleUpdater {
                 state.lastSuccessAt = now
                 return .alreadyCurrent(version: manifest.version)
             }
-            try await fetcher.fetchFiles(of: manifest, into: staging)
+            let report = try await fetcher.fetchFiles(of: manifest, into: staging, installed: installer.installedFiles())
+            state.lastDownloadBytes = manifestBytes + report.downloadedBytes
+            state.lastFiles = report.summary
             do {
                 _ = try verifier.verify(directory: staging)
             } catch {
