@@ -132,6 +132,13 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: Bundle deltas
+        // A bundle file as a zstd patch of its previous version (zstd --patch-from): filterctl
+        // makes them, filter-control applies them. libzstd is linked only through this module;
+        // filter-data never links it (scripts/check-links.sh checks).
+        .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
+        .target(name: "BundleDelta", dependencies: ["CZstd", "SharedStore", "HallpassSystem"], swiftSettings: strict),
+
         // MARK: The sandboxed data path
         // The inspection and DataPath, over a PacketQueue: no C library, so
         // filterctl (its `replay`) and the unit tests use it without the kernel's.
@@ -199,6 +206,8 @@ let package = Package(
                 "HallpassSystem",
                 "BlockPage",
                 "CHallpassSys",
+                // Bundle files rebuilt from a delta and the version installed.
+                "BundleDelta",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 // filter-control's long-running parts are services of one group.
@@ -230,6 +239,8 @@ let package = Package(
                 // `filterctl replay`: captures through filter-data's inspector.
                 "FilterData",
                 "HallpassSystem",
+                // `filterctl bundle build` writes the deltas from earlier versions.
+                "BundleDelta",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -272,6 +283,7 @@ let package = Package(
                 "HallpassIPC",
                 "FilterControl",
                 "BlockPage",
+                "BundleDelta",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
@@ -311,7 +323,7 @@ let package = Package(
         .testTarget(
             name: "FilterControlTests",
             dependencies: [
-                "FilterControl", "VerdictCore", "SharedStore", "HallpassSystem",
+                "FilterControl", "VerdictCore", "SharedStore", "HallpassSystem", "BundleDelta",
                 // The metrics' tests make filter-data's reports; the resolver's read DNS answers.
                 "HallpassIPC", "HallpassWire",
                 // The audit log's tests: a logger for it, and a collector stand-in on loopback (TCP and TLS).

@@ -5,7 +5,8 @@
 # filter-control run outside the sandbox (filter-control as root) and need
 # none of them: a dependency that brings them back (FilterData importing a C
 # module again, another target depending on FilterDataKernel) fails here,
-# naming the program and the library.
+# naming the program and the library. The other way round for libzstd:
+# filterctl and filter-control link it, filter-data does not.
 #
 #   scripts/check-links.sh [BIN_DIR]     (default: the debug build's folder)
 #
@@ -41,5 +42,17 @@ for library in "${kernel_libraries[@]}"; do
         status=1
     fi
 done
-[ "$status" = 0 ] && echo "check-links.sh: filterctl and filter-control link none of ${kernel_libraries[*]}; filter-data links them"
+# libzstd, for bundle deltas (BundleDelta): filterctl makes them and filter-control
+# applies them; the sandboxed filter-data reads only whole stores and never links it.
+if links filter-data libzstd; then
+    echo "check-links.sh: filter-data links libzstd; only filterctl and filter-control may (BundleDelta)" >&2
+    status=1
+fi
+for program in filterctl filter-control; do
+    if ! links "$program" libzstd; then
+        echo "check-links.sh: $program does not link libzstd: is $bin a hallpass build?" >&2
+        status=1
+    fi
+done
+[ "$status" = 0 ] && echo "check-links.sh: filterctl and filter-control link none of ${kernel_libraries[*]}; filter-data links them; only filterctl and filter-control link libzstd"
 exit "$status"

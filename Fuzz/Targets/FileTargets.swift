@@ -2,6 +2,7 @@
 // control messages, the rule store, bundle manifests, the configuration,
 // the policy file, and the block page's requests, strings and templates.
 import BlockPage
+import BundleDelta
 import FilterControl
 import FilterData
 import HallpassWire
@@ -85,6 +86,29 @@ enum Files {
     static func manifest(_ input: [UInt8]) {
         guard let manifest = try? BundleManifest(parsing: input) else { return }
         require((try? BundleManifest(parsing: manifest.encoded)) == manifest, "a manifest does not survive encoding")
+    }
+
+    /// A delta (a zstd frame) applied to a base: the first input byte says how
+    /// long the base is (times 16), the next two the size the result must have.
+    /// The machine applies only deltas whose SHA-256 the signed manifest gives,
+    /// so this is libzstd's decoder and the mappings around it, on any bytes.
+    static func delta(_ input: [UInt8]) {
+        var split = InputSplitter(input)
+        let base = split.take(Int(split.byte()) * 16)
+        let size = UInt64(split.byte()) << 8 | UInt64(split.byte())
+        let patch = split.rest()
+        let basePath = Scratch.write(base, to: "delta/base")
+        let patchPath = Scratch.write(patch, to: "delta/patch")
+        let output = Scratch.folder + "/delta/out"
+        try? FileManager.default.removeItem(atPath: output)
+        do {
+            try ZstdPatch.apply(patch: patchPath, base: basePath, output: output, size: size)
+            let made = (try? FileManager.default.attributesOfItem(atPath: output)[.size] as? NSNumber)?.uint64Value
+            require(made == size, "a delta made \(made ?? 0) bytes, not \(size)")
+        } catch {
+            require(!FileManager.default.fileExists(atPath: output), "a refused delta left its output")
+        }
+        try? FileManager.default.removeItem(atPath: output)
     }
 
     static func configuration(_ input: [UInt8]) {

@@ -3,6 +3,7 @@
 // encodings the programs themselves write. scripts/fuzz.sh writes them to
 // the target's corpus folder before its first run.
 import BlockPage
+import BundleDelta
 import FilterControl
 import FilterData
 import HallpassWire
@@ -62,8 +63,13 @@ extension FuzzTarget {
             let manifest = BundleManifest(version: 20_261_124, issuedAt: 1_700_000_000, expiresAt: 1_800_000_000, files: [
                 .init(name: "rules.hpstore", size: 368, sha256: String(repeating: "ab", count: 32)),
                 .init(name: "policy.yaml", size: 10, sha256: String(repeating: "0f", count: 32)),
+            ], deltas: [
+                .init(name: "rules.hpstore.1234567890abcdef-abababababababab.zst", size: 40, sha256: String(repeating: "cd", count: 32),
+                      target: "rules.hpstore", baseSHA256: String(repeating: "12", count: 32)),
             ])
             seeds = [manifest.encoded]
+        case .delta:
+            seeds = DeltaSeeds.make()
         case .configuration: seeds = [Array(Configuration.example.utf8)]
         case .blockpage:
             seeds = [
@@ -291,4 +297,21 @@ enum BypassSeeds {
         let aaaa = be16(0x4321) + be16(0x0100) + be16(1) + be16(0) + be16(0) + be16(0) + name("www.google.com") + be16(28) + be16(1)
         return [withOPT, withoutOPT, dnsmasqAnswer, canary, aaaa]
     }()
+}
+
+enum DeltaSeeds {
+    /// Deltas as the fuzz input takes them (base length / 16, result size, the frame):
+    /// made by the code filterctl uses, from a base of repeated text to an edit of it.
+    static func make() -> [[UInt8]] {
+        var seeds: [[UInt8]] = []
+        for (baseText, targetText) in [("hallpass delta seed ", "hallpass delta seed, changed "), ("abcdefgh", "abcdefgh")] {
+            let base = Array(String(repeating: baseText, count: 40).utf8.prefix(16 * 40))
+            let target = Array(String(repeating: targetText, count: 20).utf8.prefix(60_000))
+            let basePath = Scratch.write(base, to: "seed/base")
+            let targetPath = Scratch.write(target, to: "seed/target")
+            guard let patch = try? ZstdPatch.make(base: basePath, target: targetPath) else { continue }
+            seeds.append([UInt8(base.count / 16), UInt8(target.count >> 8), UInt8(target.count & 0xFF)] + patch)
+        }
+        return seeds
+    }
 }

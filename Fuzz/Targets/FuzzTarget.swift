@@ -35,8 +35,10 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case control
     /// A rule store opened with its structure checked (no checksum, so mutated inputs reach the bounds checks), then looked up.
     case store
-    /// Signed bundle manifests.
+    /// Signed bundle manifests (their `file` and `delta` lines).
     case manifest
+    /// A bundle delta (zstd frame with a prefix) applied to a base file.
+    case delta
     /// hallpass.yaml.
     case configuration
     /// The block page: requests routed by the responder, the access request form, Accept-Language.
@@ -70,6 +72,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .control: Files.control(input)
         case .store: Files.store(input)
         case .manifest: Files.manifest(input)
+        case .delta: Files.delta(input)
         case .configuration: Files.configuration(input)
         case .blockpage: BlockPageFuzzing.request(input)
         case .templates: BlockPageFuzzing.templates(input)

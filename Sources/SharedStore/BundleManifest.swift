@@ -7,14 +7,21 @@
 /// issued 2026-11-22T08:00:00Z
 /// expires 2026-12-22T08:00:00Z
 /// file rules.hpstore 1234567 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+/// delta rules.hpstore.60303ae22b998861-9f86d081884c7d65.zst 31337 5994471abb01112afcc18159f6cc74b4f511b99806da59b3caf5a9c173cacfc5 rules.hpstore 60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752
 /// ```
 ///
 /// Lines end in `\n`; fields are separated by one space. `version` is a
 /// positive integer that must grow with every bundle. Times are UTC in the
 /// form shown. Each `file` line gives a name (1 to 100 of `A-Z a-z 0-9 . _ -`,
 /// not starting with `.`: a name can never leave the bundle folder), the size
-/// in bytes and the lower-case hex SHA-256. Any other key, a repeated key, or
-/// a line out of this shape makes the whole manifest invalid.
+/// in bytes and the lower-case hex SHA-256. Each `delta` line names a file
+/// that rebuilds one of the `file`s from an earlier version of it: the
+/// delta's own name, size and SHA-256 (as a `file` line), the name of the
+/// `file` it makes, and the SHA-256 of the earlier version it starts from (a
+/// zstd frame with that version as its prefix, `zstd --patch-from`). A machine
+/// that has the earlier version may fetch the delta instead of the file; the
+/// result must still have the file's signed SHA-256. Any other key, a
+/// repeated key, or a line out of this shape makes the whole manifest invalid.
 public struct BundleManifest: Sendable, Hashable {
     public struct File: Sendable, Hashable {
         public var name: String
@@ -29,6 +36,27 @@ public struct BundleManifest: Sendable, Hashable {
         }
     }
 
+    /// A delta that rebuilds the file `target` from the version of it whose SHA-256 is `baseSHA256`.
+    public struct Delta: Sendable, Hashable {
+        /// The delta's own file in the bundle folder.
+        public var name: String
+        public var size: UInt64
+        /// Lower-case hex SHA-256 of the delta file.
+        public var sha256: String
+        /// The `file` the delta makes.
+        public var target: String
+        /// Lower-case hex SHA-256 of the earlier version of `target` that the delta starts from.
+        public var baseSHA256: String
+
+        public init(name: String, size: UInt64, sha256: String, target: String, baseSHA256: String) {
+            self.name = name
+            self.size = size
+            self.sha256 = sha256
+            self.target = target
+            self.baseSHA256 = baseSHA256
+        }
+    }
+
     public static let fileName = "manifest"
     public static let signatureFileName = "manifest.sig"
     /// The store inside a bundle.
@@ -40,6 +68,8 @@ public struct BundleManifest: Sendable, Hashable {
     public static let maximumSignatureBytes = 4096
     public static let maximumFileBytes: UInt64 = 1 << 30
     public static let maximumFiles = 256
+    /// Deltas per manifest: a few earlier versions of a few files.
+    public static let maximumDeltas = 64
 
     public var version: UInt64
     /// Unix seconds.
@@ -47,12 +77,19 @@ public struct BundleManifest: Sendable, Hashable {
     /// Unix seconds.
     public var expiresAt: Int64
     public var files: [File]
+    public var deltas: [Delta]
 
-    public init(version: UInt64, issuedAt: Int64, expiresAt: Int64, files: [File]) {
+    public init(version: UInt64, issuedAt: Int64, expiresAt: Int64, files: [File], deltas: [Delta] = []) {
         self.version = version
         self.issuedAt = issuedAt
         self.expiresAt = expiresAt
         self.files = files
+        self.deltas = deltas
+    }
+
+    /// The deltas that make `file` from a version of it this machine has (`has` says, by SHA-256).
+    public func deltas(making file: File, from has: (String) -> Bool) -> [Delta] {
+        deltas.filter { $0.target == file.name && $0.baseSHA256 != file.sha256 && has($0.baseSHA256) }
     }
 
     /// The exact bytes that get signed.
@@ -63,6 +100,9 @@ public struct BundleManifest: Sendable, Hashable {
         text += "expires \(UTCTime.format(expiresAt))\n"
         for file in files {
             text += "file \(file.name) \(file.size) \(file.sha256)\n"
+        }
+        for delta in deltas {
+            text += "delta \(delta.name) \(delta.size) \(delta.sha256) \(delta.target) \(delta.baseSHA256)\n"
         }
         return Array(text.utf8)
     }
@@ -84,6 +124,8 @@ public struct BundleManifest: Sendable, Hashable {
         var issued: Int64?
         var expires: Int64?
         var files: [File] = []
+        var deltas: [Delta] = []
+        var deltaLines: [Int] = []
         var names: Set<String> = []
         for (offset, line) in lines.enumerated().dropFirst() {
             let number = offset + 1
@@ -115,12 +157,31 @@ public struct BundleManifest: Sendable, Hashable {
                 guard let size = UInt64(fields[2]), fields[2].allSatisfy(\.isASCII), size <= BundleManifest.maximumFileBytes else {
                     throw fail("the size of \(name) must be an integer of at most \(BundleManifest.maximumFileBytes) bytes")
                 }
-                guard fields[3].utf8.count == 64, fields[3].utf8.allSatisfy({ isLowerHex($0) }) else {
+                guard isSHA256(fields[3]) else {
                     throw fail("the SHA-256 of \(name) must be 64 lower-case hex digits")
                 }
                 guard files.count < BundleManifest.maximumFiles else { throw fail("more than \(BundleManifest.maximumFiles) files") }
                 names.insert(name)
                 files.append(File(name: name, size: size, sha256: fields[3]))
+            case "delta":
+                guard fields.count == 6 else { throw fail("expected 'delta NAME SIZE SHA256 TARGET FROM-SHA256'") }
+                let name = fields[1]
+                guard BundleManifest.isSafeFileName(name) else { throw .unsafeFileName(name) }
+                guard !names.contains(name) else { throw fail("the file \(name) is listed twice") }
+                guard let size = UInt64(fields[2]), fields[2].allSatisfy(\.isASCII), size > 0, size <= BundleManifest.maximumFileBytes else {
+                    throw fail("the size of the delta \(name) must be an integer of 1 to \(BundleManifest.maximumFileBytes) bytes")
+                }
+                guard isSHA256(fields[3]), isSHA256(fields[5]) else {
+                    throw fail("the SHA-256s of the delta \(name) must be 64 lower-case hex digits")
+                }
+                guard BundleManifest.isSafeFileName(fields[4]) else { throw .unsafeFileName(fields[4]) }
+                guard !deltas.contains(where: { $0.target == fields[4] && $0.baseSHA256 == fields[5] }) else {
+                    throw fail("a second delta to \(fields[4]) from the same version")
+                }
+                guard deltas.count < BundleManifest.maximumDeltas else { throw fail("more than \(BundleManifest.maximumDeltas) deltas") }
+                names.insert(name)
+                deltas.append(Delta(name: name, size: size, sha256: fields[3], target: fields[4], baseSHA256: fields[5]))
+                deltaLines.append(number)
             default:
                 throw fail("unknown line '\(line.prefix(40))'")
             }
@@ -130,7 +191,16 @@ public struct BundleManifest: Sendable, Hashable {
         guard let expires else { throw .malformedManifest(line: 0, reason: "no 'expires' line") }
         guard expires > issued else { throw .malformedManifest(line: 0, reason: "'expires' is not after 'issued'") }
         guard !files.isEmpty else { throw .malformedManifest(line: 0, reason: "no 'file' lines") }
-        self.init(version: version, issuedAt: issued, expiresAt: expires, files: files)
+        // A delta makes a file of this bundle, and from another version than the one it makes.
+        for (delta, line) in zip(deltas, deltaLines) {
+            guard let target = files.first(where: { $0.name == delta.target }) else {
+                throw .malformedManifest(line: line, reason: "the delta \(delta.name) makes \(delta.target), which is no file of the bundle")
+            }
+            guard target.sha256 != delta.baseSHA256 else {
+                throw .malformedManifest(line: line, reason: "the delta \(delta.name) starts from the file it makes")
+            }
+        }
+        self.init(version: version, issuedAt: issued, expiresAt: expires, files: files, deltas: deltas)
     }
 
     /// A name that stays inside the bundle folder: no separators, no leading dot,
@@ -145,6 +215,10 @@ public struct BundleManifest: Sendable, Hashable {
                 || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-")
         }
     }
+}
+
+private func isSHA256(_ text: String) -> Bool {
+    text.utf8.count == 64 && text.utf8.allSatisfy { isLowerHex($0) }
 }
 
 private func isLowerHex(_ byte: UInt8) -> Bool {

@@ -204,6 +204,23 @@ public struct BundleVerifier: Sendable {
         throw .unknownKey(keyID: String(keyID.prefix(32)))
     }
 
+    /// Checks that every delta the verified manifest names that is in the
+    /// folder has its signed size and SHA-256 (`filterctl bundle verify` on the
+    /// school's folder before it is published), and returns the names of those
+    /// that are not there: a machine then downloads the whole file, and an
+    /// installed version's folder keeps no deltas at all.
+    public func verifyDeltas(of bundle: VerifiedBundle) throws(BundleError) -> [String] {
+        var missing: [String] = []
+        for delta in bundle.manifest.deltas {
+            do {
+                try verifyFile(BundleManifest.File(name: delta.name, size: delta.size, sha256: delta.sha256), in: bundle.directory)
+            } catch .missingFile {
+                missing.append(delta.name)
+            }
+        }
+        return missing
+    }
+
     /// The SHA-256 (lower-case hex) and size of the file at `path`, read to its end
     /// but never past `limit` bytes; nil when it cannot be read or is larger.
     public static func sha256(ofFileAt path: String, limit: UInt64 = BundleManifest.maximumFileBytes) -> (sha256: String, size: UInt64)? {
@@ -237,7 +254,8 @@ public enum BundleSigner {
         files: [(name: String, contents: [UInt8])],
         version: UInt64,
         issuedAt: Int64,
-        expiresAt: Int64
+        expiresAt: Int64,
+        deltas: [BundleManifest.Delta] = []
     ) -> BundleManifest {
         BundleManifest(
             version: version,
@@ -249,7 +267,8 @@ public enum BundleSigner {
                     size: UInt64(file.contents.count),
                     sha256: lowerHex(SHA256.hash(data: file.contents))
                 )
-            }
+            },
+            deltas: deltas
         )
     }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BundleDelta
 import FilterControl
 import Foundation
 import HallpassSystem
@@ -48,8 +49,13 @@ struct BundleCommand: ParsableCommand {
         @Option(name: .long, help: "How long the bundle is valid: e.g. 12h, 30d (default 30d).")
         var expires: String = "30d"
 
-        @Option(name: .long, help: "The bundle folder to write (created if needed).")
+        @Option(name: .long, help: "The bundle folder to write (created if needed). Files whose bytes did not change are left as they are.")
         var out: String
+
+        @Option(
+            name: .long,
+            help: "How many earlier versions of the store to keep in the folder (.previous/) and write deltas from (0: none, no deltas).")
+        var keepVersions: Int = 3
 
         @Option(name: .long, help: "The school's policy file (groups, schedules, exams; docs/school-policy.md), signed with the rules.")
         var policy: String?
@@ -61,6 +67,7 @@ struct BundleCommand: ParsableCommand {
 
         func validate() throws {
             guard version > 0 else { throw ValidationError("--version must be a positive integer") }
+            guard (0...16).contains(keepVersions) else { throw ValidationError("--keep-versions takes 0 to 16") }
             guard parseDuration(expires) != nil else {
                 throw ValidationError("--expires takes a duration like 12h or 30d (at most 3650d)")
             }
@@ -103,28 +110,33 @@ struct BundleCommand: ParsableCommand {
             }
             var files = [(BundleManifest.storeFileName, result.bytes)]
             if let policyBytes { files.append((BundleManifest.policyFileName, policyBytes)) }
-            let manifest = BundleSigner.manifest(files: files, version: version, issuedAt: now, expiresAt: now + parseDuration(expires)!)
-            let manifestBytes = manifest.encoded
+            var manifest = BundleSigner.manifest(files: files, version: version, issuedAt: now, expiresAt: now + parseDuration(expires)!)
+            let folder = BundleFolder(path: out, keepVersions: keepVersions)
+            var report: BundleFolder.Report
             do {
                 try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
-                let folder = URL(fileURLWithPath: out)
-                try Data(result.bytes).write(to: folder.appendingPathComponent(BundleManifest.storeFileName), options: .atomic)
-                let policyFile = folder.appendingPathComponent(BundleManifest.policyFileName)
-                if let policyBytes {
-                    try Data(policyBytes).write(to: policyFile, options: .atomic)
-                } else if FileManager.default.fileExists(atPath: policyFile.path) {
+                report = try folder.writeFiles(files, of: manifest)
+                if policyBytes == nil, FileManager.default.fileExists(atPath: folder.path(BundleManifest.policyFileName)) {
                     // A folder reused from an earlier build must not keep a policy this bundle does not sign.
-                    try FileManager.default.removeItem(at: policyFile)
+                    try FileManager.default.removeItem(atPath: folder.path(BundleManifest.policyFileName))
                 }
+                manifest.deltas = try folder.writeDeltas(to: manifest.files.first { $0.name == BundleManifest.storeFileName }!, report: &report)
+                let manifestBytes = manifest.encoded
+                // The signature, then the manifest last: a machine that reads the new manifest finds every file it names.
                 try Data(signingKey.signatureFile(for: manifestBytes)).write(
-                    to: folder.appendingPathComponent(BundleManifest.signatureFileName), options: .atomic)
-                try Data(manifestBytes).write(to: folder.appendingPathComponent(BundleManifest.fileName), options: .atomic)
+                    to: URL(fileURLWithPath: folder.path(BundleManifest.signatureFileName)), options: .atomic)
+                try Data(manifestBytes).write(to: URL(fileURLWithPath: folder.path(BundleManifest.fileName)), options: .atomic)
+                folder.removeDeltas(except: manifest.deltas)
             } catch {
-                throw fail("cannot write the bundle to \(out): \(error.localizedDescription)", status: ExitStatus.cannotCreate)
+                throw fail("cannot write the bundle to \(out): \(error)", status: ExitStatus.cannotCreate)
             }
             printSummary(result, quiet: true, to: out + "/" + BundleManifest.storeFileName)
             print("bundle \(out): version \(version), expires \(UTCTime.format(manifest.expiresAt)), signed by \(signingKey.publicKey.keyID)")
             if policyBytes != nil { print("with the school's policy from \(policy!)") }
+            if !report.unchanged.isEmpty { print("unchanged (kept byte for byte): " + report.unchanged.joined(separator: ", ")) }
+            for delta in manifest.deltas {
+                print("delta \(delta.name): \(delta.size) bytes, from \(delta.target) \(delta.baseSHA256.prefix(16))" + (report.reusedDeltas.contains(delta.name) ? " (kept)" : ""))
+            }
         }
     }
 
@@ -152,8 +164,12 @@ struct BundleCommand: ParsableCommand {
             }
             let bundle: VerifiedBundle
             var school: SchoolPolicy? = nil
+            var missingDeltas: [String] = []
             do {
-                bundle = try BundleVerifier(signatures: .trusted(keys)).verify(directory: directory)
+                let verifier = BundleVerifier(signatures: .trusted(keys))
+                bundle = try verifier.verify(directory: directory)
+                // The school's folder before it is published: the deltas are whole too.
+                missingDeltas = try verifier.verifyDeltas(of: bundle)
                 if bundle.manifest.files.contains(where: { $0.name == BundleManifest.storeFileName }) {
                     _ = try RuleStore(path: bundle.path(of: BundleManifest.storeFileName), verification: .full)
                 }
@@ -171,7 +187,11 @@ struct BundleCommand: ParsableCommand {
             let manifest = bundle.manifest
             print(
                 "ok: version \(manifest.version), issued \(UTCTime.format(manifest.issuedAt)), expires \(UTCTime.format(manifest.expiresAt)), signed by \(bundle.signerKeyID ?? "?"), \(manifest.files.count) file(s)"
+                    + (manifest.deltas.isEmpty ? "" : ", \(manifest.deltas.count) delta(s)")
             )
+            if !missingDeltas.isEmpty {
+                print("not in the folder (machines download the whole file instead): " + missingDeltas.joined(separator: ", "))
+            }
             print(school.map(PolicySummary.describe) ?? "no school policy: machines apply their own hallpass.yaml policy")
         }
     }

@@ -1,3 +1,4 @@
+import BundleDelta
 import HallpassSystem
 import NIOCore
 import SharedStore
@@ -154,17 +155,24 @@ struct BundleFetcher {
 
     /// How the files of one bundle came to the staging folder.
     struct FilesReport: Sendable, Hashable {
-        /// Bytes downloaded.
+        /// Bytes downloaded (deltas and whole files).
         var downloadedBytes: UInt64 = 0
         /// Files this machine had already (an installed version's), linked or copied.
         var kept: [String] = []
+        /// Files rebuilt from a delta.
+        var patched: [String] = []
         /// Files downloaded whole.
         var downloaded: [String] = []
+        /// Deltas that were tried and failed (missing, damaged, a result with the wrong
+        /// SHA-256), each with why; their files were downloaded whole.
+        var refusedDeltas: [String] = []
 
         var summary: String {
             var parts: [String] = []
             if !kept.isEmpty { parts.append("kept " + kept.joined(separator: ", ")) }
+            if !patched.isEmpty { parts.append("patched " + patched.joined(separator: ", ")) }
             if !downloaded.isEmpty { parts.append("downloaded " + downloaded.joined(separator: ", ")) }
+            if !refusedDeltas.isEmpty { parts.append("refused deltas: " + refusedDeltas.joined(separator: "; ")) }
             return parts.isEmpty ? "none" : parts.joined(separator: "; ")
         }
     }
@@ -192,10 +200,12 @@ struct BundleFetcher {
         }
     }
 
-    /// Brings every file the verified manifest names into `staging`: a file
-    /// of an installed version with the same SHA-256 (`installed`) is linked
-    /// (or copied) when its bytes still have that hash; otherwise the file is
-    /// downloaded.
+    /// Brings every file the verified manifest names into `staging`, each
+    /// the cheapest way that ends with its signed SHA-256: a file of an
+    /// installed version with that hash (`installed`) is linked (or copied);
+    /// otherwise a delta from a version this machine has is downloaded and
+    /// applied; otherwise, or when the delta fails or makes anything else,
+    /// the whole file is downloaded.
     func fetchFiles(
         of manifest: BundleManifest, into staging: String, installed: [String: InstalledFile] = [:]
     ) async throws(RuleUpdateError) -> FilesReport {
@@ -211,6 +221,23 @@ struct BundleFetcher {
             let path = staging + "/" + entry.name
             if let local = installed[entry.sha256], local.size == entry.size, Self.keep(local.path, as: path, entry) {
                 report.kept.append(entry.name)
+                continue
+            }
+            var patched = false
+            for delta in manifest.deltas(making: entry, from: { installed[$0] != nil }) {
+                guard let base = installed[delta.baseSHA256] else { continue }
+                do throws(DeltaFailure) {
+                    report.downloadedBytes += try await applyDelta(delta, to: entry, base: base.path, staging: staging)
+                    patched = true
+                    break
+                } catch {
+                    if case .cancelled = error.reason { throw .cancelled }
+                    report.downloadedBytes += error.downloadedBytes
+                    report.refusedDeltas.append("\(delta.name): \(error.message)")
+                }
+            }
+            if patched {
+                report.patched.append(entry.name)
                 continue
             }
             let file = try inRuleFolder { () throws(FileError) in try NewFile(path) }
@@ -246,6 +273,50 @@ struct BundleFetcher {
             return false
         }
         return true
+    }
+
+    /// Why a delta was not used; the file is then downloaded whole.
+    struct DeltaFailure: Error {
+        enum Reason { case refused, cancelled }
+        var reason: Reason = .refused
+        var message: String
+        var downloadedBytes: UInt64 = 0
+    }
+
+    /// Downloads `delta` (its signed size the limit), checks its signed SHA-256,
+    /// applies it to the installed file at `base` into the staging file of `entry`,
+    /// and checks the result's signed SHA-256. Returns the bytes downloaded.
+    /// On any failure nothing of it is left in the staging folder.
+    func applyDelta(_ delta: BundleManifest.Delta, to entry: BundleManifest.File, base: String, staging: String) async throws(DeltaFailure) -> UInt64 {
+        // A name no bundle file can have (a leading dot), removed whatever happens.
+        let deltaPath = staging + "/.delta-" + delta.name
+        let output = staging + "/" + entry.name
+        defer { FileSystem.remove(deltaPath) }
+        var downloaded: UInt64 = 0
+        do throws(RuleUpdateError) {
+            let file = try inRuleFolder { () throws(FileError) in try NewFile(deltaPath) }
+            downloaded = try await transport.fetch(delta.name, into: file, limit: delta.size, ifNoneMatch: nil)?.byteCount ?? 0
+            try inRuleFolder { () throws(FileError) in try file.finish() }
+        } catch {
+            if case .cancelled = error { throw DeltaFailure(reason: .cancelled, message: "cancelled") }
+            throw DeltaFailure(message: "\(error.code): \(error.description)", downloadedBytes: downloaded)
+        }
+        guard let found = BundleVerifier.sha256(ofFileAt: deltaPath, limit: delta.size), found.sha256 == delta.sha256, found.size == delta.size
+        else {
+            throw DeltaFailure(message: "the delta does not match its signed size and SHA-256", downloadedBytes: downloaded)
+        }
+        FileSystem.remove(output)
+        do throws(ZstdPatch.Failure) {
+            try ZstdPatch.apply(patch: deltaPath, base: base, output: output, size: entry.size)
+        } catch {
+            FileSystem.remove(output)
+            throw DeltaFailure(message: error.description, downloadedBytes: downloaded)
+        }
+        guard BundleVerifier.sha256(ofFileAt: output)?.sha256 == entry.sha256 else {
+            FileSystem.remove(output)
+            throw DeltaFailure(message: "the file it makes does not match the signed SHA-256 of \(entry.name)", downloadedBytes: downloaded)
+        }
+        return downloaded
     }
 
     /// A file just fetched into the staging folder (no link followed); nil when it is not there.
