@@ -264,7 +264,8 @@ let package = Package(
         ),
         .executableTarget(
             name: "HallpassBench",
-            dependencies: ["VerdictCore", "SharedStore", "FilterData", "HallpassWire", "HallpassIPC", "HallpassSystem"],
+            // FilterControl: `update`, one rule update as filter-control makes it.
+            dependencies: ["VerdictCore", "SharedStore", "FilterData", "HallpassWire", "HallpassIPC", "HallpassSystem", "FilterControl"],
             path: "Benchmarks/HallpassBench",
             swiftSettings: strict
         ),

@@ -8,6 +8,8 @@
 //       of the store's suffix lookups and of a whole engine decision.
 //   hallpass-bench inspect --store FILE [--kind dns|http] [--packets N]
 //       filter-data's inspection per packet, without the kernel (Inspect.swift).
+//   hallpass-bench update --directory DIR --source URL --trusted-key KEY [--ca-file PEM]
+//       one rule update as filter-control makes it (Update.swift, scripts/bench-updates.sh).
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -209,5 +211,6 @@ case "generate": generate(arguments)
 case "lookup": lookup(arguments)
 case "inspect": inspect(arguments)
 case "bypass": bypass(arguments)
-default: fail("usage: hallpass-bench generate|lookup|inspect|bypass ...")
+case "update": await update(arguments)
+default: fail("usage: hallpass-bench generate|lookup|inspect|bypass|update ...")
 }
