@@ -39,7 +39,7 @@ import Glibc
         self.queue = queue
         // unsafe (this initializer): libmnl's socket handle, owned by this object until deinit;
         // the option values are locals passed by address for the duration of each call.
-        guard let socket = unsafe mnl_socket_open(NETLINK_NETFILTER) else { throw QueueSocketError(operation: "open", errno: errno) }
+        guard let socket = unsafe mnl_socket_open2(NETLINK_NETFILTER, Int32(SOCK_CLOEXEC.rawValue)) else { throw QueueSocketError(operation: "open", errno: errno) }
         guard unsafe mnl_socket_bind(socket, 0, pid_t(MNL_SOCKET_AUTOPID)) >= 0 else {
             let code = errno
             unsafe mnl_socket_close(socket)

@@ -187,11 +187,15 @@ public struct HTTPSLookup: HostLookup {
     private let port: Int
     private let folder: String
 
-    /// `path` is the bundle folder's path (starting and ending with `/`).
-    public init(host: String, port: Int, path: String, caFile: String?, pins: [String], socketMark: UInt32? = nil) throws(RuleUpdateError) {
+    /// `path` is the bundle folder's path (starting and ending with `/`). The
+    /// time limits are for filter-control; tests on a loaded machine give more.
+    public init(
+        host: String, port: Int, path: String, caFile: String?, pins: [String], socketMark: UInt32? = nil,
+        connectTimeout: Duration = .seconds(2), requestTimeout: Duration = .seconds(3)
+    ) throws(RuleUpdateError) {
         let trust = try ServerTrust(caFile: caFile, pins: pins)
         client = try HTTPSClient(
-            trust: trust, connectTimeout: .seconds(2), requestTimeout: .seconds(3), socketMark: socketMark,
+            trust: trust, connectTimeout: connectTimeout, requestTimeout: requestTimeout, socketMark: socketMark,
             group: MultiThreadedEventLoopGroup.singleton)
         self.host = host
         self.port = port
