@@ -67,6 +67,11 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        // hallpass-server: HTTP on Hummingbird 2 (no swift-configuration: its own server.yaml),
+        // and its two storage engines.
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
+        .package(url: "https://github.com/vapor/sqlite-nio.git", from: "1.13.2"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         // MARK: C libraries (only FilterDataKernel imports these)
@@ -270,6 +275,35 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: The school's server (docs/server.md)
+        // What machines enrol with and report to: the HTTP API on Hummingbird, storage
+        // behind one protocol on SQLite or PostgreSQL, the commands of hallpass-server.
+        .target(
+            name: "SchoolServer",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                // Atomic writes of the TLS key and certificate.
+                "HallpassSystem",
+                .product(name: "SQLiteNIO", package: "sqlite-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strict
+        ),
+
         // MARK: Fuzzing
         // The entry points only: the libFuzzer driver is the separate package in Fuzz/, so
         // the ordinary build never needs -sanitize=fuzzer. The regression test below replays
@@ -336,6 +370,23 @@ let package = Package(
                 // The school server's stand-in (HTTPS on loopback), and the signature vectors.
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
+            ]),
+        // The storage suite on both engines (a PostgreSQL cluster of the test's own), and the
+        // API over HTTPS on loopback with a small pinned client of the tests' own.
+        .testTarget(
+            name: "SchoolServerTests",
+            dependencies: [
+                "SchoolServer",
+                // Spawning initdb and pg_ctl for the tests' own PostgreSQL cluster.
+                "HallpassSystem",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
         // Every input a fuzzer crashed on, replayed in the ordinary debug build.
         // Read from the source tree (Regressions/TARGET/INPUT), not built or bundled.

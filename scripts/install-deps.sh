@@ -41,6 +41,9 @@ if [ "$tests" = 1 ]; then
     packages+=(acl)
     # a step of the wall clock under filter-control (libfaketime fakes only its wall clock)
     packages+=(faketime)
+    # hallpass-server's storage suite on PostgreSQL: a cluster the tests make with
+    # initdb/pg_ctl in their own folder (Debian's server; its own cluster is not used)
+    packages+=(postgresql)
 fi
 if [ "$matrix" = 1 ]; then
     # scripts/bypass-matrix.sh: DoH and DoT (dnsdist, kdig), OpenVPN, WireGuard in user space (the kernel

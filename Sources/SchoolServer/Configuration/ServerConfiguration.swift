@@ -1,0 +1,221 @@
+import Foundation
+import Yams
+
+/// hallpass-server's configuration (default `/etc/hallpass/server.yaml`),
+/// parsed once into immutable values with defaults and checked at start:
+/// a wrong key or value is a `ServerConfigurationError` naming the key and
+/// its line. docs/server.md describes every key.
+public struct ServerConfiguration: Sendable, Hashable {
+    public static let defaultPath = "/etc/hallpass/server.yaml"
+    public static let defaultStateDirectory = "/var/lib/hallpass-server"
+
+    public struct Listen: Sendable, Hashable {
+        public var address: String = "0.0.0.0"
+        public var port: Int = 8443
+        /// Plain HTTP instead of HTTPS: only behind a TLS proxy, or in tests.
+        /// Machines pin the certificate's key, so they cannot talk to such a listener directly.
+        public var plainHTTP: Bool = false
+        public init() {}
+    }
+
+    public struct TLS: Sendable, Hashable {
+        /// PEM files. `hallpass-server init` makes a self-signed P-256 pair at the
+        /// default paths when the file has no `tls:` keys.
+        public var certificate: String = ServerConfiguration.defaultStateDirectory + "/tls/certificate.pem"
+        public var key: String = ServerConfiguration.defaultStateDirectory + "/tls/key.pem"
+        /// Whether the paths were written in the file (then `init` makes nothing: they are the school's).
+        public var configured = false
+        public init() {}
+    }
+
+    public struct Machines: Sendable, Hashable {
+        /// A machine with no check-in for this long is stale (seconds).
+        public var staleAfter: Int = 5 * 60
+        public init() {}
+    }
+
+    public struct Records: Sendable, Hashable {
+        /// Records older than this many whole days (UTC) are removed, a day at a time.
+        public var retentionDays: Int = 365
+        public init() {}
+    }
+
+    public var listen = Listen()
+    public var tls = TLS()
+    public var database = DatabaseLocation.sqlite(path: ServerConfiguration.defaultStateDirectory + "/server.db")
+    public var machines = Machines()
+    public var records = Records()
+
+    public init() {}
+}
+
+/// Where the server keeps its data: `database:` in server.yaml.
+public enum DatabaseLocation: Sendable, Hashable, CustomStringConvertible {
+    /// An SQLite file (the embedded default).
+    case sqlite(path: String)
+    /// A PostgreSQL database: `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable|prefer|require]`,
+    /// or on a unix socket `postgres://USER@/DATABASE?host=/run/postgresql`.
+    case postgres(PostgresLocation)
+
+    public var description: String {
+        switch self {
+        case .sqlite(let path): return "sqlite:\(path)"
+        case .postgres(let location): return location.description
+        }
+    }
+
+    /// Reads the value of `database:`; nil when it is neither an absolute path nor a postgres URL.
+    public init?(_ text: String) {
+        if text.hasPrefix("/") {
+            self = .sqlite(path: text)
+        } else if let location = PostgresLocation(url: text) {
+            self = .postgres(location)
+        } else {
+            return nil
+        }
+    }
+}
+
+public struct PostgresLocation: Sendable, Hashable, CustomStringConvertible {
+    public enum TLSMode: String, Sendable, Hashable, CaseIterable {
+        case disable, prefer, require
+    }
+
+    public var host: String?
+    public var port: Int = 5432
+    /// The folder of the server's unix socket (`?host=/run/postgresql`); the socket is `.s.PGSQL.PORT` in it.
+    public var socketDirectory: String?
+    public var user: String
+    public var password: String?
+    public var database: String
+    public var tls: TLSMode
+
+    public init(socketDirectory: String, port: Int, user: String, database: String) {
+        self.socketDirectory = socketDirectory
+        self.port = port
+        self.user = user
+        self.database = database
+        self.tls = .disable
+    }
+
+    public init?(url text: String) {
+        guard text.hasPrefix("postgres://") || text.hasPrefix("postgresql://"),
+            let components = URLComponents(string: text),
+            let user = components.user, !user.isEmpty
+        else { return nil }
+        let database = String(components.path.drop(while: { $0 == "/" }))
+        guard !database.isEmpty, !database.contains("/") else { return nil }
+        self.user = user.removingPercentEncoding ?? user
+        self.password = components.password.map { $0.removingPercentEncoding ?? $0 }
+        self.database = database
+        if let port = components.port {
+            guard (1...65535).contains(port) else { return nil }
+            self.port = port
+        }
+        var tls: TLSMode?
+        for item in components.queryItems ?? [] {
+            switch item.name {
+            case "host":
+                guard let value = item.value, value.hasPrefix("/") else { return nil }
+                socketDirectory = value
+            case "sslmode":
+                guard let mode = item.value.flatMap(TLSMode.init(rawValue:)) else { return nil }
+                tls = mode
+            default:
+                return nil
+            }
+        }
+        if socketDirectory == nil {
+            guard let host = components.host, !host.isEmpty else { return nil }
+            self.host = host
+        }
+        self.tls = tls ?? (socketDirectory == nil ? .prefer : .disable)
+    }
+
+    /// The location without the password, for logs and messages.
+    public var description: String {
+        if let socketDirectory {
+            return "postgres://\(user)@/\(database)?host=\(socketDirectory)&port=\(port)"
+        }
+        return "postgres://\(user)@\(host ?? ""):\(port)/\(database)"
+    }
+}
+
+/// A key of server.yaml that is wrong, with its line.
+public struct ServerConfigurationError: Error, Hashable, Sendable, CustomStringConvertible {
+    public var key: String
+    public var line: Int?
+    public var message: String
+
+    public init(key: String, line: Int? = nil, message: String) {
+        self.key = key
+        self.line = line
+        self.message = message
+    }
+
+    public var description: String {
+        let place = line.map { " (line \($0))" } ?? ""
+        return key.isEmpty ? "server configuration\(place): \(message)" : "server configuration key \(key)\(place): \(message)"
+    }
+}
+
+extension ServerConfiguration {
+    /// Parses server.yaml's text. Unknown keys are errors: a typo must not silently drop a setting.
+    public init(yaml: String) throws(ServerConfigurationError) {
+        self.init()
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: yaml)
+        } catch {
+            throw ServerConfigurationError(notYAML: error)
+        }
+        guard let root else { return }
+        let top = try ServerConfigNode(root, key: "").mapping(allowed: ["listen", "tls", "database", "machines", "records"])
+        if let listen = try top["listen"]?.mapping(allowed: ["address", "port", "plainHTTP"]) {
+            if let address = listen["address"] {
+                let text = try address.string()
+                guard !text.isEmpty, !text.contains("/"), !text.contains(" ") else {
+                    throw address.error("expected an IP address or a host name to listen on, got '\(text)'")
+                }
+                self.listen.address = text
+            }
+            if let port = listen["port"] { self.listen.port = try port.integer(in: 1...65535) }
+            if let plain = listen["plainHTTP"] { self.listen.plainHTTP = try plain.boolean() }
+        }
+        if let tlsNode = top["tls"], let tls = Optional(try tlsNode.mapping(allowed: ["certificate", "key"])), !tls.isEmpty {
+            guard let certificate = tls["certificate"], let key = tls["key"] else {
+                throw tlsNode.error("give both certificate and key (PEM files), or neither for the ones `hallpass-server init` makes")
+            }
+            self.tls.certificate = try certificate.absolutePath()
+            self.tls.key = try key.absolutePath()
+            self.tls.configured = true
+        }
+        if let databaseNode = top["database"] {
+            let text = try databaseNode.string()
+            guard let database = DatabaseLocation(text) else {
+                throw databaseNode.error(
+                    "expected an absolute path of an SQLite file, or postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
+                        + " (or postgres://USER@/DATABASE?host=/SOCKET/FOLDER)")
+            }
+            self.database = database
+        }
+        if let machines = try top["machines"]?.mapping(allowed: ["staleAfter"]) {
+            if let stale = machines["staleAfter"] { self.machines.staleAfter = try stale.duration(in: 60...(7 * 86_400)) }
+        }
+        if let records = try top["records"]?.mapping(allowed: ["retentionDays"]) {
+            if let days = records["retentionDays"] { self.records.retentionDays = try days.integer(in: 1...3650) }
+        }
+    }
+
+    /// Reads and parses the file; a missing default file gives the defaults.
+    public static func load(path: String, required: Bool) throws(ServerConfigurationError) -> ServerConfiguration {
+        guard FileManager.default.fileExists(atPath: path) else {
+            if required { throw ServerConfigurationError(key: "", message: "no configuration file at \(path)") }
+            return ServerConfiguration()
+        }
+        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
+            throw ServerConfigurationError(key: "", message: "cannot read \(path) as UTF-8 text")
+        }
+        return try ServerConfiguration(yaml: text)
+    }
+}

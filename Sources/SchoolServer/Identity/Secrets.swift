@@ -1,0 +1,76 @@
+import Crypto
+import Foundation
+
+/// The secrets and names the server hands out: enrolment tokens, API
+/// tokens, machine ids. Only hashes of the secrets are stored.
+public enum Secrets {
+    /// `hp1.<fingerprint>.<secret>`: what a person copies to a machine.
+    public static let enrolmentPrefix = "hp1"
+    /// `hpa1.<id>.<secret>`: an API token, sent as `Authorization: Bearer ...`.
+    public static let apiPrefix = "hpa1"
+
+    /// 32 random bytes in base64url without padding (43 characters).
+    public static func newSecret() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return base64URL((0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) })
+    }
+
+    /// Lower-case hex SHA-256 of the text's UTF-8 bytes: what is stored of a secret.
+    public static func hash(_ text: String) -> String {
+        Hex.encode(SHA256.hash(data: Array(text.utf8)))
+    }
+
+    /// A secret as `newSecret` makes them: 43 characters of base64url.
+    public static func isWellFormedSecret(_ text: String) -> Bool {
+        text.utf8.count == 43 && text.utf8.allSatisfy(isBase64URL)
+    }
+
+    static func isBase64URL(_ byte: UInt8) -> Bool {
+        (byte >= 65 && byte <= 90) || (byte >= 97 && byte <= 122) || (byte >= 48 && byte <= 57) || byte == 45 || byte == 95
+    }
+
+    public static func base64URL(_ bytes: [UInt8]) -> String {
+        Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+
+    /// `m-` and 20 characters of base32 (a-z, 2-7): 100 random bits.
+    public static func newMachineID() -> String {
+        "m-" + randomBase32(count: 20)
+    }
+
+    public static func isMachineID(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        return bytes.count == 22 && text.hasPrefix("m-") && bytes[2...].allSatisfy { ($0 >= 97 && $0 <= 122) || ($0 >= 50 && $0 <= 55) }
+    }
+
+    static func randomBase32(count: Int) -> String {
+        let alphabet = Array("abcdefghijklmnopqrstuvwxyz234567".utf8)
+        var generator = SystemRandomNumberGenerator()
+        return String(decoding: (0..<count).map { _ in alphabet[Int.random(in: 0..<32, using: &generator)] }, as: UTF8.self)
+    }
+
+    /// The whole enrolment token for `secret` on the server with `fingerprint`.
+    public static func enrolmentToken(fingerprint: String, secret: String) -> String {
+        "\(enrolmentPrefix).\(fingerprint).\(secret)"
+    }
+
+    /// A new API token and its id (the id names it in lists; the token is shown once).
+    public static func newAPIToken() -> (id: String, token: String) {
+        let id = randomBase32(count: 8)
+        return (id, "\(apiPrefix).\(id).\(newSecret())")
+    }
+}
+
+/// Lower-case hexadecimal, as fingerprints and stored hashes are written.
+enum Hex {
+    static func encode<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        for byte in bytes {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+}

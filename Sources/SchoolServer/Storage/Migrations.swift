@@ -1,0 +1,90 @@
+/// The schema, as numbered steps applied in order at start and recorded in
+/// `schema_migrations`. A step is never edited once released: a change is a
+/// new step. The statements are the same for SQLite and PostgreSQL (whole
+/// numbers are BIGINT, times are Unix seconds, a record's time Unix milliseconds).
+enum Migrations {
+    struct Step: Sendable {
+        let version: Int
+        let summary: String
+        let statements: [String]
+    }
+
+    static let steps: [Step] = [
+        Step(
+            version: 1, summary: "enrolment tokens, machines, records, API tokens, server state",
+            statements: [
+                """
+                CREATE TABLE enrolment_tokens (
+                    hash TEXT PRIMARY KEY,
+                    room TEXT NOT NULL,
+                    uses_left BIGINT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    created_by TEXT NOT NULL,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE machines (
+                    id TEXT PRIMARY KEY,
+                    public_key TEXT NOT NULL UNIQUE,
+                    room TEXT NOT NULL,
+                    hostname TEXT NOT NULL,
+                    version TEXT NOT NULL,
+                    enrolled_at BIGINT NOT NULL,
+                    revoked_at BIGINT,
+                    stored_through BIGINT NOT NULL DEFAULT 0,
+                    records_dropped BIGINT NOT NULL DEFAULT 0,
+                    checkin_at BIGINT,
+                    checkin_version TEXT,
+                    rules_version BIGINT,
+                    rules_since TEXT,
+                    filter_data TEXT,
+                    filter_data_restarts BIGINT,
+                    fail_mode TEXT,
+                    queue_drops BIGINT,
+                    previous_queue_drops BIGINT,
+                    records_waiting BIGINT,
+                    checkin_records_dropped BIGINT,
+                    users TEXT
+                )
+                """,
+                """
+                CREATE TABLE records (
+                    machine TEXT NOT NULL REFERENCES machines (id),
+                    sequence BIGINT NOT NULL,
+                    time BIGINT NOT NULL,
+                    uid BIGINT,
+                    user_name TEXT,
+                    group_name TEXT,
+                    kind TEXT,
+                    host TEXT,
+                    url TEXT,
+                    destination TEXT,
+                    port BIGINT,
+                    action TEXT NOT NULL,
+                    category TEXT,
+                    rule TEXT,
+                    reason TEXT,
+                    rules_version BIGINT,
+                    received_at BIGINT NOT NULL,
+                    PRIMARY KEY (machine, sequence)
+                )
+                """,
+                "CREATE INDEX records_time ON records (time)",
+                "CREATE INDEX records_user_time ON records (user_name, time)",
+                "CREATE INDEX records_machine_time ON records (machine, time)",
+                """
+                CREATE TABLE api_tokens (
+                    id TEXT PRIMARY KEY,
+                    hash TEXT NOT NULL UNIQUE,
+                    role TEXT NOT NULL,
+                    created_by TEXT NOT NULL,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+                "CREATE TABLE server_state (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            ]),
+    ]
+
+    static var latest: Int { steps.last?.version ?? 0 }
+}

@@ -1,0 +1,339 @@
+import Foundation
+public import Logging
+
+/// Everything hallpass-server keeps, behind one interface with two engines
+/// (SQLite and PostgreSQL, `SQLStorage` over an `SQLEngine`). The storage
+/// test suite runs the same tests on both.
+public protocol ServerStorage: Sendable {
+    /// `sqlite` or `postgres`.
+    var engineName: String { get }
+
+    /// Applies the schema steps not yet applied; returns their versions.
+    @discardableResult func migrate() async throws -> [Int]
+    /// The versions recorded in `schema_migrations`, in order.
+    func appliedMigrations() async throws -> [Int]
+
+    func createEnrolmentToken(_ token: StoredEnrolmentToken) async throws
+    func enrolmentToken(hash: String) async throws -> StoredEnrolmentToken?
+    /// Takes one use of the token and enrols the machine, in one transaction;
+    /// returns the room, or throws a `TokenRefusal` (and changes nothing).
+    func enrol(_ machine: NewMachine, tokenHash: String, now: Int64) async throws -> String
+
+    func machine(id: String) async throws -> StoredMachine?
+    func machine(publicKey: String) async throws -> StoredMachine?
+    func machines() async throws -> [StoredMachine]
+    /// Marks the machine revoked; false when there is no such machine.
+    func revokeMachine(id: String, now: Int64) async throws -> Bool
+
+    /// Stores each record once (a record whose (machine, sequence) is stored
+    /// is ignored), adds `dropped` to the machine's count, and returns the
+    /// machine's stored-through sequence and how many were new. All of it or nothing.
+    func storeRecords(machine: String, records: [StoredRecord], dropped: Int64, now: Int64) async throws -> StoreOutcome
+    func records(machine: String) async throws -> [StoredRecord]
+    func recordCount() async throws -> Int64
+    /// The time (Unix ms) of the oldest record; nil when there is none.
+    func oldestRecordTime() async throws -> Int64?
+    /// Removes the records older than `before` (Unix ms); returns how many.
+    func removeRecords(before: Int64) async throws -> Int64
+
+    func recordCheckIn(machine: String, _ checkIn: CheckIn, now: Int64) async throws
+
+    func createAPIToken(_ token: StoredAPIToken, hash: String) async throws
+    func apiToken(hash: String) async throws -> StoredAPIToken?
+
+    /// The version of the bundle the server publishes; 0 before any.
+    func publishedVersion() async throws -> Int64
+    func setPublishedVersion(_ version: Int64) async throws
+
+    /// Runs what the engine needs while it is used; returns when the task is cancelled.
+    func run() async
+    func close() async
+}
+
+/// Opens the storage `location` names, runs its engine while `body` runs,
+/// and closes it after (also when `body` throws). For the commands and tests;
+/// the server runs the engine as a service instead.
+public func withServerStorage<T: Sendable>(
+    _ location: DatabaseLocation, logger: Logger, migrate: Bool = true,
+    _ body: @Sendable (SQLStorage) async throws -> T
+) async throws -> T {
+    let storage = try await SQLStorage.open(location, logger: logger)
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { await storage.run() }
+        do {
+            if migrate { _ = try await storage.migrate() }
+            let result = try await body(storage)
+            group.cancelAll()
+            await storage.close()
+            return result
+        } catch {
+            group.cancelAll()
+            await storage.close()
+            throw error
+        }
+    }
+}
+
+/// `ServerStorage` on an SQL engine: the server's statements, written once.
+public final class SQLStorage: ServerStorage {
+    let engine: any SQLEngine
+    let logger: Logger
+
+    public var engineName: String { engine.name }
+
+    init(engine: any SQLEngine, logger: Logger) {
+        self.engine = engine
+        self.logger = logger
+    }
+
+    public static func open(_ location: DatabaseLocation, logger: Logger) async throws -> SQLStorage {
+        switch location {
+        case .sqlite(let path):
+            return SQLStorage(engine: try await SQLiteEngine.open(path: path, logger: logger), logger: logger)
+        case .postgres(let postgres):
+            return SQLStorage(engine: PostgresEngine(location: postgres, logger: logger), logger: logger)
+        }
+    }
+
+    public func run() async { await engine.run() }
+    public func close() async { await engine.close() }
+
+    // MARK: Schema
+
+    public func migrate() async throws -> [Int] {
+        try await engine.run(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)")
+        let done = Set(try await appliedMigrations())
+        if let newest = done.max(), newest > Migrations.latest {
+            throw StorageError.newerSchema(found: newest, known: Migrations.latest)
+        }
+        var applied: [Int] = []
+        for step in Migrations.steps where !done.contains(step.version) {
+            let now = Int64(Date().timeIntervalSince1970)
+            // One transaction per step: a step is in, with its row, or not at all.
+            // Two servers starting at once on one PostgreSQL database: the second's
+            // insert of the same version fails and its step rolls back.
+            try await engine.transaction { session in
+                for statement in step.statements { try await session.run(statement) }
+                try await session.run(
+                    "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)", SQLValue(step.version), SQLValue(now))
+            }
+            logger.info(
+                "applied schema step", metadata: ["hallpass.schema.version": "\(step.version)", "hallpass.schema.step": "\(step.summary)"])
+            applied.append(step.version)
+        }
+        return applied
+    }
+
+    public func appliedMigrations() async throws -> [Int] {
+        try await engine.run("SELECT version FROM schema_migrations ORDER BY version").map { Int(try $0.integer("version")) }
+    }
+
+    // MARK: Enrolment
+
+    public func createEnrolmentToken(_ token: StoredEnrolmentToken) async throws {
+        try await engine.run(
+            "INSERT INTO enrolment_tokens (hash, room, uses_left, expires_at, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+            SQLValue(token.hash), SQLValue(token.room), SQLValue(token.usesLeft), SQLValue(token.expiresAt),
+            SQLValue(token.createdBy), SQLValue(token.createdAt))
+    }
+
+    public func enrolmentToken(hash: String) async throws -> StoredEnrolmentToken? {
+        try await engine.run("SELECT * FROM enrolment_tokens WHERE hash = $1", SQLValue(hash)).first.map(Self.token)
+    }
+
+    public func enrol(_ machine: NewMachine, tokenHash: String, now: Int64) async throws -> String {
+        let outcome: Result<String, TokenRefusal> = try await engine.transaction { session in
+            // One statement takes the use: with concurrent enrolments on one token,
+            // each sees the count the one before it left (a row lock in PostgreSQL,
+            // the single writer in SQLite), so no token gives more uses than it had.
+            let taken = try await session.run(
+                "UPDATE enrolment_tokens SET uses_left = uses_left - 1 WHERE hash = $1 AND uses_left > 0 AND expires_at > $2 RETURNING room",
+                SQLValue(tokenHash), SQLValue(now))
+            guard let room = try taken.first?.text("room") else {
+                let rows = try await session.run("SELECT * FROM enrolment_tokens WHERE hash = $1", SQLValue(tokenHash))
+                guard let token = try rows.first.map(Self.token) else { return .failure(.unknown) }
+                return .failure(token.usesLeft <= 0 ? .usedUp : .expired)
+            }
+            try await session.run(
+                "INSERT INTO machines (id, public_key, room, hostname, version, enrolled_at) VALUES ($1, $2, $3, $4, $5, $6)",
+                SQLValue(machine.id), SQLValue(machine.publicKey), SQLValue(room), SQLValue(machine.hostname),
+                SQLValue(machine.version), SQLValue(now))
+            return .success(room)
+        }
+        return try outcome.get()
+    }
+
+    // MARK: Machines
+
+    public func machine(id: String) async throws -> StoredMachine? {
+        try await engine.run("SELECT * FROM machines WHERE id = $1", SQLValue(id)).first.map(Self.machine)
+    }
+
+    public func machine(publicKey: String) async throws -> StoredMachine? {
+        try await engine.run("SELECT * FROM machines WHERE public_key = $1", SQLValue(publicKey)).first.map(Self.machine)
+    }
+
+    public func machines() async throws -> [StoredMachine] {
+        try await engine.run("SELECT * FROM machines ORDER BY room, hostname, id").map(Self.machine)
+    }
+
+    public func revokeMachine(id: String, now: Int64) async throws -> Bool {
+        let rows = try await engine.run(
+            "UPDATE machines SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1 RETURNING id", SQLValue(id), SQLValue(now))
+        return !rows.isEmpty
+    }
+
+    public func recordCheckIn(machine: String, _ checkIn: CheckIn, now: Int64) async throws {
+        let users = String(decoding: try JSONEncoder().encode(checkIn.users), as: UTF8.self)
+        // The right-hand sides read the row as it was: the drops of the check-in before this one are kept.
+        try await engine.run(
+            """
+            UPDATE machines SET checkin_at = $2, checkin_version = $3, rules_version = $4, rules_since = $5, filter_data = $6,
+                filter_data_restarts = $7, fail_mode = $8, previous_queue_drops = queue_drops, queue_drops = $9,
+                records_waiting = $10, checkin_records_dropped = $11, users = $12
+            WHERE id = $1
+            """,
+            SQLValue(machine), SQLValue(now), SQLValue(checkIn.version), SQLValue(checkIn.rulesVersion), SQLValue(checkIn.rulesSince),
+            SQLValue(checkIn.filterData.rawValue), SQLValue(checkIn.filterDataRestarts), SQLValue(checkIn.failMode.rawValue),
+            SQLValue(checkIn.queueDrops), SQLValue(checkIn.recordsWaiting), SQLValue(checkIn.recordsDropped), SQLValue(users))
+    }
+
+    // MARK: Records
+
+    static let recordColumns = [
+        "machine", "sequence", "time", "uid", "user_name", "group_name", "kind", "host", "url", "destination", "port",
+        "action", "category", "rule", "reason", "rules_version", "received_at",
+    ]
+
+    public func storeRecords(machine: String, records: [StoredRecord], dropped: Int64, now: Int64) async throws -> StoreOutcome {
+        let highest = records.map(\.record.sequence).max() ?? 0
+        return try await engine.transaction { session in
+            // A hundred rows a statement: 1,700 parameters, well within both engines' limits.
+            var start = 0
+            var inserted: Int64 = 0
+            while start < records.count {
+                let chunk = records[start..<min(start + 100, records.count)]
+                var placeholders: [String] = []
+                var binds: [SQLValue] = []
+                for stored in chunk {
+                    let first = binds.count + 1
+                    placeholders.append("(" + (first..<first + Self.recordColumns.count).map { "$\($0)" }.joined(separator: ", ") + ")")
+                    let record = stored.record
+                    binds += [
+                        SQLValue(machine), SQLValue(record.sequence), SQLValue(stored.timeMilliseconds), SQLValue(record.uid),
+                        SQLValue(record.user), SQLValue(record.group), SQLValue(record.kind), SQLValue(record.host),
+                        SQLValue(record.url), SQLValue(record.destination), SQLValue(record.port), SQLValue(record.action),
+                        SQLValue(record.category), SQLValue(record.rule), SQLValue(record.reason), SQLValue(record.rulesVersion),
+                        SQLValue(now),
+                    ]
+                }
+                // RETURNING lists the rows inserted, not those already there.
+                inserted += Int64(
+                    try await session.query(
+                        "INSERT INTO records (\(Self.recordColumns.joined(separator: ", "))) VALUES \(placeholders.joined(separator: ", "))"
+                            + " ON CONFLICT (machine, sequence) DO NOTHING RETURNING sequence",
+                        binds
+                    ).count)
+                start += 100
+            }
+            let rows = try await session.run(
+                """
+                UPDATE machines SET stored_through = CASE WHEN stored_through < $2 THEN $2 ELSE stored_through END,
+                    records_dropped = records_dropped + $3
+                WHERE id = $1 RETURNING stored_through
+                """,
+                SQLValue(machine), SQLValue(highest), SQLValue(dropped))
+            guard let row = rows.first else { throw StorageError.failed("no machine \(machine) to store records for") }
+            return StoreOutcome(storedThrough: try row.integer("stored_through"), inserted: inserted)
+        }
+    }
+
+    public func records(machine: String) async throws -> [StoredRecord] {
+        try await engine.run("SELECT * FROM records WHERE machine = $1 ORDER BY sequence", SQLValue(machine)).map(Self.record)
+    }
+
+    public func recordCount() async throws -> Int64 {
+        try await engine.run("SELECT COUNT(*) AS count FROM records").first?.integer("count") ?? 0
+    }
+
+    public func oldestRecordTime() async throws -> Int64? {
+        try await engine.run("SELECT MIN(time) AS oldest FROM records").first?.optionalInteger("oldest")
+    }
+
+    public func removeRecords(before: Int64) async throws -> Int64 {
+        // Counted first in the same transaction (on the time index), rather than
+        // with RETURNING, which would bring a whole day's rows back to count them.
+        try await engine.transaction { session in
+            let count = try await session.run("SELECT COUNT(*) AS count FROM records WHERE time < $1", SQLValue(before)).first?.integer("count") ?? 0
+            try await session.run("DELETE FROM records WHERE time < $1", SQLValue(before))
+            return count
+        }
+    }
+
+    // MARK: API tokens and state
+
+    public func createAPIToken(_ token: StoredAPIToken, hash: String) async throws {
+        try await engine.run(
+            "INSERT INTO api_tokens (id, hash, role, created_by, created_at) VALUES ($1, $2, $3, $4, $5)",
+            SQLValue(token.id), SQLValue(hash), SQLValue(token.role.rawValue), SQLValue(token.createdBy), SQLValue(token.createdAt))
+    }
+
+    public func apiToken(hash: String) async throws -> StoredAPIToken? {
+        guard let row = try await engine.run("SELECT * FROM api_tokens WHERE hash = $1", SQLValue(hash)).first else { return nil }
+        guard let role = APIRole(rawValue: try row.text("role")) else { throw StorageError.unexpectedRow(column: "role") }
+        return StoredAPIToken(id: try row.text("id"), role: role, createdBy: try row.text("created_by"), createdAt: try row.integer("created_at"))
+    }
+
+    public func publishedVersion() async throws -> Int64 {
+        let rows = try await engine.run("SELECT value FROM server_state WHERE name = 'publishedVersion'")
+        return rows.first.flatMap { $0.optionalText("value") }.flatMap { Int64($0) } ?? 0
+    }
+
+    public func setPublishedVersion(_ version: Int64) async throws {
+        try await engine.run(
+            "INSERT INTO server_state (name, value) VALUES ('publishedVersion', $1) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            SQLValue(String(version)))
+    }
+
+    // MARK: Rows to values
+
+    static func token(_ row: SQLRow) throws -> StoredEnrolmentToken {
+        StoredEnrolmentToken(
+            hash: try row.text("hash"), room: try row.text("room"), usesLeft: Int(try row.integer("uses_left")),
+            expiresAt: try row.integer("expires_at"), createdBy: try row.text("created_by"), createdAt: try row.integer("created_at"))
+    }
+
+    static func machine(_ row: SQLRow) throws -> StoredMachine {
+        var checkIn: CheckIn?
+        if row.optionalInteger("checkin_at") != nil {
+            let users = row.optionalText("users").flatMap { try? JSONDecoder().decode([String].self, from: Data($0.utf8)) } ?? []
+            checkIn = CheckIn(
+                version: row.optionalText("checkin_version") ?? "", rulesVersion: row.optionalInteger("rules_version") ?? 0,
+                rulesSince: row.optionalText("rules_since") ?? "",
+                filterData: row.optionalText("filter_data").flatMap(CheckIn.FilterDataState.init(rawValue:)) ?? .down,
+                filterDataRestarts: row.optionalInteger("filter_data_restarts") ?? 0,
+                failMode: row.optionalText("fail_mode").flatMap(CheckIn.FailMode.init(rawValue:)) ?? .open,
+                queueDrops: row.optionalInteger("queue_drops") ?? 0, recordsWaiting: row.optionalInteger("records_waiting") ?? 0,
+                recordsDropped: row.optionalInteger("checkin_records_dropped") ?? 0, users: users)
+        }
+        return StoredMachine(
+            id: try row.text("id"), publicKey: try row.text("public_key"), room: try row.text("room"),
+            hostname: try row.text("hostname"), version: try row.text("version"), enrolledAt: try row.integer("enrolled_at"),
+            revokedAt: row.optionalInteger("revoked_at"), storedThrough: try row.integer("stored_through"),
+            recordsDropped: try row.integer("records_dropped"), checkInAt: row.optionalInteger("checkin_at"), lastCheckIn: checkIn,
+            previousQueueDrops: row.optionalInteger("previous_queue_drops"))
+    }
+
+    static func record(_ row: SQLRow) throws -> StoredRecord {
+        let time = try row.integer("time")
+        return StoredRecord(
+            machine: try row.text("machine"), timeMilliseconds: time,
+            record: MachineRecord(
+                sequence: try row.integer("sequence"), time: RecordTime.format(milliseconds: time), uid: row.optionalInteger("uid"),
+                user: row.optionalText("user_name"), group: row.optionalText("group_name"), kind: row.optionalText("kind"),
+                host: row.optionalText("host"), url: row.optionalText("url"), destination: row.optionalText("destination"),
+                port: row.optionalInteger("port"), action: try row.text("action"), category: row.optionalText("category"),
+                rule: row.optionalText("rule"), reason: row.optionalText("reason"), rulesVersion: row.optionalInteger("rules_version")))
+    }
+}

@@ -1,0 +1,118 @@
+import SchoolServer
+import Testing
+
+@Suite struct ServerConfigurationTests {
+    @Test func anEmptyFileGivesTheDefaults() throws {
+        let configuration = try ServerConfiguration(yaml: "")
+        #expect(configuration == ServerConfiguration())
+        #expect(configuration.listen.port == 8443)
+        #expect(configuration.database == .sqlite(path: "/var/lib/hallpass-server/server.db"))
+        #expect(configuration.machines.staleAfter == 300)
+        #expect(configuration.tls.configured == false)
+    }
+
+    @Test func everyKeyIsRead() throws {
+        let configuration = try ServerConfiguration(
+            yaml: """
+                listen:
+                  address: 127.0.0.1
+                  port: 9443
+                tls:
+                  certificate: /etc/hallpass/server.crt
+                  key: /etc/hallpass/server.key
+                database: postgres://hallpass:s%40cret@db.school.example:5433/hallpass?sslmode=require
+                machines:
+                  staleAfter: 10m
+                records:
+                  retentionDays: 30
+                """)
+        #expect(configuration.listen.address == "127.0.0.1")
+        #expect(configuration.listen.port == 9443)
+        #expect(configuration.tls.certificate == "/etc/hallpass/server.crt")
+        #expect(configuration.tls.configured)
+        guard case .postgres(let postgres) = configuration.database else {
+            Issue.record("expected PostgreSQL")
+            return
+        }
+        #expect(postgres.host == "db.school.example")
+        #expect(postgres.port == 5433)
+        #expect(postgres.user == "hallpass")
+        #expect(postgres.password == "s@cret")
+        #expect(postgres.database == "hallpass")
+        #expect(postgres.tls == .require)
+        #expect(!postgres.description.contains("cret"))
+        #expect(configuration.machines.staleAfter == 600)
+        #expect(configuration.records.retentionDays == 30)
+    }
+
+    @Test func aUnixSocketDatabase() throws {
+        let configuration = try ServerConfiguration(yaml: "database: postgres://hallpass@/hallpass?host=/run/postgresql")
+        guard case .postgres(let postgres) = configuration.database else {
+            Issue.record("expected PostgreSQL")
+            return
+        }
+        #expect(postgres.socketDirectory == "/run/postgresql")
+        #expect(postgres.host == nil)
+        #expect(postgres.tls == .disable)
+    }
+
+    /// Each wrong file is refused with the key and the line.
+    @Test(arguments: [
+        ("listen:\n  prot: 8443\n", "listen.prot", 2),
+        ("listen:\n  port: 70000\n", "listen.port", 2),
+        ("records:\n  retentionDays: 0\n", "records.retentionDays", 2),
+        ("machines:\n  staleAfter: 5x\n", "machines.staleAfter", 2),
+        ("database: mysql://x\n", "database", 1),
+        ("database: server.db\n", "database", 1),
+        ("tls:\n  certificate: /a.pem\n", "tls", 2),
+        ("tls:\n  certificate: a.pem\n  key: /b.pem\n", "tls.certificate", 2),
+        ("records: 5\n", "records", 1),
+        ("listen:\n  port: 1\n  port: 2\n", "", 2),
+    ])
+    func wrongKeysAreNamed(yaml: String, key: String, line: Int) {
+        #expect {
+            try ServerConfiguration(yaml: yaml)
+        } throws: { error in
+            guard let error = error as? ServerConfigurationError else { return false }
+            return error.key == key && error.line.map { $0 >= line - 1 && $0 <= line } == true
+        }
+    }
+
+    @Test func theErrorSaysWhichKeyAndLine() {
+        let error = ServerConfigurationError(key: "listen.port", line: 3, message: "expected a whole number from 1 to 65535")
+        #expect(error.description == "server configuration key listen.port (line 3): expected a whole number from 1 to 65535")
+    }
+
+    @Test func durations() {
+        #expect(DurationText.seconds("90s") == 90)
+        #expect(DurationText.seconds("30m") == 1800)
+        #expect(DurationText.seconds("7d") == 604_800)
+        #expect(DurationText.seconds("45") == 45)
+        #expect(DurationText.seconds("-5m") == nil)
+        #expect(DurationText.seconds("5w") == nil)
+    }
+}
+
+@Suite struct RecordTimeTests {
+    @Test func readsAndWritesRFC3339() {
+        #expect(RecordTime.milliseconds("1970-01-01T00:00:00Z") == 0)
+        #expect(RecordTime.milliseconds("2025-03-01T09:15:02.250Z") == 1_740_820_502_250)
+        #expect(RecordTime.milliseconds("2025-03-01T10:15:02.25+01:00") == 1_740_820_502_250)
+        #expect(RecordTime.milliseconds("2025-03-01T09:15:02.250123Z") == 1_740_820_502_250)
+        #expect(RecordTime.format(milliseconds: 1_740_820_502_250) == "2025-03-01T09:15:02.250Z")
+        #expect(RecordTime.format(milliseconds: 951_782_400_000) == "2000-02-29T00:00:00.000Z")
+        #expect(RecordTime.milliseconds(RecordTime.format(milliseconds: 1_764_320_400_007)) == 1_764_320_400_007)
+    }
+
+    @Test(arguments: ["", "2025-03-01", "2025-03-01T09:15:02", "2025-13-01T09:15:02Z", "2025-03-01T09:15:02.Z", "2025-03-01T09:15:02Zjunk"])
+    func refusesWhatIsNotATime(text: String) {
+        #expect(RecordTime.milliseconds(text) == nil)
+    }
+
+    @Test func daysAreUTC() {
+        let day = RecordTime.millisecondsPerDay
+        #expect(RecordTime.startOfDay(day + 5) == day)
+        #expect(RecordTime.startOfDay(day - 1) == 0)
+        #expect(Retention.cutoff(now: 86_400 * 10 + 5, days: 3) == 7 * day)
+    }
+}
