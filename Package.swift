@@ -49,6 +49,8 @@ let package = Package(
         .executable(name: "hallpass-bench", targets: ["HallpassBench"]),
         // The fuzz targets' entry points, for the libFuzzer package in Fuzz/ (docs/fuzzing.md).
         .library(name: "HallpassFuzzTargets", targets: ["HallpassFuzzTargets"]),
+        // The school's server (issue 28): docs/server.md.
+        .executable(name: "hallpass-server", targets: ["hallpass-server"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
@@ -300,6 +302,16 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "hallpass-server",
+            dependencies: [
+                "SchoolServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
         ),

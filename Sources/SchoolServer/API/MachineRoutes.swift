@@ -1,0 +1,153 @@
+import Crypto
+import Foundation
+import Hummingbird
+import Logging
+
+/// The routes machines use: enrolment (by token), then signed posts of
+/// records and check-ins. Each route maps the request to one storage call.
+struct MachineRoutes {
+    let storage: any ServerStorage
+    let metrics: ServerMetrics
+    let clock: @Sendable () -> Int64
+
+    struct EnrolRequest: Decodable {
+        let token: String
+        let publicKey: String
+        let hostname: String
+        let version: String
+    }
+
+    struct EnrolResponse: ResponseEncodable {
+        let machine: String
+        let room: String
+    }
+
+    struct RecordsRequest: Decodable {
+        let records: [MachineRecord]
+        let dropped: Int64?
+    }
+
+    struct RecordsResponse: ResponseEncodable {
+        let storedThrough: Int64
+    }
+
+    struct CheckInResponse: ResponseEncodable {
+        let publishedVersion: Int64
+    }
+
+    func add(to router: Router<ServerRequestContext>) {
+        router.post("/api/v1/enrol") { request, context in
+            try await enrol(request, context)
+        }
+        let machine = router.group("/api/v1/machine")
+            .add(middleware: MachineSignatureMiddleware(storage: storage, metrics: metrics, clock: clock))
+        machine.post("records") { request, context in
+            try await records(request, context)
+        }
+        machine.post("checkin") { request, context in
+            try await checkIn(request, context)
+        }
+    }
+
+    func enrol(_ request: Request, _ context: ServerRequestContext) async throws -> EditedResponse<EnrolResponse> {
+        let body = try await decode(EnrolRequest.self, request, context)
+        guard let keyBytes = Data(base64Encoded: body.publicKey), keyBytes.count == 32,
+            (try? Curve25519.Signing.PublicKey(rawRepresentation: keyBytes)) != nil
+        else { throw APIError.badRequest("publicKey must be the base64 of a 32-byte Ed25519 public key") }
+        guard (1...253).contains(body.hostname.utf8.count), body.hostname.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7f })
+        else { throw APIError.badRequest("hostname must be 1 to 253 printable ASCII characters") }
+        guard (1...64).contains(body.version.utf8.count) else { throw APIError.badRequest("version must be 1 to 64 characters") }
+        guard Secrets.isWellFormedSecret(body.token) else {
+            metrics.refused(TokenRefusal.unknown.rawValue)
+            throw Self.refusal(.unknown)
+        }
+        if try await storage.machine(publicKey: body.publicKey) != nil {
+            throw APIError.badRequest("a machine with this public key is enrolled already; make a new key to enrol again")
+        }
+        let machine = NewMachine(id: Secrets.newMachineID(), publicKey: body.publicKey, hostname: body.hostname, version: body.version)
+        let room: String
+        do {
+            room = try await storage.enrol(machine, tokenHash: Secrets.hash(body.token), now: clock())
+        } catch let refusal as TokenRefusal {
+            metrics.refused(refusal.rawValue)
+            context.logger.warning("refused an enrolment: \(refusal.rawValue)", metadata: ["hallpass.hostname": "\(body.hostname)"])
+            throw Self.refusal(refusal)
+        }
+        metrics.enrolments.increment()
+        context.logger.notice(
+            "enrolled a machine", metadata: ["hallpass.machine": "\(machine.id)", "hallpass.room": "\(room)", "hallpass.hostname": "\(body.hostname)"])
+        return EditedResponse(status: .created, response: EnrolResponse(machine: machine.id, room: room))
+    }
+
+    static func refusal(_ refusal: TokenRefusal) -> APIError {
+        switch refusal {
+        case .unknown: APIError(.unauthorized, refusal.rawValue, "this enrolment token is not known to the server")
+        case .usedUp: APIError(.gone, refusal.rawValue, "this enrolment token has no uses left; make a new one (hallpass-server token create)")
+        case .expired: APIError(.gone, refusal.rawValue, "this enrolment token has expired; make a new one (hallpass-server token create)")
+        }
+    }
+
+    func records(_ request: Request, _ context: ServerRequestContext) async throws -> RecordsResponse {
+        guard let machine = context.machine else { throw APIError.signatureInvalid }
+        let body = try await decode(RecordsRequest.self, request, context)
+        guard body.records.count <= APILimits.maxRecords else {
+            throw APIError.badRequest("at most \(APILimits.maxRecords) records in one post, got \(body.records.count)")
+        }
+        let dropped = body.dropped ?? 0
+        guard dropped >= 0 else { throw APIError.badRequest("dropped must not be negative") }
+        var stored: [StoredRecord] = []
+        stored.reserveCapacity(body.records.count)
+        for (index, record) in body.records.enumerated() {
+            guard record.sequence >= 1 else { throw APIError.badRequest("records[\(index)].sequence must be 1 or more") }
+            guard let time = RecordTime.milliseconds(record.time) else {
+                throw APIError.badRequest("records[\(index)].time is not an RFC 3339 time: '\(record.time.prefix(40))'")
+            }
+            guard !record.action.isEmpty else { throw APIError.badRequest("records[\(index)].action is empty") }
+            stored.append(StoredRecord(machine: machine.id, timeMilliseconds: time, record: record))
+        }
+        let outcome = try await storage.storeRecords(machine: machine.id, records: stored, dropped: dropped, now: clock())
+        metrics.recordsReceived.increment(by: Int64(stored.count))
+        metrics.recordsStored.increment(by: outcome.inserted)
+        if dropped > 0 { metrics.recordsDroppedByMachines.increment(by: dropped) }
+        return RecordsResponse(storedThrough: outcome.storedThrough)
+    }
+
+    func checkIn(_ request: Request, _ context: ServerRequestContext) async throws -> CheckInResponse {
+        guard let machine = context.machine else { throw APIError.signatureInvalid }
+        let body = try await decode(CheckIn.self, request, context)
+        guard body.users.count <= 1000, body.version.utf8.count <= 64, body.rulesSince.utf8.count <= 64 else {
+            throw APIError.badRequest("a check-in names at most 1,000 users, and its version and rulesSince are at most 64 characters")
+        }
+        try await storage.recordCheckIn(machine: machine.id, body, now: clock())
+        metrics.checkIns.increment()
+        return CheckInResponse(publishedVersion: try await storage.publishedVersion())
+    }
+}
+
+/// Decodes a JSON body; a body that does not decode is a `bad-request` that says why.
+func decode<T: Decodable>(_ type: T.Type, _ request: Request, _ context: ServerRequestContext) async throws -> T {
+    do {
+        return try await request.decode(as: type, context: context)
+    } catch let error as HTTPError where error.status == .contentTooLarge {
+        throw APIError.tooLarge
+    } catch let error as DecodingError {
+        throw APIError.badRequest("the JSON body does not fit: \(DecodingErrorText.describe(error))")
+    } catch let error as HTTPError {
+        throw APIError.badRequest(error.body ?? "the body is not JSON")
+    }
+}
+
+enum DecodingErrorText {
+    static func describe(_ error: DecodingError) -> String {
+        func path(_ context: DecodingError.Context) -> String {
+            let keys = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? "." + $0.stringValue }.joined()
+            return keys.isEmpty ? "the body" : String(keys.drop(while: { $0 == "." }))
+        }
+        switch error {
+        case .keyNotFound(let key, let context): return "\(path(context)): missing key \(key.stringValue)"
+        case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
+            return "\(path(context)): \(context.debugDescription)"
+        @unknown default: return "\(error)"
+        }
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+public import Hummingbird
+import Logging
+import NIOCore
+
+/// Who is asking, as the authentication middlewares found it. Routes read
+/// it; only the middlewares set it.
+public struct ServerRequestContext: RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    /// The machine that signed the request (machine routes).
+    public var machine: StoredMachine?
+    /// The API token the request carried (admin routes).
+    public var apiToken: StoredAPIToken?
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+    }
+
+    /// A machine's post is bounded before it is read (docs/server.md).
+    public var maxUploadSize: Int { APILimits.maxBodyBytes }
+}
+
+public enum APILimits {
+    /// The most bytes of a request body: 1 MiB.
+    public static let maxBodyBytes = 1 << 20
+    /// The most records in one post.
+    public static let maxRecords = 1000
+}
+
+/// A refusal as the API answers it: `{"error": "<code>", "message": "<sentence>"}`
+/// with its status. The codes are stable (docs/api/openapi.yaml lists them).
+private struct ErrorBody: Encodable {
+    let error: String
+    let message: String
+}
+
+public struct APIError: HTTPResponseError, Sendable {
+    public let status: HTTPResponse.Status
+    public let code: String
+    public let message: String
+
+    public init(_ status: HTTPResponse.Status, _ code: String, _ message: String) {
+        self.status = status
+        self.code = code
+        self.message = message
+    }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        let data = try JSONEncoder().encode(ErrorBody(error: code, message: message))
+        return Response(
+            status: status, headers: [.contentType: "application/json"],
+            body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    static func badRequest(_ message: String) -> APIError { APIError(.badRequest, "bad-request", message) }
+    static let signatureInvalid = APIError(.unauthorized, "signature-invalid", "the request is not signed by an enrolled machine's key, or its date is more than 300 s from the server's clock")
+    static let machineRevoked = APIError(.forbidden, "machine-revoked", "this machine's enrolment was revoked; enrol it again with a new token")
+    static let tooLarge = APIError(.contentTooLarge, "too-large", "the body is larger than 1 MiB")
+    static let unauthorized = APIError(.unauthorized, "token-invalid", "send an API token: Authorization: Bearer hpa1....")
+}
+

@@ -1,0 +1,92 @@
+public import Foundation
+public import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
+public import Logging
+import NIOCore
+import NIOSSL
+import ServiceLifecycle
+
+/// What the application is built from besides its configuration: the open
+/// storage, the TLS pair (nil only with `listen.plainHTTP`), the metrics,
+/// and the clock (Unix seconds; tests pass their own).
+public struct ServerParts: Sendable {
+    public var storage: any ServerStorage
+    public var certificate: ServerCertificate?
+    public var metrics: ServerMetrics
+    public var logger: Logger
+    public var clock: @Sendable () -> Int64
+    /// Called with the bound port once the server listens (tests listen on port 0).
+    public var onListening: @Sendable (Int) async -> Void
+
+    public init(
+        storage: any ServerStorage, certificate: ServerCertificate?, metrics: ServerMetrics, logger: Logger,
+        clock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) },
+        onListening: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) {
+        self.storage = storage
+        self.certificate = certificate
+        self.metrics = metrics
+        self.logger = logger
+        self.clock = clock
+        self.onListening = onListening
+    }
+}
+
+/// The routes, in one place: what a request may reach and through which check.
+public func buildRouter(configuration: ServerConfiguration, parts: ServerParts) -> Router<ServerRequestContext> {
+    let router = Router(context: ServerRequestContext.self)
+    router.add(middleware: MetricsMiddleware())
+    router.add(middleware: LogRequestsMiddleware(.debug))
+    MachineRoutes(storage: parts.storage, metrics: parts.metrics, clock: parts.clock).add(to: router)
+    AdminRoutes(storage: parts.storage, staleAfter: configuration.machines.staleAfter, clock: parts.clock).add(to: router)
+    let metrics = parts.metrics
+    router.get("/metrics") { _, _ in
+        Response(
+            status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(bytes: metrics.render())))
+    }
+    return router
+}
+
+/// hallpass-server as one application: the HTTP(S) listener and, under the
+/// same service group, the storage engine and retention. `main` runs it;
+/// tests build exactly the same.
+public func buildApplication(configuration: ServerConfiguration, parts: ServerParts) throws -> some ApplicationProtocol {
+    let server: HTTPServerBuilder
+    if configuration.listen.plainHTTP {
+        server = .http1()
+    } else {
+        guard let certificate = parts.certificate else {
+            throw ServerError(code: "tls.missing", message: "HTTPS needs tls.certificate and tls.key; `hallpass-server init` makes a pair")
+        }
+        let chain = try NIOSSLCertificate.fromPEMBytes(Array(certificate.certificatePEM.utf8)).map { NIOSSLCertificateSource.certificate($0) }
+        let key = try NIOSSLPrivateKey(bytes: Array(certificate.keyPEM.utf8), format: .pem)
+        var tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+        tls.minimumTLSVersion = .tlsv12
+        server = try .tls(.http1(), tlsConfiguration: tls)
+    }
+    let onListening = parts.onListening
+    let ready = StorageReadiness()
+    var app = Application(
+        router: buildRouter(configuration: configuration, parts: parts),
+        server: server,
+        configuration: .init(
+            address: .hostname(configuration.listen.address, port: configuration.listen.port), serverName: "hallpass-server"),
+        services: [
+            StorageService(storage: parts.storage, ready: ready),
+            RetentionService(
+                storage: parts.storage, ready: ready, retentionDays: configuration.records.retentionDays, metrics: parts.metrics,
+                logger: parts.logger, clock: parts.clock),
+        ],
+        onServerRunning: { channel in
+            await onListening(channel.localAddress?.port ?? configuration.listen.port)
+        },
+        logger: parts.logger)
+    // The listener opens once the storage service has the schema in place:
+    // no request meets an old schema.
+    app.beforeServerStarts {
+        try await ready.wait()
+    }
+    return app
+}

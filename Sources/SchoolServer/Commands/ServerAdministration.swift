@@ -1,0 +1,98 @@
+import Foundation
+public import Logging
+
+/// What the commands of hallpass-server do, apart from argument parsing,
+/// so that tests call the same code: `init`, `token create`,
+/// `api-token create`, `machine list`, `machine revoke`, `fingerprint`.
+public enum ServerAdministration {
+    /// What `init` did.
+    public struct InitReport: Sendable {
+        public var madeCertificate: Bool
+        public var fingerprint: String
+        public var appliedMigrations: [Int]
+        public var database: String
+    }
+
+    /// Makes what the server needs to start: the SQLite file's folder (0750)
+    /// and the schema, and, when server.yaml names no TLS pair and none is at
+    /// the default paths, a self-signed P-256 pair for `names`. Idempotent.
+    public static func initialize(configuration: ServerConfiguration, names: [String], logger: Logger) async throws -> InitReport {
+        var made = false
+        let tls = configuration.tls
+        let certificateExists = FileManager.default.fileExists(atPath: tls.certificate)
+        let keyExists = FileManager.default.fileExists(atPath: tls.key)
+        if !certificateExists && !keyExists {
+            guard !tls.configured else {
+                throw ServerError(
+                    code: "tls.missing",
+                    message: "tls.certificate \(tls.certificate) and tls.key \(tls.key) do not exist; put the school's pair there, or remove tls: from server.yaml to have init make one")
+            }
+            try ServerCertificate.create(certificatePath: tls.certificate, keyPath: tls.key, names: names)
+            made = true
+        }
+        let certificate = try ServerCertificate(certificatePath: tls.certificate, keyPath: tls.key)
+        if case .sqlite(let path) = configuration.database {
+            let folder = (path as NSString).deletingLastPathComponent
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o750])
+        }
+        let applied = try await withServerStorage(configuration.database, logger: logger, migrate: false) { storage in
+            try await storage.migrate()
+        }
+        return InitReport(
+            madeCertificate: made, fingerprint: certificate.fingerprint, appliedMigrations: applied,
+            database: configuration.database.description)
+    }
+
+    /// The server's fingerprint, from its certificate.
+    public static func fingerprint(configuration: ServerConfiguration) throws -> String {
+        try ServerCertificate(certificatePath: configuration.tls.certificate, keyPath: configuration.tls.key).fingerprint
+    }
+
+    /// Makes an enrolment token for `room` and returns the whole token
+    /// (`hp1.<fingerprint>.<secret>`); only the secret's hash is stored.
+    public static func createEnrolmentToken(
+        storage: any ServerStorage, fingerprint: String, room: String, uses: Int, expiresIn: Int, createdBy: String, now: Int64
+    ) async throws -> String {
+        guard !room.isEmpty, room.utf8.count <= 64, room.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7f }) else {
+            throw ServerError(code: "token.room", message: "a room is 1 to 64 characters without spaces, e.g. lab2")
+        }
+        guard (1...10_000).contains(uses) else { throw ServerError(code: "token.uses", message: "--uses must be from 1 to 10000") }
+        guard (60...(365 * 86_400)).contains(expiresIn) else {
+            throw ServerError(code: "token.expires", message: "--expires must be from 1m to 365d")
+        }
+        let secret = Secrets.newSecret()
+        try await storage.createEnrolmentToken(
+            StoredEnrolmentToken(
+                hash: Secrets.hash(secret), room: room, usesLeft: uses, expiresAt: now + Int64(expiresIn), createdBy: createdBy,
+                createdAt: now))
+        return Secrets.enrolmentToken(fingerprint: fingerprint, secret: secret)
+    }
+
+    /// Makes an API token of `role`; returns its id and the token, shown once.
+    public static func createAPIToken(storage: any ServerStorage, role: APIRole, createdBy: String, now: Int64) async throws -> (
+        id: String, token: String
+    ) {
+        let (id, token) = Secrets.newAPIToken()
+        try await storage.createAPIToken(StoredAPIToken(id: id, role: role, createdBy: createdBy, createdAt: now), hash: Secrets.hash(token))
+        return (id, token)
+    }
+
+    /// `machine list` as a table: id, room, hostname, state, last check-in.
+    public static func machineTable(storage: any ServerStorage, staleAfter: Int, now: Int64) async throws -> String {
+        let published = try await storage.publishedVersion()
+        var lines = ["MACHINE                 ROOM        HOSTNAME              STATE       LAST CHECK-IN"]
+        for machine in try await storage.machines() {
+            let state = MachineState.of(machine, now: now, staleAfter: staleAfter, publishedVersion: published)
+            let seen = machine.checkInAt.map { RecordTime.format(milliseconds: $0 * 1000) } ?? "never"
+            lines.append(
+                [machine.id.padded(24), machine.room.padded(12), machine.hostname.padded(22), state.rawValue.padded(12), seen].joined())
+        }
+        return lines.joined(separator: "\n")
+    }
+}
+
+extension String {
+    fileprivate func padded(_ width: Int) -> String {
+        count >= width ? self + " " : self + String(repeating: " ", count: width - count)
+    }
+}

@@ -1,0 +1,40 @@
+public import Prometheus
+
+/// What hallpass-server counts for Prometheus (`GET /metrics`). The
+/// server's own counters are made on the registry directly, so they count
+/// also where swift-metrics is not bootstrapped (tests); `main` bootstraps
+/// swift-metrics on the same registry for Hummingbird's request metrics.
+public struct ServerMetrics: Sendable {
+    public let registry: PrometheusCollectorRegistry
+    let enrolments: Counter
+    let recordsReceived: Counter
+    let recordsStored: Counter
+    let recordsDroppedByMachines: Counter
+    let checkIns: Counter
+    let recordsRemoved: Counter
+
+    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+        self.registry = registry
+        enrolments = registry.makeCounter(descriptor: Self.counter("enrolments", "Machines enrolled."))
+        recordsReceived = registry.makeCounter(descriptor: Self.counter("records_received", "Records machines posted, re-sent ones included."))
+        recordsStored = registry.makeCounter(descriptor: Self.counter("records_stored", "Records stored (each machine and sequence once)."))
+        recordsDroppedByMachines = registry.makeCounter(descriptor: Self.counter("records_dropped_by_machines", "Records the machines' queues dropped, as they reported."))
+        checkIns = registry.makeCounter(descriptor: Self.counter("checkins", "Check-ins received."))
+        recordsRemoved = registry.makeCounter(descriptor: Self.counter("records_removed", "Records removed by retention."))
+    }
+
+    /// Refusals by their API code (`signature-invalid`, `token-expired`, ...).
+    func refused(_ code: String) {
+        registry.makeCounter(descriptor: Self.counter("refusals", "Requests refused, by code."), labels: [("code", code)]).increment()
+    }
+
+    /// `hallpass_server_<name>_total`.
+    static func counter(_ name: String, _ help: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "hallpass", subsystem: "server", metricName: name, unitName: "total", helpText: help)
+    }
+
+    /// The text exposition format.
+    public func render() -> [UInt8] {
+        registry.emitToBuffer()
+    }
+}

@@ -1,0 +1,178 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Metrics
+import Prometheus
+import SchoolServer
+
+/// hallpass-server: the school's server that lab machines enrol with and
+/// report to (docs/server.md). Each subcommand is a thin wrapper over
+/// SchoolServer, which the tests call directly.
+@main
+struct HallpassServer: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "hallpass-server",
+        abstract: "The school's server for hallpass lab machines.",
+        subcommands: [Serve.self, Init.self, Token.self, APIToken.self, Machine.self, Fingerprint.self],
+        defaultSubcommand: Serve.self)
+}
+
+struct ConfigOption: ParsableArguments {
+    @Option(name: .long, help: "The configuration file.")
+    var config: String = ServerConfiguration.defaultPath
+
+    func load() throws -> ServerConfiguration {
+        do {
+            return try ServerConfiguration.load(path: config, required: config != ServerConfiguration.defaultPath)
+        } catch {
+            throw ValidationError(error.description)
+        }
+    }
+}
+
+func makeLogger(_ label: String = "hallpass-server") -> Logger {
+    var logger = Logger(label: label)
+    logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
+    return logger
+}
+
+func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
+
+/// Who ran a command, for the record of who made a token.
+func operatorName() -> String {
+    ProcessInfo.processInfo.environment["SUDO_USER"] ?? ProcessInfo.processInfo.environment["USER"] ?? "root"
+}
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Serve machines and the API (the default).")
+    @OptionGroup var options: ConfigOption
+
+    func run() async throws {
+        let configuration = try options.load()
+        LoggingSystem.bootstrap(StreamLogHandler.standardError)
+        let logger = makeLogger()
+        let metrics = ServerMetrics()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: metrics.registry))
+        let certificate =
+            configuration.listen.plainHTTP
+            ? nil : try ServerCertificate(certificatePath: configuration.tls.certificate, keyPath: configuration.tls.key)
+        let storage = try await SQLStorage.open(configuration.database, logger: logger)
+        if let certificate { logger.info("fingerprint \(certificate.fingerprint)") }
+        logger.info(
+            "hallpass-server on \(configuration.listen.plainHTTP ? "http" : "https")://\(configuration.listen.address):\(configuration.listen.port), database \(configuration.database)")
+        let app = try buildApplication(
+            configuration: configuration,
+            parts: ServerParts(storage: storage, certificate: certificate, metrics: metrics, logger: logger))
+        try await app.runService()
+    }
+}
+
+struct Init: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Make the database and, when none is configured, a self-signed TLS certificate; print the fingerprint.")
+    @OptionGroup var options: ConfigOption
+    @Option(name: .customLong("name"), help: "A host name or IPv4 address machines reach the server by (repeatable; for the certificate).")
+    var names: [String] = []
+
+    func run() async throws {
+        let configuration = try options.load()
+        let hostName = ProcessInfo.processInfo.hostName
+        let report = try await ServerAdministration.initialize(
+            configuration: configuration, names: names.isEmpty ? [hostName] : names, logger: makeLogger())
+        if report.madeCertificate { print("made a self-signed certificate: \(configuration.tls.certificate)") }
+        if !report.appliedMigrations.isEmpty {
+            print("database \(report.database): schema steps \(report.appliedMigrations.map(String.init).joined(separator: ", ")) applied")
+        } else {
+            print("database \(report.database): schema up to date")
+        }
+        print("fingerprint \(report.fingerprint)")
+    }
+}
+
+struct Fingerprint: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print the server's fingerprint (SHA-256 of its key), which tokens carry.")
+    @OptionGroup var options: ConfigOption
+
+    func run() async throws {
+        print(try ServerAdministration.fingerprint(configuration: try options.load()))
+    }
+}
+
+struct Token: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Enrolment tokens.", subcommands: [Create.self])
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print a new enrolment token for a room.")
+        @OptionGroup var options: ConfigOption
+        @Option(help: "The room the machines enrolled with it belong to.") var room: String
+        @Option(help: "How many machines may enrol with it.") var uses: Int = 1
+        @Option(help: "How long it is valid: 30m, 12h, 7d.") var expires: String = "7d"
+
+        func run() async throws {
+            let configuration = try options.load()
+            guard let seconds = DurationText.seconds(expires) else {
+                throw ValidationError("--expires: expected a duration like 30m, 12h or 7d")
+            }
+            let fingerprint = try ServerAdministration.fingerprint(configuration: configuration)
+            let token = try await withServerStorage(configuration.database, logger: makeLogger()) { storage in
+                try await ServerAdministration.createEnrolmentToken(
+                    storage: storage, fingerprint: fingerprint, room: room, uses: uses, expiresIn: seconds,
+                    createdBy: operatorName(), now: now())
+            }
+            print(token)
+        }
+    }
+}
+
+struct APIToken: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "api-token", abstract: "API tokens for the school's tools.", subcommands: [Create.self])
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print a new API token (shown once; only its hash is kept).")
+        @OptionGroup var options: ConfigOption
+        @Option(help: "admin or auditor.") var role: String
+
+        func run() async throws {
+            let configuration = try options.load()
+            guard let role = APIRole(rawValue: role) else {
+                throw ValidationError("--role: expected one of \(APIRole.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            let made = try await withServerStorage(configuration.database, logger: makeLogger()) { storage in
+                try await ServerAdministration.createAPIToken(storage: storage, role: role, createdBy: operatorName(), now: now())
+            }
+            print(made.token)
+        }
+    }
+}
+
+struct Machine: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Enrolled machines.", subcommands: [List.self, Revoke.self])
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the machines and their states.")
+        @OptionGroup var options: ConfigOption
+
+        func run() async throws {
+            let configuration = try options.load()
+            let table = try await withServerStorage(configuration.database, logger: makeLogger()) { storage in
+                try await ServerAdministration.machineTable(storage: storage, staleAfter: configuration.machines.staleAfter, now: now())
+            }
+            print(table)
+        }
+    }
+
+    struct Revoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Shut a machine out: its next request is refused.")
+        @OptionGroup var options: ConfigOption
+        @Argument(help: "The machine's id (m-...).") var id: String
+
+        func run() async throws {
+            let configuration = try options.load()
+            let found = try await withServerStorage(configuration.database, logger: makeLogger()) { storage in
+                try await storage.revokeMachine(id: id, now: now())
+            }
+            guard found else { throw ValidationError("no machine \(id) (hallpass-server machine list shows them)") }
+            print("revoked \(id)")
+        }
+    }
+}

@@ -1,0 +1,66 @@
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import SchoolServer
+import X509
+
+/// A small HTTPS client for the API tests: one request per connection, and
+/// the server accepted when, and only when, its certificate's key has the
+/// pinned fingerprint (as a machine checks it, no CA).
+struct PinnedHTTPSClient: Sendable {
+    let port: Int
+    let fingerprint: String
+
+    struct Answer: Sendable {
+        let status: Int
+        let body: [UInt8]
+        var text: String { String(decoding: body, as: UTF8.self) }
+    }
+
+    func request(_ method: HTTPMethod, _ path: String, headers: [(String, String)] = [], body: [UInt8] = []) async throws -> Answer {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.certificateVerification = .noHostnameVerification
+        let context = try NIOSSLContext(configuration: tls)
+        let pin = fingerprint
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: "127.0.0.1", port: port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let handler = try NIOSSLClientHandler(context: context, serverHostname: nil) { certificates, promise in
+                        guard let leaf = certificates.first, let der = try? leaf.toDERBytes(),
+                            let certificate = try? Certificate(derEncoded: der),
+                            ServerCertificate.fingerprint(of: certificate) == pin
+                        else {
+                            promise.succeed(.failed)
+                            return
+                        }
+                        promise.succeed(.certificateVerified)
+                    }
+                    try channel.pipeline.syncOperations.addHandler(handler)
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(wrappingChannelSynchronously: channel)
+                }
+            }
+        return try await channel.executeThenClose { inbound, outbound in
+            var head = HTTPRequestHead(version: .http1_1, method: method, uri: path)
+            head.headers.add(name: "Host", value: "127.0.0.1:\(port)")
+            head.headers.add(name: "Content-Length", value: String(body.count))
+            head.headers.add(name: "Connection", value: "close")
+            if !body.isEmpty { head.headers.add(name: "Content-Type", value: "application/json") }
+            for (name, value) in headers { head.headers.add(name: name, value: value) }
+            try await outbound.write(.head(head))
+            if !body.isEmpty { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
+            try await outbound.write(.end(nil))
+            var status = 0
+            var received: [UInt8] = []
+            for try await part in inbound {
+                switch part {
+                case .head(let response): status = Int(response.status.code)
+                case .body(let buffer): received += Array(buffer: buffer)
+                case .end: return Answer(status: status, body: received)
+                }
+            }
+            return Answer(status: status, body: received)
+        }
+    }
+}
