@@ -160,6 +160,11 @@ func withRunningServer(
             let good = try await server.post("/api/v1/machine/checkin", checkIn, signedBy: machine)
             #expect(good.status == 200, "\(good.text)")
             #expect(good.text == #"{"publishedVersion":0}"#)
+            // A machine with no rules installed yet leaves rulesSince out (filter-control's CheckinReport does).
+            let noRules = try await server.post(
+                "/api/v1/machine/checkin", checkIn.replacingOccurrences(of: #""rulesSince":"2025-11-28T08:00:00Z","#, with: ""), signedBy: machine)
+            #expect(noRules.status == 200, "\(noRules.text)")
+            #expect(try await server.storage.machine(id: machine.id)?.lastCheckIn?.rulesSince == nil)
 
             // Not signed at all.
             #expect(try await server.post("/api/v1/machine/checkin", checkIn).status == 401)

@@ -115,7 +115,7 @@ struct MachineRoutes {
     func checkIn(_ request: Request, _ context: ServerRequestContext) async throws -> CheckInResponse {
         guard let machine = context.machine else { throw APIError.signatureInvalid }
         let body = try await decode(CheckIn.self, request, context)
-        guard body.users.count <= 1000, body.version.utf8.count <= 64, body.rulesSince.utf8.count <= 64 else {
+        guard body.users.count <= 1000, body.version.utf8.count <= 64, (body.rulesSince?.utf8.count ?? 0) <= 64 else {
             throw APIError.badRequest("a check-in names at most 1,000 users, and its version and rulesSince are at most 64 characters")
         }
         try await storage.recordCheckIn(machine: machine.id, body, now: clock())

@@ -310,7 +310,7 @@ public final class SQLStorage: ServerStorage {
             let users = row.optionalText("users").flatMap { try? JSONDecoder().decode([String].self, from: Data($0.utf8)) } ?? []
             checkIn = CheckIn(
                 version: row.optionalText("checkin_version") ?? "", rulesVersion: row.optionalInteger("rules_version") ?? 0,
-                rulesSince: row.optionalText("rules_since") ?? "",
+                rulesSince: row.optionalText("rules_since"),
                 filterData: row.optionalText("filter_data").flatMap(CheckIn.FilterDataState.init(rawValue:)) ?? .down,
                 filterDataRestarts: row.optionalInteger("filter_data_restarts") ?? 0,
                 failMode: row.optionalText("fail_mode").flatMap(CheckIn.FailMode.init(rawValue:)) ?? .open,

@@ -39,8 +39,9 @@ public struct CheckIn: Sendable, Hashable, Codable {
 
     public var version: String
     public var rulesVersion: Int64
-    /// RFC 3339, as the machine wrote it.
-    public var rulesSince: String
+    /// RFC 3339, as the machine wrote it; nil when it has no rules installed
+    /// (filter-control leaves the key out then).
+    public var rulesSince: String?
     public var filterData: FilterDataState
     public var filterDataRestarts: Int64
     public var failMode: FailMode
@@ -50,7 +51,7 @@ public struct CheckIn: Sendable, Hashable, Codable {
     public var users: [String]
 
     public init(
-        version: String, rulesVersion: Int64, rulesSince: String, filterData: FilterDataState, filterDataRestarts: Int64,
+        version: String, rulesVersion: Int64, rulesSince: String?, filterData: FilterDataState, filterDataRestarts: Int64,
         failMode: FailMode, queueDrops: Int64, recordsWaiting: Int64, recordsDropped: Int64, users: [String]
     ) {
         self.version = version
