@@ -40,6 +40,7 @@ public func buildRouter(configuration: ServerConfiguration, parts: ServerParts) 
     router.add(middleware: LogRequestsMiddleware(.debug))
     MachineRoutes(storage: parts.storage, metrics: parts.metrics, clock: parts.clock).add(to: router)
     AdminRoutes(storage: parts.storage, staleAfter: configuration.machines.staleAfter, clock: parts.clock).add(to: router)
+    RecordRoutes(storage: parts.storage).add(to: router)
     let metrics = parts.metrics
     router.get("/metrics") { _, _ in
         Response(

@@ -15,7 +15,10 @@ struct PinnedHTTPSClient: Sendable {
     struct Answer: Sendable {
         let status: Int
         let body: [UInt8]
+        var headers: [(String, String)] = []
         var text: String { String(decoding: body, as: UTF8.self) }
+        /// The first value of the response header `name` (case-insensitive).
+        func header(_ name: String) -> String? { headers.first { $0.0.lowercased() == name.lowercased() }?.1 }
     }
 
     func request(_ method: HTTPMethod, _ path: String, headers: [(String, String)] = [], body: [UInt8] = []) async throws -> Answer {
@@ -52,15 +55,18 @@ struct PinnedHTTPSClient: Sendable {
             if !body.isEmpty { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
             try await outbound.write(.end(nil))
             var status = 0
+            var responseHeaders: [(String, String)] = []
             var received: [UInt8] = []
             for try await part in inbound {
                 switch part {
-                case .head(let response): status = Int(response.status.code)
+                case .head(let response):
+                    status = Int(response.status.code)
+                    responseHeaders = response.headers.map { ($0.name, $0.value) }
                 case .body(let buffer): received += Array(buffer: buffer)
-                case .end: return Answer(status: status, body: received)
+                case .end: return Answer(status: status, body: received, headers: responseHeaders)
                 }
             }
-            return Answer(status: status, body: received)
+            return Answer(status: status, body: received, headers: responseHeaders)
         }
     }
 }

@@ -84,6 +84,23 @@ enum Migrations {
                 """,
                 "CREATE TABLE server_state (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
             ]),
+        // The records query pages in the order (time, machine, sequence). With
+        // that whole key in the index, a filter by user or machine and dates
+        // reads the index in order, checks the cursor in the index, and stops
+        // at the page's end; with step 1's (user, time) the engines added a
+        // sort of the records within each time (SQLite "USE TEMP B-TREE FOR
+        // RIGHT PART OF ORDER BY") and read each row to compare its machine
+        // and sequence with the cursor. The time index serves retention too.
+        Step(
+            version: 2, summary: "record indexes that end with the records query's order",
+            statements: [
+                "DROP INDEX records_time",
+                "DROP INDEX records_user_time",
+                "DROP INDEX records_machine_time",
+                "CREATE INDEX records_time_key ON records (time, machine, sequence)",
+                "CREATE INDEX records_user_time_key ON records (user_name, time, machine, sequence)",
+                "CREATE INDEX records_machine_time_key ON records (machine, time, sequence)",
+            ]),
     ]
 
     static var latest: Int { steps.last?.version ?? 0 }

@@ -30,6 +30,9 @@ public protocol ServerStorage: Sendable {
     /// machine's stored-through sequence and how many were new. All of it or nothing.
     func storeRecords(machine: String, records: [StoredRecord], dropped: Int64, now: Int64) async throws -> StoreOutcome
     func records(machine: String) async throws -> [StoredRecord]
+    /// One page of the records that match every filter of `query`, in the
+    /// order (time, machine, sequence), and the cursor of the next page.
+    func queryRecords(_ query: RecordQuery) async throws -> RecordPage
     func recordCount() async throws -> Int64
     /// The time (Unix ms) of the oldest record; nil when there is none.
     func oldestRecordTime() async throws -> Int64?
