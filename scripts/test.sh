@@ -22,6 +22,8 @@ swift build --build-tests
 # Only filter-data links libnetfilter_queue, libmnl and libseccomp (readelf on the build's programs).
 scripts/check-links.sh
 swift test --skip-build
+# hallpass-server against docs/api/openapi.yaml: Schemathesis on a real server (SQLite, a temporary folder).
+scripts/test-api.sh
 # The soak's judge on crafted runs and how it finds filter-data (scripts/tests; no root needed).
 PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -p no:cacheprovider scripts/tests
 # The README's first command with this build: no warning or error, and its status counts its traffic.

@@ -6,6 +6,7 @@ public import Logging
 import NIOCore
 import NIOSSL
 import ServiceLifecycle
+import Synchronization
 
 /// What the application is built from besides its configuration: the open
 /// storage, the TLS pair (nil only with `listen.plainHTTP`), the metrics,
@@ -36,6 +37,8 @@ public struct ServerParts: Sendable {
 /// The routes, in one place: what a request may reach and through which check.
 public func buildRouter(configuration: ServerConfiguration, parts: ServerParts) -> Router<ServerRequestContext> {
     let router = Router(context: ServerRequestContext.self)
+    let served = MethodNotAllowedMiddleware.ServedMethods()
+    router.add(middleware: MethodNotAllowedMiddleware(served: served))
     router.add(middleware: MetricsMiddleware())
     router.add(middleware: LogRequestsMiddleware(.debug))
     MachineRoutes(storage: parts.storage, metrics: parts.metrics, clock: parts.clock).add(to: router)
@@ -47,7 +50,52 @@ public func buildRouter(configuration: ServerConfiguration, parts: ServerParts) 
             status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
             body: .init(byteBuffer: ByteBuffer(bytes: metrics.render())))
     }
+    served.fill(from: router.routes)
     return router
+}
+
+/// A path the router serves, asked with a method it does not serve (any
+/// method, `QUERY` and `PROPFIND` too), is answered 405 with the methods it
+/// does serve in `Allow` (RFC 9110), not the router's 404, which would say
+/// the path does not exist. The table is filled from the router's own routes
+/// once they are all added, so no list of paths is kept twice.
+struct MethodNotAllowedMiddleware: RouterMiddleware {
+    typealias Context = ServerRequestContext
+
+    final class ServedMethods: Sendable {
+        private let byPath = Mutex<[String: Set<String>]>([:])
+
+        func fill(from routes: [Router<ServerRequestContext>.RouteDescription]) {
+            byPath.withLock { table in
+                for route in routes { table[route.path.description, default: []].insert(route.method.rawValue) }
+            }
+        }
+
+        /// The methods `path` is served with; nil for a path the router does not know.
+        func methods(for path: String) -> Set<String>? { byPath.withLock { $0[path] } }
+    }
+
+    let served: ServedMethods
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            let response = try await next(request, context)
+            guard response.status == .notFound else { return response }
+            try refuse(request)
+            return response
+        } catch let error as HTTPError where error.status == .notFound {
+            try refuse(request)
+            throw error
+        }
+    }
+
+    private func refuse(_ request: Request) throws {
+        guard let methods = served.methods(for: request.uri.path), !methods.contains(request.method.rawValue) else { return }
+        let allow = methods.sorted().joined(separator: ", ")
+        throw APIError(
+            .methodNotAllowed, "method-not-allowed", "\(request.method.rawValue.prefix(20)) is not served here; use \(allow)",
+            headers: [.allow: allow])
+    }
 }
 
 /// hallpass-server as one application: the HTTP(S) listener and, under the

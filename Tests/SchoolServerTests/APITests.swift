@@ -293,4 +293,22 @@ func withRunningServer(
             #expect(metrics.text.contains("hallpass_server_checkins_total 6"))
         }
     }
+
+    @Test(arguments: Engine.allCases)
+    func aMethodAPathIsNotServedWithIsAnswered405WithAllow(engine: Engine) async throws {
+        try await withRunningServer(engine) { server async throws in
+            for (method, path, allow) in [
+                (HTTPMethod.PUT, "/api/v1/records", "GET"), (.DELETE, "/api/v1/machines", "GET"), (.GET, "/api/v1/enrol", "POST"),
+                (.RAW(value: "QUERY"), "/metrics", "GET"), (.TRACE, "/api/v1/machine/checkin", "POST"),
+            ] {
+                let answer = try await server.client.request(method, path)
+                #expect(answer.status == 405, "\(method) \(path)")
+                #expect(answer.header("Allow") == allow, "\(method) \(path)")
+                #expect(answer.text.contains(#""error":"method-not-allowed""#))
+            }
+            // A path the server does not serve at all is still 404.
+            #expect(try await server.client.request(.GET, "/api/v1/nothing").status == 404)
+            #expect(try await server.client.request(.PUT, "/api/v1/nothing").status == 404)
+        }
+    }
 }

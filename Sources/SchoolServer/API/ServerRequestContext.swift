@@ -38,18 +38,21 @@ public struct APIError: HTTPResponseError, Sendable {
     public let status: HTTPResponse.Status
     public let code: String
     public let message: String
+    /// Headers the refusal needs besides its body (`Allow` on a 405).
+    public let headers: HTTPFields
 
-    public init(_ status: HTTPResponse.Status, _ code: String, _ message: String) {
+    public init(_ status: HTTPResponse.Status, _ code: String, _ message: String, headers: HTTPFields = [:]) {
         self.status = status
         self.code = code
         self.message = message
+        self.headers = headers
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
         let data = try JSONEncoder().encode(ErrorBody(error: code, message: message))
-        return Response(
-            status: status, headers: [.contentType: "application/json"],
-            body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        var fields = headers
+        fields[.contentType] = "application/json"
+        return Response(status: status, headers: fields, body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 
     static func badRequest(_ message: String) -> APIError { APIError(.badRequest, "bad-request", message) }
