@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# The school's server under a fleet, for BENCHMARKS.md ("The school's server").
+#   scripts/bench-server.sh [sqlite|postgres|both]     (default: both)
+#
+# For each storage engine, a release hallpass-server on 127.0.0.1 over TLS
+# (its own self-signed certificate) and a simulated fleet
+# (scripts/lib/fleet-sim.py: each machine enrolled with its own Ed25519 key,
+# every request signed as a real machine signs it):
+#   ingest    MACHINES_INGEST machines (default 300) posting records at
+#             RATES records a second for the whole fleet (default "5000
+#             10000"), DURATION seconds each (default 60), checking in every
+#             60 s: records stored a second, and whether every record made
+#             was stored (none left waiting, no failure)
+#   fleet     MACHINES_FLEET machines (default 3000) enrolling, then checking
+#             in every 60 s and posting every 10 s, FLEET_RATE records a
+#             second for the whole fleet (default 300), for FLEET_DURATION
+#             seconds (default 180): the server's peak resident memory
+#             (VmHWM) and its CPU seconds, the enrolment included
+# The fleet and the server share this machine's cores: the simulator's own
+# CPU is part of the load. PostgreSQL is a cluster made in a folder of the
+# benchmark's own (Debian's initdb and pg_ctl, as the postgres user, on a
+# unix socket there, default settings: fsync on), removed at the end.
+# Run as root; writes to bench-out/server/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+engines=${1:-both}
+case "$engines" in
+    both) engines="sqlite postgres" ;;
+    sqlite|postgres) ;;
+    *) echo "bench-server.sh: sqlite, postgres or both, not '$engines'" >&2; exit 64 ;;
+esac
+machines_ingest=${MACHINES_INGEST:-300}
+rates=${RATES:-5000 10000}
+duration=${DURATION:-60}
+machines_fleet=${MACHINES_FLEET:-3000}
+fleet_rate=${FLEET_RATE:-300}
+fleet_duration=${FLEET_DURATION:-180}
+
+command -v openssl >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null; }
+[ -x /usr/lib/postgresql/15/bin/initdb ] || { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
+venv=.build/bench-venv
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import aiohttp, cryptography" 2>/dev/null; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check "aiohttp>=3.9,<4" "cryptography>=42"
+fi
+swift build -c release --product hallpass-server 2>&1 | tail -1
+bin=$(swift build -c release --show-bin-path)
+out=$PWD/bench-out/server
+rm -rf "$out" && mkdir -p "$out"
+work=$(mktemp -d /tmp/hallpass-bench-server.XXXXXX)
+chmod 755 "$work"
+server_pid=""
+pg_data=""
+
+stop_server() {
+    if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; server_pid=""; fi
+}
+cleanup() {
+    stop_server
+    if [ -n "$pg_data" ]; then runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D "$pg_data" -m immediate -w stop >/dev/null 2>&1 || true; fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/server.key" -out "$work/server.crt" \
+    -subj /CN=localhost -addext subjectAltName=IP:127.0.0.1 -days 2 2>/dev/null
+port=$((20000 + RANDOM % 20000))
+
+database_for() {  # sets database (server.yaml's value) for engine $1, making the PostgreSQL cluster
+    case "$1" in
+        sqlite) database=$work/server.db ;;
+        postgres)
+            local folder=$work/pg
+            mkdir -p "$folder" && chown postgres:postgres "$folder"
+            pg_data=$folder/data
+            runuser -u postgres -- /usr/lib/postgresql/15/bin/initdb -D "$pg_data" -U postgres --auth=trust -E UTF8 >/dev/null
+            runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D "$pg_data" -l "$folder/server.log" -w -t 60 \
+                -o "-c listen_addresses='' -c unix_socket_directories='$folder' -p 5432 -c max_connections=100" start >/dev/null
+            runuser -u postgres -- /usr/lib/postgresql/15/bin/createdb -h "$folder" -p 5432 hallpass
+            database="postgres://postgres@/hallpass?host=$folder" ;;
+    esac
+}
+
+start_server() {  # engine: a fresh database, init, serve; sets server_pid
+    cat >"$work/server.yaml" <<EOF
+listen:
+  address: 127.0.0.1
+  port: $port
+tls:
+  certificate: $work/server.crt
+  key: $work/server.key
+database: $2
+EOF
+    "$bin/hallpass-server" init --config "$work/server.yaml" >/dev/null
+    "$bin/hallpass-server" serve --config "$work/server.yaml" >"$out/server-$1.log" 2>&1 &
+    server_pid=$!
+    for _ in $(seq 300); do
+        curl -sk -o /dev/null -m 1 "https://127.0.0.1:$port/metrics" && return 0
+        sleep 0.1
+    done
+    echo "bench-server.sh: hallpass-server did not start:" >&2; cat "$out/server-$1.log" >&2; exit 1
+}
+
+cpu_seconds() {  # user + system CPU of pid $1, in seconds
+    awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"
+}
+peak_mb() {  # VmHWM of pid $1, in MB
+    awk '/VmHWM/ { printf "%.1f", $2 * 1024 / 1e6 }' "/proc/$1/status"
+}
+
+records_in() {  # the records stored, by engine $1
+    case "$1" in
+        sqlite) python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT COUNT(*) FROM records").fetchone()[0])' "$work/server.db" ;;
+        postgres) runuser -u postgres -- psql -h "$work/pg" -p 5432 -d hallpass -Atc "SELECT COUNT(*) FROM records" ;;
+    esac
+}
+
+token() {
+    "$bin/hallpass-server" token create --room bench --uses 10000 --config "$work/server.yaml" | grep '^hp1\.'
+}
+
+for engine in $engines; do
+    database_for "$engine"
+    start_server "$engine" "$database"
+    tok=$(token)
+    echo "== $engine: ingest, $machines_ingest machines"
+    for rate in $rates; do
+        cpu_before=$(cpu_seconds "$server_pid")
+        result=$("$venv/bin/python" scripts/lib/fleet-sim.py --server "https://127.0.0.1:$port" --token "$tok" \
+            --machines "$machines_ingest" --records-per-second "$rate" --duration "$duration" --state "$work/ingest-$engine.json") || true
+        cpu_after=$(cpu_seconds "$server_pid")
+        echo "$result" >"$out/ingest-$engine-$rate.json"
+        echo "rate $rate/s: $result"
+        echo "   server CPU $(awk -v a="$cpu_before" -v b="$cpu_after" 'BEGIN { printf "%.1f", b - a }') s, stored in the database: $(records_in "$engine")"
+    done
+    stop_server
+    if [ "$engine" = postgres ]; then
+        runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D "$pg_data" -m fast -w stop >/dev/null; rm -rf "$work/pg"; pg_data=""
+    else
+        rm -f "$work"/server.db*
+    fi
+
+    database_for "$engine"
+    start_server "$engine" "$database"
+    tok=$(token)
+    echo "== $engine: fleet, $machines_fleet machines checking in every 60 s, $fleet_rate records/s in all"
+    cpu_before=$(cpu_seconds "$server_pid")
+    result=$("$venv/bin/python" scripts/lib/fleet-sim.py --server "https://127.0.0.1:$port" --token "$tok" \
+        --machines "$machines_fleet" --records-per-second "$fleet_rate" --duration "$fleet_duration" --post-interval 10 \
+        --state "$work/fleet-$engine.json") || true
+    cpu_after=$(cpu_seconds "$server_pid")
+    echo "$result" >"$out/fleet-$engine.json"
+    echo "$result"
+    echo "   server VmHWM $(peak_mb "$server_pid") MB, CPU $(awk -v a="$cpu_before" -v b="$cpu_after" 'BEGIN { printf "%.1f", b - a }') s for the enrolment and ${fleet_duration} s, stored: $(records_in "$engine")"
+    stop_server
+    if [ "$engine" = postgres ]; then
+        runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D "$pg_data" -m fast -w stop >/dev/null; rm -rf "$work/pg"; pg_data=""
+    else
+        rm -f "$work"/server.db*
+    fi
+done
