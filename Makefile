@@ -11,8 +11,17 @@
 #   make uninstall    remove what install put there, keeping the configuration,
 #                     the installed rules and filter-data's user (Debian never
 #                     removes a system user: what it owned would pass to the next)
-#   make deb          dist/hallpass_VERSION_amd64.deb, built by debian/rules
-#                     (debhelper); VERSION comes from debian/changelog
+#   make build-server        release build of hallpass-server, the school's server
+#   make install-server      install it, its systemd unit, its system user
+#                     (_hallpass-server, made by systemd-sysusers), its man page
+#                     and docs/server.md, and the commented server.yaml (only if
+#                     none exists) (root); then `hallpass-server init` as that user
+#   make uninstall-server    remove what install-server put there, keeping
+#                     server.yaml, /var/lib/hallpass-server and the user
+#   make deb          dist/hallpass_VERSION_amd64.deb (the lab machine's package)
+#                     and dist/hallpass-server_VERSION_amd64.deb (the school's
+#                     server), built by debian/rules (debhelper); VERSION comes
+#                     from debian/changelog
 #
 # DESTDIR stages an install into a folder (for packaging); PREFIX moves the
 # programs (default /usr/local).
@@ -52,10 +61,14 @@ MANDIR  = $(DESTDIR)$(PREFIX)/share/man
 BASHCOMP = $(DESTDIR)$(PREFIX)/share/bash-completion/completions/filterctl
 ZSHCOMP  = $(DESTDIR)$(ZSHCOMPDIR)/_filterctl
 CONFIG  = $(DESTDIR)$(SYSCONFDIR)/hallpass/hallpass.yaml
+SERVER_CONFIG  = $(DESTDIR)$(SYSCONFDIR)/hallpass/server.yaml
+SERVER_DOCDIR  = $(DESTDIR)$(PREFIX)/share/doc/hallpass-server
+# The lab machine's man pages; hallpass-server.8 goes with the server.
+MACHINE_MAN8 = filterctl.8 filter-control.8 filter-data.8
 # Asked once, when first used (swift build takes seconds to answer).
 BUILT   = $(eval BUILT := $$(shell $(SWIFT) build $(SWIFTFLAGS) --show-bin-path))$(BUILT)
 
-.PHONY: all build deps install uninstall deb deb-from-debug
+.PHONY: all build build-server deps install uninstall install-server uninstall-server deb deb-from-debug
 
 all: build
 
@@ -66,6 +79,11 @@ build:
 	$(SWIFT) build $(SWIFTFLAGS) --product filterctl
 	$(SWIFT) build $(SWIFTFLAGS) --product filter-control
 	$(SWIFT) build $(SWIFTFLAGS) --product filter-data
+
+# Apart from build: a lab machine does not need the server's dependencies
+# (Hummingbird, the database drivers) built.
+build-server:
+	$(SWIFT) build $(SWIFTFLAGS) --product hallpass-server
 
 install: build
 	install -d -m 0755 $(BINDIR) $(SBINDIR) $(DOCDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(MANDIR)/man5 $(MANDIR)/man8 \
@@ -81,7 +99,7 @@ install: build
 	# file: the package's postinst runs systemd-sysusers (dh_installsysusers).
 	install -m 0644 packaging/hallpass.sysusers $(DESTDIR)$(SYSUSERSDIR)/hallpass.conf
 	if [ -z "$(DESTDIR)" ]; then systemd-sysusers $(SYSUSERSDIR)/hallpass.conf; fi
-	install -m 0644 docs/man/*.8 $(MANDIR)/man8/
+	install -m 0644 $(addprefix docs/man/,$(MACHINE_MAN8)) $(MANDIR)/man8/
 	install -m 0644 docs/man/*.5 $(MANDIR)/man5/
 	# A completion is sourced, not run: no #! line.
 	$(BUILT)/filterctl --generate-completion-script bash | sed -e '1{/^#!/d}' > $(BASHCOMP)
@@ -118,6 +136,41 @@ uninstall:
 	if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 	@echo "kept $(SYSCONFDIR)/hallpass and $(STATEDIR) (the configuration and the installed rules), and the user _hallpass"
 
+# The school's server (docs/server.md). Its state folder is fixed:
+# /var/lib/hallpass-server (the unit's StateDirectory=, the program's defaults).
+install-server: build-server
+	install -d -m 0755 $(SBINDIR) $(SERVER_DOCDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(MANDIR)/man8 \
+	    $(DESTDIR)$(SYSCONFDIR)/hallpass
+	install -s -m 0755 $(BUILT)/hallpass-server $(SBINDIR)/
+	sed -e 's|/usr/local/|$(PREFIX)/|g' -e 's|/etc/hallpass/|$(SYSCONFDIR)/hallpass/|g' \
+	    packaging/hallpass-server.service > $(DESTDIR)$(UNITDIR)/hallpass-server.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/hallpass-server.service
+	install -m 0644 packaging/hallpass-server.sysusers $(DESTDIR)$(SYSUSERSDIR)/hallpass-server.conf
+	if [ -z "$(DESTDIR)" ]; then systemd-sysusers $(SYSUSERSDIR)/hallpass-server.conf; fi
+	install -m 0644 docs/man/hallpass-server.8 $(MANDIR)/man8/
+	install -m 0644 docs/server.md $(SERVER_DOCDIR)/
+	if [ ! -e $(SERVER_CONFIG) ]; then \
+	    install -m 0644 packaging/server.yaml $(SERVER_CONFIG) && echo "installed the commented configuration $(SERVER_CONFIG)"; \
+	else \
+	    echo "kept the existing configuration $(SERVER_CONFIG)"; \
+	fi
+	# The database and the TLS pair, made as the service's user (what the package's postinst does).
+	if [ -z "$(DESTDIR)" ]; then \
+	    install -d -o _hallpass-server -g _hallpass-server -m 0750 /var/lib/hallpass-server && \
+	    runuser -u _hallpass-server -- $(PREFIX)/sbin/hallpass-server init --config $(SYSCONFDIR)/hallpass/server.yaml; \
+	fi
+	if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+	@echo
+	@echo "Next: 'systemctl enable --now hallpass-server', then 'hallpass-server token create --room ROOM'."
+
+uninstall-server:
+	if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl disable --now hallpass-server || true; fi
+	rm -f $(SBINDIR)/hallpass-server $(DESTDIR)$(UNITDIR)/hallpass-server.service $(DESTDIR)$(SYSUSERSDIR)/hallpass-server.conf
+	rm -f $(MANDIR)/man8/hallpass-server.8
+	rm -rf $(SERVER_DOCDIR)
+	if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+	@echo "kept $(SYSCONFDIR)/hallpass/server.yaml, /var/lib/hallpass-server (the database and the TLS pair) and the user _hallpass-server"
+
 # The package is built the way dpkg-buildpackage builds a binary package
 # (debian/rules clean, build, binary), but the .deb lands in dist/ rather
 # than in the folder above the clone, and no .changes is made (nothing is
@@ -128,7 +181,8 @@ deb:
 	HALLPASS_SWIFTFLAGS='$(SWIFTFLAGS)' debian/rules build
 	HALLPASS_SWIFTFLAGS='$(SWIFTFLAGS)' HALLPASS_DEB_DESTDIR=dist debian/rules binary
 	debian/rules clean
-	@echo "built dist/hallpass_$$(dpkg-parsechangelog -S Version)_$$(dpkg-architecture -qDEB_HOST_ARCH).deb"
+	@echo "built dist/hallpass_$$(dpkg-parsechangelog -S Version)_$$(dpkg-architecture -qDEB_HOST_ARCH).deb" \
+	    "and dist/hallpass-server_$$(dpkg-parsechangelog -S Version)_$$(dpkg-architecture -qDEB_HOST_ARCH).deb"
 
 # The package from the debug build scripts/test.sh made (see STATIC_RELINK).
 # The debug build is brought up to date first: a source changed since would
@@ -139,4 +193,5 @@ deb-from-debug:
 	$(SWIFT) build --product filterctl
 	$(SWIFT) build --product filter-control
 	$(SWIFT) build --product filter-data
+	$(SWIFT) build --product hallpass-server
 	HALLPASS_DEB_COMPRESSION='-Zgzip -z1' $(MAKE) deb SWIFTFLAGS='$(STATIC_RELINK)'
