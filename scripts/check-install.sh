@@ -9,7 +9,8 @@
 # them, the installed configuration passes `filterctl config check`, a
 # second install keeps an edited configuration, and uninstall removes the
 # programs, man pages and completions but keeps the configuration and the
-# rule folder.
+# rule folder; and the same for make install-server / uninstall-server (the
+# school's server: its program, unit, user, man page, document and server.yaml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stage=$(mktemp -d /tmp/hallpass-install.XXXXXX)
@@ -69,5 +70,36 @@ make -s uninstall SWIFTFLAGS= DESTDIR="$stage" >"$stage.log" 2>&1 || { cat "$sta
 [ -z "$(find "$stage/usr/local/share/man" "$stage/usr/local/share/bash-completion" "$stage/usr/local/share/zsh" -type f)" ] ||
     fail "uninstall left man pages or completions behind"
 [ -f "$stage/etc/hallpass/hallpass.yaml" ] && [ -d "$stage/var/lib/hallpass" ] || fail "uninstall removed the configuration or the rules"
+
+# The school's server: make install-server / uninstall-server into the same staging folder.
+make -s install-server SWIFTFLAGS= DESTDIR="$stage" >"$stage.log" 2>&1 || { cat "$stage.log" >&2; fail "make install-server failed"; }
+[ -x "$stage/usr/local/sbin/hallpass-server" ] || fail "install-server did not install usr/local/sbin/hallpass-server"
+for file in etc/hallpass/server.yaml etc/sysusers.d/hallpass-server.conf etc/systemd/system/hallpass-server.service \
+    usr/local/share/man/man8/hallpass-server.8 usr/local/share/doc/hallpass-server/server.md; do
+    [ "$(stat -c %a "$stage/$file" 2>/dev/null)" = 644 ] || fail "install-server: $file is missing or not mode 0644"
+done
+server_unit="$stage/etc/systemd/system/hallpass-server.service"
+grep -qx 'ExecStart=/usr/local/sbin/hallpass-server serve --config /etc/hallpass/server.yaml' "$server_unit" || fail "the server's unit does not start the installed hallpass-server"
+complaints=$({ systemd-analyze verify --man=no "$server_unit" 2>&1 || true; } |
+    grep -v "Cannot add dependency job\|Command /usr/local/sbin/hallpass-server is not executable" || true)
+[ -z "$complaints" ] || fail "systemd-analyze verify complains about the server's unit: $complaints"
+mkdir -p "$stage/sysroot/etc"
+: >"$stage/sysroot/etc/passwd"
+: >"$stage/sysroot/etc/group"
+systemd-sysusers --root="$stage/sysroot" "$stage/etc/sysusers.d/hallpass-server.conf" >/dev/null 2>&1 || fail "systemd-sysusers refuses hallpass-server.conf"
+grep -q '^_hallpass-server:x:[1-9][0-9]*:[1-9][0-9]*:[^:]*:/nonexistent:/usr/sbin/nologin$' "$stage/sysroot/etc/passwd" ||
+    fail "systemd-sysusers did not make _hallpass-server as a system user with no home and no shell: $(cat "$stage/sysroot/etc/passwd")"
+rm -rf "$stage/sysroot"
+# The commented server.yaml is every default: the installed program takes it (and finds no TLS pair in this empty state).
+out=$("$stage/usr/local/sbin/hallpass-server" fingerprint --config "$stage/etc/hallpass/server.yaml" 2>&1) && fail "fingerprint found a TLS pair it should not: $out"
+grep -q "server configuration" <<<"$out" && fail "the installed server.yaml does not parse: $out"
+echo "# edited by the admin" >>"$stage/etc/hallpass/server.yaml"
+make -s install-server SWIFTFLAGS= DESTDIR="$stage" >"$stage.log" 2>&1 || { cat "$stage.log" >&2; fail "the second make install-server failed"; }
+grep -q "edited by the admin" "$stage/etc/hallpass/server.yaml" || fail "make install-server overwrote server.yaml"
+make -s uninstall-server SWIFTFLAGS= DESTDIR="$stage" >"$stage.log" 2>&1 || { cat "$stage.log" >&2; fail "make uninstall-server failed"; }
+[ ! -e "$stage/usr/local/sbin/hallpass-server" ] && [ ! -e "$server_unit" ] && [ ! -e "$stage/etc/sysusers.d/hallpass-server.conf" ] &&
+    [ ! -e "$stage/usr/local/share/man/man8/hallpass-server.8" ] && [ ! -e "$stage/usr/local/share/doc/hallpass-server" ] ||
+    fail "uninstall-server left the program, the unit, the sysusers file, the man page or the document behind"
+[ -f "$stage/etc/hallpass/server.yaml" ] || fail "uninstall-server removed server.yaml"
 rm -f "$stage.log"
-echo "check-install: make install and uninstall into a staging folder: ok"
+echo "check-install: make install and uninstall, install-server and uninstall-server into a staging folder: ok"

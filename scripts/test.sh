@@ -2,8 +2,9 @@
 # The whole hallpass test suite, as CI runs it (.ci/run calls this script).
 # Run as root on Debian 12: it installs the packages it needs, builds once
 # (debug) and runs every test target and the bypass matrix; then checks make install, the man
-# pages, and the Debian package made from that same build: lintian, and
-# the package under a real systemd in a container (scripts/test-systemd.sh).
+# pages, and the Debian packages made from that same build (the machine's and
+# the server's): lintian, and both under a real systemd in a container
+# (scripts/test-systemd.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,9 +40,11 @@ scripts/generate-man.sh --check
 scripts/check-unsafe.sh
 
 wait "$rootfs_pid" || { cat "$rootfs_log" >&2; echo "test.sh: making the container's root file system failed" >&2; exit 1; }
-# The package from the debug build above, linked again with the Swift runtime inside.
+# The packages from the debug build above (the machine's and the server's), linked again with the Swift runtime inside.
 make -s deb-from-debug >.build/deb.log 2>&1 || { cat .build/deb.log >&2; echo "test.sh: make deb-from-debug failed" >&2; exit 1; }
-deb=dist/hallpass_$(dpkg-parsechangelog -S Version)_$(dpkg-architecture -qDEB_HOST_ARCH).deb
-echo "lintian $deb:"
-lintian --fail-on error "$deb"
-scripts/test-systemd.sh "$deb"
+version=$(dpkg-parsechangelog -S Version)_$(dpkg-architecture -qDEB_HOST_ARCH)
+deb=dist/hallpass_$version.deb
+server_deb=dist/hallpass-server_$version.deb
+echo "lintian $deb $server_deb:"
+lintian --fail-on error "$deb" "$server_deb"
+scripts/test-systemd.sh "$deb" "$server_deb"
