@@ -3,6 +3,11 @@
 import HallpassWire
 import CHallpassSys
 import CSeccomp
+// SOCK_STREAM and SOCK_DGRAM (the probes below): in the release build (whole module)
+// <sys/socket.h> reaches this module through CNetfilterQueue's shim, which includes it,
+// and a file that does not import CNetfilterQueue does not see them (make deb failed
+// with "cannot find 'SOCK_STREAM' in scope"; the debug build compiles file by file).
+import CNetfilterQueue
 #if canImport(Glibc)
 import Glibc
 #endif
