@@ -181,19 +181,7 @@ struct HTTPSClient: Sendable {
                 channel.channel.close(promise: nil)
             }
         } catch {
-            if Task.isCancelled { throw .cancelled }
-            if let verdict = outcome.verdict.withLock({ $0 }) {
-                switch verdict {
-                case .trusted: break
-                case .untrusted(let reason): throw .untrustedCertificate(server: server, reason: reason)
-                case .wrongName: throw .certificateName(server: server)
-                case .pinMismatch(let seen): throw .pinMismatch(server: server, seen: seen)
-                }
-            }
-            if outcome.timedOut.withLock({ $0 }) {
-                throw .timedOut(server: server, seconds: Int(requestTimeout.components.seconds))
-            }
-            throw HTTPSClient.requestFailure(error, server: server, file: file, handshakeDone: outcome.verdict.withLock { $0 } != nil)
+            throw failure(error, outcome: outcome, server: server, file: file)
         }
     }
 
@@ -277,20 +265,27 @@ struct HTTPSClient: Sendable {
                 channel.channel.close(promise: nil)
             }
         } catch {
-            if Task.isCancelled { throw .cancelled }
-            if let verdict = outcome.verdict.withLock({ $0 }) {
-                switch verdict {
-                case .trusted: break
-                case .untrusted(let reason): throw .untrustedCertificate(server: server, reason: reason)
-                case .wrongName: throw .certificateName(server: server)
-                case .pinMismatch(let seen): throw .pinMismatch(server: server, seen: seen)
-                }
-            }
-            if outcome.timedOut.withLock({ $0 }) {
-                throw .timedOut(server: server, seconds: Int(requestTimeout.components.seconds))
-            }
-            throw HTTPSClient.requestFailure(error, server: server, file: path, handshakeDone: outcome.verdict.withLock { $0 } != nil)
+            throw failure(error, outcome: outcome, server: server, file: path)
         }
+    }
+
+    /// What a request that failed after connecting failed of, for `get` and
+    /// `send` alike: cancelled, the certificate (what the verification callback
+    /// saw), the time limit, or the connection and its framing.
+    private func failure(_ error: any Error, outcome: RequestOutcome, server: String, file: String) -> RuleUpdateError {
+        if Task.isCancelled { return .cancelled }
+        if let verdict = outcome.verdict.withLock({ $0 }) {
+            switch verdict {
+            case .trusted: break
+            case .untrusted(let reason): return .untrustedCertificate(server: server, reason: reason)
+            case .wrongName: return .certificateName(server: server)
+            case .pinMismatch(let seen): return .pinMismatch(server: server, seen: seen)
+            }
+        }
+        if outcome.timedOut.withLock({ $0 }) {
+            return .timedOut(server: server, seconds: Int(requestTimeout.components.seconds))
+        }
+        return HTTPSClient.requestFailure(error, server: server, file: file, handshakeDone: outcome.verdict.withLock { $0 } != nil)
     }
 
     private func connect(
