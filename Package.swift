@@ -145,6 +145,15 @@ let package = Package(
         // filter-data never links it (scripts/check-links.sh checks).
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
         .target(name: "BundleDelta", dependencies: ["CZstd", "SharedStore", "HallpassSystem"], swiftSettings: strict),
+        // MARK: Making bundles
+        // Lists into a store (RuleCompiler, with hallpass's own protection lists) and a
+        // bundle folder written in two steps around its signature: `filterctl bundle build`
+        // and hallpass-server's publisher share it. No daemon links it.
+        .target(
+            name: "BundleBuilder",
+            dependencies: ["SharedStore", "VerdictCore", "BundleDelta", "HallpassSystem"],
+            swiftSettings: strict
+        ),
 
         // MARK: The sandboxed data path
         // The inspection and DataPath, over a PacketQueue: no C library, so
@@ -246,7 +255,8 @@ let package = Package(
                 // `filterctl replay`: captures through filter-data's inspector.
                 "FilterData",
                 "HallpassSystem",
-                // `filterctl bundle build` writes the deltas from earlier versions.
+                // `filterctl compile` and `bundle build`: the compiler, and the folder with its deltas.
+                "BundleBuilder",
                 "BundleDelta",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -370,7 +380,7 @@ let package = Package(
         .testTarget(
             name: "FilterControlTests",
             dependencies: [
-                "FilterControl", "VerdictCore", "SharedStore", "HallpassSystem", "BundleDelta",
+                "FilterControl", "VerdictCore", "SharedStore", "HallpassSystem", "BundleDelta", "BundleBuilder",
                 // The metrics' tests make filter-data's reports; the resolver's read DNS answers.
                 "HallpassIPC", "HallpassWire",
                 // The audit log's tests: a logger for it, and a collector stand-in on loopback (TCP and TLS).

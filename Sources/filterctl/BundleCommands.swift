@@ -1,4 +1,5 @@
 import ArgumentParser
+import BundleBuilder
 import BundleDelta
 import FilterControl
 import Foundation
@@ -108,28 +109,18 @@ struct BundleCommand: ParsableCommand {
             } catch let error as RuleCompiler.CompileError {
                 throw fail(error.message, status: ExitStatus.dataError)
             }
-            var files = [(BundleManifest.storeFileName, result.bytes)]
+            var files = [(name: BundleManifest.storeFileName, contents: result.bytes)]
             if let policyBytes { files.append((BundleManifest.policyFileName, policyBytes)) }
-            var manifest = BundleSigner.manifest(files: files, version: version, issuedAt: now, expiresAt: now + parseDuration(expires)!)
-            let folder = BundleFolder(path: out, keepVersions: keepVersions)
-            var report: BundleFolder.Report
+            let writer = BundleWriter(folder: BundleFolder(path: out, keepVersions: keepVersions))
+            let staged: BundleWriter.Staged
             do {
-                try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
-                report = try folder.writeFiles(files, of: manifest)
-                if policyBytes == nil, FileManager.default.fileExists(atPath: folder.path(BundleManifest.policyFileName)) {
-                    // A folder reused from an earlier build must not keep a policy this bundle does not sign.
-                    try FileManager.default.removeItem(atPath: folder.path(BundleManifest.policyFileName))
-                }
-                manifest.deltas = try folder.writeDeltas(to: manifest.files.first { $0.name == BundleManifest.storeFileName }!, report: &report)
-                let manifestBytes = manifest.encoded
-                // The signature, then the manifest last: a machine that reads the new manifest finds every file it names.
-                try Data(signingKey.signatureFile(for: manifestBytes)).write(
-                    to: URL(fileURLWithPath: folder.path(BundleManifest.signatureFileName)), options: .atomic)
-                try Data(manifestBytes).write(to: URL(fileURLWithPath: folder.path(BundleManifest.fileName)), options: .atomic)
-                folder.removeDeltas(except: manifest.deltas)
+                staged = try writer.stage(files: files, version: version, issuedAt: now, expiresAt: now + parseDuration(expires)!)
+                try writer.seal(staged, signature: signingKey.signatureFile(for: staged.manifestBytes))
             } catch {
                 throw fail("cannot write the bundle to \(out): \(error)", status: ExitStatus.cannotCreate)
             }
+            let manifest = staged.manifest
+            let report = staged.report
             printSummary(result, quiet: true, to: out + "/" + BundleManifest.storeFileName)
             print("bundle \(out): version \(version), expires \(UTCTime.format(manifest.expiresAt)), signed by \(signingKey.publicKey.keyID)")
             if policyBytes != nil { print("with the school's policy from \(policy!)") }

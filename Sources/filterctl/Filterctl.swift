@@ -1,4 +1,5 @@
 import ArgumentParser
+import BundleBuilder
 import FilterControl
 import Foundation
 import SharedStore

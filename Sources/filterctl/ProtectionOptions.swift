@@ -1,4 +1,5 @@
 import ArgumentParser
+import BundleBuilder
 import FilterControl
 
 /// The option of the commands that make a store (`compile`, `bundle build`):

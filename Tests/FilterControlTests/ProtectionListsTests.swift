@@ -2,6 +2,7 @@
 // store filterctl makes, whatever the school's lists (issue 26): a store and a bundle built from the
 // UT1 lists alone block cloudflare-ech.com and the shipped resolvers under the default bypass keys;
 // --no-builtin-protections leaves them out; an installed filterctl finds them in ../share/hallpass/bypass.
+import BundleBuilder
 import FilterControl
 import Foundation
 import SharedStore
