@@ -101,6 +101,11 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: Configuration files
+        // hallpass.yaml and server.yaml are read the same way: each key checked, each
+        // complaint naming the key and its line.
+        .target(name: "HallpassConfig", dependencies: [.product(name: "Yams", package: "Yams")], swiftSettings: strict),
+
         // MARK: Pure logic
         .target(name: "VerdictCore", swiftSettings: strict),
 
@@ -222,6 +227,7 @@ let package = Package(
                 "HallpassSystem",
                 "BlockPage",
                 "CHallpassSys",
+                "HallpassConfig",
                 // Bundle files rebuilt from a delta and the version installed.
                 "BundleDelta",
                 .product(name: "Yams", package: "Yams"),
@@ -298,6 +304,8 @@ let package = Package(
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 // Atomic writes of the TLS key and certificate.
                 "HallpassSystem",
+                // server.yaml, read as hallpass.yaml is.
+                "HallpassConfig",
                 .product(name: "SQLiteNIO", package: "sqlite-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Yams", package: "Yams"),
@@ -319,6 +327,8 @@ let package = Package(
             name: "hallpass-server",
             dependencies: [
                 "SchoolServer",
+                // Durations on the command line, as in server.yaml.
+                "HallpassConfig",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -399,6 +409,7 @@ let package = Package(
             name: "SchoolServerTests",
             dependencies: [
                 "SchoolServer",
+                "HallpassConfig",
                 // Spawning initdb and pg_ctl for the tests' own PostgreSQL cluster.
                 "HallpassSystem",
                 .product(name: "Logging", package: "swift-log"),

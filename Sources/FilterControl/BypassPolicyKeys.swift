@@ -4,6 +4,7 @@
 // browser-policies` also reads them alone (`topLevel(yaml:)`), tolerating
 // every other key.
 
+public import HallpassConfig
 import SharedStore
 public import VerdictCore
 import Yams

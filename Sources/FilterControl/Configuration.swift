@@ -1,3 +1,4 @@
+public import HallpassConfig
 import HallpassSystem
 public import SharedStore
 public import VerdictCore
@@ -129,23 +130,9 @@ public struct Configuration: Sendable, Hashable {
 }
 
 /// A configuration problem, naming the key (`policy.unknown`) and, where
-/// known, the line in the file.
-public struct ConfigurationError: Error, Hashable, Sendable, CustomStringConvertible {
-    public var key: String
-    public var line: Int?
-    public var message: String
-
-    public init(key: String, line: Int? = nil, message: String) {
-        self.key = key
-        self.line = line
-        self.message = message
-    }
-
-    public var description: String {
-        let place = line.map { " (line \($0))" } ?? ""
-        return key.isEmpty ? "configuration\(place): \(message)" : "configuration key \(key)\(place): \(message)"
-    }
-}
+/// known, the line in the file: HallpassConfig's, which the server's
+/// configuration shares.
+public typealias ConfigurationError = HallpassConfig.ConfigurationError
 
 extension Configuration {
     /// Parses YAML text. Unknown keys are errors (a typo must not silently drop a setting).

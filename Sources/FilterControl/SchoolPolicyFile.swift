@@ -1,3 +1,4 @@
+public import HallpassConfig
 public import VerdictCore
 import Foundation
 import Yams

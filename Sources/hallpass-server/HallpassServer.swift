@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HallpassConfig
 import Logging
 import Metrics
 import Prometheus

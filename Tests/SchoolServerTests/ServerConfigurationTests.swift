@@ -1,3 +1,4 @@
+import HallpassConfig
 import SchoolServer
 import Testing
 
@@ -79,7 +80,7 @@ import Testing
     }
 
     @Test func theErrorSaysWhichKeyAndLine() {
-        let error = ServerConfigurationError(key: "listen.port", line: 3, message: "expected a whole number from 1 to 65535")
+        let error = ServerConfigurationError(key: "listen.port", line: 3, message: "expected a whole number from 1 to 65535", document: ConfigurationError.serverDocument)
         #expect(error.description == "server configuration key listen.port (line 3): expected a whole number from 1 to 65535")
     }
 

@@ -1,3 +1,5 @@
+import HallpassConfig
+
 /// `log:` in hallpass.yaml: where filter-control writes the audit records
 /// (one per blocked flow, and per first decision of an allowed flow when
 /// the school asks) and what they say about the person.
@@ -202,32 +204,5 @@ extension NoticeSettings {
         let fields = try node.mapping(allowed: ["enabled", "interval"])
         if let enabled = fields["enabled"] { self.enabled = try enabled.boolean() }
         if let interval = fields["interval"] { self.interval = try interval.duration(minimum: 10) }
-    }
-}
-
-extension ConfigNode {
-    /// `true` / `false` (YAML's yes/no/on/off too).
-    func boolean() throws(ConfigurationError) -> Bool {
-        switch try string().lowercased() {
-        case "true", "yes", "on": true
-        case "false", "no", "off": false
-        default: throw error("expected true or false")
-        }
-    }
-
-    /// A number of bytes, or with a unit: `512k`, `16M`, `1G` (powers of 1024).
-    func byteSize(in range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
-        let text = try string()
-        let units: [Character: Int] = ["k": 1 << 10, "K": 1 << 10, "m": 1 << 20, "M": 1 << 20, "g": 1 << 30, "G": 1 << 30]
-        var value: Int?
-        if let unit = text.last, let factor = units[unit], let number = Int(text.dropLast()) {
-            value = number.multipliedReportingOverflow(by: factor).overflow ? nil : number * factor
-        } else {
-            value = Int(text)
-        }
-        guard let value, range.contains(value) else {
-            throw error("expected a size like 16M, 512k or a number of bytes, from \(range.lowerBound) to \(range.upperBound)")
-        }
-        return value
     }
 }

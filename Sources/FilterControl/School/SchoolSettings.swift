@@ -1,3 +1,5 @@
+import HallpassConfig
+
 /// `school:` in hallpass.yaml: the school's server this machine enrolled
 /// with (`filterctl enroll` writes `server` and `fingerprint`), which gets
 /// its audit records and its check-ins. Without `school:` nothing is sent

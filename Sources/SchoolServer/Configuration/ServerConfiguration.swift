@@ -1,4 +1,5 @@
 import Foundation
+public import HallpassConfig
 import Yams
 
 /// hallpass-server's configuration (default `/etc/hallpass/server.yaml`),
@@ -141,23 +142,9 @@ public struct PostgresLocation: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// A key of server.yaml that is wrong, with its line.
-public struct ServerConfigurationError: Error, Hashable, Sendable, CustomStringConvertible {
-    public var key: String
-    public var line: Int?
-    public var message: String
-
-    public init(key: String, line: Int? = nil, message: String) {
-        self.key = key
-        self.line = line
-        self.message = message
-    }
-
-    public var description: String {
-        let place = line.map { " (line \($0))" } ?? ""
-        return key.isEmpty ? "server configuration\(place): \(message)" : "server configuration key \(key)\(place): \(message)"
-    }
-}
+/// A key of server.yaml that is wrong, with its line: the machine's
+/// configuration error (HallpassConfig), naming the server's file.
+public typealias ServerConfigurationError = ConfigurationError
 
 extension ServerConfiguration {
     /// Parses server.yaml's text. Unknown keys are errors: a typo must not silently drop a setting.
@@ -167,10 +154,10 @@ extension ServerConfiguration {
         do {
             root = try Yams.compose(yaml: yaml)
         } catch {
-            throw ServerConfigurationError(notYAML: error)
+            throw ConfigurationError(notYAML: error, document: ConfigurationError.serverDocument)
         }
         guard let root else { return }
-        let top = try ServerConfigNode(root, key: "").mapping(allowed: ["listen", "tls", "database", "machines", "records"])
+        let top = try ConfigNode(root, key: "", document: ConfigurationError.serverDocument).mapping(allowed: ["listen", "tls", "database", "machines", "records"])
         if let listen = try top["listen"]?.mapping(allowed: ["address", "port", "plainHTTP"]) {
             if let address = listen["address"] {
                 let text = try address.string()
@@ -210,11 +197,11 @@ extension ServerConfiguration {
     /// Reads and parses the file; a missing default file gives the defaults.
     public static func load(path: String, required: Bool) throws(ServerConfigurationError) -> ServerConfiguration {
         guard FileManager.default.fileExists(atPath: path) else {
-            if required { throw ServerConfigurationError(key: "", message: "no configuration file at \(path)") }
+            if required { throw ServerConfigurationError(key: "", message: "no configuration file at \(path)", document: ConfigurationError.serverDocument) }
             return ServerConfiguration()
         }
         guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
-            throw ServerConfigurationError(key: "", message: "cannot read \(path) as UTF-8 text")
+            throw ServerConfigurationError(key: "", message: "cannot read \(path) as UTF-8 text", document: ConfigurationError.serverDocument)
         }
         return try ServerConfiguration(yaml: text)
     }
