@@ -261,6 +261,8 @@ let package = Package(
                 // `filterctl replay`: captures through filter-data's inspector.
                 "FilterData",
                 "HallpassSystem",
+                // Durations as the configuration files write them.
+                "HallpassConfig",
                 // `filterctl compile` and `bundle build`: the compiler, and the folder with its deltas.
                 "BundleBuilder",
                 "BundleDelta",

@@ -2,6 +2,7 @@ import ArgumentParser
 import BundleBuilder
 import BundleDelta
 import FilterControl
+import HallpassConfig
 import Foundation
 import HallpassSystem
 import SharedStore
@@ -188,10 +189,10 @@ struct BundleCommand: ParsableCommand {
     }
 }
 
-/// `90s`, `30m`, `12h`, `30d`: seconds, or nil.
+/// `90s`, `30m`, `12h`, `30d`: seconds, or nil. The unit is required here (a bare
+/// number could be read as minutes or days), and the most is ten years.
 func parseDuration(_ text: String) -> Int64? {
-    let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
-    guard let unit = text.last, let factor = units[unit], let value = Int64(text.dropLast()), value > 0 else { return nil }
-    let seconds = value * factor
-    return seconds <= 3650 * 86_400 ? seconds : nil
+    guard let unit = text.last, unit.isLetter, let seconds = DurationText.seconds(text), seconds > 0, seconds <= 3650 * 86_400
+    else { return nil }
+    return Int64(seconds)
 }
