@@ -12,7 +12,7 @@
 # (docs/server.md, "How a machine authenticates"), which Schemathesis cannot
 # make; Tests/SchoolServerTests/APITests.swift drives them with signed requests.
 # Enrolment is tested (every generated token is refused), and so are
-# /api/v1/machines, /api/v1/records and /metrics.
+# /api/v1/machines, /api/v1/records, /metrics and /health.
 #
 # usage: scripts/test-api.sh [SERVER_BINARY]
 #   SERVER_BINARY  default: hallpass-server of the debug build (swift build --show-bin-path)
@@ -73,11 +73,11 @@ token=$("$server" api-token create --role admin --config "$folder/server.yaml")
 server_pid=$!
 url=http://127.0.0.1:$port
 for _ in $(seq 1 100); do
-    curl -fsS -o /dev/null "$url/metrics" 2>/dev/null && break
+    curl -fsS -o /dev/null "$url/health" 2>/dev/null && break
     kill -0 "$server_pid" 2>/dev/null || { cat "$folder/server.log" >&2; echo "test-api: the server stopped" >&2; exit 1; }
     sleep 0.2
 done
-curl -fsS -o /dev/null "$url/metrics" || { cat "$folder/server.log" >&2; echo "test-api: the server does not answer" >&2; exit 1; }
+curl -fsS -o /dev/null "$url/health" || { cat "$folder/server.log" >&2; echo "test-api: the server does not answer" >&2; exit 1; }
 
 status=0
 # Run from the temporary folder: Schemathesis keeps a cache of past failures in

@@ -325,10 +325,14 @@ server_journal() { in_container journalctl -u hallpass-server --no-pager -o cat;
 # (--pinnedpubkey: base64 of the SHA-256 of the SubjectPublicKeyInfo, the fingerprint's bytes).
 pin="sha256//$(xxd -r -p <<<"$fingerprint" | base64)"
 server_get() { in_client curl -sS -m 5 -k --pinnedpubkey "$pin" "$@"; }
-wait_until "hallpass-server to answer on 127.0.0.1:8443" 100 server_get -o /dev/null https://127.0.0.1:8443/metrics
+wait_until "hallpass-server to answer on 127.0.0.1:8443" 100 server_get -f -o /dev/null https://127.0.0.1:8443/health
+# The counters, for a token of role metrics (what a school gives Prometheus).
+metrics_token=$(in_container hallpass-server api-token create --role metrics) || fail "hallpass-server api-token create failed: $metrics_token"
 status=$(server_get -o "$work/metrics" -w '%{http_code}' https://127.0.0.1:8443/metrics) || fail "GET /metrics failed"
+[ "$status" = 401 ] || fail "GET /metrics without a token answered $status, not 401"
+status=$(server_get -o "$work/metrics" -w '%{http_code}' -H "Authorization: Bearer $metrics_token" https://127.0.0.1:8443/metrics) || fail "GET /metrics failed"
 [ "$status" = 200 ] && grep -q "^# TYPE hallpass_server_" "$work/metrics" || fail "GET /metrics answered $status: $(head -5 "$work/metrics")"
-in_client curl -sS -m 5 -k --pinnedpubkey "sha256//$(head -c 32 /dev/zero | base64)" https://127.0.0.1:8443/metrics >/dev/null 2>&1 &&
+in_client curl -sS -m 5 -k --pinnedpubkey "sha256//$(head -c 32 /dev/zero | base64)" https://127.0.0.1:8443/health >/dev/null 2>&1 &&
     fail "curl accepted the server's certificate with another pin: the pin check proves nothing"
 server_pid=$(server_show MainPID)
 [ "$(in_container awk '$1 == "Uid:" { print $2, $3, $4, $5 }' "/proc/$server_pid/status")" = "$server_uid $server_uid $server_uid $server_uid" ] ||

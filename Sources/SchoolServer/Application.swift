@@ -44,11 +44,18 @@ public func buildRouter(configuration: ServerConfiguration, parts: ServerParts) 
     MachineRoutes(storage: parts.storage, metrics: parts.metrics, clock: parts.clock).add(to: router)
     AdminRoutes(storage: parts.storage, staleAfter: configuration.machines.staleAfter, clock: parts.clock).add(to: router)
     RecordRoutes(storage: parts.storage).add(to: router)
+    // Every lab machine reaches this listener, so the counters are for API tokens
+    // (a `metrics` token for Prometheus); whether the server answers at all is /health's.
     let metrics = parts.metrics
-    router.get("/metrics") { _, _ in
-        Response(
-            status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-            body: .init(byteBuffer: ByteBuffer(bytes: metrics.render())))
+    router.group("/metrics")
+        .add(middleware: APITokenMiddleware(storage: parts.storage, allowed: [.admin, .auditor, .metrics]))
+        .get { _, _ in
+            Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(bytes: metrics.render())))
+        }
+    router.get("/health") { _, _ in
+        Response(status: .ok, headers: [.contentType: "text/plain; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: "ok\n")))
     }
     served.fill(from: router.routes)
     return router

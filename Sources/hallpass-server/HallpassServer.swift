@@ -131,7 +131,7 @@ struct APIToken: AsyncParsableCommand {
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Print a new API token (shown once; only its hash is kept).")
         @OptionGroup var options: ConfigOption
-        @Option(help: "admin or auditor.") var role: String
+        @Option(help: "admin (everything), auditor (reads everything) or metrics (/metrics only, for Prometheus).") var role: String
 
         func run() async throws {
             let configuration = try options.load()

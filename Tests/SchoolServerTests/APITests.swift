@@ -286,8 +286,14 @@ func withRunningServer(
             #expect(try await server.client.request(.GET, "/api/v1/machines", headers: [("Authorization", "Bearer \(auditor.token)")]).status == 200)
             #expect(try await server.client.request(.GET, "/api/v1/machines").status == 401)
             #expect(try await server.client.request(.GET, "/api/v1/machines", headers: [("Authorization", "Bearer \(admin.token)x")]).status == 401)
-            // The counters of what happened above.
-            let metrics = try await server.client.request(.GET, "/metrics")
+            // The counters of what happened above: for a token, a metrics one too, which reads nothing else.
+            #expect(try await server.client.request(.GET, "/metrics").status == 401)
+            let prometheus = try await ServerAdministration.createAPIToken(storage: server.storage, role: .metrics, createdBy: "t", now: 0)
+            let bearer = [("Authorization", "Bearer \(prometheus.token)")]
+            #expect(try await server.client.request(.GET, "/api/v1/machines", headers: bearer).status == 403)
+            #expect(try await server.client.request(.GET, "/api/v1/records", headers: bearer).status == 403)
+            #expect(try await server.client.request(.GET, "/health").status == 200)
+            let metrics = try await server.client.request(.GET, "/metrics", headers: bearer)
             #expect(metrics.status == 200)
             #expect(metrics.text.contains("hallpass_server_enrolments_total 6"))
             #expect(metrics.text.contains("hallpass_server_checkins_total 6"))

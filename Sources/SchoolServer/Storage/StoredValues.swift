@@ -166,6 +166,8 @@ public enum APIRole: String, Sendable, Hashable, CaseIterable, Codable {
     case admin
     /// Read only.
     case auditor
+    /// `/metrics` and nothing else: for Prometheus, which should not read records.
+    case metrics
 }
 
 public struct StoredAPIToken: Sendable, Hashable {
