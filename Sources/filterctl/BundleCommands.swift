@@ -12,7 +12,7 @@ struct BundleCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bundle",
         abstract: "Make, sign and check rule bundles (the files a school's server publishes).",
-        subcommands: [Keygen.self, Build.self, Verify.self]
+        subcommands: [Keygen.self, Build.self, Sign.self, Verify.self]
     )
 
     struct Keygen: ParsableCommand {
@@ -129,6 +129,67 @@ struct BundleCommand: ParsableCommand {
             for delta in manifest.deltas {
                 print("delta \(delta.name): \(delta.size) bytes, from \(delta.target) \(delta.baseSHA256.prefix(16))" + (report.reusedDeltas.contains(delta.name) ? " (kept)" : ""))
             }
+        }
+    }
+
+    struct Sign: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Sign a bundle manifest prepared elsewhere (a school's server that keeps no key).",
+            discussion: """
+                MANIFEST is the manifest the server prepared ('hallpass-server publish' with publishing.signingKey: offline). \
+                Check the version and the files printed before handing the signature back ('hallpass-server publish complete SIGNATURE').
+                """)
+
+        @Option(name: .long, help: "The signing key (PEM) from 'filterctl bundle keygen'.")
+        var key: String
+
+        @Option(name: .long, help: "Where to write the signature (the bundle's manifest.sig).")
+        var out: String
+
+        @Argument(help: "The manifest to sign.")
+        var manifest: String
+
+        func run() throws {
+            guard let pem = try? String(contentsOfFile: key, encoding: .utf8) else {
+                throw fail("cannot read the key \(key)", status: ExitStatus.noInput)
+            }
+            let signingKey: BundleSigningKey
+            do {
+                signingKey = try BundleSigningKey(pem: pem)
+            } catch {
+                throw fail("\(key): \(error)", status: ExitStatus.dataError)
+            }
+            guard let data = FileManager.default.contents(atPath: manifest) else {
+                throw fail("cannot read the manifest \(manifest)", status: ExitStatus.noInput)
+            }
+            // The key signs only what a machine would take as a manifest: a wrong file
+            // handed over (a store, a policy, a signature) is refused, never signed.
+            let bytes = Array(data)
+            let parsed: BundleManifest
+            do {
+                parsed = try BundleManifest(parsing: bytes)
+            } catch {
+                throw fail("refused (\(error.code)): \(manifest) is not a bundle manifest: \(error.description)", status: ExitStatus.dataError)
+            }
+            let signature: [UInt8]
+            do {
+                signature = try signingKey.signatureFile(for: bytes)
+            } catch {
+                throw fail("cannot sign \(manifest): \(error)", status: ExitStatus.dataError)
+            }
+            do {
+                try AtomicFile.write(signature, to: out, mode: 0o644)
+            } catch {
+                throw fail("cannot write \(out): \(error.reason)", status: error.written ? ExitStatus.ioError : ExitStatus.cannotCreate)
+            }
+            print("bundle version \(parsed.version), issued \(UTCTime.format(parsed.issuedAt)), expires \(UTCTime.format(parsed.expiresAt))")
+            for file in parsed.files {
+                print("file \(file.name): \(file.size) bytes, sha256 \(file.sha256.prefix(16))")
+            }
+            for delta in parsed.deltas {
+                print("delta \(delta.name): \(delta.size) bytes, makes \(delta.target) from \(delta.baseSHA256.prefix(16))")
+            }
+            print("signed by \(signingKey.publicKey.keyID) (\(signingKey.publicKey)): \(out)")
         }
     }
 

@@ -140,6 +140,47 @@ struct Filterctl {
         #expect(try Filterctl.run(["check", "--bundle", bundle, "casino.example"]).status == 65)
     }
 
+    /// The offline key: a manifest prepared elsewhere is signed on another machine, and
+    /// a bundle folder with that signature is taken by whoever trusts that key alone.
+    @Test func signAManifestPreparedElsewhere() throws {
+        let folder = try Filterctl.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        _ = try Filterctl.run(["bundle", "keygen", "--out", folder + "/server.pem"])
+        let offline = try Filterctl.run(["bundle", "keygen", "--out", folder + "/offline.pem"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let bundle = folder + "/bundle"
+        let build = try Filterctl.run(["bundle", "build", "--key", folder + "/server.pem", "--version", "7", "--out", bundle, lists + "/gambling.txt"])
+        #expect(build.status == 0, "\(build.stderr)")
+        #expect(try Filterctl.run(["bundle", "verify", bundle, "--trusted-key", offline]).status == 65, "not yet signed by the offline key")
+
+        let sign = try Filterctl.run(["bundle", "sign", "--key", folder + "/offline.pem", bundle + "/manifest", "--out", folder + "/manifest.sig"])
+        #expect(sign.status == 0, "\(sign.stderr)")
+        let keyID = try BundlePublicKey(offline).keyID
+        #expect(sign.stdout.hasPrefix("bundle version 7, issued "))
+        #expect(sign.stdout.contains("file rules.hpstore: "))
+        #expect(sign.stdout.contains("signed by \(keyID) (\(offline)): \(folder)/manifest.sig"))
+        let signature = try String(contentsOfFile: folder + "/manifest.sig", encoding: .utf8)
+        #expect(signature.hasPrefix("ed25519 \(keyID) ") && signature.hasSuffix("\n"))
+
+        try FileManager.default.removeItem(atPath: bundle + "/manifest.sig")
+        try FileManager.default.copyItem(atPath: folder + "/manifest.sig", toPath: bundle + "/manifest.sig")
+        let verify = try Filterctl.run(["bundle", "verify", bundle, "--trusted-key", offline])
+        #expect(verify.status == 0, "\(verify.stderr)")
+        #expect(verify.stdout.hasPrefix("ok: version 7") && verify.stdout.contains("signed by \(keyID)"))
+
+        // Anything but a manifest is refused and nothing is written: the store, the
+        // signature itself, an empty file.
+        try Data().write(to: URL(fileURLWithPath: folder + "/empty"))
+        for other in [bundle + "/rules.hpstore", bundle + "/manifest.sig", folder + "/empty"] {
+            let refused = try Filterctl.run(["bundle", "sign", "--key", folder + "/offline.pem", other, "--out", folder + "/refused.sig"])
+            #expect(refused.status == 65, "\(other)")
+            #expect(refused.stderr.contains("refused (bundle.manifest-malformed)"), "\(refused.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: folder + "/refused.sig"))
+        }
+        #expect(try Filterctl.run(["bundle", "sign", "--key", folder + "/none.pem", bundle + "/manifest", "--out", folder + "/x.sig"]).status == 66)
+        #expect(try Filterctl.run(["bundle", "sign", "--key", folder + "/offline.pem", folder + "/none", "--out", folder + "/x.sig"]).status == 66)
+        #expect(try Filterctl.run(["bundle", "sign", "--key", bundle + "/manifest", bundle + "/manifest", "--out", folder + "/x.sig"]).status == 65)
+    }
+
     /// Two bundles of the same rules differ in their manifests, never in their stores,
     /// so a machine that has the store fetches nothing of it (issue 28).
     @Test func equalRulesGiveByteIdenticalStores() throws {
