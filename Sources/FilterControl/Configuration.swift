@@ -38,6 +38,11 @@ public struct Configuration: Sendable, Hashable {
         public var caFile: String?
         /// `sha256/BASE64` SPKI pins.
         public var pins: [String] = []
+        /// Set when the rules come from the school's server (`school.bundleKeys`
+        /// without `rules.source`): its certificate is accepted when, and only
+        /// when, its key is this one (`school.fingerprint`), as for the school's
+        /// own connection; `caFile` and `pins` do not apply. Not a key of its own.
+        public var serverKey: ServerFingerprint?
         /// Seconds between fetches.
         public var refresh: Int = 30 * 60
         /// The most bytes one bundle may hold (manifest, signature and files together).
@@ -281,7 +286,13 @@ extension Configuration {
             if let port = fields["port"] { endpoint.port = try port.integer(in: 1...65535).narrowed() }
             self.metrics = endpoint
         }
-        if let school = top["school"], school.node.null == nil { self.school = try SchoolSettings(school) }
+        if let schoolNode = top["school"], schoolNode.node.null == nil {
+            let school = try SchoolSettings(schoolNode)
+            self.school = school
+            if !school.bundleKeys.isEmpty, self.rules.source == nil {
+                try takeRules(from: school, node: schoolNode)
+            }
+        }
         applyBlockedDNS()
         if policy.dnsRewrite != nil, blockPage.port == blockPage.httpsPort {
             throw ConfigurationError(
@@ -345,6 +356,21 @@ extension Configuration {
             let value = Int(String(decoding: bytes.prefix { $0 != UInt8(ascii: "\n") }, as: UTF8.self))
         else { return 1024 }
         return value
+    }
+
+    /// The rules from the school's server (`school.bundleKeys` set, `rules.source`
+    /// not): its `/bundle/` folder, its pinned key, and its bundle keys unless
+    /// `rules.trustedKeys` names others. An explicit `rules.source` wins (a
+    /// school that publishes to a CDN as well).
+    mutating func takeRules(from school: SchoolSettings, node: ConfigNode) throws(ConfigurationError) {
+        let source = BundleSource.https(host: school.server.host, port: school.server.port, path: school.server.path("/bundle/"))
+        // The server URL takes a few host names a bundle source does not (an underscore).
+        guard (try? BundleSource(parsing: source.description)) == source else {
+            throw node.error("the rules cannot come from \(school.server): its host is not a name a bundle source takes; set rules.source")
+        }
+        rules.source = source.description
+        rules.serverKey = school.fingerprint
+        if rules.trustedKeys.isEmpty { rules.trustedKeys = school.bundleKeys }
     }
 
     /// Puts `policy.blockedDNS` and the block page's addresses into the

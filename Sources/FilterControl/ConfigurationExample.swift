@@ -31,6 +31,9 @@ extension Configuration {
           # Plain http:// is refused. Leave it out to keep whatever is installed; while it is
           # not set and no rules are installed, systemd does not start hallpass. (example)
           # source: https://rules.example.org/hallpass/
+          # With school.bundleKeys (an enrolment with a server that publishes) and no source here, the rules come
+          # from the school's server: <school.server>bundle/, its certificate accepted by school.fingerprint alone,
+          # signed by school.bundleKeys (unless trustedKeys names others); caFile and pins do not apply to it.
           # Public keys allowed to sign bundles ('filterctl bundle keygen' prints one).
           # List two during a key rotation. (example)
           # trustedKeys: [ "ed25519:11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=" ]
@@ -174,13 +177,17 @@ extension Configuration {
         #   port: 9733
 
         # The school's server (hallpass-server; docs/fleet.md): 'filterctl enroll https://SERVER TOKEN' enrols this
-        # machine and writes server and fingerprint here. filter-control then sends the server every audit record
+        # machine and writes server, fingerprint and bundleKeys here. filter-control then sends the server every audit record
         # (from a queue in <rules.directory>/outbox that survives restarts and a server down for days) and checks
         # in every minute (rules version, filter-data's health, fail mode, who is logged in). Only the server whose
         # certificate key has this SHA-256 (its SubjectPublicKeyInfo) is accepted. None while 'school' is left out. (example)
         # school:
         #   server: https://school.example:8443/
         #   fingerprint: 5f2d8e0c9b7a6f41e3d2c1b0a9f8e7d6c5b4a3928170f6e5d4c3b2a190817263
+        #   # The keys the server's bundles are signed with (enroll writes them when the server publishes). Without
+        #   # rules.source the rules come from the server, and a check-in answer naming a newer publication than
+        #   # the rules in force makes the machine fetch it at once, not at the next rules.refresh.
+        #   bundleKeys: [ "ed25519:11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=" ]
         #   # Records waiting for the server: at most this many bytes, and none older than queueMaxAge; past either,
         #   # the oldest go, counted and reported to the server.
         #   queueMaxSize: 256M

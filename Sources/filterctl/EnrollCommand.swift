@@ -12,8 +12,10 @@ struct EnrollCommand: AsyncParsableCommand {
             certificate must carry the key whose SHA-256 is FINGERPRINT, or nothing is sent. The machine \
             makes its own Ed25519 key, sends the public half with the token's secret, and keeps what the \
             server answers: <rules.directory>/identity.key and <rules.directory>/identity (mode 0600), and \
-            the school: section (server, fingerprint) of the configuration file. Records and check-ins start \
-            at the next start of hallpass ('systemctl restart hallpass').
+            the school: section (server, fingerprint) of the configuration file. When the server publishes \
+            bundles, the keys that sign them go there too (school.bundleKeys), and a machine without rules.source \
+            takes its rules from the server. Records and check-ins start at the next start of hallpass \
+            ('systemctl restart hallpass').
             Exit status: 0 enrolled; 64 a malformed server URL or token; 65 the server's key is not the \
             token's; 69 the server cannot be reached; 73 the identity or the configuration cannot be written; \
             77 the server refused (an unknown, used-up or expired token); 78 the configuration file is invalid.
@@ -75,12 +77,20 @@ struct EnrollCommand: AsyncParsableCommand {
             outcome = try await Enrolment.enrol(
                 server: serverURL, token: parsed, hostname: hostname ?? AuditLineMaker.hostName(), transport: connection)
             try outcome.identity.write(directory: directory)
-            try Enrolment.writeConfiguration(path: config, server: serverURL, fingerprint: parsed.fingerprint)
+            try Enrolment.writeConfiguration(path: config, server: serverURL, fingerprint: parsed.fingerprint, bundleKeys: outcome.bundleKeys)
         } catch {
             throw fail("\(error) [\(error.code)]", status: EnrollCommand.exitStatus(error))
         }
         print("enrolled as \(outcome.identity.machine)\(outcome.room.map { " in room \($0)" } ?? "") with \(serverURL)")
         print("identity: \(directory)/\(MachineIdentity.fileName), key: \(directory)/\(MachineIdentity.keyFileName); school: written to \(config)")
+        if !outcome.bundleKeys.isEmpty {
+            let keys = outcome.bundleKeys.map(\.keyID).joined(separator: ", ")
+            if configuration.rules.source == nil || configuration.rules.serverKey != nil {
+                print("rules: from \(serverURL)bundle/, signed by \(keys) (school.bundleKeys)")
+            } else {
+                print("rules: rules.source stays \(configuration.rules.source!); the server's bundles are signed by \(keys) (school.bundleKeys)")
+            }
+        }
         print("records and check-ins start when hallpass starts again: systemctl restart hallpass")
     }
 

@@ -311,6 +311,42 @@ import VerdictCore
         try await expectRefusal("fetch.pin-mismatch", messageContains: "rules.pins", pins: [decoy])
     }
 
+    /// Rules from the school's server (school.bundleKeys, no rules.source): the
+    /// certificate is taken by its pinned key alone, as for check-ins, though
+    /// no root vouches for it; another key is refused in the school's words.
+    @Test func theSchoolsServerKeyIsTheWholeCheck() async throws {
+        let fixture = try Fixture()
+        defer { fixture.server.stop() }
+        try fixture.publish(factory, version: 1)
+        func hex(_ pin: String) throws -> String {
+            try #require(Data(base64Encoded: String(pin.dropFirst("sha256/".count)))).map { String(format: "%02x", $0) }.joined()
+        }
+        let rogue = try hex(fixture.server.pin(ofCertificate: "rogue"))
+        let yaml = """
+            rules:
+              directory: \(fixture.rules)
+            school:
+              server: https://localhost:\(fixture.server.untrustedPort)/
+              fingerprint: \(rogue)
+              bundleKeys: [ "\(factory.key.publicKey)" ]
+            """
+        var settings = RuleUpdater.Settings(try Configuration(yaml: yaml))
+        settings.connectTimeout = .seconds(5)
+        settings.requestTimeout = .seconds(20)
+        #expect(settings.serverKey?.description == rogue && settings.caFile == nil)
+        let outcome = await RuleUpdater(settings: settings).update()
+        #expect(outcome == .installed(version: 1, previous: nil), "\(outcome)")
+
+        // The same configuration against the server whose key is another: refused, nothing sent.
+        let good = try hex(fixture.server.pin(ofCertificate: "localhost"))
+        let otherKey = try Configuration(yaml: yaml.replacingOccurrences(of: rogue, with: good))
+        let requests = fixture.server.requests.count
+        let refused = await RuleUpdater(settings: RuleUpdater.Settings(otherKey)).update()
+        #expect(refused.code == "fetch.pin-mismatch", "\(refused)")
+        #expect("\(refused)".contains("school.fingerprint \(good)") && "\(refused)".contains("it has \(rogue)"))
+        #expect(fixture.server.requests.count == requests, "the handshake ended before a request")
+    }
+
     @Test func plainHTTPSource() async throws {
         let fixture = try Fixture()
         defer { fixture.server.stop() }

@@ -2,6 +2,7 @@ import Crypto
 import FilterControl
 import Foundation
 import HallpassSystem
+import SharedStore
 import Testing
 
 /// The token, the server URL, the `school:` section, the request signature,
@@ -10,6 +11,7 @@ import Testing
     static let fingerprint = "5f2d8e0c9b7a6f41e3d2c1b0a9f8e7d6c5b4a3928170f6e5d4c3b2a190817263"
     /// 32 bytes of base64url, no padding.
     static let secret = "q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJA"
+    static let bundleKey = "ed25519:11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="
 
     // MARK: The token
 
@@ -74,6 +76,8 @@ import Testing
         ("school:\n  server: https://school.example/\n  fingerprint: abc\n", "school.fingerprint", 3, "64 hex digits"),
         ("school:\n  server: https://school.example/\n  fingerprint: \(fingerprint)\n  queueMaxAge: 10s\n", "school.queueMaxAge", 4, "at least 3600"),
         ("school:\n  server: https://school.example/\n  fingerprint: \(fingerprint)\n  sever: x\n", "school.sever", 4, "unknown key"),
+        ("school:\n  server: https://school.example/\n  fingerprint: \(fingerprint)\n  bundleKeys: [\"ed25519:abc\"]\n", "school.bundleKeys[0]", 4, "ed25519"),
+        ("school:\n  server: https://school_x.example/\n  fingerprint: \(fingerprint)\n  bundleKeys: [\"\(bundleKey)\"]\n", "school", 2, "set rules.source"),
     ])
     func schoolErrorsNameTheKeyAndLine(yaml: String, key: String, line: Int, message: String) {
         #expect {
@@ -83,6 +87,27 @@ import Testing
             // Yams counts lines from 1; a mapping's error points at its first key.
             return error.key == key && error.line == line && error.message.contains(message)
         }
+    }
+
+    /// With the server's bundle keys and no rules.source, the rules come from the
+    /// server: its /bundle/ folder, its pinned key, its keys; an explicit source wins.
+    @Test func theSchoolsBundleKeysBringItsRules() throws {
+        let school = "school:\n  server: https://school.example:8443/hallpass/\n  fingerprint: \(Self.fingerprint)\n  bundleKeys: [\"\(Self.bundleKey)\"]\n"
+        let fromServer = try Configuration(yaml: school)
+        #expect(fromServer.school?.bundleKeys == [try BundlePublicKey(Self.bundleKey)])
+        #expect(fromServer.rules.source == "https://school.example:8443/hallpass/bundle/")
+        #expect(fromServer.rules.serverKey?.description == Self.fingerprint)
+        #expect(fromServer.rules.trustedKeys == [try BundlePublicKey(Self.bundleKey)])
+
+        let other = BundleSigningKey().publicKey
+        let ownKeys = try Configuration(yaml: "rules:\n  trustedKeys: [\"\(other)\"]\n" + school)
+        #expect(ownKeys.rules.source == "https://school.example:8443/hallpass/bundle/" && ownKeys.rules.trustedKeys == [other])
+
+        let cdn = try Configuration(yaml: "rules:\n  source: https://cdn.example/hallpass/\n" + school)
+        #expect(cdn.rules.source == "https://cdn.example/hallpass/" && cdn.rules.serverKey == nil && cdn.rules.trustedKeys.isEmpty)
+
+        let reportsOnly = try Configuration(yaml: "school:\n  server: https://school.example/\n  fingerprint: \(Self.fingerprint)\n")
+        #expect(reportsOnly.rules.source == nil && reportsOnly.rules.serverKey == nil)
     }
 
     @Test func theSectionIsAddedOrReplacedAndTheRestKept() throws {
@@ -103,6 +128,12 @@ import Testing
         let reread = try Configuration(yaml: replaced)
         #expect(reread.school?.server == other && reread.queue.number == 3 && reread.metrics?.port == 9999)
         #expect(SchoolSettings.settingSection(in: "", server: other, fingerprint: fingerprint).hasPrefix("school:\n"))
+
+        let key = try BundlePublicKey(Self.bundleKey)
+        let withKeys = SchoolSettings.settingSection(in: replaced, server: other, fingerprint: fingerprint, bundleKeys: [key])
+        let keyed = try Configuration(yaml: withKeys)
+        #expect(keyed.school?.bundleKeys == [key] && keyed.metrics?.port == 9999)
+        #expect(!SchoolSettings.settingSection(in: withKeys, server: other, fingerprint: fingerprint).contains("bundleKeys"))
     }
 
     @Test func theExamplesSchoolLinesAreValidOnceUncommented() throws {
@@ -112,6 +143,7 @@ import Testing
         let configuration = try Configuration(yaml: section)
         #expect(configuration.school?.server.host == "school.example")
         #expect(configuration.school?.queueMaxBytes == 256 << 20 && configuration.school?.queueMaxAge == 30 * 86_400)
+        #expect(configuration.school?.bundleKeys.count == 1 && configuration.rules.source == "https://school.example:8443/bundle/")
     }
 
     // MARK: Signatures
@@ -189,6 +221,36 @@ import Testing
         #expect(configuration.school?.server == url && configuration.school?.fingerprint == token.fingerprint)
         #expect(configuration.queue.failMode == .closed)
         #expect(try FileSystem.status(config).permissions.rawValue & 0o777 == 0o640, "the file keeps its mode")
+    }
+
+    /// A server that publishes names its bundle keys; enrol keeps them and writes them to school.bundleKeys.
+    @Test func aPublishingServersBundleKeysAreKept() async throws {
+        let answer = #"{"machine":"m-abcdefghij234567abcd","room":"lab2","bundles":{"path":"/bundle/","trustedKeys":["\#(Self.bundleKey)"]}}"#
+        let server = try await SchoolServerStandIn { _ in (201, answer) }
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let token = try EnrolmentToken(parsing: "hp1.\(server.fingerprint).\(Self.secret)")
+        let url = try SchoolServerURL(parsing: server.url)
+        let connection = try SchoolConnection(server: url, fingerprint: token.fingerprint, signer: nil)
+        let outcome = try await Enrolment.enrol(server: url, token: token, hostname: "lab2-pc07", transport: connection)
+        #expect(outcome.bundleKeys == [try BundlePublicKey(Self.bundleKey)])
+        let config = folder + "/hallpass.yaml"
+        try Enrolment.writeConfiguration(path: config, server: url, fingerprint: token.fingerprint, bundleKeys: outcome.bundleKeys)
+        let configuration = try Configuration(yaml: String(contentsOfFile: config, encoding: .utf8))
+        #expect(configuration.school?.bundleKeys == outcome.bundleKeys)
+        #expect(configuration.rules.source == "https://127.0.0.1:\(server.port)/bundle/")
+        #expect(configuration.rules.serverKey == token.fingerprint)
+
+        // A key that is not one is the server's mistake, said as such; no "bundles": none.
+        server.setAnswer { _ in (201, #"{"machine":"m-abcdefghij234567abcd","bundles":{"trustedKeys":["rsa:xyz"]}}"#) }
+        await #expect {
+            _ = try await Enrolment.enrol(server: url, token: token, hostname: "lab2-pc07", transport: connection)
+        } throws: { error in
+            (error as? SchoolError)?.code == "school.protocol" && "\(error)".contains("rsa:xyz")
+        }
+        server.setAnswer { _ in (201, #"{"machine":"m-abcdefghij234567abcd","bundles":null}"#) }
+        #expect(try await Enrolment.enrol(server: url, token: token, hostname: "lab2-pc07", transport: connection).bundleKeys.isEmpty)
+        await server.stop()
     }
 
     @Test func aWrongFingerprintIsRefusedBeforeAnythingIsSent() async throws {

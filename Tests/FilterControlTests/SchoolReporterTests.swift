@@ -57,7 +57,10 @@ final class FakeSchoolServer: SchoolTransport {
 
     init() throws { folder = try temporaryFolder() }
 
-    func reporter(_ server: FakeSchoolServer, outbox: RecordOutbox, checkin: CheckinReport? = nil) -> SchoolReporter {
+    func reporter(
+        _ server: FakeSchoolServer, outbox: RecordOutbox, checkin: CheckinReport? = nil,
+        fetchRules: (@Sendable (UInt64) async -> Void)? = nil
+    ) -> SchoolReporter {
         let report =
             checkin
             ?? CheckinReport(
@@ -65,7 +68,8 @@ final class FakeSchoolServer: SchoolTransport {
                 failMode: "open", queueDrops: 0, recordsWaiting: 12, recordsDropped: 0, users: ["alice"])
         return SchoolReporter(
             transport: server, outbox: outbox, server: "https://school.example/", checkin: { report }, interval: .milliseconds(50),
-            gather: .milliseconds(10), backoff: .init(initial: .milliseconds(10), maximum: .milliseconds(50)), logger: logger)
+            gather: .milliseconds(10), backoff: .init(initial: .milliseconds(10), maximum: .milliseconds(50)), logger: logger,
+            fetchRules: fetchRules)
     }
 
     func outbox(_ settings: RecordOutbox.Settings = .init()) throws -> RecordOutbox {
@@ -172,4 +176,37 @@ final class FakeSchoolServer: SchoolTransport {
         #expect(checkin["users"] as? [String] == ["alice"])
         #expect(reporter.status.publishedVersion == 43 && reporter.status.checkinError == nil)
     }
+
+    /// A check-in answer naming a newer publication than the rules in force
+    /// fetches it at once; one naming the version in force fetches nothing.
+    @Test func aNewerPublicationIsFetchedAtOnce() async throws {
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let server = FakeSchoolServer()
+        let fetched = Fetches()
+        let behind = reporter(server, outbox: try outbox()) { published in fetched.versions.withLock { $0.append(published) } }
+        let running = Task { await behind.run() }
+        #expect(await eventually(within: 30) { !fetched.versions.withLock { $0 }.isEmpty }, "the server publishes 43, the machine has 42")
+        running.cancel()
+        await running.value
+        #expect(fetched.versions.withLock { $0 }.allSatisfy { $0 == 43 })
+
+        let current = CheckinReport(
+            rulesVersion: 43, rulesSince: nil, filterData: .running, filterDataRestarts: 0, failMode: "open", queueDrops: 0,
+            recordsWaiting: 0, recordsDropped: 0, users: [])
+        let other = FakeSchoolServer()
+        let asked = Fetches()
+        let second = try RecordOutbox(folder: folder + "/outbox2", machine: "m-abcdefghij234567abcd", settings: .init())
+        let upToDate = reporter(other, outbox: second, checkin: current) { published in asked.versions.withLock { $0.append(published) } }
+        let again = Task { await upToDate.run() }
+        #expect(await eventually(within: 30) { other.state.withLock { $0.checkins.count } >= 3 })
+        again.cancel()
+        await again.value
+        #expect(asked.versions.withLock { $0 }.isEmpty, "the rules in force are the published ones")
+        #expect(upToDate.status.publishedVersion == 43)
+    }
+}
+
+/// The versions a reporter asked to fetch.
+final class Fetches: Sendable {
+    let versions = Mutex<[UInt64]>([])
 }

@@ -179,7 +179,8 @@ extension NeedRulesAnswerer {
 }
 
 /// The lookup folder on the rule server (`https://.../lookup/`), fetched with
-/// the same TLS settings as bundles (system store plus `rules.caFile`, pins).
+/// the same TLS settings as bundles (system store plus `rules.caFile`, pins;
+/// or the school's server's pinned key).
 /// Short timeouts: a flow is waiting.
 public struct HTTPSLookup: HostLookup {
     private let client: HTTPSClient
@@ -190,12 +191,18 @@ public struct HTTPSLookup: HostLookup {
     /// `path` is the bundle folder's path (starting and ending with `/`). The
     /// time limits are for filter-control; tests on a loaded machine give more.
     public init(
-        host: String, port: Int, path: String, caFile: String?, pins: [String], socketMark: UInt32? = nil,
+        host: String, port: Int, path: String, caFile: String?, pins: [String], serverKey: ServerFingerprint? = nil, socketMark: UInt32? = nil,
         connectTimeout: Duration = .seconds(2), requestTimeout: Duration = .seconds(3)
     ) throws(RuleUpdateError) {
-        let trust = try ServerTrust(caFile: caFile, pins: pins)
+        // The school's server (rules.serverKey): its pinned key, as for the bundles.
+        let trust: HTTPSClient.Trust
+        if let serverKey {
+            trust = .pinnedKey(serverKey.bytes)
+        } else {
+            trust = .chain(try ServerTrust(caFile: caFile, pins: pins))
+        }
         client = try HTTPSClient(
-            trust: trust, connectTimeout: connectTimeout, requestTimeout: requestTimeout, socketMark: socketMark,
+            trusting: trust, connectTimeout: connectTimeout, requestTimeout: requestTimeout, socketMark: socketMark,
             group: MultiThreadedEventLoopGroup.singleton)
         self.host = host
         self.port = port

@@ -27,6 +27,8 @@ public enum RuleUpdateError: Error, Hashable, Sendable, CustomStringConvertible 
     case certificateName(server: String)
     /// No key in the server's verified chain matches `rules.pins`.
     case pinMismatch(server: String, seen: [String])
+    /// The school's server's certificate does not carry the key `school.fingerprint` pins (rules from the school's server).
+    case serverKeyMismatch(server: String, expected: String, seen: String)
     /// `rules.caFile` cannot be read or holds no certificate.
     case caFile(path: String, reason: String)
     /// The server answered a status other than 200 (or 304 for the manifest).
@@ -64,7 +66,7 @@ public enum RuleUpdateError: Error, Hashable, Sendable, CustomStringConvertible 
         case .tls: "fetch.tls"
         case .untrustedCertificate: "fetch.tls-untrusted"
         case .certificateName: "fetch.tls-name"
-        case .pinMismatch: "fetch.pin-mismatch"
+        case .pinMismatch, .serverKeyMismatch: "fetch.pin-mismatch"
         case .caFile: "fetch.ca-file"
         case .httpStatus: "fetch.http-status"
         case .tooLarge, .bundleTooLarge: "fetch.too-large"
@@ -100,6 +102,8 @@ public enum RuleUpdateError: Error, Hashable, Sendable, CustomStringConvertible 
             "the certificate of \(server) is not valid for that name: the server is not the one rules.source names"
         case .pinMismatch(let server, let seen):
             "no key in the certificate chain of \(server) matches rules.pins (the chain has \(seen.joined(separator: ", "))); if the server's keys changed on purpose, update rules.pins"
+        case .serverKeyMismatch(let server, let expected, let seen):
+            "the certificate of \(server) does not carry the school's server key (school.fingerprint \(expected), it has \(seen)): not the school's server, or the server has a new key and the machine must enrol again"
         case .caFile(let path, let reason):
             "rules.caFile \(path): \(reason)"
         case .httpStatus(let file, let status):

@@ -61,6 +61,8 @@ public actor RuleUpdater {
         public var caFile: String?
         /// `sha256/BASE64` SPKI pins.
         public var pins: [String]
+        /// The school's server's key (`rules.serverKey`): the one certificate key accepted, instead of `caFile` and `pins`.
+        public var serverKey: ServerFingerprint?
         public var maxBundleBytes: UInt64
         /// How long to wait for a TCP connection.
         public var connectTimeout: Duration = .seconds(10)
@@ -90,6 +92,7 @@ public actor RuleUpdater {
             self.init(
                 directory: rules.directory, source: rules.source, trustedKeys: rules.trustedKeys, caFile: rules.caFile,
                 pins: rules.pins, maxBundleBytes: UInt64(rules.maxBundleBytes))
+            serverKey = rules.serverKey
         }
     }
 
@@ -182,9 +185,16 @@ public actor RuleUpdater {
         case .directory(let path):
             return DirectoryTransport(directory: path)
         case .https(let host, let port, let path):
-            let trust = try ServerTrust(caFile: settings.caFile, pins: settings.pins, useSystemRoots: settings.useSystemTrustRoots)
+            let trust: HTTPSClient.Trust
+            if let serverKey = settings.serverKey {
+                // The school's server: its certificate is often self-signed (hallpass-server init),
+                // so the key the enrolment token pinned is the whole check, as for check-ins.
+                trust = .pinnedKey(serverKey.bytes)
+            } else {
+                trust = .chain(try ServerTrust(caFile: settings.caFile, pins: settings.pins, useSystemRoots: settings.useSystemTrustRoots))
+            }
             let client = try HTTPSClient(
-                trust: trust, connectTimeout: settings.connectTimeout, requestTimeout: settings.requestTimeout,
+                trusting: trust, connectTimeout: settings.connectTimeout, requestTimeout: settings.requestTimeout,
                 socketMark: settings.socketMark, group: MultiThreadedEventLoopGroup.singleton)
             return HTTPSTransport(client: client, host: host, port: port, path: path, retry: settings.retry, source: source.description)
         }
@@ -195,6 +205,8 @@ public actor RuleUpdater {
         let outcome: UpdateOutcome
         do {
             outcome = try await attempt(transport, state: &state, now: now)
+        } catch .pinMismatch(let server, let seen) where settings.serverKey != nil {
+            outcome = UpdateOutcome(.serverKeyMismatch(server: server, expected: settings.serverKey!.description, seen: seen.first ?? "?"))
         } catch {
             outcome = UpdateOutcome(error)
         }

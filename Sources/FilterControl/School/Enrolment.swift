@@ -2,6 +2,7 @@ public import Crypto
 import ExtrasBase64
 import Foundation
 import HallpassSystem
+public import SharedStore
 
 /// `filterctl enroll https://SERVER TOKEN`: the machine makes its Ed25519
 /// key, presents the token's secret and its public key to the server whose
@@ -11,6 +12,8 @@ public enum Enrolment {
     public struct Outcome: Sendable {
         public var identity: MachineIdentity
         public var room: String?
+        /// The keys the server's bundles are signed with (`bundles.trustedKeys`); empty when it publishes none.
+        public var bundleKeys: [BundlePublicKey] = []
     }
 
     /// Enrols with `server` over `transport` (made with the token's
@@ -41,14 +44,31 @@ public enum Enrolment {
         guard MachineIdentity.isMachineID(machine) else {
             throw .badAnswer(reason: "the machine id '\(machine.prefix(40))' is not m- and 20 base32 characters")
         }
+        // A server that publishes bundles names the keys that sign them; the answer
+        // comes over the pinned connection, so they are the school's server's word.
+        var bundleKeys: [BundlePublicKey] = []
+        if let bundles = object["bundles"], !(bundles is NSNull) {
+            guard let bundles = bundles as? [String: Any], let keys = bundles["trustedKeys"] as? [String] else {
+                throw .badAnswer(reason: "the enrolment answer's 'bundles' has no 'trustedKeys' list")
+            }
+            for text in keys {
+                guard let key = try? BundlePublicKey(text) else {
+                    throw .badAnswer(reason: "the enrolment answer's bundle key '\(text.prefix(60))' is not ed25519:BASE64 (32 bytes)")
+                }
+                if !bundleKeys.contains(key) { bundleKeys.append(key) }
+            }
+        }
         return Outcome(
-            identity: MachineIdentity(machine: machine, server: server, fingerprint: token.fingerprint, key: key), room: object["room"] as? String)
+            identity: MachineIdentity(machine: machine, server: server, fingerprint: token.fingerprint, key: key), room: object["room"] as? String,
+            bundleKeys: bundleKeys)
     }
 
-    /// Writes the `school:` section (server and fingerprint) into the
-    /// configuration file at `path` (made when missing, mode 0644; an existing
-    /// file keeps its mode), checking first that the result reads.
-    public static func writeConfiguration(path: String, server: SchoolServerURL, fingerprint: ServerFingerprint) throws(SchoolError) {
+    /// Writes the `school:` section (server, fingerprint and the bundle keys)
+    /// into the configuration file at `path` (made when missing, mode 0644; an
+    /// existing file keeps its mode), checking first that the result reads.
+    public static func writeConfiguration(
+        path: String, server: SchoolServerURL, fingerprint: ServerFingerprint, bundleKeys: [BundlePublicKey] = []
+    ) throws(SchoolError) {
         var old = ""
         var mode: UInt32 = 0o644
         if let status = try? FileSystem.status(path) {
@@ -59,14 +79,17 @@ public enum Enrolment {
                 throw .io(path: path, reason: "cannot be read (\(error))")
             }
         }
-        let new = SchoolSettings.settingSection(in: old, server: server, fingerprint: fingerprint)
+        let new = SchoolSettings.settingSection(in: old, server: server, fingerprint: fingerprint, bundleKeys: bundleKeys)
         do {
             let configuration = try Configuration(yaml: new)
-            guard configuration.school?.server == server, configuration.school?.fingerprint == fingerprint else {
+            guard configuration.school?.server == server, configuration.school?.fingerprint == fingerprint,
+                configuration.school?.bundleKeys == bundleKeys
+            else {
                 throw ConfigurationError(key: "school", message: "the section did not read back as written")
             }
         } catch {
-            throw .io(path: path, reason: "it would not read with the school section added (\(error)); add it by hand:\nschool:\n  server: \(server)\n  fingerprint: \(fingerprint)")
+            throw .io(path: path, reason: "it would not read with the school section added (\(error)); add it by hand:\n"
+                    + SchoolSettings.settingSection(in: "", server: server, fingerprint: fingerprint, bundleKeys: bundleKeys))
         }
         do {
             try AtomicFile.write(Array(new.utf8), to: path, mode: mode)

@@ -55,7 +55,12 @@ public struct CheckinReport: Sendable, Hashable, Codable {
 /// the same records again.
 ///
 /// **Check-ins**: `checkin()` every `interval`, whatever the records do; the
-/// answer's `publishedVersion` is kept for `status`.
+/// answer's `publishedVersion` is kept for `status`. When it is above the
+/// rules version the check-in reported, `fetchRules` runs at once (the
+/// machine takes a publication within a check-in, not at its next
+/// `rules.refresh`), in a task of its own: a slow download never holds the
+/// check-ins up, and a publication seen again while one is being fetched
+/// waits for it (the newest one only).
 ///
 /// It never holds the audit log or the data path up: the audit log only
 /// appends to the outbox and signals; everything here happens in this
@@ -104,11 +109,15 @@ public final class SchoolReporter: Sendable {
     private let logger: Logger
     private let loop: any EventLoop
     private let shared: Mutex<Status>
+    private let fetchRules: (@Sendable (_ published: UInt64) async -> Void)?
+    /// Published versions newer than the rules in force, for the task that runs `fetchRules`.
+    private let newerRules: (stream: AsyncStream<UInt64>, continuation: AsyncStream<UInt64>.Continuation)
 
     public init(
         transport: any SchoolTransport, outbox: RecordOutbox, server: String, checkin: @escaping @Sendable () async -> CheckinReport,
         interval: Duration = .seconds(60), gather: Duration = .seconds(1), backoff: Backoff = .init(), logger: Logger,
-        loop: any EventLoop = MultiThreadedEventLoopGroup.singleton.any()
+        loop: any EventLoop = MultiThreadedEventLoopGroup.singleton.any(),
+        fetchRules: (@Sendable (_ published: UInt64) async -> Void)? = nil
     ) {
         self.transport = transport
         self.outbox = outbox
@@ -119,6 +128,8 @@ public final class SchoolReporter: Sendable {
         self.logger = logger
         self.loop = loop
         shared = Mutex(Status(server: server, machine: outbox.machine))
+        self.fetchRules = fetchRules
+        newerRules = AsyncStream.makeStream(of: UInt64.self, bufferingPolicy: .bufferingNewest(1))
     }
 
     public var status: Status { shared.withLock { $0 } }
@@ -131,6 +142,13 @@ public final class SchoolReporter: Sendable {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.sendRecords() }
             group.addTask { await self.checkIn() }
+            if let fetchRules = self.fetchRules {
+                group.addTask {
+                    for await published in self.newerRules.stream {
+                        await fetchRules(published)
+                    }
+                }
+            }
         }
     }
 
@@ -255,6 +273,12 @@ public final class SchoolReporter: Sendable {
         let object = (try? JSONSerialization.jsonObject(with: Data(answer.body))) as? [String: Any]
         if let published = (object?["publishedVersion"] as? NSNumber)?.uint64Value {
             shared.withLock { $0.publishedVersion = published }
+            if published > report.rulesVersion, fetchRules != nil {
+                logger.info(
+                    "school: the server publishes rules version \(published), newer than \(report.rulesVersion) in force; fetching it now",
+                    metadata: ["hallpass.rules.version": "\(report.rulesVersion)", "hallpass.school.published": "\(published)"])
+                newerRules.continuation.yield(published)
+            }
         }
         return nil
     }

@@ -1,13 +1,21 @@
 import HallpassConfig
+public import SharedStore
 
 /// `school:` in hallpass.yaml: the school's server this machine enrolled
-/// with (`filterctl enroll` writes `server` and `fingerprint`), which gets
-/// its audit records and its check-ins. Without `school:` nothing is sent
-/// and no record is queued for a server.
+/// with (`filterctl enroll` writes `server` and `fingerprint`, and
+/// `bundleKeys` when the server publishes bundles), which gets its audit
+/// records and its check-ins. Without `school:` nothing is sent and no
+/// record is queued for a server.
+///
+/// With `bundleKeys`, and no `rules.source`, the rules come from the school's
+/// server too (``Configuration/Rules/serverKey``).
 public struct SchoolSettings: Sendable, Hashable {
     public var server: SchoolServerURL
     /// The SHA-256 of the server certificate's SubjectPublicKeyInfo: the one key accepted.
     public var fingerprint: ServerFingerprint
+    /// The keys the server's bundles are signed with (the enrolment answer's
+    /// `bundles.trustedKeys`); empty: the server publishes no bundles.
+    public var bundleKeys: [BundlePublicKey] = []
     /// The most bytes of records kept on the machine for the server; past it the oldest go (counted).
     public var queueMaxBytes: Int = 256 << 20
     /// Records older than this (seconds) are dropped unsent (counted).
@@ -18,7 +26,7 @@ public struct SchoolSettings: Sendable, Hashable {
         self.fingerprint = fingerprint
     }
 
-    static let keys = ["server", "fingerprint", "queueMaxSize", "queueMaxAge"]
+    static let keys = ["server", "fingerprint", "bundleKeys", "queueMaxSize", "queueMaxAge"]
 
     init(_ node: ConfigNode) throws(ConfigurationError) {
         let fields = try node.mapping(allowed: Self.keys)
@@ -40,21 +48,41 @@ public struct SchoolSettings: Sendable, Hashable {
             throw fingerprintNode.error("expected the server's fingerprint: 64 hex digits, as 'hallpass-server fingerprint' prints it")
         }
         self.init(server: server, fingerprint: fingerprint)
+        if let keys = fields["bundleKeys"] {
+            bundleKeys = try keys.list().map { node throws(ConfigurationError) in
+                do {
+                    return try BundlePublicKey(node.string())
+                } catch let error as BundleError {
+                    throw node.error(error.description)
+                } catch {
+                    throw error as! ConfigurationError
+                }
+            }
+        }
         if let size = fields["queueMaxSize"] { queueMaxBytes = try size.byteSize(in: (1 << 20)...(1 << 36)) }
         if let age = fields["queueMaxAge"] { queueMaxAge = try age.duration(minimum: 3600) }
     }
 
     /// Gives `yaml` (a hallpass.yaml, possibly empty) a `school:` section with
-    /// `server` and `fingerprint`: an existing top-level `school:` block is
-    /// replaced whole (its other keys go too), otherwise the section is added
-    /// at the end. Everything else, comments included, stays as it was.
-    public static func settingSection(in yaml: String, server: SchoolServerURL, fingerprint: ServerFingerprint) -> String {
-        let section = [
+    /// `server`, `fingerprint` and, when given, `bundleKeys`: an existing
+    /// top-level `school:` block is replaced whole (its other keys go too),
+    /// otherwise the section is added at the end. Everything else, comments
+    /// included, stays as it was.
+    public static func settingSection(
+        in yaml: String, server: SchoolServerURL, fingerprint: ServerFingerprint, bundleKeys: [BundlePublicKey] = []
+    ) -> String {
+        var section = [
             "school:",
             "  # The school's server (filterctl enroll); records and check-ins go there.",
             "  server: \(server)",
             "  fingerprint: \(fingerprint)",
         ]
+        if !bundleKeys.isEmpty {
+            section += [
+                "  # The server publishes bundles signed with these keys: without rules.source, the rules come from it.",
+                "  bundleKeys: [" + bundleKeys.map { "\"\($0)\"" }.joined(separator: ", ") + "]",
+            ]
+        }
         var lines = yaml.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         if lines.last == "" { lines.removeLast() }
         func isTopLevel(_ line: String) -> Bool {

@@ -206,7 +206,7 @@ public actor Control {
             do {
                 return try HTTPSLookup(
                     host: host, port: port, path: path, caFile: configuration.rules.caFile, pins: configuration.rules.pins,
-                    socketMark: FlowMarks().allow)
+                    serverKey: configuration.rules.serverKey, socketMark: FlowMarks().allow)
             } catch {
                 logger.warning("no lookups: \(error)")
                 return NoLookup()

@@ -135,9 +135,17 @@ public struct FilterControlApplication: Sendable {
             logger.error("school: no records or check-ins: \(error) [\(error.code)]")
             return nil
         }
+        // A publication newer than the rules in force is fetched at once (with a rules.source:
+        // the school's server's /bundle/, or the folder the school publishes to as well).
+        var fetchRules: (@Sendable (UInt64) async -> Void)? = nil
+        if configuration.rules.source != nil {
+            fetchRules = { [control] _ in
+                _ = await control.refresh()
+            }
+        }
         return SchoolReporter(
             transport: connection, outbox: parts.outbox, server: school.server.description,
-            checkin: { [control] in await control.checkinReport() }, logger: logger)
+            checkin: { [control] in await control.checkinReport() }, logger: logger, fetchRules: fetchRules)
     }
 
     /// The store and policy to start with: `--store`, or the installed
