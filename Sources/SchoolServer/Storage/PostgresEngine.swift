@@ -2,6 +2,7 @@ import Logging
 import NIOCore
 import NIOSSL
 import PostgresNIO
+import Synchronization
 
 /// The engine for districts and for several server instances: PostgreSQL
 /// through postgres-nio's connection pool, which `run()` drives.
@@ -9,8 +10,21 @@ final class PostgresEngine: SQLEngine {
     let name = "postgres"
     private let client: PostgresClient
     private let logger: Logger
+    /// Open once `run()` has started the pool: a query asked before waits
+    /// here rather than at the pool, which would log a warning for each.
+    private let started = StartGate()
 
-    init(location: PostgresLocation, logger: Logger) {
+    /// The engine for `location`, once one connection of its own has reached
+    /// the database and logged in. The pool would retry a server that is
+    /// down or a refused password for a minute and then report only that
+    /// its circuit breaker tripped; this says what the server answered, or
+    /// that it could not be reached, within a few seconds.
+    static func open(location: PostgresLocation, logger: Logger) async throws -> PostgresEngine {
+        try await check(location, logger: logger)
+        return PostgresEngine(location: location, logger: logger)
+    }
+
+    private init(location: PostgresLocation, logger: Logger) {
         var configuration: PostgresClient.Configuration
         if let socketDirectory = location.socketDirectory {
             configuration = PostgresClient.Configuration(
@@ -33,17 +47,76 @@ final class PostgresEngine: SQLEngine {
     }
 
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
-        try await PostgresEngine.rows(client.query(PostgresEngine.query(sql, binds), logger: logger))
+        await started.wait()
+        return try await PostgresEngine.rows(client.query(PostgresEngine.query(sql, binds), logger: logger))
     }
 
     func transaction<T: Sendable>(_ body: @Sendable (any SQLSession) async throws -> T) async throws -> T {
-        try await client.withTransaction(logger: logger) { connection in
+        await started.wait()
+        return try await client.withTransaction(logger: logger) { connection in
             try await body(PostgresSession(connection: connection, logger: logger))
         }
     }
 
     func run() async {
+        // Opened just before the client's run, which marks itself running at
+        // its first step: no suspension lies between, while a waiting query
+        // has to be scheduled again before it reaches the pool.
+        started.open()
         await client.run()
+    }
+
+    /// Connects once, logs in, and closes: a clear error for a server that
+    /// is down, does not answer, or refuses the login.
+    static func check(_ location: PostgresLocation, logger: Logger) async throws {
+        var configuration: PostgresConnection.Configuration
+        do {
+            if let socketDirectory = location.socketDirectory {
+                configuration = PostgresConnection.Configuration(
+                    unixSocketPath: socketDirectory + "/.s.PGSQL.\(location.port)",
+                    username: location.user, password: location.password, database: location.database)
+            } else {
+                let tls: PostgresConnection.Configuration.TLS
+                switch location.tls {
+                case .disable: tls = .disable
+                case .prefer: tls = .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
+                case .require: tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+                }
+                configuration = PostgresConnection.Configuration(
+                    host: location.host ?? "localhost", port: location.port,
+                    username: location.user, password: location.password, database: location.database, tls: tls)
+            }
+        } catch {
+            throw StorageError.cannotOpen(location: location.description, reason: "TLS: \(error)")
+        }
+        configuration.options.connectTimeout = .seconds(checkTimeoutSeconds)
+        let connection: PostgresConnection
+        do {
+            connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
+        } catch {
+            throw StorageError.cannotOpen(location: location.description, reason: reason(error))
+        }
+        try? await connection.close()
+    }
+
+    static let checkTimeoutSeconds: Int64 = 5
+
+    /// What went wrong, in words: PSQLError's own description hides every
+    /// detail (it could hold a query's values); a login refused or a
+    /// connection failed holds none.
+    static func reason(_ error: any Error) -> String {
+        guard let error = error as? PSQLError else { return "\(error)" }
+        if let message = error.serverInfo?[.message] {
+            let code = error.serverInfo?[.sqlState].map { " (SQLSTATE \($0))" } ?? ""
+            return "the server refused: \(message)\(code)"
+        }
+        if let underlying = error.underlying {
+            if case ChannelError.connectTimeout = underlying {
+                return "no answer within \(checkTimeoutSeconds) s"
+            }
+            return "cannot connect: \(underlying)"
+        }
+        return "\(error.code)"
     }
 
     func close() async {}
@@ -91,5 +164,30 @@ private struct PostgresSession: SQLSession {
 
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
         try await PostgresEngine.rows(connection.query(PostgresEngine.query(sql, binds), logger: logger))
+    }
+}
+
+/// A gate that opens once and lets every waiter through from then on.
+final class StartGate: Sendable {
+    private let state = Mutex<(isOpen: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func open() {
+        let waiting = state.withLock { state in
+            state.isOpen = true
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+
+    func wait() async {
+        if state.withLock({ $0.isOpen }) { return }
+        await withCheckedContinuation { continuation in
+            let isOpen = state.withLock { state in
+                if !state.isOpen { state.waiting.append(continuation) }
+                return state.isOpen
+            }
+            if isOpen { continuation.resume() }
+        }
     }
 }

@@ -94,7 +94,7 @@ public final class SQLStorage: ServerStorage {
         case .sqlite(let path):
             return SQLStorage(engine: try await SQLiteEngine.open(path: path, logger: logger), logger: logger)
         case .postgres(let postgres):
-            return SQLStorage(engine: PostgresEngine(location: postgres, logger: logger), logger: logger)
+            return SQLStorage(engine: try await PostgresEngine.open(location: postgres, logger: logger), logger: logger)
         }
     }
 
