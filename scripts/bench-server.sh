@@ -16,6 +16,15 @@
 #             second for the whole fleet (default 300), for FLEET_DURATION
 #             seconds (default 180): the server's peak resident memory
 #             (VmHWM) and its CPU seconds, the enrolment included
+#   records   RECORDS records (default 10000000) written straight into the
+#             database the server migrated (scripts/lib/records-bench.py:
+#             300 machines, 3,000 users, 30 days), then QUERIES (default
+#             200) GET /api/v1/records over HTTPS with an admin API token,
+#             each with a random user and a random 1-day or 7-day window:
+#             p50, p95 and max; then the first page unfiltered and a CSV
+#             page of 1,000 records, 20 times each; the load average is
+#             printed with them
+# PARTS chooses the parts (default "ingest fleet records").
 # The fleet and the server share this machine's cores: the simulator's own
 # CPU is part of the load. PostgreSQL is a cluster made in a folder of the
 # benchmark's own (Debian's initdb and pg_ctl, as the postgres user, on a
@@ -35,6 +44,10 @@ duration=${DURATION:-60}
 machines_fleet=${MACHINES_FLEET:-3000}
 fleet_rate=${FLEET_RATE:-300}
 fleet_duration=${FLEET_DURATION:-180}
+parts=${PARTS:-ingest fleet records}
+records=${RECORDS:-10000000}
+queries=${QUERIES:-200}
+wants() { case " $parts " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 command -v openssl >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null; }
 [ -x /usr/lib/postgresql/15/bin/initdb ] || { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
@@ -43,8 +56,8 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import aiohttp, crypt
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q --disable-pip-version-check "aiohttp>=3.9,<4" "cryptography>=42"
 fi
-swift build -c release --product hallpass-server 2>&1 | tail -1
-bin=$(swift build -c release --show-bin-path)
+swift build -c release --static-swift-stdlib --product hallpass-server 2>&1 | tail -1
+bin=$(swift build -c release --static-swift-stdlib --show-bin-path)
 out=$PWD/bench-out/server
 rm -rf "$out" && mkdir -p "$out"
 work=$(mktemp -d /tmp/hallpass-bench-server.XXXXXX)
@@ -81,7 +94,7 @@ database_for() {  # sets database (server.yaml's value) for engine $1, making th
     esac
 }
 
-start_server() {  # engine: a fresh database, init, serve; sets server_pid
+start_server() {  # engine, database[, log suffix]: init (migrates a fresh or an existing database), serve; sets server_pid
     cat >"$work/server.yaml" <<EOF
 listen:
   address: 127.0.0.1
@@ -92,13 +105,13 @@ tls:
 database: $2
 EOF
     "$bin/hallpass-server" init --config "$work/server.yaml" >/dev/null
-    "$bin/hallpass-server" serve --config "$work/server.yaml" >"$out/server-$1.log" 2>&1 &
+    "$bin/hallpass-server" serve --config "$work/server.yaml" >"$out/server-$1${3:-}.log" 2>&1 &
     server_pid=$!
     for _ in $(seq 300); do
         curl -sk -o /dev/null -m 1 "https://127.0.0.1:$port/metrics" && return 0
         sleep 0.1
     done
-    echo "bench-server.sh: hallpass-server did not start:" >&2; cat "$out/server-$1.log" >&2; exit 1
+    echo "bench-server.sh: hallpass-server did not start:" >&2; cat "$out/server-$1${3:-}.log" >&2; exit 1
 }
 
 cpu_seconds() {  # user + system CPU of pid $1, in seconds
@@ -119,43 +132,76 @@ token() {
     "$bin/hallpass-server" token create --room bench --uses 10000 --config "$work/server.yaml" | grep '^hp1\.'
 }
 
-for engine in $engines; do
-    database_for "$engine"
-    start_server "$engine" "$database"
-    tok=$(token)
-    echo "== $engine: ingest, $machines_ingest machines"
-    for rate in $rates; do
-        cpu_before=$(cpu_seconds "$server_pid")
-        result=$("$venv/bin/python" scripts/lib/fleet-sim.py --server "https://127.0.0.1:$port" --token "$tok" \
-            --machines "$machines_ingest" --records-per-second "$rate" --duration "$duration" --state "$work/ingest-$engine.json") || true
-        cpu_after=$(cpu_seconds "$server_pid")
-        echo "$result" >"$out/ingest-$engine-$rate.json"
-        echo "rate $rate/s: $result"
-        echo "   server CPU $(awk -v a="$cpu_before" -v b="$cpu_after" 'BEGIN { printf "%.1f", b - a }') s, stored in the database: $(records_in "$engine")"
-    done
-    stop_server
-    if [ "$engine" = postgres ]; then
+drop_database() {  # engine: stops its PostgreSQL cluster and removes it, or removes the SQLite file
+    if [ "$1" = postgres ]; then
         runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D "$pg_data" -m fast -w stop >/dev/null; rm -rf "$work/pg"; pg_data=""
     else
         rm -f "$work"/server.db*
     fi
+}
 
-    database_for "$engine"
-    start_server "$engine" "$database"
-    tok=$(token)
-    echo "== $engine: fleet, $machines_fleet machines checking in every 60 s, $fleet_rate records/s in all"
-    cpu_before=$(cpu_seconds "$server_pid")
-    result=$("$venv/bin/python" scripts/lib/fleet-sim.py --server "https://127.0.0.1:$port" --token "$tok" \
-        --machines "$machines_fleet" --records-per-second "$fleet_rate" --duration "$fleet_duration" --post-interval 10 \
-        --state "$work/fleet-$engine.json") || true
-    cpu_after=$(cpu_seconds "$server_pid")
-    echo "$result" >"$out/fleet-$engine.json"
-    echo "$result"
-    echo "   server VmHWM $(peak_mb "$server_pid") MB, CPU $(awk -v a="$cpu_before" -v b="$cpu_after" 'BEGIN { printf "%.1f", b - a }') s for the enrolment and ${fleet_duration} s, stored: $(records_in "$engine")"
-    stop_server
-    if [ "$engine" = postgres ]; then
-        runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D "$pg_data" -m fast -w stop >/dev/null; rm -rf "$work/pg"; pg_data=""
-    else
-        rm -f "$work"/server.db*
+for engine in $engines; do
+    if wants ingest; then
+        database_for "$engine"
+        start_server "$engine" "$database"
+        tok=$(token)
+        echo "== $engine: ingest, $machines_ingest machines"
+        for rate in $rates; do
+            cpu_before=$(cpu_seconds "$server_pid")
+            result=$("$venv/bin/python" scripts/lib/fleet-sim.py --server "https://127.0.0.1:$port" --token "$tok" \
+                --machines "$machines_ingest" --records-per-second "$rate" --duration "$duration" --state "$work/ingest-$engine.json") || true
+            cpu_after=$(cpu_seconds "$server_pid")
+            echo "$result" >"$out/ingest-$engine-$rate.json"
+            echo "rate $rate/s: $result"
+            echo "   server CPU $(awk -v a="$cpu_before" -v b="$cpu_after" 'BEGIN { printf "%.1f", b - a }') s, stored in the database: $(records_in "$engine")"
+        done
+        stop_server
+        drop_database "$engine"
+    fi
+
+    if wants fleet; then
+        database_for "$engine"
+        start_server "$engine" "$database"
+        tok=$(token)
+        echo "== $engine: fleet, $machines_fleet machines checking in every 60 s, $fleet_rate records/s in all"
+        cpu_before=$(cpu_seconds "$server_pid")
+        result=$("$venv/bin/python" scripts/lib/fleet-sim.py --server "https://127.0.0.1:$port" --token "$tok" \
+            --machines "$machines_fleet" --records-per-second "$fleet_rate" --duration "$fleet_duration" --post-interval 10 \
+            --state "$work/fleet-$engine.json") || true
+        cpu_after=$(cpu_seconds "$server_pid")
+        echo "$result" >"$out/fleet-$engine.json"
+        echo "$result"
+        echo "   server VmHWM $(peak_mb "$server_pid") MB, CPU $(awk -v a="$cpu_before" -v b="$cpu_after" 'BEGIN { printf "%.1f", b - a }') s for the enrolment and ${fleet_duration} s, stored: $(records_in "$engine")"
+        stop_server
+        drop_database "$engine"
+    fi
+
+    if wants records; then
+        # The server makes the schema (its migrations, at init and at the first
+        # serve); the records go straight into it; the server then serves them.
+        database_for "$engine"
+        start_server "$engine" "$database" -records-migrate
+        stop_server
+        api_token=$("$bin/hallpass-server" api-token create --role admin --config "$work/server.yaml" | tail -n 1)
+        echo "== $engine: records query, $records records"
+        case "$engine" in
+            sqlite) loaded=$(python3 scripts/lib/records-bench.py load --engine sqlite --database "$work/server.db" --records "$records") ;;
+            postgres) loaded=$(python3 scripts/lib/records-bench.py load --engine postgres --socket "$work/pg" --port 5432 \
+                --database hallpass --records "$records") ;;
+        esac
+        echo "$loaded" >"$out/records-load-$engine.json"
+        echo "   loaded: $loaded"
+        echo "   stored in the database: $(records_in "$engine"), $(du -sh "$work/$([ "$engine" = postgres ] && echo pg || echo server.db)" | cut -f1) on disk"
+        start_server "$engine" "$database" -records
+        first_day=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["firstDay"])' "$loaded")
+        load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+        result=$(python3 scripts/lib/records-bench.py query --server "https://127.0.0.1:$port" --token "$api_token" \
+            --start "$first_day" --queries "$queries")
+        load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+        echo "$result" >"$out/records-query-$engine.json"
+        echo "   $result"
+        echo "   load average before the queries $load_before, after $load_after; server VmHWM $(peak_mb "$server_pid") MB"
+        stop_server
+        drop_database "$engine"
     fi
 done
