@@ -22,8 +22,13 @@
 #             200) GET /api/v1/records over HTTPS with an admin API token,
 #             each with a random user and a random 1-day or 7-day window:
 #             p50, p95 and max; then the first page unfiltered and a CSV
-#             page of 1,000 records, 20 times each; the load average is
-#             printed with them
+#             page of 1,000 records, a room's, a category's and the blocks'
+#             pages, 20 times each; the load average is printed with them.
+#             Then, unless COLD=0, the same on cold caches: the server
+#             stopped, PostgreSQL restarted, the kernel's page cache
+#             dropped (the whole machine's: echo 3 >/proc/sys/vm/drop_caches),
+#             the server started, QUERIES_COLD (default 50) user and date
+#             queries of other users and days
 # PARTS chooses the parts (default "ingest fleet records").
 # The fleet and the server share this machine's cores: the simulator's own
 # CPU is part of the load. PostgreSQL is a cluster made in a folder of the
@@ -47,6 +52,8 @@ fleet_duration=${FLEET_DURATION:-180}
 parts=${PARTS:-ingest fleet records}
 records=${RECORDS:-10000000}
 queries=${QUERIES:-200}
+cold=${COLD:-1}
+queries_cold=${QUERIES_COLD:-50}
 wants() { case " $parts " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 command -v openssl >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null; }
@@ -202,6 +209,22 @@ for engine in $engines; do
         echo "   $result"
         echo "   load average before the queries $load_before, after $load_after; server VmHWM $(peak_mb "$server_pid") MB"
         stop_server
+        if [ "$cold" != 0 ]; then
+            if [ "$engine" = postgres ]; then
+                runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D "$pg_data" -m fast -w restart >/dev/null
+            fi
+            sync
+            echo 3 >/proc/sys/vm/drop_caches
+            start_server "$engine" "$database" -records-cold
+            load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+            result=$(python3 scripts/lib/records-bench.py query --server "https://127.0.0.1:$port" --token "$api_token" \
+                --start "$first_day" --queries "$queries_cold" --repeat 0 --seed 29)
+            load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+            echo "$result" >"$out/records-query-cold-$engine.json"
+            echo "   cold caches: $result"
+            echo "   load average before the queries $load_before, after $load_after"
+            stop_server
+        fi
         drop_database "$engine"
     fi
 done

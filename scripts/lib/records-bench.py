@@ -25,8 +25,9 @@ server).
 `query` asks GET /api/v1/records over HTTPS (one kept-alive connection,
 one request at a time, certificate not checked: it is the benchmark's own)
 with an API token: --queries requests each with a random user (of those
-the load made) and a random whole day or 7 whole days; then the first page
-without filters and a CSV page of 1,000 records, --repeat times each.
+the load made) and a random whole day or 7 whole days; then, --repeat
+times each, the first page without filters, a CSV page of 1,000 records
+over 7 days, and 7 days of a room, 7 days of a category, 1 day of blocks.
 It prints one JSON object with each part's latency (ms: p50, p95, max) and
 the records the answers held.
 
@@ -246,18 +247,25 @@ def query(args):
     for name, part in filtered.items():
         if part[0]:
             result[f"userAndDates {name}"] = summary(*part)
-    unfiltered = ([], [])
-    csv = ([], [])
-    for _ in range(args.repeat):
-        elapsed, count = ask({})
-        unfiltered[0].append(elapsed)
-        unfiltered[1].append(count)
-        first = args.start + rng.randrange(DAYS - 6) * DAY_MS
-        elapsed, count = ask({"since": iso(first), "until": iso(first + 7 * DAY_MS), "limit": "1000", "format": "csv"})
-        csv[0].append(elapsed)
-        csv[1].append(count)
-    result["firstPageUnfiltered"] = summary(*unfiltered)
-    result["csvPage1000 7 days"] = summary(*csv)
+    # Other questions a school asks, each --repeat times: no filter; a CSV
+    # export page; filters no index of their own serves (a room, a
+    # category, the blocks), read along the time index.
+    others = {
+        "firstPageUnfiltered": lambda first: {},
+        "csvPage1000 7 days": lambda first: {"since": iso(first), "until": iso(first + 7 * DAY_MS), "limit": "1000", "format": "csv"},
+        "room 7 days": lambda first: {"room": f"lab{rng.randrange(ROOMS) + 1}", "since": iso(first),
+                                      "until": iso(first + 7 * DAY_MS)},
+        "category gambling 7 days": lambda first: {"category": "gambling", "since": iso(first), "until": iso(first + 7 * DAY_MS)},
+        "blocks 1 day": lambda first: {"action": "block", "since": iso(first), "until": iso(first + DAY_MS)},
+    }
+    if args.repeat > 0:
+        for name, parameters in others.items():
+            latencies, counts = [], []
+            for _ in range(args.repeat):
+                elapsed, count = ask(parameters(args.start + rng.randrange(DAYS - 6) * DAY_MS))
+                latencies.append(elapsed)
+                counts.append(count)
+            result[name] = summary(latencies, counts)
     print(json.dumps(result))
 
 
@@ -276,7 +284,7 @@ def main():
     asker.add_argument("--token", required=True, help="an API token (admin or auditor)")
     asker.add_argument("--start", type=int, required=True, help="the first day's midnight, Unix ms (load prints it)")
     asker.add_argument("--queries", type=int, default=200)
-    asker.add_argument("--repeat", type=int, default=20, help="times the unfiltered and the CSV page are asked")
+    asker.add_argument("--repeat", type=int, default=20, help="times each of the other questions is asked (0: none)")
     asker.add_argument("--seed", type=int, default=28)
     args = parser.parse_args()
     load(args) if args.command == "load" else query(args)
