@@ -23,7 +23,8 @@
 #             each with a random user and a random 1-day or 7-day window:
 #             p50, p95 and max; then the first page unfiltered and a CSV
 #             page of 1,000 records, a room's, a category's and the blocks'
-#             pages, 20 times each; the load average is printed with them.
+#             pages, 20 times each, a category no record has over 30 days
+#             3 times; the load average is printed with them.
 #             Then, unless COLD=0, the same on cold caches: the server
 #             stopped, PostgreSQL restarted, the kernel's page cache
 #             dropped (the whole machine's: echo 3 >/proc/sys/vm/drop_caches),
