@@ -308,6 +308,8 @@ let package = Package(
                 "HallpassSystem",
                 // server.yaml, read as hallpass.yaml is.
                 "HallpassConfig",
+                // Bundle files by the names SharedStore gives them.
+                "SharedStore",
                 .product(name: "SQLiteNIO", package: "sqlite-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Yams", package: "Yams"),

@@ -20,6 +20,11 @@ public enum Secrets {
         Hex.encode(SHA256.hash(data: Array(text.utf8)))
     }
 
+    /// Lower-case hex SHA-256 of `bytes`: how lists and bundle files are named.
+    public static func sha256(_ bytes: [UInt8]) -> String {
+        Hex.encode(SHA256.hash(data: bytes))
+    }
+
     /// A secret as `newSecret` makes them: 43 characters of base64url.
     public static func isWellFormedSecret(_ text: String) -> Bool {
         text.utf8.count == 43 && text.utf8.allSatisfy(isBase64URL)

@@ -101,6 +101,70 @@ enum Migrations {
                 "CREATE INDEX records_user_time_key ON records (user_name, time, machine, sequence)",
                 "CREATE INDEX records_machine_time_key ON records (machine, time, sequence)",
             ]),
+        // Publishing (docs/server.md, "Publishing"). Lists and bundle files are
+        // kept once each, by SHA-256, as bytes: BYTEA is PostgreSQL's type, and
+        // SQLite keeps a BLOB as it is in a column of any declared type. The
+        // files are in the database, not only in a folder, so that every server
+        // instance on one PostgreSQL serves the same publication.
+        Step(
+            version: 3, summary: "policy versions, their lists, publications and bundle files",
+            statements: [
+                """
+                CREATE TABLE list_contents (
+                    sha256 TEXT PRIMARY KEY,
+                    size BIGINT NOT NULL,
+                    names BIGINT NOT NULL,
+                    contents BYTEA NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE policy_versions (
+                    version BIGINT PRIMARY KEY,
+                    created_at BIGINT NOT NULL,
+                    author TEXT NOT NULL,
+                    reason TEXT NOT NULL,
+                    policy TEXT
+                )
+                """,
+                """
+                CREATE TABLE policy_lists (
+                    version BIGINT NOT NULL REFERENCES policy_versions (version),
+                    category TEXT NOT NULL,
+                    sha256 TEXT NOT NULL REFERENCES list_contents (sha256),
+                    PRIMARY KEY (version, category)
+                )
+                """,
+                """
+                CREATE TABLE bundle_files (
+                    sha256 TEXT PRIMARY KEY,
+                    size BIGINT NOT NULL,
+                    contents BYTEA NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE publications (
+                    bundle_version BIGINT PRIMARY KEY,
+                    policy_version BIGINT NOT NULL REFERENCES policy_versions (version),
+                    created_at BIGINT NOT NULL,
+                    author TEXT NOT NULL,
+                    reason TEXT NOT NULL,
+                    state TEXT NOT NULL,
+                    manifest BYTEA NOT NULL,
+                    signature BYTEA,
+                    published_at BIGINT
+                )
+                """,
+                "CREATE INDEX publications_state ON publications (state, bundle_version)",
+                """
+                CREATE TABLE publication_files (
+                    bundle_version BIGINT NOT NULL REFERENCES publications (bundle_version),
+                    name TEXT NOT NULL,
+                    sha256 TEXT NOT NULL REFERENCES bundle_files (sha256),
+                    size BIGINT NOT NULL,
+                    PRIMARY KEY (bundle_version, name)
+                )
+                """,
+            ]),
     ]
 
     static var latest: Int { steps.last?.version ?? 0 }

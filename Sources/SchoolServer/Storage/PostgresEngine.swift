@@ -127,6 +127,7 @@ final class PostgresEngine: SQLEngine {
             switch bind {
             case .integer(let value): bindings.append(value)
             case .text(let value): bindings.append(value)
+            case .bytes(let value): bindings.append(ByteBuffer(bytes: value))
             case .null: bindings.appendNull()
             }
         }
@@ -148,6 +149,8 @@ final class PostgresEngine: SQLEngine {
                     values[cell.columnName] = .integer(try cell.decode(Int64.self))
                 case .bool:
                     values[cell.columnName] = .integer(try cell.decode(Bool.self) ? 1 : 0)
+                case .bytea:
+                    values[cell.columnName] = .bytes(Array(buffer: try cell.decode(ByteBuffer.self)))
                 default:
                     values[cell.columnName] = .text(try cell.decode(String.self))
                 }

@@ -1,11 +1,13 @@
 import Logging
 
 /// A value bound to a query's parameter or read from a row. The server's
-/// tables hold only whole numbers and text (times are Unix seconds or
-/// milliseconds), so both engines read and write the same values.
+/// tables hold whole numbers, text (times are Unix seconds or milliseconds)
+/// and, for the lists and bundle files of publishing, bytes (SQLite's BLOB,
+/// PostgreSQL's BYTEA), so both engines read and write the same values.
 public enum SQLValue: Sendable, Hashable {
     case integer(Int64)
     case text(String)
+    case bytes([UInt8])
     case null
 
     public var integer: Int64? {
@@ -17,6 +19,11 @@ public enum SQLValue: Sendable, Hashable {
         if case .text(let value) = self { return value }
         return nil
     }
+
+    public var bytes: [UInt8]? {
+        if case .bytes(let value) = self { return value }
+        return nil
+    }
 }
 
 extension SQLValue {
@@ -26,6 +33,8 @@ extension SQLValue {
     init(_ value: Int?) { self = value.map { .integer(Int64($0)) } ?? .null }
     init(_ value: Int64?) { self = value.map { .integer($0) } ?? .null }
     init(_ value: String?) { self = value.map { .text($0) } ?? .null }
+    init(_ value: [UInt8]) { self = .bytes(value) }
+    init(_ value: [UInt8]?) { self = value.map { .bytes($0) } ?? .null }
 }
 
 /// One row of a result, by column name.
@@ -49,6 +58,13 @@ public struct SQLRow: Sendable {
     }
 
     func optionalText(_ column: String) -> String? { values[column]?.text }
+
+    func bytes(_ column: String) throws(StorageError) -> [UInt8] {
+        guard let value = values[column]?.bytes else { throw StorageError.unexpectedRow(column: column) }
+        return value
+    }
+
+    func optionalBytes(_ column: String) -> [UInt8]? { values[column]?.bytes }
 }
 
 /// Where queries run: the connection itself, or one transaction on it.

@@ -99,6 +99,7 @@ private struct SQLiteSession: SQLSession {
             switch $0 {
             case .integer(let value): return .integer(SQLiteInt64(value))
             case .text(let value): return .text(value)
+            case .bytes(let value): return .blob(ByteBuffer(bytes: value))
             case .null: return .null
             }
         }
@@ -110,7 +111,7 @@ private struct SQLiteSession: SQLSession {
                 case .integer(let value): values[column.name] = .integer(Int64(value))
                 case .text(let value): values[column.name] = .text(value)
                 case .float(let value): values[column.name] = .integer(Int64(value))
-                case .blob(let buffer): values[column.name] = .text(String(buffer: buffer))
+                case .blob(let buffer): values[column.name] = .bytes(Array(buffer: buffer))
                 case .null: values[column.name] = .null
                 }
             }

@@ -44,9 +44,39 @@ public protocol ServerStorage: Sendable {
     func createAPIToken(_ token: StoredAPIToken, hash: String) async throws
     func apiToken(hash: String) async throws -> StoredAPIToken?
 
-    /// The version of the bundle the server publishes; 0 before any.
+    /// The version of the bundle the server publishes (the current
+    /// publication's, or the version set with `setPublishedVersion` if higher); 0 before any.
     func publishedVersion() async throws -> Int64
+    /// Sets the version the bundle versions continue from (a school that
+    /// published bundles before: machines refuse a version below the one they have).
     func setPublishedVersion(_ version: Int64) async throws
+
+    // Policy versions (docs/server.md, "Publishing").
+    func latestPolicyVersion() async throws -> StoredPolicyVersion?
+    func policyVersion(_ version: Int64) async throws -> StoredPolicyVersion?
+    /// Newest first: the versions below `before` (all when nil), at most `limit`.
+    func policyVersions(before: Int64?, limit: Int) async throws -> [StoredPolicyVersion]
+    /// Stores the lists not stored yet and the version, numbered one above the
+    /// latest, in one transaction.
+    func addPolicyVersion(_ new: NewPolicyVersion, now: Int64) async throws -> StoredPolicyVersion
+    func listContent(sha256: String) async throws -> [UInt8]?
+
+    // Publications.
+    /// Numbers the publication above every one before, asks `sign` for the
+    /// manifest of that version (and its signature, unless the key is offline),
+    /// and stores it with its files, in one transaction. A pending publication
+    /// is replaced by it.
+    func addPublication(_ new: NewPublication, now: Int64, sign: @Sendable (Int64) throws -> SignedManifest) async throws
+        -> StoredPublication
+    /// Publishes the pending publication `bundleVersion` with `signature`; nil when it is not pending.
+    func completePublication(bundleVersion: Int64, signature: [UInt8], now: Int64) async throws -> StoredPublication?
+    func publication(bundleVersion: Int64) async throws -> StoredPublication?
+    /// The published bundle of the highest version: what machines are served.
+    func currentPublication() async throws -> StoredPublication?
+    func pendingPublication() async throws -> StoredPublication?
+    /// Every publication, newest first.
+    func publications() async throws -> [StoredPublication]
+    func bundleFile(sha256: String) async throws -> [UInt8]?
 
     /// Runs what the engine needs while it is used; returns when the task is cancelled.
     func run() async
@@ -289,8 +319,10 @@ public final class SQLStorage: ServerStorage {
     }
 
     public func publishedVersion() async throws -> Int64 {
-        let rows = try await engine.run("SELECT value FROM server_state WHERE name = 'publishedVersion'")
-        return rows.first.flatMap { $0.optionalText("value") }.flatMap { Int64($0) } ?? 0
+        let published =
+            try await engine.run("SELECT COALESCE(MAX(bundle_version), 0) AS published FROM publications WHERE state = 'published'")
+            .first?.integer("published") ?? 0
+        return max(published, try await Self.publishedVersionFloor(engine))
     }
 
     public func setPublishedVersion(_ version: Int64) async throws {
