@@ -63,6 +63,10 @@ ZSHCOMP  = $(DESTDIR)$(ZSHCOMPDIR)/_filterctl
 CONFIG  = $(DESTDIR)$(SYSCONFDIR)/hallpass/hallpass.yaml
 SERVER_CONFIG  = $(DESTDIR)$(SYSCONFDIR)/hallpass/server.yaml
 SERVER_DOCDIR  = $(DESTDIR)$(PREFIX)/share/doc/hallpass-server
+# The same protection lists for the server's publisher, in a folder of its own
+# (../share/hallpass-server/bypass beside its sbin folder), so that the two
+# packages own no file in common and install on one host.
+SERVER_PROTECTIONDIR = $(DESTDIR)$(PREFIX)/share/hallpass-server/bypass
 # The lab machine's man pages; hallpass-server.8 goes with the server.
 MACHINE_MAN8 = filterctl.8 filter-control.8 filter-data.8
 # Asked once, when first used (swift build takes seconds to answer).
@@ -149,12 +153,15 @@ install-server: build-server
 	if [ -z "$(DESTDIR)" ]; then systemd-sysusers $(SYSUSERSDIR)/hallpass-server.conf; fi
 	install -m 0644 docs/man/hallpass-server.8 $(MANDIR)/man8/
 	install -m 0644 docs/server.md $(SERVER_DOCDIR)/
+	install -d -m 0755 $(SERVER_PROTECTIONDIR)/doh $(SERVER_PROTECTIONDIR)/ech-front
+	install -m 0644 rules/bypass/doh/domains rules/bypass/doh/COPYING.GPL-3.0 $(SERVER_PROTECTIONDIR)/doh/
+	install -m 0644 rules/bypass/ech-front/domains $(SERVER_PROTECTIONDIR)/ech-front/
 	if [ ! -e $(SERVER_CONFIG) ]; then \
 	    install -m 0644 packaging/server.yaml $(SERVER_CONFIG) && echo "installed the commented configuration $(SERVER_CONFIG)"; \
 	else \
 	    echo "kept the existing configuration $(SERVER_CONFIG)"; \
 	fi
-	# The database and the TLS pair, made as the service's user (what the package's postinst does).
+	# The database, the TLS pair and the bundle signing key, made as the service's user (what the package's postinst does).
 	if [ -z "$(DESTDIR)" ]; then \
 	    install -d -o _hallpass-server -g _hallpass-server -m 0750 /var/lib/hallpass-server && \
 	    runuser -u _hallpass-server -- $(PREFIX)/sbin/hallpass-server init --config $(SYSCONFDIR)/hallpass/server.yaml; \
@@ -167,7 +174,8 @@ uninstall-server:
 	if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl disable --now hallpass-server || true; fi
 	rm -f $(SBINDIR)/hallpass-server $(DESTDIR)$(UNITDIR)/hallpass-server.service $(DESTDIR)$(SYSUSERSDIR)/hallpass-server.conf
 	rm -f $(MANDIR)/man8/hallpass-server.8
-	rm -rf $(SERVER_DOCDIR)
+	rm -rf $(SERVER_DOCDIR) $(SERVER_PROTECTIONDIR)
+	rmdir $(dir $(SERVER_PROTECTIONDIR)) 2>/dev/null || true
 	if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 	@echo "kept $(SYSCONFDIR)/hallpass/server.yaml, /var/lib/hallpass-server (the database and the TLS pair) and the user _hallpass-server"
 

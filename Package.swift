@@ -308,8 +308,14 @@ let package = Package(
                 "HallpassSystem",
                 // server.yaml, read as hallpass.yaml is.
                 "HallpassConfig",
-                // Bundle files by the names SharedStore gives them.
+                // Publishing: the policy checked as machines read it (FilterControl's
+                // SchoolPolicy(yaml:)), the store compiled and the bundle folder
+                // written as `filterctl bundle build` does, signed with SharedStore's key.
+                "FilterControl",
+                "VerdictCore",
                 "SharedStore",
+                "BundleBuilder",
+                "BundleDelta",
                 .product(name: "SQLiteNIO", package: "sqlite-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Yams", package: "Yams"),
@@ -416,6 +422,8 @@ let package = Package(
                 "HallpassConfig",
                 // Spawning initdb and pg_ctl for the tests' own PostgreSQL cluster.
                 "HallpassSystem",
+                // Signing a pending publication as the offline key's holder would, and checking bundles.
+                "SharedStore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -12,7 +12,9 @@
 # (docs/server.md, "How a machine authenticates"), which Schemathesis cannot
 # make; Tests/SchoolServerTests/APITests.swift drives them with signed requests.
 # Enrolment is tested (every generated token is refused), and so are
-# /api/v1/machines, /api/v1/records, /metrics and /health.
+# /api/v1/machines, /api/v1/records, the policy and publishing routes (with a
+# signing key, so generated lists and policies are published and served under
+# /bundle/), /metrics and /health.
 #
 # usage: scripts/test-api.sh [SERVER_BINARY]
 #   SERVER_BINARY  default: hallpass-server of the debug build (swift build --show-bin-path)
@@ -67,6 +69,10 @@ listen:
   plainHTTP: true
 database: $folder/server.db
 EOF
+# A bundle signing key where `init` would make it (beside the database), so that
+# publishing and the bundle routes are exercised too: openssl writes Ed25519 as
+# the same PKCS#8 PEM as BundleSigningKey.
+(umask 077 && openssl genpkey -algorithm ed25519 -out "$folder/bundle-signing.key")
 
 token=$("$server" api-token create --role admin --config "$folder/server.yaml")
 "$server" serve --config "$folder/server.yaml" >"$folder/server.log" 2>&1 &

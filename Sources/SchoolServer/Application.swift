@@ -17,14 +17,18 @@ public struct ServerParts: Sendable {
     public var metrics: ServerMetrics
     public var logger: Logger
     public var clock: @Sendable () -> Int64
+    /// Builds, signs and serves bundles; nil: the one `configuration` describes (`Publisher.load`).
+    public var publisher: Publisher?
     /// Called with the bound port once the server listens (tests listen on port 0).
     public var onListening: @Sendable (Int) async -> Void
 
     public init(
         storage: any ServerStorage, certificate: ServerCertificate?, metrics: ServerMetrics, logger: Logger,
         clock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) },
+        publisher: Publisher? = nil,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) {
+        self.publisher = publisher
         self.storage = storage
         self.certificate = certificate
         self.metrics = metrics
@@ -35,15 +39,21 @@ public struct ServerParts: Sendable {
 }
 
 /// The routes, in one place: what a request may reach and through which check.
-public func buildRouter(configuration: ServerConfiguration, parts: ServerParts) -> Router<ServerRequestContext> {
+public func buildRouter(configuration: ServerConfiguration, parts: ServerParts) throws -> Router<ServerRequestContext> {
+    let publisher = try parts.publisher ?? Publisher.load(configuration: configuration, storage: parts.storage, logger: parts.logger)
     let router = Router(context: ServerRequestContext.self)
     let served = MethodNotAllowedMiddleware.ServedMethods()
     router.add(middleware: MethodNotAllowedMiddleware(served: served))
     router.add(middleware: MetricsMiddleware())
     router.add(middleware: LogRequestsMiddleware(.debug))
-    MachineRoutes(storage: parts.storage, metrics: parts.metrics, clock: parts.clock).add(to: router)
+    MachineRoutes(storage: parts.storage, metrics: parts.metrics, clock: parts.clock, publisher: publisher).add(to: router)
     AdminRoutes(storage: parts.storage, staleAfter: configuration.machines.staleAfter, clock: parts.clock).add(to: router)
     RecordRoutes(storage: parts.storage).add(to: router)
+    PolicyRoutes(
+        storage: parts.storage, editor: PolicyEditor(storage: parts.storage, configuration: configuration), publisher: publisher,
+        clock: parts.clock
+    ).add(to: router)
+    BundleRoutes(storage: parts.storage, cache: publisher.cache).add(to: router)
     // Every lab machine reaches this listener, so the counters are for API tokens
     // (a `metrics` token for Prometheus); whether the server answers at all is /health's.
     let metrics = parts.metrics
@@ -79,7 +89,23 @@ struct MethodNotAllowedMiddleware: RouterMiddleware {
         }
 
         /// The methods `path` is served with; nil for a path the router does not know.
-        func methods(for path: String) -> Set<String>? { byPath.withLock { $0[path] } }
+        /// A route's `{parameter}` segment stands for any one segment of the path.
+        func methods(for path: String) -> Set<String>? {
+            byPath.withLock { table in
+                if let exact = table[path] { return exact }
+                let segments = path.split(separator: "/", omittingEmptySubsequences: false)
+                var found: Set<String>? = nil
+                for (route, methods) in table where route.contains("{") {
+                    let pattern = route.split(separator: "/", omittingEmptySubsequences: false)
+                    guard pattern.count == segments.count else { continue }
+                    let matches = zip(pattern, segments).allSatisfy { part, segment in
+                        (part.hasPrefix("{") && part.hasSuffix("}") && !segment.isEmpty) || part == segment
+                    }
+                    if matches { found = (found ?? []).union(methods) }
+                }
+                return found
+            }
+        }
     }
 
     let served: ServedMethods
@@ -125,7 +151,7 @@ public func buildApplication(configuration: ServerConfiguration, parts: ServerPa
     let onListening = parts.onListening
     let ready = StorageReadiness()
     var app = Application(
-        router: buildRouter(configuration: configuration, parts: parts),
+        router: try buildRouter(configuration: configuration, parts: parts),
         server: server,
         configuration: .init(
             address: .hostname(configuration.listen.address, port: configuration.listen.port), serverName: "hallpass-server"),

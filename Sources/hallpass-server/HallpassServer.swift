@@ -14,7 +14,7 @@ struct HallpassServer: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "hallpass-server",
         abstract: "The school's server for hallpass lab machines.",
-        subcommands: [Serve.self, Init.self, Token.self, APIToken.self, Machine.self, Fingerprint.self],
+        subcommands: [Serve.self, Init.self, Token.self, APIToken.self, Machine.self, Policy.self, Publish.self, Fingerprint.self],
         defaultSubcommand: Serve.self)
 }
 
@@ -38,6 +38,12 @@ func makeLogger(_ label: String = "hallpass-server") -> Logger {
 }
 
 func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
+
+/// Who ran a command, as a policy version or a publication records it: `cli:<login>`.
+func cliAuthor() -> String {
+    let environment = ProcessInfo.processInfo.environment
+    return "cli:" + (environment["SUDO_USER"] ?? environment["USER"] ?? String(getuid()))
+}
 
 /// Who ran a command, for the record of who made a token.
 func operatorName() -> String {
@@ -81,6 +87,9 @@ struct Init: AsyncParsableCommand {
         let report = try await ServerAdministration.initialize(
             configuration: configuration, names: names.isEmpty ? [hostName] : names, logger: makeLogger())
         if report.madeCertificate { print("made a self-signed certificate: \(configuration.tls.certificate)") }
+        if let key = report.madeSigningKey {
+            print("made the bundle signing key \(configuration.signingKeyPath ?? "-"); machines trust \(key)")
+        }
         if !report.appliedMigrations.isEmpty {
             print("database \(report.database): schema steps \(report.appliedMigrations.map(String.init).joined(separator: ", ")) applied")
         } else {

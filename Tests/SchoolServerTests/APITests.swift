@@ -46,7 +46,8 @@ struct RunningServer: Sendable {
         let answer = try await post("/api/v1/enrol", Self.enrolBody(token: token, machine: machine))
         #expect(answer.status == 201, "\(answer.text)")
         var enrolled = machine
-        enrolled.id = try JSONDecoder().decode([String: String].self, from: Data(answer.body))["machine"] ?? ""
+        struct Enrolled: Decodable { let machine: String }
+        enrolled.id = try JSONDecoder().decode(Enrolled.self, from: Data(answer.body)).machine
         return enrolled
     }
 

@@ -1,5 +1,6 @@
 import HallpassConfig
 import SchoolServer
+import SharedStore
 import Testing
 
 @Suite struct ServerConfigurationTests {
@@ -69,6 +70,15 @@ import Testing
         ("tls:\n  certificate: a.pem\n  key: /b.pem\n", "tls.certificate", 2),
         ("records: 5\n", "records", 1),
         ("listen:\n  port: 1\n  port: 2\n", "", 2),
+        ("publishing:\n  signingKey: offline\n", "publishing.signingKey", 2),
+        ("publishing:\n  signingKey: key.pem\n", "publishing.signingKey", 2),
+        ("publishing:\n  trustedKeys: [ \"ed25519:AAAA\" ]\n", "publishing.trustedKeys[0]", 2),
+        ("publishing:\n  trustedKeys: ed25519:AAAA\n", "publishing.trustedKeys", 2),
+        ("publishing:\n  keepVersions: 17\n", "publishing.keepVersions", 2),
+        ("publishing:\n  maxListBytes: 2GiB\n", "publishing.maxListBytes", 2),
+        ("publishing:\n  expires: 30\n", "publishing.expires", 2),
+        ("publishing:\n  copyTo: www\n", "publishing.copyTo", 2),
+        ("publishing:\n  sign: offline\n", "publishing.sign", 2),
     ])
     func wrongKeysAreNamed(yaml: String, key: String, line: Int) {
         #expect {
@@ -77,6 +87,42 @@ import Testing
             guard let error = error as? ServerConfigurationError else { return false }
             return error.key == key && error.line.map { $0 >= line - 1 && $0 <= line } == true
         }
+    }
+
+    @Test func publishingKeys() throws {
+        let key = BundleSigningKey().publicKey.description
+        let configuration = try ServerConfiguration(
+            yaml: """
+                database: /srv/hallpass/server.db
+                publishing:
+                  signingKey: offline
+                  trustedKeys: [ "\(key)" ]
+                  expires: 7d
+                  keepVersions: 0
+                  copyTo: /srv/www/hallpass-bundle
+                  builtinProtections: false
+                  maxListBytes: 64MiB
+                """)
+        #expect(configuration.publishing.offline)
+        #expect(configuration.signingKeyPath == nil)
+        #expect(configuration.publishing.trustedKeys.map(\.description) == [key])
+        #expect(configuration.publishing.expires == 7 * 86_400)
+        #expect(configuration.publishing.keepVersions == 0)
+        #expect(configuration.publishing.copyTo == "/srv/www/hallpass-bundle")
+        #expect(configuration.publishing.builtinProtections == false)
+        #expect(configuration.publishing.maxListBytes == 64 << 20)
+        // The state folder follows the SQLite file.
+        #expect(configuration.stateDirectory == "/srv/hallpass")
+
+        let defaults = ServerConfiguration()
+        #expect(defaults.signingKeyPath == "/var/lib/hallpass-server/bundle-signing.key")
+        #expect(defaults.publishing.maxListBytes == 256 << 20)
+        #expect(defaults.publishing.expires == 30 * 86_400)
+        #expect(defaults.publishing.keepVersions == 3)
+        #expect(defaults.publishing.builtinProtections)
+        let own = try ServerConfiguration(yaml: "publishing:\n  signingKey: /etc/hallpass/bundle.key\n  maxListBytes: 1048576\n")
+        #expect(own.signingKeyPath == "/etc/hallpass/bundle.key")
+        #expect(own.publishing.maxListBytes == 1 << 20)
     }
 
     @Test func theErrorSaysWhichKeyAndLine() {

@@ -9,6 +9,7 @@ struct MachineRoutes {
     let storage: any ServerStorage
     let metrics: ServerMetrics
     let clock: @Sendable () -> Int64
+    let publisher: Publisher
 
     struct EnrolRequest: Decodable {
         let token: String
@@ -20,6 +21,15 @@ struct MachineRoutes {
     struct EnrolResponse: ResponseEncodable {
         let machine: String
         let room: String
+        /// Where the machine takes its rules from, when the server publishes.
+        let bundles: Bundles?
+    }
+
+    struct Bundles: Codable, Sendable {
+        /// The folder of the current publication on this server.
+        let path: String
+        /// `ed25519:BASE64`: what the machine is to trust (school.bundleKeys).
+        let trustedKeys: [String]
     }
 
     struct RecordsRequest: Decodable {
@@ -76,7 +86,8 @@ struct MachineRoutes {
         metrics.enrolments.increment()
         context.logger.notice(
             "enrolled a machine", metadata: ["hallpass.machine": "\(machine.id)", "hallpass.room": "\(room)", "hallpass.hostname": "\(body.hostname)"])
-        return EditedResponse(status: .created, response: EnrolResponse(machine: machine.id, room: room))
+        let bundles = publisher.publishes ? Bundles(path: "/bundle/", trustedKeys: publisher.trustedKeys.map(\.description)) : nil
+        return EditedResponse(status: .created, response: EnrolResponse(machine: machine.id, room: room, bundles: bundles))
     }
 
     static func refusal(_ refusal: TokenRefusal) -> APIError {

@@ -1,7 +1,7 @@
 import Foundation
 public import Hummingbird
 import Logging
-import NIOCore
+public import NIOCore
 
 /// Who is asking, as the authentication middlewares found it. Routes read
 /// it; only the middlewares set it.
@@ -12,8 +12,12 @@ public struct ServerRequestContext: RequestContext {
     /// The API token the request carried (admin routes).
     public var apiToken: StoredAPIToken?
 
+    /// The peer, for the log of bundle fetches.
+    public let remoteAddress: SocketAddress?
+
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
+        remoteAddress = source.channel.remoteAddress
     }
 
     /// A machine's post is bounded before it is read (docs/server.md).

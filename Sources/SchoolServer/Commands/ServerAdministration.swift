@@ -1,5 +1,6 @@
 import Foundation
 public import Logging
+public import SharedStore
 
 /// What the commands of hallpass-server do, apart from argument parsing,
 /// so that tests call the same code: `init`, `token create`,
@@ -11,11 +12,14 @@ public enum ServerAdministration {
         public var fingerprint: String
         public var appliedMigrations: [Int]
         public var database: String
+        /// The bundle signing key's public key when init made the key.
+        public var madeSigningKey: BundlePublicKey?
     }
 
     /// Makes what the server needs to start: the SQLite file's folder (0750)
     /// and the schema, and, when server.yaml names no TLS pair and none is at
-    /// the default paths, a self-signed P-256 pair for `names`. Idempotent.
+    /// the default paths, a self-signed P-256 pair for `names`; and, unless
+    /// the key is offline, the bundle signing key when its file is missing. Idempotent.
     public static func initialize(configuration: ServerConfiguration, names: [String], logger: Logger) async throws -> InitReport {
         var made = false
         let tls = configuration.tls
@@ -38,9 +42,10 @@ public enum ServerAdministration {
         let applied = try await withServerStorage(configuration.database, logger: logger, migrate: false) { storage in
             try await storage.migrate()
         }
+        let signingKey = try makeSigningKey(configuration: configuration)
         return InitReport(
             madeCertificate: made, fingerprint: certificate.fingerprint, appliedMigrations: applied,
-            database: configuration.database.description)
+            database: configuration.database.description, madeSigningKey: signingKey)
     }
 
     /// The server's fingerprint, from its certificate.

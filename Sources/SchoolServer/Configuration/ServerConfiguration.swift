@@ -1,5 +1,6 @@
 import Foundation
 public import HallpassConfig
+public import SharedStore
 import Yams
 
 /// hallpass-server's configuration (default `/etc/hallpass/server.yaml`),
@@ -41,11 +42,51 @@ public struct ServerConfiguration: Sendable, Hashable {
         public init() {}
     }
 
+    /// How the server builds, signs and serves the school's bundles (docs/server.md, "Publishing").
+    public struct Publishing: Sendable, Hashable {
+        /// The signing key's PEM file; nil: `bundle-signing.key` in the state folder, which `init` makes.
+        public var signingKey: String? = nil
+        /// `signingKey: offline`: the key is kept off the server, and each
+        /// publication waits for its signature (`hallpass-server publish complete`).
+        public var offline = false
+        /// What machines trust; empty: the signing key's public key (required with `offline`).
+        public var trustedKeys: [BundlePublicKey] = []
+        /// Each bundle's validity (seconds).
+        public var expires: Int = 30 * 86_400
+        /// Earlier stores kept to write deltas from.
+        public var keepVersions: Int = 3
+        /// A folder every publication is also written to (a static server or a CDN's origin).
+        public var copyTo: String? = nil
+        /// hallpass's own doh and ech-front lists in every store.
+        public var builtinProtections = true
+        /// The largest list accepted, in bytes.
+        public var maxListBytes: Int = 256 << 20
+        public init() {}
+    }
+
     public var listen = Listen()
     public var tls = TLS()
     public var database = DatabaseLocation.sqlite(path: ServerConfiguration.defaultStateDirectory + "/server.db")
     public var machines = Machines()
     public var records = Records()
+    public var publishing = Publishing()
+    /// Set by tests and by nothing in server.yaml; see `stateDirectory`.
+    public var stateDirectoryOverride: String? = nil
+
+    /// Where the server keeps its files besides the database: the publisher's
+    /// bundle folder and the cache of the files it serves. The folder of the
+    /// SQLite file (by default /var/lib/hallpass-server), and with PostgreSQL
+    /// /var/lib/hallpass-server.
+    public var stateDirectory: String {
+        if let stateDirectoryOverride { return stateDirectoryOverride }
+        if case .sqlite(let path) = database { return (path as NSString).deletingLastPathComponent }
+        return Self.defaultStateDirectory
+    }
+
+    /// The signing key's file (nil with an offline key).
+    public var signingKeyPath: String? {
+        publishing.offline ? nil : (publishing.signingKey ?? stateDirectory + "/bundle-signing.key")
+    }
 
     public init() {}
 }
@@ -157,7 +198,8 @@ extension ServerConfiguration {
             throw ConfigurationError(notYAML: error, document: ConfigurationError.serverDocument)
         }
         guard let root else { return }
-        let top = try ConfigNode(root, key: "", document: ConfigurationError.serverDocument).mapping(allowed: ["listen", "tls", "database", "machines", "records"])
+        let top = try ConfigNode(root, key: "", document: ConfigurationError.serverDocument).mapping(
+            allowed: ["listen", "tls", "database", "machines", "records", "publishing"])
         if let listen = try top["listen"]?.mapping(allowed: ["address", "port", "plainHTTP"]) {
             if let address = listen["address"] {
                 let text = try address.string()
@@ -192,6 +234,61 @@ extension ServerConfiguration {
         if let records = try top["records"]?.mapping(allowed: ["retentionDays"]) {
             if let days = records["retentionDays"] { self.records.retentionDays = try days.integer(in: 1...3650) }
         }
+        if let publishingNode = top["publishing"] {
+            try readPublishing(publishingNode)
+        }
+    }
+
+    private mutating func readPublishing(_ node: ConfigNode) throws(ServerConfigurationError) {
+        let publishing = try node.mapping(allowed: [
+            "signingKey", "trustedKeys", "expires", "keepVersions", "copyTo", "builtinProtections", "maxListBytes",
+        ])
+        if let key = publishing["signingKey"] {
+            if try key.string() == "offline" {
+                self.publishing.offline = true
+            } else {
+                self.publishing.signingKey = try key.absolutePath()
+            }
+        }
+        if let keys = publishing["trustedKeys"] {
+            var trusted: [BundlePublicKey] = []
+            for item in try keys.list() {
+                let text = try item.string()
+                do {
+                    trusted.append(try BundlePublicKey(text))
+                } catch {
+                    throw item.error(error.description)
+                }
+            }
+            self.publishing.trustedKeys = trusted
+        }
+        if self.publishing.offline && self.publishing.trustedKeys.isEmpty {
+            throw (publishing["signingKey"] ?? node).error(
+                "with signingKey: offline, give trustedKeys: the public key (ed25519:BASE64) of the offline key machines are to trust")
+        }
+        if let expires = publishing["expires"] { self.publishing.expires = try expires.duration(in: 3600...(3650 * 86_400)) }
+        if let keep = publishing["keepVersions"] { self.publishing.keepVersions = try keep.integer(in: 0...16) }
+        if let copyTo = publishing["copyTo"] { self.publishing.copyTo = try copyTo.absolutePath() }
+        if let builtin = publishing["builtinProtections"] { self.publishing.builtinProtections = try builtin.boolean() }
+        if let bytes = publishing["maxListBytes"] { self.publishing.maxListBytes = try Self.listBytes(bytes, in: 1024...(1 << 30)) }
+    }
+
+    /// `256MiB`, `64KiB`, `1GiB` (as the publishing contract writes sizes), or
+    /// a number of bytes, within `range`.
+    static func listBytes(_ node: ConfigNode, in range: ClosedRange<Int>) throws(ServerConfigurationError) -> Int {
+        let text = try node.string()
+        var value: Int?
+        if let (unit, factor) = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)].first(where: { text.hasSuffix($0.0) }) {
+            if let number = Int(text.dropLast(unit.count)), number >= 0, !number.multipliedReportingOverflow(by: factor).overflow {
+                value = number * factor
+            }
+        } else if let number = Int(text), number >= 0 {
+            value = number
+        }
+        guard let value, range.contains(value) else {
+            throw node.error("expected a size like 256MiB, 64KiB or 1GiB, from \(range.lowerBound) to \(range.upperBound) bytes")
+        }
+        return value
     }
 
     /// Reads and parses the file; a missing default file gives the defaults.

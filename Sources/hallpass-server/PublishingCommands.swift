@@ -1,0 +1,185 @@
+import ArgumentParser
+import Foundation
+import SchoolServer
+
+/// `hallpass-server policy ...`: the school's versioned policy and lists.
+struct Policy: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "The school's policy and lists, versioned: each change with who, when and why.",
+        subcommands: [SetVersion.self, Show.self, History.self, Diff.self, Rollback.self])
+
+    struct SetVersion: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "set",
+            abstract: "Make a new policy version from the latest: a new policy file, lists added or replaced, lists removed.",
+            discussion: """
+                Lists not named are kept from the latest version. A list SOURCE is as for 'filterctl compile': a list \
+                file (its category the file name without extension), a category folder holding domains and/or urls, or a \
+                UT1 folder of category folders; CATEGORY= names the category. Prints "policy version N".
+                """)
+        @OptionGroup var options: ConfigOption
+        @Option(help: "The school's policy file (docs/school-policy.md), checked as machines read it.") var policy: String?
+        @Flag(name: .customLong("no-policy"), help: "No policy file: machines apply their own hallpass.yaml policy.") var noPolicy = false
+        @Option(name: .customLong("list"), help: "[CATEGORY=]PATH of a list to add or replace (repeatable).") var lists: [String] = []
+        @Option(name: .customLong("remove-list"), help: "A category whose list is removed (repeatable).") var removing: [String] = []
+        @Option(help: "Why (required; kept with the version).") var reason: String
+
+        func run() async throws {
+            let configuration = try options.load()
+            guard !(policy != nil && noPolicy) else { throw ValidationError("give --policy or --no-policy, not both") }
+            let change: PolicyEditor.PolicyChange
+            if let policy {
+                guard let data = FileManager.default.contents(atPath: policy) else { throw ValidationError("cannot read the policy file \(policy)") }
+                change = .set(String(decoding: data, as: UTF8.self))
+            } else {
+                change = noPolicy ? .remove : .keep
+            }
+            let stored = try await withPublishing(configuration) { storage, _ in
+                let named = try ServerAdministration.readListSources(lists, maxBytes: configuration.publishing.maxListBytes)
+                return try await PolicyEditor(storage: storage, configuration: configuration).change(
+                    policy: change, lists: named, removing: removing, reason: reason, author: cliAuthor(), now: now())
+            }
+            print("policy version \(stored.version)")
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show a policy version (the latest by default): the policy and the lists.")
+        @OptionGroup var options: ConfigOption
+        @Argument(help: "The version.") var version: Int64?
+
+        func run() async throws {
+            let configuration = try options.load()
+            let text = try await withPublishing(configuration) { storage, _ in
+                let found: StoredPolicyVersion?
+                if let version {
+                    found = try await storage.policyVersion(version)
+                } else {
+                    found = try await storage.latestPolicyVersion()
+                }
+                guard let found else {
+                    throw PublishingError(.notFound, "version-unknown", version.map { "there is no policy version \($0)" } ?? "there is no policy version yet")
+                }
+                return ServerAdministration.policyText(found)
+            }
+            print(text)
+        }
+    }
+
+    struct History: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Every policy version, newest first, and the bundles it was published as.")
+        @OptionGroup var options: ConfigOption
+
+        func run() async throws {
+            let configuration = try options.load()
+            let text = try await withPublishing(configuration) { storage, _ in try await ServerAdministration.historyText(storage: storage) }
+            print(text)
+        }
+    }
+
+    struct Diff: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "What changed from version A to B: the policy's lines, and per list the names added and removed.")
+        @OptionGroup var options: ConfigOption
+        @Argument(help: "The older version.") var from: Int64
+        @Argument(help: "The newer version.") var to: Int64
+
+        func run() async throws {
+            let configuration = try options.load()
+            let text = try await withPublishing(configuration) { storage, _ in
+                try await ServerAdministration.diffText(storage: storage, from: from, to: to)
+            }
+            print(text)
+        }
+    }
+
+    struct Rollback: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Make a new version with the content of version N (publish it after).")
+        @OptionGroup var options: ConfigOption
+        @Argument(help: "The version whose content to take.") var version: Int64
+        @Option(help: "Why (required).") var reason: String
+
+        func run() async throws {
+            let configuration = try options.load()
+            let stored = try await withPublishing(configuration) { storage, _ in
+                try await PolicyEditor(storage: storage, configuration: configuration).rollback(
+                    to: version, reason: reason, author: cliAuthor(), now: now())
+            }
+            print("policy version \(stored.version) (the content of version \(version))")
+        }
+    }
+}
+
+/// `hallpass-server publish ...`: build, sign and publish the school's bundle.
+struct Publish: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Build the bundle of a policy version and publish it (or, with an offline key, prepare it for signing).",
+        subcommands: [Now.self, Complete.self, Status.self],
+        defaultSubcommand: Now.self)
+
+    struct Now: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "now", abstract: "Build and publish (the default: hallpass-server publish --reason TEXT).", shouldDisplay: false)
+        @OptionGroup var options: ConfigOption
+        @Option(help: "Why (required; kept with the publication).") var reason: String
+        @Option(name: .customLong("policy-version"), help: "The policy version to publish (default: the latest).") var policyVersion: Int64?
+
+        func run() async throws {
+            let configuration = try options.load()
+            let text = try await withPublishing(configuration) { _, publisher in
+                let outcome = try await publisher.publish(reason: reason, policyVersion: policyVersion, author: cliAuthor(), now: now())
+                return ServerAdministration.publishText(outcome, publisher: publisher)
+            }
+            print(text)
+        }
+    }
+
+    struct Complete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Publish the pending bundle with its signature (manifest.sig from 'filterctl bundle sign'), checked against publishing.trustedKeys.")
+        @OptionGroup var options: ConfigOption
+        @Argument(help: "The signature file.") var signature: String
+
+        func run() async throws {
+            let configuration = try options.load()
+            guard let data = FileManager.default.contents(atPath: signature) else { throw ValidationError("cannot read \(signature)") }
+            let published = try await withPublishing(configuration) { _, publisher in
+                try await publisher.complete(signature: Array(data), now: now())
+            }
+            print("published bundle version \(published.bundleVersion) (policy version \(published.policyVersion)): \(published.reason)")
+        }
+    }
+
+    struct Status: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "The published bundle, and any bundle waiting for its signature.")
+        @OptionGroup var options: ConfigOption
+
+        func run() async throws {
+            let configuration = try options.load()
+            let text = try await withPublishing(configuration) { storage, publisher in
+                try await ServerAdministration.statusText(storage: storage, publisher: publisher)
+            }
+            print(text)
+        }
+    }
+}
+
+/// Opens the storage and the publisher of `configuration` for `body`; a
+/// refusal is printed as its message (and the command fails), not as a trace.
+func withPublishing<T: Sendable>(
+    _ configuration: ServerConfiguration, _ body: @Sendable (SQLStorage, Publisher) async throws -> T
+) async throws -> T {
+    do {
+        return try await withServerStorage(configuration.database, logger: makeLogger()) { storage in
+            let publisher = try Publisher.load(configuration: configuration, storage: storage, logger: makeLogger())
+            return try await body(storage, publisher)
+        }
+    } catch let error as PublishingError {
+        throw PublishingFailure(message: "\(error.message) (\(error.code))")
+    }
+}
+
+struct PublishingFailure: Error, CustomStringConvertible {
+    let message: String
+    var description: String { message }
+}
