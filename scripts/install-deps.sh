@@ -10,7 +10,7 @@ packages=(
     # build: the C libraries filter-data talks to the kernel with, make for `make install`,
     # debhelper and dpkg-dev for `make deb`
     pkg-config libnetfilter-queue-dev libmnl-dev libseccomp-dev make debhelper dpkg-dev
-    # build: libzstd for bundle deltas (filterctl makes them, filter-control applies them)
+    # build: libzstd for bundle deltas (filterctl and hallpass-server make them, filter-control applies them)
     libzstd-dev
     # run: kernel rules
     iptables iproute2

@@ -200,8 +200,8 @@ public final class Publisher: Sendable {
                 // byte-identical store, which a machine that has it does not fetch again.
                 result = try RuleCompiler().compile(specs, version: 0, protections: protections)
             }
-        } catch let error as ProtectionLists.NotFound {
-            throw PublishingError(.failed, "protections-missing", error.description + " (or set publishing.builtinProtections: false)")
+        } catch let error as PublishingError {
+            throw error
         } catch let error as RuleCompiler.CompileError {
             throw PublishingError(.invalid, "list-invalid", "policy version \(version.version) does not compile: \(error.message)")
         }
@@ -345,6 +345,15 @@ public enum ServerProtectionLists {
         let own = URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent(installedFolder).standardized.path
         let lists = ProtectionLists(folder: own)
         if ProtectionLists.categories.allSatisfy({ FileManager.default.isReadableFile(atPath: lists.listFile(of: $0)) }) { return lists }
-        return try ProtectionLists.forThisProgram()
+        do {
+            return try ProtectionLists.forThisProgram()
+        } catch {
+            throw PublishingError(
+                .failed, "protections-missing",
+                "hallpass's own protection lists (categories \(ProtectionLists.categories.joined(separator: ", "))) are missing: no "
+                    + "\(lists.listFile(of: ProtectionLists.categories[0])) (looked there and in \(error.places.joined(separator: " and "))); "
+                    + "the hallpass-server package and 'make install-server' put them there: install it again, "
+                    + "or set publishing.builtinProtections: false")
+        }
     }
 }
