@@ -72,7 +72,8 @@ actor PortBox {
 }
 
 func withRunningServer(
-    _ engine: Engine, configure: (inout ServerConfiguration) -> Void = { _ in }, _ body: @Sendable (RunningServer) async throws -> Void
+    _ engine: Engine, logger: Logger = testLogger, configure: (inout ServerConfiguration) -> Void = { _ in },
+    _ body: @Sendable (RunningServer) async throws -> Void
 ) async throws {
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("hallpass-server-tls-\(UUID().uuidString.prefix(8))").path
     defer { try? FileManager.default.removeItem(atPath: folder) }
@@ -90,7 +91,7 @@ func withRunningServer(
         let app = try buildApplication(
             configuration: configuration,
             parts: ServerParts(
-                storage: storage, certificate: certificate, metrics: ServerMetrics(), logger: testLogger, clock: { clock.now },
+                storage: storage, certificate: certificate, metrics: ServerMetrics(), logger: logger, clock: { clock.now },
                 onListening: { await ports.set($0) }))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await app.run() }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Logging
 import NIOHTTP1
 import SchoolServer
 import SharedStore
@@ -72,14 +73,14 @@ final class ConfigurationBox: Sendable {
 }
 
 func withPublishingServer(
-    _ engine: Engine, offlineKey: BundlePublicKey? = nil, copyTo: Bool = false,
+    _ engine: Engine, offlineKey: BundlePublicKey? = nil, copyTo: Bool = false, logger: Logger = testLogger,
     _ body: @Sendable (PublishingServer) async throws -> Void
 ) async throws {
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("hallpass-publish-\(UUID().uuidString.prefix(8))").path
     try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let box = ConfigurationBox()
-    try await withRunningServer(engine) { configuration in
+    try await withRunningServer(engine, logger: logger) { configuration in
         configuration.stateDirectoryOverride = folder + "/state"
         if let offlineKey {
             configuration.publishing.offline = true
@@ -94,6 +95,32 @@ func withPublishingServer(
         let auditor = try await ServerAdministration.createAPIToken(storage: server.storage, role: .auditor, createdBy: "t", now: 0)
         try await body(
             PublishingServer(server: server, configuration: box.configuration, admin: admin.token, auditor: auditor.token, folder: folder))
+    }
+}
+
+/// The lines a logger was given, for the tests that read the server's log.
+final class CapturedLog: Sendable {
+    private let lines = Mutex<[String]>([])
+    var all: [String] { lines.withLock { $0 } }
+    func append(_ line: String) { lines.withLock { $0.append(line) } }
+
+    var logger: Logger {
+        var logger = Logger(label: "hallpass-server-tests") { _ in Handler(log: self) }
+        logger.logLevel = .info
+        return logger
+    }
+
+    struct Handler: LogHandler {
+        let log: CapturedLog
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .info
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            log.append("\(event.level) \(event.message)")
+        }
     }
 }
 
@@ -421,6 +448,28 @@ func withPublishingServer(
             // Removing the list.
             #expect(try await server.admin(.DELETE, "/api/v1/policy/lists/gambling?reason=gone").status == 201)
             #expect(try await server.storage.latestPolicyVersion()?.lists == [])
+        }
+    }
+
+    /// One info line per GET: what the integration test reads to see what an update cost.
+    @Test(arguments: Engine.allCases)
+    func eachBundleGETIsLoggedInOneLine(engine: Engine) async throws {
+        let log = CapturedLog()
+        try await withPublishingServer(engine, logger: log.logger) { server async throws in
+            try await server.putList("gambling", ["casino.example"])
+            #expect(try await server.putPolicy(Self.policy).status == 201)
+            #expect(try await server.publish().0 == 1)
+            let store = try await server.bundle("rules.hpstore")
+            _ = try await server.bundle("rules.hpstore", ifNoneMatch: store.header("ETag"))
+            _ = try await server.bundle("policy.yaml", method: .HEAD)
+            _ = try await server.bundle("nothing")
+            let lines = log.all.filter { $0.contains("bundle GET") }
+            #expect(
+                lines == [
+                    "info bundle GET rules.hpstore 200 \(store.body.count) bytes to 127.0.0.1",
+                    "info bundle GET rules.hpstore 304 0 bytes to 127.0.0.1",
+                    "info bundle GET nothing 404 0 bytes to 127.0.0.1",
+                ])
         }
     }
 

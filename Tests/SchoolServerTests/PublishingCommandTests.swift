@@ -131,6 +131,39 @@ import Testing
         }
     }
 
+    /// Two instances on one database, each with its own state folder: the
+    /// second serves the first's files (read once from the database) and, when
+    /// it publishes, writes a delta from the store machines have.
+    @Test(arguments: Engine.allCases)
+    func aSecondInstanceServesTheSameFilesAndMakesDeltasFromThem(engine: Engine) async throws {
+        try await Self.withPublishing(engine) { storage, configuration, folder async throws in
+            let editor = PolicyEditor(storage: storage, configuration: configuration)
+            let names = (0..<500).map { "site\($0).example" }
+            _ = try await editor.change(
+                policy: .keep, lists: [.init(category: "games", bytes: Array(names.joined(separator: "\n").utf8))], removing: [],
+                reason: "first", author: "cli:alice", now: Self.now)
+            let first = try Publisher.load(configuration: configuration, storage: storage, logger: testLogger)
+            let published = try await first.publish(reason: "first", policyVersion: nil, author: "cli:alice", now: Self.now).publication
+            let store = try #require(published.file(named: BundleManifest.storeFileName))
+
+            var other = configuration
+            other.stateDirectoryOverride = folder + "/other"
+            other.publishing.signingKey = configuration.signingKeyPath
+            let second = try Publisher.load(configuration: other, storage: storage, logger: testLogger)
+            let cached = try await second.cache.path(for: store)
+            #expect(cached.hasPrefix(folder + "/other/bundle-cache/"))
+            #expect(Secrets.sha256(Array(try #require(FileManager.default.contents(atPath: cached)))) == store.sha256)
+
+            _ = try await editor.change(
+                policy: .keep, lists: [.init(category: "games", bytes: Array((names + ["new.example"]).joined(separator: "\n").utf8))],
+                removing: [], reason: "one more", author: "cli:bob", now: Self.now + 60)
+            let outcome = try await second.publish(reason: "one more", policyVersion: nil, author: "cli:bob", now: Self.now + 60)
+            #expect(outcome.publication.bundleVersion == 2)
+            #expect(outcome.manifest.deltas.map(\.baseSHA256) == [store.sha256])
+            #expect(outcome.publication.file(named: outcome.manifest.deltas[0].name) != nil)
+        }
+    }
+
     @Test(arguments: Engine.allCases)
     func theOfflineFlowChecksTheSignatureAgainstTheTrustedKeys(engine: Engine) async throws {
         let offline = BundleSigningKey()

@@ -209,6 +209,7 @@ public final class Publisher: Sendable {
         if let policy = version.policy { files.append((name: BundleManifest.policyFileName, contents: Array(policy.utf8))) }
 
         let folder = self.folder
+        try await catchUp(folder, with: previous)
         let writer = BundleWriter(folder: folder)
         var staged: BundleWriter.Staged
         do {
@@ -266,6 +267,28 @@ public final class Publisher: Sendable {
         return Outcome(
             publication: publication, manifest: staged.manifest, report: staged.report, previous: previous,
             storeNames: result.report.acceptedRules)
+    }
+
+    /// Puts the current publication's store in the folder when the folder
+    /// holds another (or none): the folder of a new instance, or of one that
+    /// another instance on the same PostgreSQL published past. Written as the
+    /// folder writes a new store, so the one it replaces is kept in
+    /// `.previous/`, and the new store gets a delta from the store machines have.
+    private func catchUp(_ folder: BundleFolder, with current: StoredPublication?) async throws {
+        guard configuration.publishing.keepVersions > 0, let current, let store = current.file(named: BundleManifest.storeFileName),
+            BundleVerifier.sha256(ofFileAt: folder.path(BundleManifest.storeFileName))?.sha256 != store.sha256
+        else { return }
+        do {
+            let manifest = try BundleManifest(parsing: current.manifest)
+            let bytes = try BoundedFile.read(try await cache.path(for: store), limit: BundleManifest.maximumFileBytes)
+            try FileSystem.makeDirectories(folder.directory, mode: 0o750)
+            _ = try folder.writeFiles([(name: BundleManifest.storeFileName, contents: bytes)], of: manifest)
+        } catch {
+            // Only the delta from that store is lost: the whole store is the machines' fallback.
+            logger.warning(
+                "cannot put the published store in the bundle folder; no delta from it",
+                metadata: ["hallpass.bundle.version": "\(current.bundleVersion)", "hallpass.error": "\(error)"])
+        }
     }
 
     /// The signature, then the manifest (a machine that reads the new manifest
