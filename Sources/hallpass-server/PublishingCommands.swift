@@ -2,6 +2,10 @@ import ArgumentParser
 import Foundation
 import SchoolServer
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// `hallpass-server policy ...`: the school's versioned policy and lists.
 struct Policy: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -34,9 +38,15 @@ struct Policy: AsyncParsableCommand {
             } else {
                 change = noPolicy ? .remove : .keep
             }
+            // Read before the command takes the state folder owner's identity: the files may be root's.
+            let named: [PolicyEditor.NamedList]
+            do {
+                named = try ServerAdministration.readListSources(lists, maxBytes: configuration.publishing.maxListBytes)
+            } catch let error as PublishingError {
+                throw PublishingFailure(message: "\(error.message) (\(error.code))")
+            }
             let stored = try await withPublishing(configuration) { storage, _ in
-                let named = try ServerAdministration.readListSources(lists, maxBytes: configuration.publishing.maxListBytes)
-                return try await PolicyEditor(storage: storage, configuration: configuration).change(
+                try await PolicyEditor(storage: storage, configuration: configuration).change(
                     policy: change, lists: named, removing: removing, reason: reason, author: cliAuthor(), now: now())
             }
             print("policy version \(stored.version)")
@@ -166,9 +176,11 @@ struct Publish: AsyncParsableCommand {
 
 /// Opens the storage and the publisher of `configuration` for `body`; a
 /// refusal is printed as its message (and the command fails), not as a trace.
+/// Run as root, the command first becomes the owner of the state folder.
 func withPublishing<T: Sendable>(
     _ configuration: ServerConfiguration, _ body: @Sendable (SQLStorage, Publisher) async throws -> T
 ) async throws -> T {
+    try becomeStateOwner(configuration)
     do {
         return try await withServerStorage(configuration.database, logger: makeLogger()) { storage in
             let publisher = try Publisher.load(configuration: configuration, storage: storage, logger: makeLogger())
@@ -176,6 +188,26 @@ func withPublishing<T: Sendable>(
         }
     } catch let error as PublishingError {
         throw PublishingFailure(message: "\(error.message) (\(error.code))")
+    }
+}
+
+/// What these commands write under the state folder (the publisher's folder
+/// and lock, the file cache, the lists being checked) must stay the service's:
+/// files root made there, 0600 or 0640, would stop the service from serving
+/// them or from publishing. So root, running a `policy` or `publish` command,
+/// takes the identity of the folder's owner (the service's user as
+/// installed) before it opens anything; which is also the PostgreSQL role
+/// peer authentication lets in. A folder root owns, or none yet, changes
+/// nothing.
+func becomeStateOwner(_ configuration: ServerConfiguration) throws {
+    guard geteuid() == 0,
+        let attributes = try? FileManager.default.attributesOfItem(atPath: configuration.stateDirectory),
+        let uid = (attributes[.ownerAccountID] as? NSNumber)?.uint32Value,
+        let gid = (attributes[.groupOwnerAccountID] as? NSNumber)?.uint32Value, uid != 0
+    else { return }
+    guard setgroups(0, nil) == 0, setgid(gid) == 0, setuid(uid) == 0 else {
+        let reason = POSIXErrorCode(rawValue: errno).map { "\(POSIXError($0).localizedDescription)" } ?? "errno \(errno)"
+        throw PublishingFailure(message: "cannot run as the owner (uid \(uid)) of \(configuration.stateDirectory): \(reason)")
     }
 }
 
