@@ -41,6 +41,14 @@ public struct ServerParts: Sendable {
 /// The routes, in one place: what a request may reach and through which check.
 public func buildRouter(configuration: ServerConfiguration, parts: ServerParts) throws -> Router<ServerRequestContext> {
     let publisher = try parts.publisher ?? Publisher.load(configuration: configuration, storage: parts.storage, logger: parts.logger)
+    if let key = publisher.signingKey {
+        parts.logger.info("bundles are signed by key \(key.publicKey.keyID) (\(configuration.signingKeyPath ?? "-"))")
+    } else if configuration.publishing.offline {
+        parts.logger.info("bundles are signed offline; machines trust \(publisher.trustedKeys.map(\.keyID).joined(separator: ", "))")
+    } else {
+        parts.logger.warning(
+            "no bundle signing key at \(configuration.signingKeyPath ?? "-"): publishing is off until `hallpass-server init` makes one")
+    }
     let router = Router(context: ServerRequestContext.self)
     let served = MethodNotAllowedMiddleware.ServedMethods()
     router.add(middleware: MethodNotAllowedMiddleware(served: served))
