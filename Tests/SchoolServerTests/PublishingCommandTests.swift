@@ -164,6 +164,33 @@ import Testing
         }
     }
 
+    /// With keepVersions 0 the two newest publications keep their files; an
+    /// older store goes from the database and from the cache.
+    @Test(arguments: Engine.allCases)
+    func olderPublicationsFilesAreRemoved(engine: Engine) async throws {
+        try await Self.withPublishing(engine) { storage, configuration, folder async throws in
+            var settings = configuration
+            settings.publishing.keepVersions = 0
+            let editor = PolicyEditor(storage: storage, configuration: settings)
+            let publisher = try Publisher.load(configuration: settings, storage: storage, logger: testLogger)
+            var stores: [PublishedFile] = []
+            for index in 1...3 {
+                _ = try await editor.change(
+                    policy: .keep, lists: [.init(category: "games", bytes: Array("game\(index).example\n".utf8))], removing: [],
+                    reason: "list \(index)", author: "cli:alice", now: Self.now + Int64(index))
+                let publication = try await publisher.publish(reason: "r", policyVersion: nil, author: "cli:alice", now: Self.now + Int64(index))
+                stores.append(try #require(publication.publication.file(named: BundleManifest.storeFileName)))
+            }
+            #expect(Set(stores.map(\.sha256)).count == 3)
+            #expect(try await storage.bundleFile(sha256: stores[0].sha256) == nil)
+            #expect(!FileManager.default.fileExists(atPath: publisher.cache.directory + "/" + stores[0].sha256))
+            for store in stores.dropFirst() {
+                #expect(try await storage.bundleFile(sha256: store.sha256) != nil)
+                #expect(FileManager.default.fileExists(atPath: try await publisher.cache.path(for: store)))
+            }
+        }
+    }
+
     @Test(arguments: Engine.allCases)
     func theOfflineFlowChecksTheSignatureAgainstTheTrustedKeys(engine: Engine) async throws {
         let offline = BundleSigningKey()

@@ -71,6 +71,34 @@ import Testing
     }
 
     @Test(arguments: Engine.allCases)
+    func theFilesOfOlderPublicationsAreRemovedButTheirNamesKept(engine: Engine) async throws {
+        try await withTestStorage(engine) { storage async throws in
+            _ = try await storage.addPolicyVersion(
+                NewPolicyVersion(author: "t", reason: "r", policy: "# p\n", lists: [], contents: []), now: Self.now)
+            var stores: [String] = []
+            for index in 1...3 {
+                let publication = try await storage.addPublication(Self.newPublication("store \(index)"), now: Self.now) {
+                    SignedManifest(manifest: Array("m\($0)".utf8), signature: [1])
+                }
+                stores.append(try #require(publication.file(named: "rules.hpstore")).sha256)
+            }
+            let pending = try await storage.addPublication(Self.newPublication("store pending"), now: Self.now) {
+                SignedManifest(manifest: Array("m\($0)".utf8), signature: nil)
+            }
+            // Kept: the two newest published and the pending one; the signature (the same bytes in all) stays with them.
+            #expect(try await storage.pruneBundleFiles(keepingPublished: 2) == 2)
+            #expect(try await storage.bundleFile(sha256: stores[0]) == nil)
+            #expect(try await storage.bundleFile(sha256: Secrets.sha256(Array("m1".utf8))) == nil)
+            #expect(try await storage.bundleFile(sha256: stores[1]) != nil)
+            #expect(try await storage.bundleFile(sha256: stores[2]) != nil)
+            #expect(try await storage.bundleFile(sha256: try #require(pending.file(named: "rules.hpstore")).sha256) != nil)
+            // The history keeps the names and hashes.
+            #expect(try await storage.publication(bundleVersion: 1)?.file(named: "rules.hpstore")?.sha256 == stores[0])
+            #expect(try await storage.pruneBundleFiles(keepingPublished: 2) == 0)
+        }
+    }
+
+    @Test(arguments: Engine.allCases)
     func publicationsIncreaseAndAPendingOneIsPublishedBySignature(engine: Engine) async throws {
         try await withTestStorage(engine) { storage async throws in
             _ = try await storage.addPolicyVersion(

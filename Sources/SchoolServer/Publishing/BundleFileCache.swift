@@ -35,6 +35,14 @@ public final class BundleFileCache: Sendable {
         }
     }
 
+    /// Removes the cached files `kept` does not name (files being written, with
+    /// a suffix, are left alone). A request streaming one keeps its open file.
+    func remove(except kept: Set<String>) {
+        for name in FileSystem.names(in: directory) where name.utf8.count == 64 && !name.contains(".") && !kept.contains(name) {
+            FileSystem.remove(directory + "/" + name)
+        }
+    }
+
     /// Puts bytes the publisher has at hand in the cache (nothing when they are there).
     func put(_ file: PublishedFile, _ bytes: [UInt8]) {
         let path = directory + "/" + file.sha256

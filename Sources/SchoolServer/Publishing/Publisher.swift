@@ -153,6 +153,7 @@ public final class Publisher: Sendable {
                 return published
             }
             await gate.leave()
+            await prune()
             FileSystem.remove(pendingManifestPath)
             logger.notice(
                 "published a bundle signed offline",
@@ -264,6 +265,7 @@ public final class Publisher: Sendable {
                 "prepared a bundle for the offline key",
                 metadata: ["hallpass.bundle.version": "\(publication.bundleVersion)", "hallpass.policy.version": "\(version.version)"])
         }
+        await prune()
         return Outcome(
             publication: publication, manifest: staged.manifest, report: staged.report, previous: previous,
             storeNames: result.report.acceptedRules)
@@ -288,6 +290,36 @@ public final class Publisher: Sendable {
             logger.warning(
                 "cannot put the published store in the bundle folder; no delta from it",
                 metadata: ["hallpass.bundle.version": "\(current.bundleVersion)", "hallpass.error": "\(error)"])
+        }
+    }
+
+    /// How many of the newest publications keep their files' bytes: the
+    /// current one, and as many before it as the folder keeps stores, so that
+    /// an instance that read the publication just before a publish still finds
+    /// its files. Older publications keep their names and hashes (history).
+    var publicationsKeptWhole: Int { max(2, configuration.publishing.keepVersions + 1) }
+
+    /// Removes the bytes of older publications' files from the database and
+    /// from this instance's cache. A failure costs only space, so it is logged.
+    func prune() async {
+        let keep = publicationsKeptWhole
+        do {
+            let removed = try await storage.pruneBundleFiles(keepingPublished: keep)
+            var kept = Set<String>()
+            var published = 0
+            for publication in try await storage.publications() {
+                if publication.state == .published {
+                    guard published < keep else { continue }
+                    published += 1
+                }
+                kept.formUnion(publication.files.map(\.sha256))
+            }
+            cache.remove(except: kept)
+            if removed > 0 {
+                logger.info("removed the files of older publications", metadata: ["hallpass.bundle.files.removed": "\(removed)"])
+            }
+        } catch {
+            logger.warning("cannot remove the files of older publications", metadata: ["hallpass.error": "\(error)"])
         }
     }
 

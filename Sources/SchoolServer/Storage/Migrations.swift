@@ -105,7 +105,9 @@ enum Migrations {
         // kept once each, by SHA-256, as bytes: BYTEA is PostgreSQL's type, and
         // SQLite keeps a BLOB as it is in a column of any declared type. The
         // files are in the database, not only in a folder, so that every server
-        // instance on one PostgreSQL serves the same publication.
+        // instance on one PostgreSQL serves the same publication. A publication's
+        // file names stay for its history; the bytes of old publications' files
+        // are removed (publication_files names them without a foreign key).
         Step(
             version: 3, summary: "policy versions, their lists, publications and bundle files",
             statements: [
@@ -159,7 +161,7 @@ enum Migrations {
                 CREATE TABLE publication_files (
                     bundle_version BIGINT NOT NULL REFERENCES publications (bundle_version),
                     name TEXT NOT NULL,
-                    sha256 TEXT NOT NULL REFERENCES bundle_files (sha256),
+                    sha256 TEXT NOT NULL,
                     size BIGINT NOT NULL,
                     PRIMARY KEY (bundle_version, name)
                 )

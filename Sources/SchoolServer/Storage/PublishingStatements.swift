@@ -172,6 +172,24 @@ extension SQLStorage {
         try await engine.run("SELECT contents FROM bundle_files WHERE sha256 = $1", SQLValue(sha256)).first?.bytes("contents")
     }
 
+    public func pruneBundleFiles(keepingPublished published: Int) async throws -> Int64 {
+        try await engine.transaction { session in
+            // Under the lock: a publication being stored names its files before they could go.
+            try await session.run(Self.publishingLock)
+            let kept = """
+                SELECT publication_files.sha256 FROM publication_files WHERE publication_files.bundle_version IN (
+                    SELECT bundle_version FROM publications WHERE state = 'published' ORDER BY bundle_version DESC LIMIT $1)
+                UNION SELECT publication_files.sha256 FROM publication_files JOIN publications
+                    ON publications.bundle_version = publication_files.bundle_version WHERE publications.state = 'pending'
+                """
+            let count = try await session.run(
+                "SELECT COUNT(*) AS count FROM bundle_files WHERE sha256 NOT IN (\(kept))", SQLValue(published)
+            ).first?.integer("count") ?? 0
+            try await session.run("DELETE FROM bundle_files WHERE sha256 NOT IN (\(kept))", SQLValue(published))
+            return count
+        }
+    }
+
     private func publication(_ row: SQLRow) async throws -> StoredPublication {
         let version = try row.integer("bundle_version")
         guard let state = StoredPublication.State(rawValue: try row.text("state")) else { throw StorageError.unexpectedRow(column: "state") }

@@ -77,6 +77,9 @@ public protocol ServerStorage: Sendable {
     /// Every publication, newest first.
     func publications() async throws -> [StoredPublication]
     func bundleFile(sha256: String) async throws -> [UInt8]?
+    /// Removes the bytes of every bundle file that neither the newest `published`
+    /// published publications nor a pending one name; returns how many.
+    func pruneBundleFiles(keepingPublished published: Int) async throws -> Int64
 
     /// Runs what the engine needs while it is used; returns when the task is cancelled.
     func run() async
