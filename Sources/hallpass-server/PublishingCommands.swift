@@ -45,9 +45,9 @@ struct Policy: AsyncParsableCommand {
             } catch let error as PublishingError {
                 throw PublishingFailure(message: "\(error.message) (\(error.code))")
             }
-            let stored = try await withPublishing(configuration) { storage, _ in
+            let stored = try await withPublishing(configuration) { storage, _, author in
                 try await PolicyEditor(storage: storage, configuration: configuration).change(
-                    policy: change, lists: named, removing: removing, reason: reason, author: cliAuthor(), now: now())
+                    policy: change, lists: named, removing: removing, reason: reason, author: author, now: now())
             }
             print("policy version \(stored.version)")
         }
@@ -60,7 +60,7 @@ struct Policy: AsyncParsableCommand {
 
         func run() async throws {
             let configuration = try options.load()
-            let text = try await withPublishing(configuration) { storage, _ in
+            let text = try await withPublishing(configuration) { storage, _, _ in
                 let found: StoredPolicyVersion?
                 if let version {
                     found = try await storage.policyVersion(version)
@@ -82,7 +82,7 @@ struct Policy: AsyncParsableCommand {
 
         func run() async throws {
             let configuration = try options.load()
-            let text = try await withPublishing(configuration) { storage, _ in try await ServerAdministration.historyText(storage: storage) }
+            let text = try await withPublishing(configuration) { storage, _, _ in try await ServerAdministration.historyText(storage: storage) }
             print(text)
         }
     }
@@ -96,7 +96,7 @@ struct Policy: AsyncParsableCommand {
 
         func run() async throws {
             let configuration = try options.load()
-            let text = try await withPublishing(configuration) { storage, _ in
+            let text = try await withPublishing(configuration) { storage, _, _ in
                 try await ServerAdministration.diffText(storage: storage, from: from, to: to)
             }
             print(text)
@@ -111,9 +111,9 @@ struct Policy: AsyncParsableCommand {
 
         func run() async throws {
             let configuration = try options.load()
-            let stored = try await withPublishing(configuration) { storage, _ in
+            let stored = try await withPublishing(configuration) { storage, _, author in
                 try await PolicyEditor(storage: storage, configuration: configuration).rollback(
-                    to: version, reason: reason, author: cliAuthor(), now: now())
+                    to: version, reason: reason, author: author, now: now())
             }
             print("policy version \(stored.version) (the content of version \(version))")
         }
@@ -136,8 +136,8 @@ struct Publish: AsyncParsableCommand {
 
         func run() async throws {
             let configuration = try options.load()
-            let text = try await withPublishing(configuration) { _, publisher in
-                let outcome = try await publisher.publish(reason: reason, policyVersion: policyVersion, author: cliAuthor(), now: now())
+            let text = try await withPublishing(configuration) { _, publisher, author in
+                let outcome = try await publisher.publish(reason: reason, policyVersion: policyVersion, author: author, now: now())
                 return ServerAdministration.publishText(outcome, publisher: publisher)
             }
             print(text)
@@ -153,7 +153,7 @@ struct Publish: AsyncParsableCommand {
         func run() async throws {
             let configuration = try options.load()
             guard let data = FileManager.default.contents(atPath: signature) else { throw ValidationError("cannot read \(signature)") }
-            let published = try await withPublishing(configuration) { _, publisher in
+            let published = try await withPublishing(configuration) { _, publisher, _ in
                 try await publisher.complete(signature: Array(data), now: now())
             }
             print("published bundle version \(published.bundleVersion) (policy version \(published.policyVersion)): \(published.reason)")
@@ -166,7 +166,7 @@ struct Publish: AsyncParsableCommand {
 
         func run() async throws {
             let configuration = try options.load()
-            let text = try await withPublishing(configuration) { storage, publisher in
+            let text = try await withPublishing(configuration) { storage, publisher, _ in
                 try await ServerAdministration.statusText(storage: storage, publisher: publisher)
             }
             print(text)
@@ -176,15 +176,18 @@ struct Publish: AsyncParsableCommand {
 
 /// Opens the storage and the publisher of `configuration` for `body`; a
 /// refusal is printed as its message (and the command fails), not as a trace.
-/// Run as root, the command first becomes the owner of the state folder.
+/// Run as root, the command first becomes the owner of the state folder;
+/// `body` gets who ran it (`cli:LOGIN`).
 func withPublishing<T: Sendable>(
-    _ configuration: ServerConfiguration, _ body: @Sendable (SQLStorage, Publisher) async throws -> T
+    _ configuration: ServerConfiguration, _ body: @Sendable (SQLStorage, Publisher, _ author: String) async throws -> T
 ) async throws -> T {
+    // Who ran it, taken before the identity changes.
+    let author = cliAuthor()
     try becomeStateOwner(configuration)
     do {
         return try await withServerStorage(configuration.database, logger: makeLogger()) { storage in
             let publisher = try Publisher.load(configuration: configuration, storage: storage, logger: makeLogger())
-            return try await body(storage, publisher)
+            return try await body(storage, publisher, author)
         }
     } catch let error as PublishingError {
         throw PublishingFailure(message: "\(error.message) (\(error.code))")
