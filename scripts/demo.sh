@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
-# The main job on the embedded default rules: build hallpass, compile rules/
-# into a store, publish it as a signed bundle with a fresh key, verify the
-# bundle as a lab machine would, show the verdicts for a few URLs under a
-# demo policy, then run the whole system on that bundle in a demo network
-# namespace (a "lab machine" with a demo web server and DNS server next
-# to it): an allowed and a blocked request, the block page, status, and
-# every line filter-control logs from its start to its stop (indented, "|").
+# The main job, the school end to end on the embedded default rules:
+# builds hallpass and hallpass-server, starts the school's server on SQLite
+# in a demo network namespace, sets the school's policy and lists on it and
+# publishes them as a signed bundle, verifies the published copy as a lab
+# machine would and shows the verdicts for a few URLs; then two lab
+# machines, each in a namespace of its own with its own filter-control,
+# filter-data, configuration and folders, enrol with one token and take
+# their rules from the server. Two people (uids in the lab machines' own
+# user database, run with setpriv) browse: allowed pages, blocked ones, the
+# block page, and their records arriving at the server (GET
+# /api/v1/records with an API token). Then the school changes its policy,
+# publishes it, both machines take it from the server, and the change is
+# in force on both, with the bytes that update cost each machine (from the
+# server's log of bundle downloads). filterctl status and every line each
+# filter-control logs from its start to its stop are shown (indented, "|").
 # Everything it starts and makes is removed at the end, also on failure.
 # Run as root on Debian 12 (it installs what it needs).
 #   scripts/demo.sh           runs, shows, cleans up
 #   scripts/demo.sh --wait    keeps the demo running until Enter (to look with a browser)
-# HALLPASS_BIN (from the environment): a folder with filterctl, filter-control
-# and filter-data to use instead of building (scripts/test-demo.sh gives it
-# the build scripts/test.sh made).
+# HALLPASS_BIN (from the environment): a folder with filterctl, filter-control,
+# filter-data and hallpass-server to use instead of building
+# (scripts/test-demo.sh gives it the build scripts/test.sh made).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 wait_for_enter=0
@@ -23,87 +31,76 @@ case "${1:-}" in
 esac
 
 scripts/install-deps.sh
-# The demo's own files: the signing key, the bundle, the servers' files,
-# the block page's CA, the admin socket and the audit log, where only root
-# can look (mktemp makes the folder 0700).
+# The demo's own files: the server's key, certificate, database and log,
+# the policy files, the published copy of the bundle, each machine's
+# configuration, identity, block page CA, admin socket and audit log, where
+# only root can look (mktemp makes the folder 0700).
 work=$(mktemp -d /tmp/hallpass-demo.XXXXXX)
 # What filter-data reads once it has dropped to its unprivileged user (a
-# new rules version, a new policy): rules.directory and filter-control's
+# new rules version, a new policy): each machine's rules.directory and
 # runtime folder, in a folder of their own that others may enter, as
-# /var/lib/hallpass and /run/hallpass are. Nothing secret goes there.
+# /var/lib/hallpass and /run/hallpass are. Nothing secret goes there
+# (the machines' identity keys are 0600).
 shared=$(mktemp -d /tmp/hallpass-demo-data.XXXXXX)
 chmod 755 "$shared"
-mkdir -m 755 "$shared/lib" "$shared/run"
-client=hpdemo$$c
 server=hpdemo$$s
+labs=(lab1 lab2)
+declare -A netns=([lab1]=hpdemo$$a [lab2]=hpdemo$$b)
+declare -A address=([lab1]=10.82.0.11 [lab2]=10.82.0.12)
+declare -A person=([lab1]=ada [lab2]=ben)
+declare -A uid=([ada]=61101 [ben]=61201)
+declare -A control_pid=()
 pids=()
-control_pid=""
 cleanup() {
-    for pid in $control_pid "${pids[@]}"; do kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; done
-    ip netns del "$client" 2>/dev/null || true
+    for pid in "${control_pid[@]}" "${pids[@]}"; do kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; done
+    for lab in "${labs[@]}"; do
+        ip netns del "${netns[$lab]}" 2>/dev/null || true
+        rm -rf "/etc/netns/${netns[$lab]}"
+    done
     ip netns del "$server" 2>/dev/null || true
-    rm -rf "/etc/netns/$client" "$work" "$shared"
+    rm -rf "$work" "$shared"
 }
 trap cleanup EXIT
 
 if [ -n "${HALLPASS_BIN:-}" ]; then
     bin=$HALLPASS_BIN
 else
-    echo "== building hallpass (debug)"
-    swift build --product filterctl
-    swift build --product filter-control
-    swift build --product filter-data
+    echo "== building hallpass and hallpass-server (debug)"
+    for product in filterctl filter-control filter-data hallpass-server; do swift build --product "$product"; done
     bin=$(swift build --show-bin-path)
 fi
 filterctl="$bin/filterctl"
+in_server() { ip netns exec "$server" "$@"; }
 
-echo "== compiling rules/ into a store"
-"$filterctl" compile --out "$work/rules.hpstore" --quiet rules/ut1 rules/bypass rules/demo
-
-echo "== publishing a signed bundle (a school's server does this)"
-key=$("$filterctl" bundle keygen --out "$work/signing-key.pem")
-echo "public key for rules.trustedKeys: $key"
-"$filterctl" bundle build --key "$work/signing-key.pem" --version 1 --expires 30d --out "$work/bundle" rules/ut1 rules/bypass rules/demo 2>/dev/null
-
-echo "== verifying the bundle as a lab machine would"
-"$filterctl" bundle verify "$work/bundle" --trusted-key "$key"
-
-cat > "$work/hallpass.yaml" <<YAML
-policy:
-  block: [ gambling, games, dating, doh, vpn, warez, hacking, stalkerware, cryptojacking, demo ]
-  allow: [ "lichess.org" ]      # the chess club may play, though 'games' is blocked
-  deny: [ "distracting.example" ]
-  unknown: allow
-YAML
-
-echo "== verdicts under the demo policy (ACTION, TARGET, REASON)"
-"$filterctl" check --bundle "$work/bundle" --trusted-key "$key" --config "$work/hallpass.yaml" \
-    https://www.pokerstars.com/ \
-    http://www.blocked.test/some/page \
-    https://dns.google/dns-query \
-    https://nordvpn.com/ \
-    https://www.wikipedia.org/ \
-    https://lichess.org/ \
-    https://www.chess.com/ \
-    http://www.distracting.example/ \
-    https://bücher.example/
-
-echo
-echo "== the whole system on this bundle, in a demo namespace (lab machine 10.82.0.1, web and DNS server 10.82.0.2)"
-ip netns add "$client"
+echo "== the demo network: the school's server 10.82.0.2 (hallpass-server, a web server and a DNS server);"
+echo "   lab machines lab1 ${address[lab1]} and lab2 ${address[lab2]}, each in a namespace of its own"
 ip netns add "$server"
-ip link add "d$$c" type veth peer name "d$$s"
-ip link set "d$$c" netns "$client"
-ip link set "d$$s" netns "$server"
-ip -n "$client" link set lo up
 ip -n "$server" link set lo up
-ip -n "$client" addr add 10.82.0.1/24 dev "d$$c"
-ip -n "$server" addr add 10.82.0.2/24 dev "d$$s"
-ip -n "$client" link set "d$$c" up
-ip -n "$server" link set "d$$s" up
-# The lab machine asks the demo DNS server, which sends every name to the demo web server.
-mkdir -p "/etc/netns/$client"
-echo "nameserver 10.82.0.2" >"/etc/netns/$client/resolv.conf"
+ip -n "$server" link add hpbr type bridge
+ip -n "$server" addr add 10.82.0.2/24 dev hpbr
+ip -n "$server" link set hpbr up
+for lab in "${labs[@]}"; do
+    ns=${netns[$lab]}
+    ip netns add "$ns"
+    ip link add "d$$${lab: -1}" type veth peer name "s$$${lab: -1}"
+    ip link set "d$$${lab: -1}" netns "$ns"
+    ip link set "s$$${lab: -1}" netns "$server"
+    ip -n "$server" link set "s$$${lab: -1}" master hpbr up
+    ip -n "$ns" link set lo up
+    ip -n "$ns" addr add "${address[$lab]}/24" dev "d$$${lab: -1}"
+    ip -n "$ns" link set "d$$${lab: -1}" up
+    # The machine's own files in /etc (ip netns exec mounts them over the host's, for
+    # this namespace only): the demo DNS server, and two people the host does not have:
+    # ada, a student, and ben, a teacher, each in the unix group the school's policy names.
+    mkdir -p "/etc/netns/$ns"
+    echo "nameserver 10.82.0.2" >"/etc/netns/$ns/resolv.conf"
+    { cat /etc/passwd
+      echo "ada:x:${uid[ada]}:61100:Ada (student):/nonexistent:/usr/sbin/nologin"
+      echo "ben:x:${uid[ben]}:61200:Ben (teacher):/nonexistent:/usr/sbin/nologin"; } >"/etc/netns/$ns/passwd"
+    { cat /etc/group; echo "students:x:61100:ada"; echo "staff:x:61200:ben"; } >"/etc/netns/$ns/group"
+    chmod 644 "/etc/netns/$ns/passwd" "/etc/netns/$ns/group"
+done
+# Every name resolves to the demo web server, which answers every name.
 ip netns exec "$server" dnsmasq --no-daemon --no-resolv --no-hosts --bind-interfaces --listen-address=10.82.0.2 \
     --address=/#/10.82.0.2 --local-ttl=60 --user=root --pid-file="$work/dnsmasq.pid" 2>"$work/dnsmasq.log" &
 pids+=($!)
@@ -117,52 +114,165 @@ NGINX
 ip netns exec "$server" nginx -c "$work/nginx.conf" -p "$work" &
 pids+=($!)
 
-cat >>"$work/hallpass.yaml" <<YAML
+echo
+echo "== the school's server: hallpass-server on SQLite, https://10.82.0.2:8443/"
+mkdir -m 700 "$work/server"
+# The school's certificate (a P-256 key): machines pin its key's SHA-256, which the token carries.
+# Without tls: in server.yaml, 'hallpass-server init' makes such a pair under /var/lib/hallpass-server.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=demo-school \
+    -addext subjectAltName=IP:10.82.0.2 -keyout "$work/server/key.pem" -out "$work/server/certificate.pem" 2>/dev/null
+cat >"$work/server/server.yaml" <<YAML
+listen:
+  address: 10.82.0.2
+  port: 8443
+tls:
+  certificate: $work/server/certificate.pem
+  key: $work/server/key.pem
+database: $work/server/server.db
+publishing:
+  signingKey: $work/server/bundle-signing.key
+  copyTo: $work/published
+YAML
+# A hallpass-server command on the server's storage (as 'token create' and the rest act):
+# its log lines go to a file, shown only when the command fails.
+hpserver() {
+    "$bin/hallpass-server" "$@" --config "$work/server/server.yaml" 2>"$work/server/command.log" && return 0
+    local status=$?
+    cat "$work/server/command.log" >&2
+    return "$status"
+}
+hpserver init | sed 's/^/   /'
+ip netns exec "$server" "$bin/hallpass-server" serve --config "$work/server/server.yaml" >"$work/server/server.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 100); do
+    in_server curl -sS -o /dev/null -m 1 --cacert "$work/server/certificate.pem" https://10.82.0.2:8443/health 2>/dev/null && break
+    sleep 0.1
+done
+
+echo "== the school's policy and lists, set on the server and published (the server signs with its own key)"
+cat >"$work/policy-1.yaml" <<'YAML'
+# The demo school: teachers may look at games, students may not (but the chess club may play).
+groups:
+  staff:    { unixGroups: [staff] }
+  students: { unixGroups: [students] }
+policy:
+  block: [ gambling, games, dating, doh, vpn, warez, hacking, stalkerware, cryptojacking, demo ]
+  allow: [ "lichess.org" ]
+  unknown: allow
+  groups:
+    staff:
+      block: [ gambling, dating, doh, vpn, warez, hacking, stalkerware, cryptojacking, demo ]
+YAML
+echo "\$ hallpass-server policy set --policy policy-1.yaml --list rules/ut1 --list rules/demo --reason ..."
+hpserver policy set --policy "$work/policy-1.yaml" --list rules/ut1 --list rules/demo \
+    --reason "the demo school's first policy" | sed 's/^/   /'
+echo "\$ hallpass-server publish --reason ..."
+hpserver publish --reason "rules for the labs" | sed 's/^/   /'
+
+echo "== verifying the published bundle as a lab machine would (the copy publishing.copyTo writes)"
+# The server's bundle key (what enrolment hands the machines): the public half of its signing key.
+key="ed25519:$(openssl pkey -in "$work/server/bundle-signing.key" -pubout -outform DER | tail -c 32 | base64)"
+echo "   the server's bundle key: $key"
+"$filterctl" bundle verify "$work/published" --trusted-key "$key" | sed 's/^/   /'
+
+echo "== verdicts under the school's policy, for a person in no group (ACTION, TARGET, REASON)"
+"$filterctl" check --bundle "$work/published" --trusted-key "$key" \
+    https://www.pokerstars.com/ \
+    http://www.blocked.test/some/page \
+    https://dns.google/dns-query \
+    https://nordvpn.com/ \
+    https://www.wikipedia.org/ \
+    https://lichess.org/ \
+    https://www.chess.com/ \
+    http://www.distracting.example/ \
+    https://bücher.example/
+
+echo
+echo "== two lab machines enrol with one token ('token create --uses 2'), then start hallpass"
+token=$(hpserver token create --room lab --uses 2 | awk '/^hp1\./ { print; exit }')
+echo "   token: ${token:0:24}... (room lab, 2 uses)"
+for lab in "${labs[@]}"; do
+    mkdir -m 755 "$shared/$lab" "$shared/$lab/lib" "$shared/$lab/run"
+    mkdir -m 700 "$work/$lab"
+    cat >"$work/$lab/hallpass.yaml" <<YAML
 queue:
   number: 9
   user: nobody                # the package makes filter-data a user of its own; the build folder has none
 rules:
-  directory: $shared/lib
-  source: file://$work/bundle/
-  trustedKeys: [ "$key" ]
+  directory: $shared/$lab/lib
 blockPage:
   organization: "Demo School"
-  ca: $work/ca
+  ca: $work/$lab/ca
   requestAccess:
     text: "Ask your teacher"
     url: builtin
 log:
-  file: $work/audit.jsonl
+  file: $work/$lab/audit.jsonl
   journald: false
 admin:
-  socket: $work/control.sock
+  socket: $work/$lab/control.sock
 YAML
-ip netns exec "$client" "$bin/filter-control" --config "$work/hallpass.yaml" --runtime-dir "$shared/run" 2>"$work/filter-control.log" &
-control_pid=$!
-# filter-control's log, indented: the lines it has written since the last
-# call (whole lines only), so that what it says later in the demo, during
-# the requests, the status and the stop, is seen too.
-log_shown=0
+    echo "\$ filterctl enroll https://10.82.0.2:8443/ TOKEN   (on $lab)"
+    ip netns exec "${netns[$lab]}" "$filterctl" enroll https://10.82.0.2:8443/ "$token" \
+        --config "$work/$lab/hallpass.yaml" --hostname "$lab-pc01" | sed 's/^/   /'
+done
+for lab in "${labs[@]}"; do
+    ip netns exec "${netns[$lab]}" "$bin/filter-control" --config "$work/$lab/hallpass.yaml" \
+        --runtime-dir "$shared/$lab/run" 2>"$work/$lab/filter-control.log" &
+    control_pid[$lab]=$!
+done
+# Each filter-control's log, indented: the lines it has written since the
+# last call (whole lines only), so that what it says later in the demo,
+# during the requests, the update and the stop, is seen too.
+declare -A log_shown=([lab1]=0 [lab2]=0)
 show_log() {
-    local lines
-    lines=$(wc -l <"$work/filter-control.log")
-    if [ "$lines" -gt "$log_shown" ]; then
-        sed -n "$((log_shown + 1)),${lines}p" "$work/filter-control.log" | sed 's/^/   | /'
-        log_shown=$lines
+    local lab=$1 lines
+    lines=$(wc -l <"$work/$lab/filter-control.log")
+    if [ "$lines" -gt "${log_shown[$lab]}" ]; then
+        echo "   filter-control on $lab:"
+        sed -n "$((${log_shown[$lab]} + 1)),${lines}p" "$work/$lab/filter-control.log" | sed 's/^/   | /'
+        log_shown[$lab]=$lines
     fi
 }
-for _ in $(seq 1 100); do
-    ip netns exec "$client" awk '$1 == 9 { found = 1 } END { exit !found }' /proc/net/netfilter/nfnetlink_queue 2>/dev/null && break
-    sleep 0.1
+for lab in "${labs[@]}"; do
+    for _ in $(seq 1 150); do
+        ip netns exec "${netns[$lab]}" awk '$1 == 9 { found = 1 } END { exit !found }' /proc/net/netfilter/nfnetlink_queue 2>/dev/null && break
+        sleep 0.1
+    done
+    show_log "$lab"
 done
-show_log
 
-echo "== an allowed site (curl http://www.wikipedia.org/ on the lab machine)"
-ip netns exec "$client" curl -sS -m 5 http://www.wikipedia.org/ | sed 's/^/   /'
-echo "== a blocked site: its name resolves to the block page (dig www.pokerstars.com)"
-ip netns exec "$client" dig +short +time=2 +tries=1 www.pokerstars.com A | sed 's/^/   /'
-echo "== ... which answers the browser (curl http://www.pokerstars.com/tables):"
-ip netns exec "$client" curl -sS -m 5 -o "$work/page.html" -w '   HTTP %{http_code}\n' http://www.pokerstars.com/tables
+# visit LAB PERSON URL: the page as the person gets it on that machine.
+visit() {
+    local lab=$1 who=$2 url=$3 body
+    body=$(ip netns exec "${netns[$lab]}" setpriv --reuid="${uid[$who]}" --regid="${uid[$who]}" --clear-groups \
+        curl -sS -m 5 "$url" 2>&1 || true)
+    if [[ "$body" == "demo web server:"* ]]; then
+        printf '   %-4s %-3s %-34s allowed: the web server answers\n' "$lab" "$who" "$url"
+    elif [[ "$body" == *'id="blocked-host"'* ]]; then
+        local category rule
+        category=$(sed -n 's/.*id="blocked-category"[^>]*>\([^<]*\)<.*/\1/p' <<<"$body" | head -1)
+        rule=$(sed -n 's/.*id="blocked-rule"[^>]*>\([^<]*\)<.*/\1/p' <<<"$body" | head -1)
+        printf '   %-4s %-3s %-34s blocked: the block page (%s)\n' "$lab" "$who" "$url" \
+            "${category:+category $category, }rule ${rule:-?}"
+    else
+        printf '   %-4s %-3s %-34s no page: %s\n' "$lab" "$who" "$url" "$(head -c 120 <<<"$body")"
+    fi
+}
+
+echo
+echo "== ada (a student) on lab1 and ben (a teacher) on lab2 browse"
+visit lab1 ada http://www.wikipedia.org/
+visit lab1 ada http://www.chess.com/
+visit lab1 ada http://lichess.org/
+visit lab2 ben http://www.chess.com/
+visit lab2 ben http://www.pokerstars.com/
+visit lab1 ada http://www.distracting.example/
+visit lab2 ben http://www.distracting.example/
+echo "== the block page answers the browser (curl http://www.pokerstars.com/tables as ada on lab1):"
+# The page comes out on curl's standard output, into a file only root can read; the status on its standard error.
+ip netns exec "${netns[lab1]}" setpriv --reuid="${uid[ada]}" --regid="${uid[ada]}" --clear-groups \
+    curl -sS -m 5 -w '%{stderr}   HTTP %{http_code}\n' http://www.pokerstars.com/tables 2>&1 >"$work/page.html"
 python3 - "$work/page.html" <<'PY'
 import html, re, sys
 page = open(sys.argv[1], encoding="utf-8").read()
@@ -172,26 +282,89 @@ for name in ("organization", "blocked-host", "blocked-url", "blocked-category", 
         print("   %-17s %s" % (name, html.unescape(match.group(1)).strip()))
 print("   request form:     %s" % ("yes" if 'id="request-access-form"' in page else "no"))
 PY
-echo "== filterctl status"
-"$filterctl" status --socket "$work/control.sock" | sed 's/^/   /'
-show_log
+
+echo "== their records at the school's server (GET /api/v1/records with an API token of role auditor)"
+api_token=$(hpserver api-token create --role auditor | tail -1)
+records() {
+    in_server curl -sS -m 5 --cacert "$work/server/certificate.pem" -H "Authorization: Bearer $api_token" \
+        "https://10.82.0.2:8443/api/v1/records?action=block&limit=100"
+}
+# Each machine posts its records within about a second of writing them.
+for _ in $(seq 1 100); do
+    [ "$(records | python3 -c 'import json,sys; print(len({r["hostname"] for r in json.load(sys.stdin)["records"]}))')" = 2 ] && break
+    sleep 0.2
+done
+records | python3 -c '
+import json, sys
+rows = json.load(sys.stdin)["records"]
+for r in sorted(rows, key=lambda r: (r["time"], r["machine"], r["sequence"])):
+    print("   %s  %-9s %-4s %-9s %-5s %-5s %-22s %s" % (r["time"][11:19], r["hostname"], r.get("user") or "-", r.get("group") or "-",
+        r.get("kind") or "-", r["action"], r.get("host") or "-", r.get("category") or r.get("reason") or "-"))
+print("   records at the server: %d blocked, from %s" % (len(rows), " and ".join(sorted({r["hostname"] for r in rows})) or "no machine"))
+'
+echo "== filterctl status on lab1"
+ip netns exec "${netns[lab1]}" "$filterctl" status --socket "$work/lab1/control.sock" | sed 's/^/   /'
+for lab in "${labs[@]}"; do show_log "$lab"; done
+
+echo
+echo "== the school changes its policy: www.distracting.example is blocked for everyone"
+sed 's/^  allow: \[ "lichess.org" \]$/  allow: [ "lichess.org" ]\n  deny: [ "distracting.example" ]/' "$work/policy-1.yaml" >"$work/policy-2.yaml"
+echo "\$ hallpass-server policy set --policy policy-2.yaml --reason ...   (the lists are kept)"
+hpserver policy set --policy "$work/policy-2.yaml" --reason "distracting.example takes the pupils' attention" | sed 's/^/   /'
+echo "\$ hallpass-server policy diff 1 2"
+hpserver policy diff 1 2 | sed 's/^/   /'
+log_before=$(wc -l <"$work/server/server.log")
+echo "\$ hallpass-server publish --reason ..."
+hpserver publish --reason "block distracting.example" | sed 's/^/   /'
+echo "== both machines take it from the server now ('filterctl reload'; by themselves at their next check-in, within a minute)"
+for lab in "${labs[@]}"; do
+    ip netns exec "${netns[$lab]}" "$filterctl" reload --socket "$work/$lab/control.sock" | sed "s/^/   $lab: /"
+done
+echo "== what the update cost each machine (the server's log of GET /bundle/...)"
+tail -n +"$((log_before + 1))" "$work/server/server.log" | python3 -c '
+import re, sys
+labs = {"10.82.0.11": "lab1", "10.82.0.12": "lab2"}
+got = {lab: [] for lab in labs.values()}
+for line in sys.stdin:
+    # BundleRoutes logs each GET: "bundle GET NAME STATUS BYTES bytes to PEER".
+    match = re.search(r"bundle GET (\S+) (\d+) (\d+) bytes to (\S+)", line)
+    if match and match.group(4) in labs:
+        name, status, size = match.group(1), match.group(2), int(match.group(3))
+        got[labs[match.group(4)]].append((name, size if status == "200" else 0, status))
+for lab, files in sorted(got.items()):
+    shown = ", ".join("%s %d" % (name, size) if status == "200" else "%s (%s)" % (name, status) for name, size, status in files)
+    print("   %s: %d bytes: %s" % (lab, sum(size for _, size, _ in files), shown or "nothing"))
+'
+echo "   (for scale: the store, rules.hpstore, is $(stat -c %s "$work/published/rules.hpstore") bytes)"
+echo "== the change is in force on both machines"
+visit lab1 ada http://www.distracting.example/
+visit lab2 ben http://www.distracting.example/
+visit lab1 ada http://www.wikipedia.org/
+visit lab2 ben http://www.chess.com/
+echo "== filterctl status on lab2"
+ip netns exec "${netns[lab2]}" "$filterctl" status --socket "$work/lab2/control.sock" | sed 's/^/   /'
+for lab in "${labs[@]}"; do show_log "$lab"; done
 echo
 if [ "$wait_for_enter" = 1 ]; then
-    echo "The demo keeps running. Look at the block page in a browser on the demo lab machine:"
-    echo "   ip netns exec $client chromium --no-sandbox http://www.pokerstars.com/"
-    echo "or ask for it directly: ip netns exec $client curl 'http://127.0.0.1/?url=http://www.pokerstars.com/'"
-    echo "(HTTPS too after 'filterctl ca init --config $work/hallpass.yaml' and trusting its certificate: docs/block-page.md)."
+    echo "The demo keeps running. Look at the block page in a browser on a demo lab machine:"
+    echo "   ip netns exec ${netns[lab1]} setpriv --reuid=${uid[ada]} --regid=${uid[ada]} --clear-groups chromium --no-sandbox http://www.pokerstars.com/"
+    echo "or ask for it directly: ip netns exec ${netns[lab1]} curl 'http://127.0.0.1/?url=http://www.pokerstars.com/'"
+    echo "The server's records: ip netns exec $server curl --cacert $work/server/certificate.pem -H 'Authorization: Bearer $api_token' https://10.82.0.2:8443/api/v1/records"
     read -r -p "Press Enter to stop the demo. " _
 else
     echo "To look at the block page in a browser, run 'scripts/demo.sh --wait'."
 fi
-echo "== stopping the demo: filter-control removes its kernel rules; the namespaces go"
-kill "$control_pid" 2>/dev/null || true  # a filter-control that is gone already: its status says how it ended
-control_status=0
-wait "$control_pid" || control_status=$?
-control_pid=""
-show_log
-if [ "$control_status" != 0 ]; then
-    echo "demo.sh: filter-control exited with status $control_status when stopped" >&2
-    exit 1
-fi
+echo "== stopping the demo: each filter-control removes its kernel rules; the server stops; the namespaces go"
+failed=0
+for lab in "${labs[@]}"; do
+    kill "${control_pid[$lab]}" 2>/dev/null || true  # a filter-control that is gone already: its status says how it ended
+    control_status=0
+    wait "${control_pid[$lab]}" || control_status=$?
+    unset "control_pid[$lab]"
+    show_log "$lab"
+    if [ "$control_status" != 0 ]; then
+        echo "demo.sh: filter-control on $lab exited with status $control_status when stopped" >&2
+        failed=1
+    fi
+done
+exit "$failed"

@@ -10,18 +10,24 @@
 #     every line filter-control logged from its start to its stop (the demo
 #     shows them after the queue is bound, after the status and after the
 #     stop), so what it says late is checked too,
-#   - the packets figure of the `filterctl status` the demo shows is not a
-#     number above zero: the figure a newcomer sees after the demo's
+#   - the packets figure of the first `filterctl status` the demo shows is
+#     not a number above zero: the figure a newcomer sees after the demo's
 #     requests. That is all this proves: a health reply during the demo
 #     (once a second) can make it non-zero too. That the status counts the
 #     traffic just made is proven by
-#     Tests/IntegrationTests/StatusIntegrationTests.swift.
-# Root, Debian 12 (as scripts/demo.sh); about 15 seconds.
+#     Tests/IntegrationTests/StatusIntegrationTests.swift,
+#   - the records the demo reads back from the server are not blocked
+#     records of both lab machines,
+#   - www.distracting.example is not allowed on both machines before the
+#     policy change and blocked on both after it,
+#   - the update did not cost each machine the new policy file, or cost it
+#     the store (a policy-only change fetches the policy and the manifest).
+# Root, Debian 12 (as scripts/demo.sh); about 30 seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bin=${HALLPASS_BIN:-$(swift build --show-bin-path)}
-for program in filterctl filter-control filter-data; do
+for program in filterctl filter-control filter-data hallpass-server; do
     [ -x "$bin/$program" ] || { echo "test-demo: no $program in $bin (build first: swift build)" >&2; exit 66; }
 done
 output=$(mktemp /tmp/hallpass-test-demo.XXXXXX)
@@ -45,9 +51,37 @@ if ! [[ "$packets" =~ ^[0-9]+$ ]] || [ "$packets" = 0 ]; then
     echo "test-demo: the filterctl status the demo shows says '${packets:-no packets line}' packets seen, not a number above zero" >&2
     failed=1
 fi
+# "   records at the server: N blocked, from lab1-pc01 and lab2-pc01"
+if ! grep -q -E '^   records at the server: [1-9][0-9]* blocked, from lab1-pc01 and lab2-pc01$' "$output"; then
+    echo "test-demo: the demo does not show blocked records of both lab machines at the server" >&2
+    failed=1
+fi
+# The site's verdict on each machine before the change (the browsing) and after it.
+section() { awk -v start="$1" -v stop="$2" 'index($0, start) == 1 { on = 1; next } on && index($0, stop) == 1 { exit } on' "$output"; }
+before=$(section "== ada (a student) on lab1" "== the block page answers")
+after=$(section "== the change is in force on both machines" "== filterctl status on lab2")
+for lab in "lab1 ada" "lab2 ben"; do
+    if ! grep -q -E "^   $lab +http://www.distracting.example/ +allowed:" <<<"$before"; then
+        echo "test-demo: before the change, www.distracting.example is not shown allowed on ${lab% *}" >&2
+        failed=1
+    fi
+    if ! grep -q -E "^   $lab +http://www.distracting.example/ +blocked:" <<<"$after"; then
+        echo "test-demo: after the change, www.distracting.example is not shown blocked on ${lab% *}" >&2
+        failed=1
+    fi
+done
+# "   lab1: N bytes: manifest N, manifest.sig N, policy.yaml N"
+for lab in lab1 lab2; do
+    cost=$(grep -E "^   $lab: [0-9]+ bytes: " "$output" | tail -1)
+    if [[ "$cost" != *"policy.yaml "[0-9]* ]] || [[ "$cost" == *"rules.hpstore "[0-9]* ]]; then
+        echo "test-demo: the update's cost on $lab is '${cost:-not shown}': not the new policy without the store" >&2
+        failed=1
+    fi
+done
 if [ "$failed" = 1 ]; then
     echo "--- the demo's output:" >&2
     cat "$output" >&2
     exit 1
 fi
-echo "test-demo: scripts/demo.sh ran clean (filter-control's log included, up to its stop); the status it shows says $packets packets seen"
+echo "test-demo: scripts/demo.sh ran clean (both filter-controls' logs included, up to their stop); the status it shows says $packets packets seen;"
+echo "test-demo: both machines' records reached the server, and the policy change, which cost each the policy and the manifest, is in force on both"
