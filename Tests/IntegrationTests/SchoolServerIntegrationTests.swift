@@ -129,6 +129,95 @@ extension FilterIntegrationTests {
         let listed = try school.command("machine list")
         #expect(listed.status == 0 && listed.output.contains("lab1") && listed.output.contains("ok"), "\(listed.output)")
     }
+
+    /// The server's log lines for `GET /bundle/NAME` (BundleRoutes: "bundle GET NAME STATUS BYTES bytes to PEER"),
+    /// from line `from` on: (name, status, bytes, peer).
+    func bundleDownloads(_ network: TestNetwork, from: Int = 0) -> [(name: String, status: Int, bytes: Int, peer: String)] {
+        let lines = network.log("hallpass-server").split(separator: "\n", omittingEmptySubsequences: false).dropFirst(from)
+        return lines.compactMap { line in
+            guard let range = line.range(of: "bundle GET ") else { return nil }
+            let fields = line[range.upperBound...].split(separator: " ")
+            guard fields.count >= 6, fields[3] == "bytes", fields[4] == "to", let status = Int(fields[1]), let bytes = Int(fields[2]) else {
+                return nil
+            }
+            return (String(fields[0]), status, bytes, String(fields[5]))
+        }
+    }
+
+    /// A machine enrolled with a server that publishes takes its rules from
+    /// the server's /bundle/ (no rules.source of its own; the pinned key, the
+    /// keys from enrolment), and a policy-only publication reaches it by its
+    /// check-in alone, costing the policy file and the manifest, never the
+    /// store: the server's log of bundle downloads shows it.
+    @Test func aMachineTakesItsRulesFromThePublishingServerAndAPolicyChangeCostsThePolicyAlone() throws {
+        let network = try TestNetwork()
+        defer { network.tearDown() }
+        try network.startNginx()
+        let school = try SchoolServer(network)
+        _ = try school.start()
+
+        // The school's list and policy, set and published through the server.
+        try "blocked.test\n".write(toFile: school.folder + "/demo.txt", atomically: true, encoding: .utf8)
+        let policy = "policy:\n  block: [ demo ]\n  unknown: allow\n"
+        try policy.write(toFile: school.folder + "/policy-1.yaml", atomically: true, encoding: .utf8)
+        let set = try school.command("policy set --policy \(school.folder)/policy-1.yaml --list demo=\(school.folder)/demo.txt --reason 'the first policy'")
+        try #require(set.status == 0, "\(set.output)")
+        let published = try school.command("publish --reason 'rules for lab1'")
+        try #require(published.status == 0, "\(published.output)")
+
+        let token = try school.command("token create --room lab1")
+        let secret = try #require(token.output.split(separator: "\n").last { $0.hasPrefix("hp1.") }).trimmingCharacters(in: .whitespaces)
+        let (config, _) = try prepare(network)
+        let enrolled = try network.inClient("\(TestNetwork.binaries)/filterctl enroll \(school.url) \(secret) --config \(config) 2>&1")
+        try #require(enrolled.status == 0, "\(enrolled.output)")
+        let configuration = try Configuration(yaml: String(contentsOfFile: config, encoding: .utf8))
+        #expect(configuration.school?.bundleKeys.count == 1)
+        #expect(configuration.rules.source == "\(school.url)/bundle/", "\(configuration.rules)")
+
+        // No --store: filter-control fetches its first rules from the server.
+        _ = try network.start(
+            [
+                "ip", "netns", "exec", network.client, TestNetwork.binaries + "/filter-control", "--config", config,
+                "--runtime-dir", network.folder + "/run",
+            ], log: "filter-control")
+        try network.waitFor("filter-data to bind queue 3") {
+            let queues = try network.inClient("cat /proc/net/netfilter/nfnetlink_queue").output
+            return queues.split(separator: "\n").contains { $0.split(separator: " ", omittingEmptySubsequences: true).first == "3" }
+        }
+        let machine = "10.77."
+        let first = bundleDownloads(network).filter { $0.peer.hasPrefix(machine) && $0.status == 200 }
+        #expect(Set(first.map(\.name)) == ["manifest", "manifest.sig", "rules.hpstore", "policy.yaml"], "\(first)")
+        #expect(try network.curl("http", "allowed.test").output == "ok allowed.test\n")
+        #expect(try network.curl("http", "blocked.test").status != 0)
+        func rulesVersion() throws -> String {
+            try network.inClient("\(TestNetwork.binaries)/filterctl status --socket \(network.folder)/control.sock").output
+        }
+        let status = try rulesVersion()
+        #expect(status.contains("version 1,"), "\(status)")
+        try network.waitFor("the machine's first check-in", attempts: 900) {
+            try school.count("SELECT COUNT(*) FROM machines WHERE checkin_at IS NOT NULL") == 1
+        }
+
+        // A policy-only change: allowed.test is denied from now on; the list stays.
+        try (policy + "  deny: [ allowed.test ]\n").write(toFile: school.folder + "/policy-2.yaml", atomically: true, encoding: .utf8)
+        let changed = try school.command("policy set --policy \(school.folder)/policy-2.yaml --reason 'allowed.test distracts'")
+        try #require(changed.status == 0, "\(changed.output)")
+        let mark = network.log("hallpass-server").split(separator: "\n", omittingEmptySubsequences: false).count - 1
+        let second = try school.command("publish --reason 'deny allowed.test'")
+        try #require(second.status == 0, "\(second.output)")
+        // Nobody reloads the machine: its next check-in (every 60 s) hears of version 2 and fetches it.
+        try network.waitFor("the machine to install version 2 by itself", attempts: 1500) {
+            try rulesVersion().contains("version 2,")
+        }
+        let update = bundleDownloads(network, from: mark).filter { $0.peer.hasPrefix(machine) }
+        let fetched = update.filter { $0.status == 200 }
+        #expect(Set(fetched.map(\.name)) == ["manifest", "manifest.sig", "policy.yaml"], "\(update)")
+        #expect(!update.contains { $0.name == "rules.hpstore" && $0.status == 200 }, "the store did not change: \(update)")
+        #expect(try network.curl("http", "allowed.test").status != 0, "the new policy is in force")
+        #expect(try network.curl("http", "blocked.test").status != 0)
+        let listed = try school.command("machine list")
+        #expect(listed.status == 0, "\(listed.output)")
+    }
 }
 
 extension TestNetwork {
