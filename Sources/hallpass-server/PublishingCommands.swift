@@ -133,10 +133,24 @@ struct Publish: AsyncParsableCommand {
         @OptionGroup var options: ConfigOption
         @Option(help: "Why (required; kept with the publication).") var reason: String
         @Option(name: .customLong("policy-version"), help: "The policy version to publish (default: the latest).") var policyVersion: Int64?
+        @Option(
+            name: .customLong("after-version"),
+            help: """
+                Number the bundle above N: for a school whose machines hold bundle N from an earlier publisher \
+                ('filterctl bundle build'), which refuse a lower version. Ignored when the server has published above N already.
+                """)
+        var afterVersion: Int64?
+
+        func validate() throws {
+            if let afterVersion, afterVersion < 0 { throw ValidationError("--after-version takes a bundle version (0 or more)") }
+        }
 
         func run() async throws {
             let configuration = try options.load()
-            let text = try await withPublishing(configuration) { _, publisher, author in
+            let text = try await withPublishing(configuration) { storage, publisher, author in
+                if let afterVersion, afterVersion > (try await storage.publishedVersion()) {
+                    try await storage.setPublishedVersion(afterVersion)
+                }
                 let outcome = try await publisher.publish(reason: reason, policyVersion: policyVersion, author: author, now: now())
                 return ServerAdministration.publishText(outcome, publisher: publisher)
             }
