@@ -13,6 +13,14 @@ import Testing
         #expect(configuration.tls.configured == false)
     }
 
+    @Test func theMadeTLSPairLivesBesideTheSQLiteFile() throws {
+        let configuration = try ServerConfiguration(yaml: "database: /srv/school/server.db\n")
+        #expect(configuration.tls.certificate == "/srv/school/tls/certificate.pem")
+        #expect(configuration.tls.key == "/srv/school/tls/key.pem")
+        #expect(configuration.signingKeyPath == "/srv/school/bundle-signing.key")
+        #expect(try ServerConfiguration(yaml: "").tls.certificate == "/var/lib/hallpass-server/tls/certificate.pem")
+    }
+
     @Test func everyKeyIsRead() throws {
         let configuration = try ServerConfiguration(
             yaml: """

@@ -237,6 +237,12 @@ extension ServerConfiguration {
         if let publishingNode = top["publishing"] {
             try readPublishing(publishingNode)
         }
+        // The pair init makes lives with the rest of the state: beside an SQLite
+        // file named elsewhere too, never in /var/lib of a server that is not there.
+        if !tls.configured {
+            tls.certificate = stateDirectory + "/tls/certificate.pem"
+            tls.key = stateDirectory + "/tls/key.pem"
+        }
     }
 
     private mutating func readPublishing(_ node: ConfigNode) throws(ServerConfigurationError) {
