@@ -118,7 +118,7 @@ echo
 echo "== the school's server: hallpass-server on SQLite, https://10.82.0.2:8443/"
 mkdir -m 700 "$work/server"
 # The school's certificate (a P-256 key): machines pin its key's SHA-256, which the token carries.
-# Without tls: in server.yaml, 'hallpass-server init' makes such a pair under /var/lib/hallpass-server.
+# Without tls: in server.yaml, 'hallpass-server init' makes such a pair in tls/ beside the database.
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=demo-school \
     -addext subjectAltName=IP:10.82.0.2 -keyout "$work/server/key.pem" -out "$work/server/certificate.pem" 2>/dev/null
 cat >"$work/server/server.yaml" <<YAML
