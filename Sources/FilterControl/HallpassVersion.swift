@@ -2,5 +2,5 @@
 /// checks that the two agree): sent to the school's server at enrolment and
 /// in every check-in.
 public enum HallpassVersion {
-    public static let current = "0.1.1"
+    public static let current = "0.2.0"
 }
