@@ -463,12 +463,15 @@ final class CapturedLog: Sendable {
             _ = try await server.bundle("rules.hpstore", ifNoneMatch: store.header("ETag"))
             _ = try await server.bundle("policy.yaml", method: .HEAD)
             _ = try await server.bundle("nothing")
+            // A name that would write a line of its own is not written.
+            _ = try await server.bundle("x%0Ainfo%20bundle%20GET%20forged")
             let lines = log.all.filter { $0.contains("bundle GET") }
             #expect(
                 lines == [
                     "info bundle GET rules.hpstore 200 \(store.body.count) bytes to 127.0.0.1",
                     "info bundle GET rules.hpstore 304 0 bytes to 127.0.0.1",
                     "info bundle GET nothing 404 0 bytes to 127.0.0.1",
+                    "info bundle GET (not a bundle file name) 404 0 bytes to 127.0.0.1",
                 ])
         }
     }

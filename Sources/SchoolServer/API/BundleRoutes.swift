@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdCore
 import Logging
 import NIOCore
+import SharedStore
 
 /// `GET /bundle/{name}` (and HEAD): the files of the current publication,
 /// unauthenticated (they are signed; machines fetch them over the pinned
@@ -52,6 +53,14 @@ struct BundleRoutes {
         return Response(status: .ok, headers: headers, body: body)
     }
 
+    /// The asked name as the log shows it: one a bundle could hold, or a
+    /// placeholder. Anyone may ask, so a decoded `%0A` in the path must not
+    /// write a line of its own into the server's log.
+    static func shown(_ name: String) -> String {
+        name == BundleManifest.fileName || name == BundleManifest.signatureFileName || BundleManifest.isSafeFileName(name)
+            ? name : "(not a bundle file name)"
+    }
+
     /// `If-None-Match`: `*`, or a list of entity tags, weak (`W/"..."`) or strong.
     static func matches(_ header: String, sha256: String) -> Bool {
         for part in header.split(separator: ",") {
@@ -66,10 +75,11 @@ struct BundleRoutes {
     private func log(_ request: Request, _ context: ServerRequestContext, name: String, status: Int, bytes: Int64) {
         guard request.method == .get else { return }
         let peer = context.remoteAddress.map { "\($0.ipAddress ?? "?")" } ?? "-"
+        let name = Self.shown(name)
         context.logger.info(
-            "bundle GET \(name.prefix(100)) \(status) \(bytes) bytes to \(peer)",
+            "bundle GET \(name) \(status) \(bytes) bytes to \(peer)",
             metadata: [
-                "hallpass.bundle.file": "\(name.prefix(100))", "hallpass.http.status": "\(status)", "hallpass.http.bytes": "\(bytes)",
+                "hallpass.bundle.file": "\(name)", "hallpass.http.status": "\(status)", "hallpass.http.bytes": "\(bytes)",
                 "hallpass.peer": "\(peer)",
             ])
     }
