@@ -49,3 +49,18 @@ extension ConfigNode {
         }
     }
 }
+
+extension ConfigNode {
+    /// A list of bundle public keys (`ed25519:BASE64`): rules.trustedKeys, school.bundleKeys.
+    func bundlePublicKeys() throws(ConfigurationError) -> [BundlePublicKey] {
+        try list().map { node throws(ConfigurationError) in
+            do {
+                return try BundlePublicKey(node.string())
+            } catch let error as BundleError {
+                throw node.error(error.description)
+            } catch {
+                throw error as! ConfigurationError
+            }
+        }
+    }
+}

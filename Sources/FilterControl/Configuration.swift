@@ -185,15 +185,7 @@ extension Configuration {
                 self.rules.source = text
             }
             if let keys = fields["trustedKeys"] {
-                self.rules.trustedKeys = try keys.list().map { node throws(ConfigurationError) in
-                    do {
-                        return try BundlePublicKey(node.string())
-                    } catch let error as BundleError {
-                        throw node.error(error.description)
-                    } catch {
-                        throw error as! ConfigurationError
-                    }
-                }
+                self.rules.trustedKeys = try keys.bundlePublicKeys()
             }
             if let ca = fields["caFile"] { self.rules.caFile = try ca.absolutePath() }
             if let pins = fields["pins"] {

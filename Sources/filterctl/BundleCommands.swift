@@ -76,15 +76,7 @@ struct BundleCommand: ParsableCommand {
         }
 
         func run() throws {
-            guard let pem = try? String(contentsOfFile: key, encoding: .utf8) else {
-                throw fail("cannot read the key \(key)", status: ExitStatus.noInput)
-            }
-            let signingKey: BundleSigningKey
-            do {
-                signingKey = try BundleSigningKey(pem: pem)
-            } catch {
-                throw fail("\(key): \(error)", status: ExitStatus.dataError)
-            }
+            let signingKey = try loadSigningKey(key)
             var policyBytes: [UInt8]? = nil
             if let policy {
                 guard let data = FileManager.default.contents(atPath: policy) else {
@@ -150,15 +142,7 @@ struct BundleCommand: ParsableCommand {
         var manifest: String
 
         func run() throws {
-            guard let pem = try? String(contentsOfFile: key, encoding: .utf8) else {
-                throw fail("cannot read the key \(key)", status: ExitStatus.noInput)
-            }
-            let signingKey: BundleSigningKey
-            do {
-                signingKey = try BundleSigningKey(pem: pem)
-            } catch {
-                throw fail("\(key): \(error)", status: ExitStatus.dataError)
-            }
+            let signingKey = try loadSigningKey(key)
             guard let data = FileManager.default.contents(atPath: manifest) else {
                 throw fail("cannot read the manifest \(manifest)", status: ExitStatus.noInput)
             }
@@ -247,6 +231,18 @@ struct BundleCommand: ParsableCommand {
             }
             print(school.map(PolicySummary.describe) ?? "no school policy: machines apply their own hallpass.yaml policy")
         }
+    }
+}
+
+/// The signing key (PEM) at `path`, or the exit that says why not.
+func loadSigningKey(_ path: String) throws -> BundleSigningKey {
+    guard let pem = try? String(contentsOfFile: path, encoding: .utf8) else {
+        throw fail("cannot read the key \(path)", status: ExitStatus.noInput)
+    }
+    do {
+        return try BundleSigningKey(pem: pem)
+    } catch {
+        throw fail("\(path): \(error)", status: ExitStatus.dataError)
     }
 }
 

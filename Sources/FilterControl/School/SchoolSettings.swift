@@ -49,15 +49,7 @@ public struct SchoolSettings: Sendable, Hashable {
         }
         self.init(server: server, fingerprint: fingerprint)
         if let keys = fields["bundleKeys"] {
-            bundleKeys = try keys.list().map { node throws(ConfigurationError) in
-                do {
-                    return try BundlePublicKey(node.string())
-                } catch let error as BundleError {
-                    throw node.error(error.description)
-                } catch {
-                    throw error as! ConfigurationError
-                }
-            }
+            bundleKeys = try keys.bundlePublicKeys()
         }
         if let size = fields["queueMaxSize"] { queueMaxBytes = try size.byteSize(in: (1 << 20)...(1 << 36)) }
         if let age = fields["queueMaxAge"] { queueMaxAge = try age.duration(minimum: 3600) }
