@@ -318,7 +318,9 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
             var match: LocalEntry? = nil
             if let path, let entries = layer.urls[fingerprint] {
                 match = entries.first {
-                    if case .urlPrefix(_, let prefix) = $0.pattern { return path.hasPrefix(prefix) }
+                    // Bytes, as the store's prefixes match: String.hasPrefix compares characters, and a
+                    // combining mark after the prefix would join its last one into another.
+                    if case .urlPrefix(_, let prefix) = $0.pattern { return path.utf8.starts(with: prefix.utf8) }
                     return false
                 }
             }

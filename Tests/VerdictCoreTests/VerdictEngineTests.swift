@@ -76,6 +76,17 @@ import VerdictCore
         #expect(try decide(facts("tie.example"), policy: policy).reason.source == .localDenyList)
     }
 
+    /// A list's URL prefix matches the path's bytes, as the store's do: a combining mark after
+    /// the prefix (which joins the prefix's last character into another, for String.hasPrefix)
+    /// does not hide the path from it. Found through the `inspect` fuzz target.
+    @Test func listURLPrefixesMatchBytesNotCharacters() throws {
+        let policy = Policy(deny: [try RulePattern("news.example/private")])
+        for path in ["/private\u{0301}/page", "/private\u{302E}", "/private"] {
+            #expect(try decide(facts("news.example", path: path), policy: policy).reason == Reason(source: .localDenyList, rule: "news.example/private"), "\(path)")
+        }
+        #expect(try decide(facts("news.example", path: "/public"), policy: policy).verdict == .allow)
+    }
+
     @Test func urlPrefixRulesApplyOnlyWhenThePathIsKnown() throws {
         let blocked = try decide(facts("www.videos.example", path: "/Forbidden/clip"))
         #expect(blocked.verdict == .drop)
