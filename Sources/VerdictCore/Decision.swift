@@ -8,6 +8,8 @@ public struct FlowFacts: Sendable, Hashable {
         case dnsQuestion = "dns"
         /// A name or URL given by a person (`filterctl check`).
         case request
+        /// An HTTPS request hallpass's proxy terminated (`inspect:`, docs/inspection.md).
+        case inspectedRequest = "https"
     }
 
     public enum Transport: String, Sendable, Hashable {
@@ -113,6 +115,14 @@ public struct Reason: Sendable, Hashable, CustomStringConvertible {
         /// `unreadableQUIC`, `ech`, `safeSearch`), the rule what was recognized
         /// (`wireguard`, `dot`, `ssh`, ...).
         case bypass
+        /// Allowed on an inspected host by the `inspect:` keys: the category
+        /// says which (`youtube.allowVideos`, `youtube.allowChannels`,
+        /// `youtube.player`), the rule what matched (a video ID, a channel).
+        case inspectAllow = "inspect-allow"
+        /// Blocked on an inspected host by the `inspect:` keys
+        /// (`youtube.blockVideos`, `youtube.blockChannels`), or a request
+        /// hallpass cannot judge (category `request`).
+        case inspectBlock = "inspect-block"
     }
 
     public var source: Source
@@ -168,6 +178,16 @@ public struct Reason: Sendable, Hashable, CustomStringConvertible {
         case .unknownUser: bytes.append(contentsOf: "waiting for filter-control to say which group the user is in".utf8)
         case .bypass:
             bytes.append(contentsOf: "a way around the filter (policy.bypass.".utf8)
+            bytes.append(contentsOf: (category ?? "?").utf8)
+            bytes.append(contentsOf: "): ".utf8)
+            bytes.append(contentsOf: (rule ?? "?").utf8)
+        case .inspectAllow:
+            bytes.append(contentsOf: "allowed on an inspected site (inspect.".utf8)
+            bytes.append(contentsOf: (category ?? "?").utf8)
+            bytes.append(contentsOf: "): ".utf8)
+            bytes.append(contentsOf: (rule ?? "?").utf8)
+        case .inspectBlock:
+            bytes.append(contentsOf: "blocked on an inspected site (inspect.".utf8)
             bytes.append(contentsOf: (category ?? "?").utf8)
             bytes.append(contentsOf: "): ".utf8)
             bytes.append(contentsOf: (rule ?? "?").utf8)

@@ -109,6 +109,13 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
 
     /// The decision for a flow, with its reason. See `Policy` for the precedence.
     public func decide(_ facts: FlowFacts) -> Decision {
+        decide(facts, categoryURLRules: true)
+    }
+
+    /// The same, with the rule store's URL-prefix rules (UT1 `urls`) left out
+    /// when `categoryURLRules` is false: an inspected host whose policy says
+    /// `inspect.urls: false`. The policy's own lists keep their URL prefixes.
+    public func decide(_ facts: FlowFacts, categoryURLRules: Bool) -> Decision {
         // A Tor relay carries any traffic under any name: a tunnel, before every rule of names.
         // (Not for DNS queries, nor for a flow still showing its name: asked again at its decision.)
         if let torRelays, facts.nameSource != .dnsQuestion, !facts.mayRevealName, let destination = facts.destination,
@@ -127,17 +134,17 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
         if let host = facts.host {
             if host.isIPv4Literal, let address = IPAddress(host.description) {
                 // A bare address is no name, but URL-prefix rules may be written on it.
-                if let path = facts.path, let blocked = blockedURLReason(host: host, path: path.lowercased()) {
+                if categoryURLRules, let path = facts.path, let blocked = blockedURLReason(host: host, path: path.lowercased()) {
                     return Decision(.drop, blocked)
                 }
                 return decideNameless(facts, literal: address)
             }
-            return decide(facts, host: host)
+            return decide(facts, host: host, categoryURLRules: categoryURLRules)
         }
         if facts.mayRevealName {
             return Decision(.needMoreData, Reason(source: .awaitingName))
         }
-        if let path = facts.path, case .v4 = facts.destination, let literal = try? HostName(facts.destination!.description),
+        if categoryURLRules, let path = facts.path, case .v4 = facts.destination, let literal = try? HostName(facts.destination!.description),
             let blocked = blockedURLReason(host: literal, path: path.lowercased())
         {
             return Decision(.drop, blocked)
@@ -185,7 +192,7 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
         return nil
     }
 
-    private func decide(_ facts: FlowFacts, host: HostName) -> Decision {
+    private func decide(_ facts: FlowFacts, host: HostName, categoryURLRules: Bool) -> Decision {
         var suffixes = Suffixes()
         SuffixFingerprints.forEachSuffix(host.bytes.span) { _, fingerprint in suffixes.append(fingerprint) }
         // Start loading every suffix the store may hold (index i has i + 1 labels).
@@ -197,7 +204,7 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
             wantedCount += 1
         }
         rules.prefetchDomainRules(fingerprints: wanted.span.extracting(0..<wantedCount))
-        return decide(facts, host: host, suffixes: suffixes)
+        return decide(facts, host: host, suffixes: suffixes, categoryURLRules: categoryURLRules)
     }
 
     /// The fingerprints of a name's suffixes. `forEachSuffix` yields the
@@ -236,7 +243,7 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
         return String(decoding: host.bytes[start...], as: UTF8.self)
     }
 
-    private func decide(_ facts: FlowFacts, host: HostName, suffixes: Suffixes) -> Decision {
+    private func decide(_ facts: FlowFacts, host: HostName, suffixes: Suffixes, categoryURLRules: Bool) -> Decision {
         var path = facts.path
         if let raw = path, raw.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) {
             path = raw.lowercased()
@@ -259,7 +266,7 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
 
         // 3. Category rules, most specific first. URL prefixes are more specific than domains.
         var firstKnown: Reason? = nil
-        if let path {
+        if categoryURLRules, let path {
             for depth in 0..<suffixes.count {
                 var blocked: Reason? = nil
                 rules.forEachURLRule(hostFingerprint: suffixes.fingerprint(depth: depth)) { prefix, category in
