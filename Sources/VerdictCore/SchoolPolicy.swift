@@ -161,19 +161,23 @@ public struct PolicyKeys: Sendable, Hashable {
 public struct PolicyLevel: Sendable, Hashable {
     public var keys: PolicyKeys
     public var during: [(schedule: String, keys: PolicyKeys)]
+    /// `inspect:` (docs/inspection.md); not in `during`: what is inspected does not change with a schedule.
+    public var inspect: InspectKeys
 
-    public init(keys: PolicyKeys = PolicyKeys(), during: [(schedule: String, keys: PolicyKeys)] = []) {
+    public init(keys: PolicyKeys = PolicyKeys(), during: [(schedule: String, keys: PolicyKeys)] = [], inspect: InspectKeys = InspectKeys()) {
         self.keys = keys
         self.during = during
+        self.inspect = inspect
     }
 
     public static func == (lhs: PolicyLevel, rhs: PolicyLevel) -> Bool {
-        lhs.keys == rhs.keys && lhs.during.count == rhs.during.count
+        lhs.keys == rhs.keys && lhs.inspect == rhs.inspect && lhs.during.count == rhs.during.count
             && zip(lhs.during, rhs.during).allSatisfy { $0.schedule == $1.schedule && $0.keys == $1.keys }
     }
 
     public func hash(into hasher: inout Hasher) {
         hasher.combine(keys)
+        hasher.combine(inspect)
         for entry in during {
             hasher.combine(entry.schedule)
             hasher.combine(entry.keys)

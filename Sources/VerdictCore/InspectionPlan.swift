@@ -1,0 +1,169 @@
+// One audience's inspection, ready to answer the proxy's two questions:
+// at a connection's start, inspect this name or splice it; and for each
+// request on an inspected connection, allow or block, with the search term,
+// the video and the headers to add. Pure and immutable, like VerdictEngine:
+// build one per (policy, audience) and share it.
+
+/// Whether a connection to a name is inspected, and why not.
+public enum HostChoice: Sendable, Hashable, CustomStringConvertible {
+    case inspect
+    case splice(SpliceReason)
+
+    public var isInspect: Bool { self == .inspect }
+
+    public var description: String {
+        switch self {
+        case .inspect: "inspect"
+        case .splice(let reason): "splice (\(reason))"
+        }
+    }
+}
+
+public enum SpliceReason: Sendable, Hashable, CustomStringConvertible {
+    /// No `inspect.hosts` entry and no header rule names it.
+    case notInspected
+    /// A never-inspect entry covers it: `group` is the built-in list's group, or `school` for `inspect.neverInspect`.
+    case neverInspect(entry: String, group: String)
+    /// The server name is not a host name (or is an address).
+    case notAName
+
+    public var description: String {
+        switch self {
+        case .notInspected: "not inspected"
+        case .neverInspect(let entry, let group): "never inspected: \(entry) (\(group))"
+        case .notAName: "not a host name"
+        }
+    }
+}
+
+/// The decision on one inspected request, and what goes with it.
+public struct InspectedDecision: Sendable, Hashable {
+    /// Allow or block (or ask, with `unknown: ask`), with the reason, as every decision has.
+    public var decision: Decision
+    public var analysis: RequestAnalysis
+    /// The search terms, when `inspect.searchTerms` captures them (empty otherwise).
+    public var searchTerms: [String]
+    /// The header fields to set on the request when it goes on (empty when it is blocked).
+    public var headers: [HeaderField]
+}
+
+public struct InspectionPlan: Sendable {
+    public let policy: InspectionPolicy
+    private let hosts: [RulePattern]
+    private let headerHosts: [RulePattern]
+    /// The built-in list less `inspectAnyway`, then the school's own entries.
+    private let neverInspect: [NeverInspectList.Entry]
+
+    /// The group `neverInspect` entries of the school's own are reported under.
+    public static let schoolGroup = "school"
+
+    /// `builtIn` is hallpass's list; `inspectAnyway` names that are not in it are ignored here (the policy file refuses them).
+    public init(policy: InspectionPolicy, builtIn: NeverInspectList = .builtIn) {
+        self.policy = policy
+        self.hosts = policy.hosts.filter { if case .domain = $0 { true } else { false } }
+        self.headerHosts = policy.headers.hostPatterns
+        let removed = Set(policy.inspectAnyway.map { $0.lowercased() })
+        self.neverInspect = builtIn.entries.filter { !removed.contains($0.text) }
+            + policy.neverInspect.map { NeverInspectList.Entry(text: $0.description, pattern: $0, group: Self.schoolGroup) }
+    }
+
+    /// Whether anything is inspected at all (the proxy and the kernel redirect are needed).
+    public var inspectsAnything: Bool { !hosts.isEmpty || !headerHosts.isEmpty }
+
+    /// Inspect or splice a connection whose ClientHello names `serverName` (bytes as sent).
+    public func choice(serverName: some Collection<UInt8>) -> HostChoice {
+        guard serverName.count <= 1024, let host = try? HostName(bytes: serverName) else { return .splice(.notAName) }
+        return choice(for: host)
+    }
+
+    /// Never-inspect wins over `inspect.hosts`; a header rule's host is
+    /// inspected, and inspected anyway when only the built-in identity
+    /// providers' entries cover it (the headers work only there).
+    public func choice(for host: HostName) -> HostChoice {
+        if host.isIPv4Literal { return .splice(.notAName) }
+        let headerRule = headerHosts.contains { $0.coversName(host) }
+        for entry in neverInspect where entry.pattern.coversName(host) {
+            if headerRule, entry.group == NeverInspectList.identityGroup { continue }
+            return .splice(.neverInspect(entry: entry.text, group: entry.group))
+        }
+        if headerRule || hosts.contains(where: { $0.coversName(host) }) { return .inspect }
+        return .splice(.notInspected)
+    }
+
+    /// The decision on a request of an inspected connection.
+    ///
+    /// The engine decides first, with the request's path (the policy's lists,
+    /// the teachers' overrides, the exam, the categories, URL rules among them
+    /// unless `inspect.urls` is false). Then, on YouTube's hosts, the
+    /// `inspect.youtube` lists, as the most specific entries of the school's
+    /// lists: they change a decision of the lists, the categories or the
+    /// unknown-name default, never one of an exam, a teacher's override or a
+    /// bypass rule. A video or channel on a block list blocks; on an allow list
+    /// it opens a blocked YouTube for that page (and the player's own
+    /// requests), when every video the request names is on it.
+    public func decide<Rules: RuleSource>(_ request: InspectedRequest, engine: VerdictEngine<Rules>) -> InspectedDecision {
+        let analysis = RequestAnalysis(request)
+        let terms = policy.searchTerms ? analysis.searchTerms : []
+        guard let host = analysis.host else {
+            let decision = Decision(.drop, Reason(source: .inspectBlock, category: "request", rule: "the Host is not a host name"))
+            return InspectedDecision(decision: decision, analysis: analysis, searchTerms: terms, headers: [])
+        }
+        let facts = FlowFacts(
+            host: host, nameSource: .inspectedRequest, path: analysis.path ?? "/", destination: request.destination, destinationPort: 443,
+            transport: .tcp, uid: request.uid)
+        var decision = engine.decide(facts, categoryURLRules: policy.urls)
+        if analysis.isYouTube, !policy.youtube.isEmpty, let changed = youtubeDecision(analysis, over: decision) { decision = changed }
+        let headers = decision.verdict == .drop ? [] : policy.headers.fields(for: host)
+        return InspectedDecision(decision: decision, analysis: analysis, searchTerms: terms, headers: headers)
+    }
+
+    /// The `inspect.youtube` lists over the engine's decision; nil: it stands.
+    private func youtubeDecision(_ analysis: RequestAnalysis, over decision: Decision) -> Decision? {
+        switch decision.reason.source {
+        case .exam, .examList, .overrideAllow, .overrideBlock, .bypass, .unknownUser, .awaitingName: return nil
+        default: break
+        }
+        let lists = policy.youtube
+        if let video = analysis.videos.first(where: lists.blockVideos.contains) {
+            return Decision(.drop, Reason(source: .inspectBlock, category: "youtube.blockVideos", rule: video))
+        }
+        if analysis.unreadableVideo, analysis.videos.count >= RequestAnalysis.maximumVideos, !lists.blockVideos.isEmpty {
+            return Decision(.drop, Reason(source: .inspectBlock, category: "youtube.blockVideos", rule: "more than \(RequestAnalysis.maximumVideos) videos in one request"))
+        }
+        if let channel = analysis.channel, lists.blockChannels.contains(channel) {
+            return Decision(.drop, Reason(source: .inspectBlock, category: "youtube.blockChannels", rule: channel))
+        }
+        guard decision.verdict != .allow else { return nil }
+        if !analysis.videos.isEmpty, !analysis.unreadableVideo, analysis.videos.allSatisfy(lists.allowVideos.contains) {
+            return Decision(.allow, Reason(source: .inspectAllow, category: "youtube.allowVideos", rule: analysis.videos.joined(separator: ",")))
+        }
+        if let channel = analysis.channel, analysis.videos.isEmpty, !analysis.unreadableVideo, lists.allowChannels.contains(channel) {
+            return Decision(.allow, Reason(source: .inspectAllow, category: "youtube.allowChannels", rule: channel))
+        }
+        if let prefix = analysis.playerResource, lists.allowsAnything {
+            return Decision(.allow, Reason(source: .inspectAllow, category: "youtube.player", rule: prefix))
+        }
+        return nil
+    }
+}
+
+extension SchoolPolicy {
+    /// The inspection `audience` gets: the top level's `inspect:` keys, then
+    /// its group's (system flows: the `systemUsers` group's, if any).
+    public func inspection(for audience: Audience) -> InspectionPolicy {
+        var result = topLevel.inspect.applied(to: InspectionPolicy())
+        let name: String? =
+            switch audience {
+            case .group(let name): name
+            case .ungrouped: nil
+            case .system: systemUsers
+            }
+        if let name, let group = groups.first(where: { $0.name == name }) { result = group.policy.inspect.applied(to: result) }
+        return result
+    }
+
+    /// The plan for `audience`.
+    public func inspectionPlan(for audience: Audience, builtIn: NeverInspectList = .builtIn) -> InspectionPlan {
+        InspectionPlan(policy: inspection(for: audience), builtIn: builtIn)
+    }
+}
