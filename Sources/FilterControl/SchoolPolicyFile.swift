@@ -91,14 +91,22 @@ extension SchoolPolicy {
         }
 
         if let policy = top["policy"] {
-            let fields = try policy.mapping(allowed: PolicyKeys.fieldNames + ["during", "groups"])
+            let fields = try policy.mapping(allowed: PolicyKeys.fieldNames + ["during", "groups", "inspect"])
             topLevel = try Self.level(fields, schedules: schedules)
+            let topInspection = topLevel.inspect.applied(to: InspectionPolicy())
+            if let node = fields["inspect"] {
+                try Self.checkInspection(topInspection, level: topLevel.inspect, node: node, builtIn: .builtIn)
+            }
             for (name, node) in try fields["groups"]?.orderedMapping() ?? [] {
                 guard let index = groups.firstIndex(where: { $0.name == name }) else {
                     throw node.error("no group '\(name)' under groups: (known: \(groups.map(\.name).joined(separator: ", ")))")
                 }
-                let groupFields = try node.mapping(allowed: PolicyKeys.fieldNames + ["during", "exam"])
+                let groupFields = try node.mapping(allowed: PolicyKeys.fieldNames + ["during", "exam", "inspect"])
                 groups[index].policy = try Self.level(groupFields, schedules: schedules)
+                if let inspect = groupFields["inspect"] {
+                    let level = groups[index].policy.inspect
+                    try Self.checkInspection(level.applied(to: topInspection), level: level, node: inspect, builtIn: .builtIn)
+                }
                 if let exam = groupFields["exam"] {
                     guard try exam.string() == "exempt" else { throw exam.error("the only value is 'exempt' (leave it out otherwise)") }
                     groups[index].examExempt = true
@@ -152,6 +160,7 @@ extension SchoolPolicy {
 
     private static func level(_ fields: [String: ConfigNode], schedules: [String: Schedule]) throws(ConfigurationError) -> PolicyLevel {
         var level = PolicyLevel(keys: try PolicyKeys(fields))
+        if let inspect = fields["inspect"] { level.inspect = try InspectKeys(inspect, builtIn: .builtIn) }
         for (name, node) in try fields["during"]?.orderedMapping() ?? [] {
             guard schedules[name] != nil else { throw node.error("no schedule '\(name)' under schedules:") }
             level.during.append((schedule: name, keys: try PolicyKeys(node.mapping(allowed: PolicyKeys.fieldNames))))
