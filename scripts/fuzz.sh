@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets=(ip tls http stream quic dns capture control store manifest configuration blockpage templates policy tunnel gquic dnsbypass)
+targets=(ip tls http stream quic dns capture control store manifest configuration blockpage templates policy tunnel gquic dnsbypass inspect)
 testdata=$(cd "${HALLPASS_TESTDATA:-../shared/testdata}" 2>/dev/null && pwd || true)
 out=fuzz-out
 binary=.build-fuzz/release/hallpass-fuzz

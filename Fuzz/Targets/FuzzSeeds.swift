@@ -103,6 +103,17 @@ extension FuzzTarget {
             }
         case .dnsbypass:
             seeds = BypassSeeds.dnsMessages.flatMap { [[0] + $0, [3] + $0] } + captures.dnsMessages.map { [1] + $0 }
+        case .inspect:
+            // The host's choice (InspectFuzzing.hosts; 7: a length and the Host from the input), then the target.
+            let requests: [(UInt8, String)] = [
+                (0, "/watch?v=dQw4w9WgXcQ&feature=share"), (0, "/watch?v=aaaaaaaaaaa&v=dQw4w9WgXcQ"), (0, "/shorts/dQw4w9WgXcQ"),
+                (0, "/embed/dQw4w9WgXcQ?rel=0"), (0, "/@MathsClass/videos"), (0, "/channel/UCaaaaaaaaaaaaaaaaaaaaaa"),
+                (0, "/results?search_query=lofi+beats"), (0, "/s/player/abc/base.js"), (0, "/%2e%2e/watch?v=%64Qw4w9WgXcQ"),
+                (1, "/dQw4w9WgXcQ?si=x"), (2, "/search?q=caf%C3%A9+prices&q=second"), (2, "/search?%71=%zz%4&q=%E2%80%AE"),
+                (3, "/images/search?q=cats"), (4, "/html/?q=weather"), (5, "/path/page"), (6, "https://www.youtube.com/watch?v=dQw4w9WgXcQ#x"),
+            ]
+            seeds = requests.map { [$0.0] + Array($0.1.utf8) }
+            seeds += [[7, 12] + Array("News.Example".utf8) + Array("/a/./b/../c?x=1".utf8), [7, 5] + Array("[::1]".utf8) + Array("/".utf8)]
         }
         return Array(seeds.filter { !$0.isEmpty }.prefix(limit))
     }

@@ -57,6 +57,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// The DNS rewrites against bypasses: ech out of HTTPS and SVCB records,
     /// NXDOMAIN and SafeSearch answers, over UDP and TCP framing.
     case dnsbypass
+    /// An inspected HTTPS request's Host and target (and a server name)
+    /// through the inspection plan: search terms, YouTube videos, the decision.
+    case inspect
 
     /// Runs one input. Returns normally for any input the parsers must cope
     /// with; a trap is a finding.
@@ -80,6 +83,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .tunnel: BypassFuzzing.tunnel(input)
         case .gquic: BypassFuzzing.googleQUIC(input)
         case .dnsbypass: BypassFuzzing.dnsRewrite(input)
+        case .inspect: InspectFuzzing.run(input)
         }
     }
 }
