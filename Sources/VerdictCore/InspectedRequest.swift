@@ -151,7 +151,7 @@ public struct RequestAnalysis: Sendable, Hashable {
         }
         if first == "watch", onlyFirst, !anyParameter { unreadableVideo = true }
         let lowered = decodedPath.lowercased()
-        playerResource = Self.playerPrefixes.first { lowered.hasPrefix($0) }
+        playerResource = Self.playerPrefixes.first { lowered.utf8.starts(with: $0.utf8) }
     }
 
     /// The paths of YouTube's player: its scripts and styles, its API calls and statistics.
@@ -221,8 +221,12 @@ public struct RequestAnalysis: Sendable, Hashable {
         var index = bytes.startIndex
         while index < bytes.endIndex {
             let byte = bytes[index]
+            // An escape is kept when its character is a hex digit that would make a new escape
+            // with the `%` or `%h` before it (`%%34%31` is not `%41`): read again, the path
+            // stays the same (found by the `inspect` fuzz target).
             if byte == UInt8(ascii: "%"), bytes.endIndex - index > 2, let high = HexDigit.value(of: bytes[index + 1]),
-                let low = HexDigit.value(of: bytes[index + 2]), PercentText.isUnreserved(high << 4 | low)
+                let low = HexDigit.value(of: bytes[index + 2]), PercentText.isUnreserved(high << 4 | low),
+                HexDigit.value(of: high << 4 | low) == nil || !PercentText.endsInEscapeStart(decoded)
             {
                 decoded.append(high << 4 | low)
                 index += 3
@@ -345,6 +349,13 @@ enum PercentText {
             }
         }
         return decoded
+    }
+
+    /// Whether `bytes` ends in `%` or `%` and a hex digit: a hex digit after it would make an escape.
+    static func endsInEscapeStart(_ bytes: [UInt8]) -> Bool {
+        guard let last = bytes.last else { return false }
+        if last == UInt8(ascii: "%") { return true }
+        return bytes.count >= 2 && bytes[bytes.count - 2] == UInt8(ascii: "%") && HexDigit.value(of: last) != nil
     }
 
     /// RFC 3986 section 2.3: `A-Z a-z 0-9 - . _ ~`.

@@ -176,6 +176,7 @@ import VerdictCore
         // The player's own requests go with it; the rest of the site stays blocked.
         #expect(decide(plan, "www.youtube.com", "/s/player/abc/base.js", engine: engine).decision.reason.category == "youtube.player")
         #expect(decide(plan, "www.youtube.com", "/youtubei/v1/player?key=x", engine: engine).decision.verdict == .allow)
+        #expect(decide(plan, "www.youtube.com", "/s/\u{0301}player.js", engine: engine).decision.reason.category == "youtube.player", "bytes, not characters")
         for target in ["/", "/watch?v=aaaaaaaaaaa", "/watch", "/watch?v=", "/watch?v=\(video)&v=aaaaaaaaaaa", "/watch?v=\(video)&v=short",
                        "/results?search_query=x", "/embed/videoseries?list=PL1", "/feed/trending", "/shorts/\(video)?v=aaaaaaaaaaa",
                        "/watch?V=\(video)"] {
@@ -298,6 +299,12 @@ import VerdictCore
         #expect(RequestAnalysis(InspectedRequest(host: "news.example", target: "https://news.example?q=1")).path == "/?q=1")
         #expect(RequestAnalysis(InspectedRequest(host: "news.example", target: "*")).path == nil)
         #expect(RequestAnalysis(InspectedRequest(host: "news.example", target: "/#frag")).path == "/")
+        // Decoding makes no new escape: read again, the path stays the same.
+        for (target, path) in [("/s%%4%42=z", "/s%%4%42=z"), ("/%%34%31", "/%%341"), ("/%25%34%31", "/%2541"), ("/cl%61ss", "/class")] {
+            let once = RequestAnalysis(InspectedRequest(host: "news.example", target: target)).path
+            #expect(once == path, "\(target)")
+            #expect(RequestAnalysis(InspectedRequest(host: "news.example", target: once ?? "")).path == once, "\(target)")
+        }
         let long = RequestAnalysis(InspectedRequest(host: "news.example", target: "/" + String(repeating: "a", count: 100_000)))
         #expect(long.path?.utf8.count == RequestAnalysis.maximumPathBytes && long.url!.utf8.count == 2048)
     }
