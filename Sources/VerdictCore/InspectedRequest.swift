@@ -74,9 +74,22 @@ public struct RequestAnalysis: Sendable, Hashable {
     /// The URL for the record and the block page, `https://host/path`, at most 2048 bytes.
     public var url: String? {
         guard let host else { return nil }
-        var text = "https://" + host.description + (path ?? "/")
-        if text.utf8.count > 2048 { text = String(decoding: text.utf8.prefix(2048), as: UTF8.self) }
-        return text
+        return Self.prefix("https://" + host.description + (path ?? "/"), bytes: 2048)
+    }
+
+    /// The longest start of `text` of at most `limit` UTF-8 bytes that ends
+    /// between two scalars (cutting inside one would make U+FFFD, three bytes).
+    static func prefix(_ text: String, bytes limit: Int) -> String {
+        guard text.utf8.count > limit else { return text }
+        var count = 0
+        var end = text.unicodeScalars.startIndex
+        for index in text.unicodeScalars.indices {
+            let width = UTF8.width(text.unicodeScalars[index])
+            if count + width > limit { break }
+            count += width
+            end = text.unicodeScalars.index(after: index)
+        }
+        return String(text.unicodeScalars[..<end])
     }
 
     public init(host: HostName?, path: String?) {
@@ -92,9 +105,7 @@ public struct RequestAnalysis: Sendable, Hashable {
         let decodedPath = Self.normalizedPath(rawPath)
         var enginePath = decodedPath
         if let rawQuery { enginePath += "?" + String(decoding: rawQuery.prefix(Self.maximumPathBytes), as: UTF8.self) }
-        if enginePath.utf8.count > Self.maximumPathBytes {
-            enginePath = String(decoding: enginePath.utf8.prefix(Self.maximumPathBytes), as: UTF8.self)
-        }
+        enginePath = Self.prefix(enginePath, bytes: Self.maximumPathBytes)
         path = enginePath
         guard let host else { return }
         let name = host.description

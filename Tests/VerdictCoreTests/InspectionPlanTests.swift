@@ -307,6 +307,10 @@ import VerdictCore
         }
         let long = RequestAnalysis(InspectedRequest(host: "news.example", target: "/" + String(repeating: "a", count: 100_000)))
         #expect(long.path?.utf8.count == RequestAnalysis.maximumPathBytes && long.url!.utf8.count == 2048)
+        // Cut between characters, never inside one (which would make U+FFFD and more bytes).
+        let wide = RequestAnalysis(InspectedRequest(host: "news.example", target: "/" + String(repeating: "é", count: 10_000)))
+        #expect(wide.path.map { $0.utf8.count <= RequestAnalysis.maximumPathBytes && !$0.contains("\u{FFFD}") } == true)
+        #expect(wide.url.map { $0.utf8.count <= 2048 && !$0.contains("\u{FFFD}") } == true)
     }
 
     @Test func hostileTargetsNeverTrap() throws {
