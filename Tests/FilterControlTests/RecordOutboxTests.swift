@@ -7,10 +7,15 @@ import Testing
 /// The outbox of records for the school's server: numbering, the cursor,
 /// restarts, a torn last line, and the size and age bounds with their drops.
 @Suite struct RecordOutboxTests {
+    /// The test's own folder, removed at its end; the outbox is made inside it.
+    let root: String
     let folder: String
     let now = Date(timeIntervalSince1970: 1_764_331_200)
 
-    init() throws { folder = try temporaryFolder() + "/outbox" }
+    init() throws {
+        root = try temporaryFolder()
+        folder = root + "/outbox"
+    }
 
     func open(machine: String = "m-abcdefghij234567abcd", settings: RecordOutbox.Settings = .init(), now: Date? = nil) throws -> RecordOutbox {
         try RecordOutbox(folder: folder, machine: machine, settings: settings, now: now ?? self.now)
@@ -29,7 +34,7 @@ import Testing
     }
 
     @Test func recordsAreNumberedInOrderAsTheServerTakesThem() throws {
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        defer { try? FileManager.default.removeItem(atPath: root) }
         let outbox = try open()
         outbox.append(lines(5), now: now)
         let batch = try #require(outbox.batch())
@@ -45,7 +50,7 @@ import Testing
     }
 
     @Test func theCursorMovesOnlyToStoredThrough() throws {
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        defer { try? FileManager.default.removeItem(atPath: root) }
         let outbox = try open()
         outbox.append(lines(10), now: now)
         let batch = try #require(outbox.batch())
@@ -58,7 +63,7 @@ import Testing
     }
 
     @Test func aRestartLosesNothingAndReusesNoNumber() throws {
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        defer { try? FileManager.default.removeItem(atPath: root) }
         do {
             let outbox = try open()
             outbox.append(lines(3), now: now)
@@ -77,7 +82,7 @@ import Testing
     }
 
     @Test func aTornLastLineIsCutOff() throws {
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        defer { try? FileManager.default.removeItem(atPath: root) }
         do {
             let outbox = try open()
             outbox.append(lines(3), now: now)
@@ -94,7 +99,7 @@ import Testing
     }
 
     @Test func theSizeBoundDropsTheOldestAndCountsThem() throws {
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        defer { try? FileManager.default.removeItem(atPath: root) }
         // 64 KiB in segments of 16 KiB; each record is about 270 bytes.
         let outbox = try open(settings: .init(maxBytes: 64 << 10, maxAge: 86_400))
         for _ in 0..<100 { outbox.append(lines(10), now: now) }
@@ -111,7 +116,7 @@ import Testing
     }
 
     @Test func theAgeBoundDropsOldRecordsAndTheNumbersGoOn() throws {
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        defer { try? FileManager.default.removeItem(atPath: root) }
         let settings = RecordOutbox.Settings(maxBytes: 1 << 20, maxAge: 86_400)
         let outbox = try open(settings: settings)
         outbox.append(lines(3), now: now)
@@ -128,7 +133,7 @@ import Testing
     }
 
     @Test func batchesKeepTheContractsBounds() throws {
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        defer { try? FileManager.default.removeItem(atPath: root) }
         let outbox = try open()
         outbox.append(lines(1500), now: now)
         let first = try #require(outbox.batch())
@@ -141,7 +146,7 @@ import Testing
     }
 
     @Test func anotherMachinesOutboxIsEmptied() throws {
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        defer { try? FileManager.default.removeItem(atPath: root) }
         do {
             let outbox = try open()
             outbox.append(lines(3), now: now)
@@ -151,7 +156,7 @@ import Testing
     }
 
     @Test func theAuditLogFillsTheOutbox() async throws {
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        defer { try? FileManager.default.removeItem(atPath: root) }
         var settings = AuditSettings()
         settings.file = nil
         settings.journald = false
