@@ -92,7 +92,7 @@ import Testing
         #expect {
             try ServerConfiguration(yaml: yaml)
         } throws: { error in
-            guard let error = error as? ServerConfigurationError else { return false }
+            guard let error = error as? ConfigurationError else { return false }
             return error.key == key && error.line.map { $0 >= line - 1 && $0 <= line } == true
         }
     }
@@ -134,7 +134,7 @@ import Testing
     }
 
     @Test func theErrorSaysWhichKeyAndLine() {
-        let error = ServerConfigurationError(key: "listen.port", line: 3, message: "expected a whole number from 1 to 65535", document: ConfigurationError.serverDocument)
+        let error = ConfigurationError(key: "listen.port", line: 3, message: "expected a whole number from 1 to 65535", document: ConfigurationError.serverDocument)
         #expect(error.description == "server configuration key listen.port (line 3): expected a whole number from 1 to 65535")
     }
 

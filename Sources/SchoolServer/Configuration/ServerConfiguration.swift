@@ -5,7 +5,7 @@ import Yams
 
 /// hallpass-server's configuration (default `/etc/hallpass/server.yaml`),
 /// parsed once into immutable values with defaults and checked at start:
-/// a wrong key or value is a `ServerConfigurationError` naming the key and
+/// a wrong key or value is a `ConfigurationError` naming the key and
 /// its line. docs/server.md describes every key.
 public struct ServerConfiguration: Sendable, Hashable {
     public static let defaultPath = "/etc/hallpass/server.yaml"
@@ -183,13 +183,9 @@ public struct PostgresLocation: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// A key of server.yaml that is wrong, with its line: the machine's
-/// configuration error (HallpassConfig), naming the server's file.
-public typealias ServerConfigurationError = ConfigurationError
-
 extension ServerConfiguration {
     /// Parses server.yaml's text. Unknown keys are errors: a typo must not silently drop a setting.
-    public init(yaml: String) throws(ServerConfigurationError) {
+    public init(yaml: String) throws(ConfigurationError) {
         self.init()
         let root: Node?
         do {
@@ -245,7 +241,7 @@ extension ServerConfiguration {
         }
     }
 
-    private mutating func readPublishing(_ node: ConfigNode) throws(ServerConfigurationError) {
+    private mutating func readPublishing(_ node: ConfigNode) throws(ConfigurationError) {
         let publishing = try node.mapping(allowed: [
             "signingKey", "trustedKeys", "expires", "keepVersions", "copyTo", "builtinProtections", "maxListBytes",
         ])
@@ -281,7 +277,7 @@ extension ServerConfiguration {
 
     /// `256MiB`, `64KiB`, `1GiB` (as the publishing contract writes sizes), or
     /// a number of bytes, within `range`.
-    static func listBytes(_ node: ConfigNode, in range: ClosedRange<Int>) throws(ServerConfigurationError) -> Int {
+    static func listBytes(_ node: ConfigNode, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
         let text = try node.string()
         var value: Int?
         if let (unit, factor) = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)].first(where: { text.hasSuffix($0.0) }) {
@@ -298,13 +294,13 @@ extension ServerConfiguration {
     }
 
     /// Reads and parses the file; a missing default file gives the defaults.
-    public static func load(path: String, required: Bool) throws(ServerConfigurationError) -> ServerConfiguration {
+    public static func load(path: String, required: Bool) throws(ConfigurationError) -> ServerConfiguration {
         guard FileManager.default.fileExists(atPath: path) else {
-            if required { throw ServerConfigurationError(key: "", message: "no configuration file at \(path)", document: ConfigurationError.serverDocument) }
+            if required { throw ConfigurationError(key: "", message: "no configuration file at \(path)", document: ConfigurationError.serverDocument) }
             return ServerConfiguration()
         }
         guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
-            throw ServerConfigurationError(key: "", message: "cannot read \(path) as UTF-8 text", document: ConfigurationError.serverDocument)
+            throw ConfigurationError(key: "", message: "cannot read \(path) as UTF-8 text", document: ConfigurationError.serverDocument)
         }
         return try ServerConfiguration(yaml: text)
     }
