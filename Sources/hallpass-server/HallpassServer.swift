@@ -144,8 +144,9 @@ struct APIToken: AsyncParsableCommand {
 
         func run() async throws {
             let configuration = try options.load()
-            guard let role = APIRole(rawValue: role) else {
-                throw ValidationError("--role: expected one of \(APIRole.allCases.map(\.rawValue).joined(separator: ", "))")
+            let offered: [Role] = [.admin, .auditor, .metrics]
+            guard let role = Role(rawValue: role), offered.contains(role) else {
+                throw ValidationError("--role: expected one of \(offered.map(\.rawValue).joined(separator: ", "))")
             }
             let made = try await withServerStorage(configuration.database, logger: makeLogger()) { storage in
                 try await ServerAdministration.createAPIToken(storage: storage, role: role, createdBy: operatorName(), now: now())

@@ -60,7 +60,7 @@ struct MachineSignatureMiddleware: RouterMiddleware {
 struct APITokenMiddleware: RouterMiddleware {
     typealias Context = ServerRequestContext
     let storage: any ServerStorage
-    let allowed: Set<APIRole>
+    let allowed: Set<Role>
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else { throw APIError.unauthorized }
@@ -74,6 +74,7 @@ struct APITokenMiddleware: RouterMiddleware {
         }
         var context = context
         context.apiToken = stored
+        context.principal = Principal(kind: .token(stored.id), role: stored.role, scope: .school)
         context.logger[metadataKey: "hallpass.api.token"] = "\(stored.id)"
         return try await next(request, context)
     }

@@ -13,8 +13,8 @@ struct PolicyRoutes {
     let publisher: Publisher
     let clock: @Sendable () -> Int64
 
-    static let readers: Set<APIRole> = [.admin, .auditor]
-    static let writers: Set<APIRole> = [.admin]
+    static let readers: Set<Role> = [.admin, .auditor]
+    static let writers: Set<Role> = [.admin]
 
     func add(to router: Router<ServerRequestContext>) {
         let read = router.group("/api/v1/policy").add(middleware: APITokenMiddleware(storage: storage, allowed: Self.readers))

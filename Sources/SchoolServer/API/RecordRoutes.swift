@@ -9,7 +9,7 @@ struct RecordRoutes {
     let storage: any ServerStorage
 
     /// The roles that may read records; the route's middleware checks them.
-    static let allowedRoles: Set<APIRole> = [.admin, .auditor]
+    static let allowedRoles: Set<Role> = [.admin, .auditor]
 
     func add(to router: Router<ServerRequestContext>) {
         router.group("/api/v1/records")

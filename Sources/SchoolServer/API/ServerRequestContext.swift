@@ -11,6 +11,12 @@ public struct ServerRequestContext: RequestContext {
     public var machine: StoredMachine?
     /// The API token the request carried (admin routes).
     public var apiToken: StoredAPIToken?
+    /// Who is asking, with their role and scope: set by the middleware that
+    /// checked the API token or the console's session.
+    public var principal: Principal?
+    /// The console session's CSRF token, which every form of the page carries
+    /// back (set by the console's session middleware; nil for API requests).
+    public var csrfToken: String?
 
     /// The peer, for the log of bundle fetches.
     public let remoteAddress: SocketAddress?

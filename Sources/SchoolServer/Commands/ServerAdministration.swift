@@ -74,7 +74,7 @@ public enum ServerAdministration {
     }
 
     /// Makes an API token of `role`; returns its id and the token, shown once.
-    public static func createAPIToken(storage: any ServerStorage, role: APIRole, createdBy: String, now: Int64) async throws -> (
+    public static func createAPIToken(storage: any ServerStorage, role: Role, createdBy: String, now: Int64) async throws -> (
         id: String, token: String
     ) {
         let (id, token) = Secrets.newAPIToken()

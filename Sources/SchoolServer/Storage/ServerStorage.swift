@@ -317,7 +317,7 @@ public final class SQLStorage: ServerStorage {
 
     public func apiToken(hash: String) async throws -> StoredAPIToken? {
         guard let row = try await engine.run("SELECT * FROM api_tokens WHERE hash = $1", SQLValue(hash)).first else { return nil }
-        guard let role = APIRole(rawValue: try row.text("role")) else { throw StorageError.unexpectedRow(column: "role") }
+        guard let role = Role(rawValue: try row.text("role")) else { throw StorageError.unexpectedRow(column: "role") }
         return StoredAPIToken(id: try row.text("id"), role: role, createdBy: try row.text("created_by"), createdAt: try row.integer("created_at"))
     }
 

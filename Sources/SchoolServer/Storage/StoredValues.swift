@@ -160,23 +160,13 @@ public struct StoredRecord: Sendable, Hashable {
     }
 }
 
-/// What an API token may do.
-public enum APIRole: String, Sendable, Hashable, CaseIterable, Codable {
-    /// Everything the API offers.
-    case admin
-    /// Read only.
-    case auditor
-    /// `/metrics` and nothing else: for Prometheus, which should not read records.
-    case metrics
-}
-
 public struct StoredAPIToken: Sendable, Hashable {
     public var id: String
-    public var role: APIRole
+    public var role: Role
     public var createdBy: String
     public var createdAt: Int64
 
-    public init(id: String, role: APIRole, createdBy: String, createdAt: Int64) {
+    public init(id: String, role: Role, createdBy: String, createdAt: Int64) {
         self.id = id
         self.role = role
         self.createdBy = createdBy
