@@ -34,6 +34,8 @@ if [ "$tests" = 1 ]; then
     packages+=(lintian systemd-container debootstrap nftables)
     # the block page in a real browser: Chromium, certutil for its NSS database, CJK fonts for the Korean screenshots
     packages+=(chromium libnss3-tools fonts-noto-cjk)
+    # the console in a real browser: Chromium driven through Debian's chromedriver (WebDriver)
+    packages+=(chromium-driver)
     # the audit log's collector (rsyslog in a test namespace) and the desktop notice (a real
     # session bus, and a listener that owns org.freedesktop.Notifications in Debian's python3)
     packages+=(rsyslog dbus-daemon python3-dbus python3-gi)
