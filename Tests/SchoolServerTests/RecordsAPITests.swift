@@ -20,7 +20,7 @@ import Testing
     }
 
     /// An API token of `role` on `server`, as a header.
-    static func bearer(_ server: RunningServer, _ role: APIRole) async throws -> [(String, String)] {
+    static func bearer(_ server: RunningServer, _ role: Role) async throws -> [(String, String)] {
         let made = try await ServerAdministration.createAPIToken(storage: server.storage, role: role, createdBy: "t", now: 0)
         return [("Authorization", "Bearer \(made.token)")]
     }
@@ -33,7 +33,7 @@ import Testing
     func onlyTheRolesThatMayReadRecordsGetThem(engine: Engine) async throws {
         try await withRunningServer(engine) { server async throws in
             // Every role there is: those the route allows get 200, the others 403.
-            for role in APIRole.allCases {
+            for role in Role.allCases {
                 let answer = try await Self.get(server, "/api/v1/records", try await Self.bearer(server, role))
                 #expect(answer.status == (RecordRoutes.allowedRoles.contains(role) ? 200 : 403), "\(role)")
             }
