@@ -74,6 +74,10 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
         .package(url: "https://github.com/vapor/sqlite-nio.git", from: "1.13.2"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        // The console's sign-in with the school's OpenID provider: HTTPS to the provider, and
+        // the ID token's signature against its key set (JWKS).
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
     ],
     targets: [
         // MARK: C libraries (only FilterDataKernel imports these)
@@ -330,6 +334,9 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                // Sign-in with the school's OpenID provider (Access/OpenID*.swift).
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "JWTKit", package: "jwt-kit"),
             ],
             swiftSettings: strict
         ),
@@ -432,6 +439,9 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                // ID tokens signed with keys of the tests' own.
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
             ]),
         // Every input a fuzzer crashed on, replayed in the ordinary debug build.
         // Read from the source tree (Regressions/TARGET/INPUT), not built or bundled.
@@ -441,6 +451,8 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "FilterControl", "FilterData", "FilterDataKernel", "VerdictCore", "SharedStore", "CHallpassSys", "HallpassIPC", "HallpassWire", "HallpassSystem",
+                // The console's OpenID client against a real provider (scripts/lib/oidc-provider).
+                "SchoolServer",
                 // The audit log sent to rsyslog from a test namespace (an event loop whose thread is in it).
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

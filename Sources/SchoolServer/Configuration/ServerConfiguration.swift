@@ -70,6 +70,8 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var machines = Machines()
     public var records = Records()
     public var publishing = Publishing()
+    /// `signIn.oidc`: the school's OpenID provider for the console (OpenIDConfiguration.swift); nil: none.
+    public var openID: OpenIDConfiguration? = nil
     /// Set by tests and by nothing in server.yaml; see `stateDirectory`.
     public var stateDirectoryOverride: String? = nil
 
@@ -195,7 +197,7 @@ extension ServerConfiguration {
         }
         guard let root else { return }
         let top = try ConfigNode(root, key: "", document: ConfigurationError.serverDocument).mapping(
-            allowed: ["listen", "tls", "database", "machines", "records", "publishing"])
+            allowed: ["listen", "tls", "database", "machines", "records", "publishing", "signIn"])
         if let listen = try top["listen"]?.mapping(allowed: ["address", "port", "plainHTTP"]) {
             if let address = listen["address"] {
                 let text = try address.string()
@@ -233,6 +235,7 @@ extension ServerConfiguration {
         if let publishingNode = top["publishing"] {
             try readPublishing(publishingNode)
         }
+        if let signIn = try top["signIn"]?.mapping(allowed: ["oidc"]) { openID = try Self.openID(signIn) }
         // The pair init makes lives with the rest of the state: beside an SQLite
         // file named elsewhere too, never in /var/lib of a server that is not there.
         if !tls.configured {
