@@ -103,6 +103,16 @@ if [ ! -x "$prometheus_root/usr/bin/prometheus" ] || [ ! -x "$prometheus_root/us
     dpkg-deb -x "$download"/prometheus_*.deb "$prometheus_root"
     rm -rf "$download"
 fi
+# The console's OpenID provider for the tests (scripts/lib/oidc-provider/run.sh): Django,
+# django-oidc-provider and gunicorn from PyPI, pinned, in a virtualenv under .build.
+oidc_venv=.build/oidc-provider-venv
+oidc_requirements=scripts/lib/oidc-provider/requirements.txt
+if [ ! -x "$oidc_venv/bin/python" ] || ! cmp -s "$oidc_requirements" "$oidc_venv/requirements.txt"; then
+    echo "install-deps: preparing $oidc_venv with django-oidc-provider"
+    python3 -m venv "$oidc_venv"
+    "$oidc_venv/bin/pip" install -q --disable-pip-version-check -r "$oidc_requirements"
+    cp "$oidc_requirements" "$oidc_venv/requirements.txt"
+fi
 # The QUIC peer of the integration tests: aioquic from PyPI, in a virtualenv under .build.
 venv=.build/test-venv
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import aioquic" 2>/dev/null; then
