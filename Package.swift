@@ -78,6 +78,8 @@ let package = Package(
         // the ID token's signature against its key set (JWKS).
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
+        // The console's local accounts: bcrypt (HummingbirdBcrypt), cost 12.
+        .package(url: "https://github.com/hummingbird-project/hummingbird-auth.git", from: "2.5.0"),
     ],
     targets: [
         // MARK: C libraries (only FilterDataKernel imports these)
@@ -308,6 +310,8 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
+                // The console's local passwords (bcrypt).
+                .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
                 // Atomic writes of the TLS key and certificate.
                 "HallpassSystem",
                 // server.yaml, read as hallpass.yaml is.
@@ -442,6 +446,8 @@ let package = Package(
                 // ID tokens signed with keys of the tests' own.
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
+                // Probe routes behind the console's session middleware.
+                .product(name: "Hummingbird", package: "hummingbird"),
             ]),
         // Every input a fuzzer crashed on, replayed in the ordinary debug build.
         // Read from the source tree (Regressions/TARGET/INPUT), not built or bundled.

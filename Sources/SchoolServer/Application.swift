@@ -21,13 +21,18 @@ public struct ServerParts: Sendable {
     public var publisher: Publisher?
     /// Called with the bound port once the server listens (tests listen on port 0).
     public var onListening: @Sendable (Int) async -> Void
+    /// Adds routes of the caller's own to the router, with the console's
+    /// sessions to put behind `ConsoleSessionMiddleware` (the tests' probes).
+    public var addRoutes: @Sendable (Router<ServerRequestContext>, Sessions) -> Void
 
     public init(
         storage: any ServerStorage, certificate: ServerCertificate?, metrics: ServerMetrics, logger: Logger,
         clock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) },
         publisher: Publisher? = nil,
-        onListening: @escaping @Sendable (Int) async -> Void = { _ in }
+        onListening: @escaping @Sendable (Int) async -> Void = { _ in },
+        addRoutes: @escaping @Sendable (Router<ServerRequestContext>, Sessions) -> Void = { _, _ in }
     ) {
+        self.addRoutes = addRoutes
         self.publisher = publisher
         self.storage = storage
         self.certificate = certificate
@@ -62,11 +67,15 @@ public func buildRouter(configuration: ServerConfiguration, parts: ServerParts) 
         clock: parts.clock
     ).add(to: router)
     BundleRoutes(storage: parts.storage, cache: publisher.cache).add(to: router)
+    // The console's sign-in and sessions; its pages add themselves behind the same middleware.
+    let sessions = Sessions(storage: parts.storage, settings: configuration.console, clock: parts.clock)
+    SignInRoutes(storage: parts.storage, sessions: sessions, configuration: configuration, clock: parts.clock).add(to: router)
+    parts.addRoutes(router, sessions)
     // Every lab machine reaches this listener, so the counters are for API tokens
     // (a `metrics` token for Prometheus); whether the server answers at all is /health's.
     let metrics = parts.metrics
     router.group("/metrics")
-        .add(middleware: APITokenMiddleware(storage: parts.storage, allowed: [.admin, .auditor, .metrics]))
+        .add(middleware: APITokenMiddleware(storage: parts.storage, permission: .viewMetrics, needsWholeSchool: true))
         .get { _, _ in
             Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],

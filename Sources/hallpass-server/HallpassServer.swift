@@ -14,7 +14,7 @@ struct HallpassServer: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "hallpass-server",
         abstract: "The school's server for hallpass lab machines.",
-        subcommands: [Serve.self, Init.self, Token.self, APIToken.self, Machine.self, Policy.self, Publish.self, Fingerprint.self],
+        subcommands: [Serve.self, Init.self, Token.self, APIToken.self, Machine.self, User.self, Policy.self, Publish.self, Fingerprint.self],
         defaultSubcommand: Serve.self)
 }
 
@@ -48,6 +48,11 @@ func cliAuthor() -> String {
 /// Who ran a command, for the record of who made a token.
 func operatorName() -> String {
     ProcessInfo.processInfo.environment["SUDO_USER"] ?? ProcessInfo.processInfo.environment["USER"] ?? "root"
+}
+
+/// The operator as the audit trail and the tables' `created_by` name them: `cli:LOGIN`.
+func operatorAuthor() -> String {
+    Principal(kind: .command(operatorName()), role: .admin, scope: .school).author
 }
 
 struct Serve: AsyncParsableCommand {
@@ -127,7 +132,7 @@ struct Token: AsyncParsableCommand {
             let token = try await withServerStorage(configuration.database, logger: makeLogger()) { storage in
                 try await ServerAdministration.createEnrolmentToken(
                     storage: storage, fingerprint: fingerprint, room: room, uses: uses, expiresIn: seconds,
-                    createdBy: operatorName(), now: now())
+                    createdBy: operatorAuthor(), now: now())
             }
             print(token)
         }
@@ -140,16 +145,25 @@ struct APIToken: AsyncParsableCommand {
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Print a new API token (shown once; only its hash is kept).")
         @OptionGroup var options: ConfigOption
-        @Option(help: "admin (everything), auditor (reads everything) or metrics (/metrics only, for Prometheus).") var role: String
+        @Option(
+            help: """
+                admin (everything), safeguarding (records, machines, the policy to read), teacher (records and machines of \
+                its rooms and groups), auditor (reads everything) or metrics (/metrics only, for Prometheus).
+                """)
+        var role: String
+        @Option(name: .customLong("room"), help: "A room the token sees (repeatable; a teacher's token needs a room or a group).")
+        var rooms: [String] = []
+        @Option(name: .customLong("group"), help: "A group the token sees (repeatable).") var groups: [String] = []
 
         func run() async throws {
             let configuration = try options.load()
-            let offered: [Role] = [.admin, .auditor, .metrics]
-            guard let role = Role(rawValue: role), offered.contains(role) else {
-                throw ValidationError("--role: expected one of \(offered.map(\.rawValue).joined(separator: ", "))")
+            guard let role = Role(rawValue: role) else {
+                throw ValidationError("--role: expected one of \(Role.allCases.map(\.rawValue).joined(separator: ", "))")
             }
+            let scope = Scope(rooms: rooms, groups: groups)
+            if let refusal = ServerAdministration.apiTokenRefusal(role: role, scope: scope) { throw ValidationError(refusal) }
             let made = try await withServerStorage(configuration.database, logger: makeLogger()) { storage in
-                try await ServerAdministration.createAPIToken(storage: storage, role: role, createdBy: operatorName(), now: now())
+                try await ServerAdministration.createAPIToken(storage: storage, role: role, scope: scope, createdBy: operatorAuthor(), now: now())
             }
             print(made.token)
         }
@@ -180,7 +194,7 @@ struct Machine: AsyncParsableCommand {
         func run() async throws {
             let configuration = try options.load()
             let found = try await withServerStorage(configuration.database, logger: makeLogger()) { storage in
-                try await storage.revokeMachine(id: id, now: now())
+                try await ServerAdministration.revokeMachine(storage: storage, id: id, author: operatorAuthor(), now: now())
             }
             guard found else { throw ValidationError("no machine \(id) (hallpass-server machine list shows them)") }
             print("revoked \(id)")

@@ -46,8 +46,11 @@ struct Policy: AsyncParsableCommand {
                 throw PublishingFailure(message: "\(error.message) (\(error.code))")
             }
             let stored = try await withPublishing(configuration) { storage, _, author in
-                try await PolicyEditor(storage: storage, configuration: configuration).change(
+                let stored = try await PolicyEditor(storage: storage, configuration: configuration).change(
                     policy: change, lists: named, removing: removing, reason: reason, author: author, now: now())
+                try await storage.audit(
+                    NewAuditEvent(time: now(), actor: author, action: "policy.set", target: "version \(stored.version)", reason: reason))
+                return stored
             }
             print("policy version \(stored.version)")
         }
@@ -112,8 +115,13 @@ struct Policy: AsyncParsableCommand {
         func run() async throws {
             let configuration = try options.load()
             let stored = try await withPublishing(configuration) { storage, _, author in
-                try await PolicyEditor(storage: storage, configuration: configuration).rollback(
+                let stored = try await PolicyEditor(storage: storage, configuration: configuration).rollback(
                     to: version, reason: reason, author: author, now: now())
+                try await storage.audit(
+                    NewAuditEvent(
+                        time: now(), actor: author, action: "policy.rollback", target: "version \(stored.version)", reason: reason,
+                        detail: "the content of version \(version)"))
+                return stored
             }
             print("policy version \(stored.version) (the content of version \(version))")
         }
@@ -152,6 +160,10 @@ struct Publish: AsyncParsableCommand {
                     try await storage.setPublishedVersion(afterVersion)
                 }
                 let outcome = try await publisher.publish(reason: reason, policyVersion: policyVersion, author: author, now: now())
+                try await storage.audit(
+                    NewAuditEvent(
+                        time: now(), actor: author, action: "publish", target: "bundle \(outcome.publication.bundleVersion)", reason: reason,
+                        detail: "policy version \(outcome.publication.policyVersion), \(outcome.publication.state.rawValue)"))
                 return ServerAdministration.publishText(outcome, publisher: publisher)
             }
             print(text)
@@ -167,8 +179,13 @@ struct Publish: AsyncParsableCommand {
         func run() async throws {
             let configuration = try options.load()
             guard let data = FileManager.default.contents(atPath: signature) else { throw ValidationError("cannot read \(signature)") }
-            let published = try await withPublishing(configuration) { _, publisher, _ in
-                try await publisher.complete(signature: Array(data), now: now())
+            let published = try await withPublishing(configuration) { storage, publisher, author in
+                let published = try await publisher.complete(signature: Array(data), now: now())
+                try await storage.audit(
+                    NewAuditEvent(
+                        time: now(), actor: author, action: "publish.complete", target: "bundle \(published.bundleVersion)",
+                        detail: "policy version \(published.policyVersion)"))
+                return published
             }
             print("published bundle version \(published.bundleVersion) (policy version \(published.policyVersion)): \(published.reason)")
         }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Hummingbird
 import Logging
 import NIOHTTP1
 import SchoolServer
@@ -73,6 +74,7 @@ actor PortBox {
 
 func withRunningServer(
     _ engine: Engine, logger: Logger = testLogger, configure: (inout ServerConfiguration) -> Void = { _ in },
+    addRoutes: @escaping @Sendable (Router<ServerRequestContext>, Sessions) -> Void = { _, _ in },
     _ body: @Sendable (RunningServer) async throws -> Void
 ) async throws {
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("hallpass-server-tls-\(UUID().uuidString.prefix(8))").path
@@ -92,7 +94,7 @@ func withRunningServer(
             configuration: configuration,
             parts: ServerParts(
                 storage: storage, certificate: certificate, metrics: ServerMetrics(), logger: logger, clock: { clock.now },
-                onListening: { await ports.set($0) }))
+                onListening: { await ports.set($0) }, addRoutes: addRoutes))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await app.run() }
             let port = await ports.wait()

@@ -49,7 +49,9 @@ struct PinnedHTTPSClient: Sendable {
             head.headers.add(name: "Host", value: "127.0.0.1:\(port)")
             head.headers.add(name: "Content-Length", value: String(body.count))
             head.headers.add(name: "Connection", value: "close")
-            if !body.isEmpty { head.headers.add(name: "Content-Type", value: "application/json") }
+            if !body.isEmpty, !headers.contains(where: { $0.0.lowercased() == "content-type" }) {
+                head.headers.add(name: "Content-Type", value: "application/json")
+            }
             for (name, value) in headers { head.headers.add(name: name, value: value) }
             try await outbound.write(.head(head))
             if !body.isEmpty { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: body)))) }

@@ -87,6 +87,11 @@ import Testing
         ("publishing:\n  expires: 30\n", "publishing.expires", 2),
         ("publishing:\n  copyTo: www\n", "publishing.copyTo", 2),
         ("publishing:\n  sign: offline\n", "publishing.sign", 2),
+        ("console:\n  idleTimeout: 10s\n", "console.idleTimeout", 2),
+        ("console:\n  lockout:\n    failures: 0\n", "console.lockout.failures", 3),
+        ("console:\n  signInRate: many\n", "console.signInRate", 2),
+        ("console:\n  pseudonym: true\n", "console.pseudonym", 2),
+        ("signIn:\n  local: maybe\n", "signIn.local", 2),
     ])
     func wrongKeysAreNamed(yaml: String, key: String, line: Int) {
         #expect {
@@ -95,6 +100,19 @@ import Testing
             guard let error = error as? ConfigurationError else { return false }
             return error.key == key && error.line.map { $0 >= line - 1 && $0 <= line } == true
         }
+    }
+
+    @Test func consoleKeys() throws {
+        let defaults = ServerConfiguration()
+        #expect(defaults.console.idleTimeout == 1800 && defaults.console.sessionLifetime == 43_200)
+        #expect(defaults.console.lockoutFailures == 5 && defaults.console.lockoutDuration == 900 && defaults.console.signInRate == 20)
+        #expect(defaults.signIn.local)
+        let configuration = try ServerConfiguration(
+            yaml: "console:\n  idleTimeout: 10m\n  sessionLifetime: 8h\n  lockout:\n    failures: 3\n    duration: 1h\n  signInRate: 5\nsignIn:\n  local: false\n")
+        #expect(configuration.console.idleTimeout == 600 && configuration.console.sessionLifetime == 28_800)
+        #expect(configuration.console.lockoutFailures == 3 && configuration.console.lockoutDuration == 3600)
+        #expect(configuration.console.signInRate == 5)
+        #expect(!configuration.signIn.local)
     }
 
     @Test func publishingKeys() throws {

@@ -1,7 +1,8 @@
 import Hummingbird
 import Logging
 
-/// The routes of the school's own tools, behind an API token of a role.
+/// The routes of the school's own tools, behind an API token whose role may
+/// view machines; a token with a scope sees the machines of its rooms.
 struct AdminRoutes {
     let storage: any ServerStorage
     let staleAfter: Int
@@ -27,14 +28,15 @@ struct AdminRoutes {
 
     func add(to router: Router<ServerRequestContext>) {
         router.group("/api/v1/machines")
-            .add(middleware: APITokenMiddleware(storage: storage, allowed: [.admin, .auditor]))
-            .get { _, _ in try await machines() }
+            .add(middleware: APITokenMiddleware(storage: storage, permission: .viewMachines))
+            .get { _, context in try await machines(scope: context.principal?.scope ?? Scope(rooms: [""])) }
     }
 
-    func machines() async throws -> MachinesResponse {
+    /// The machines in `scope` (a machine is in it by its room; a scope of groups only holds none).
+    func machines(scope: Scope) async throws -> MachinesResponse {
         let published = try await storage.publishedVersion()
         let now = clock()
-        let views = try await storage.machines().map { machine in
+        let views = try await storage.machines().filter { scope.contains(room: $0.room) }.map { machine in
             MachineView(
                 id: machine.id, room: machine.room, hostname: machine.hostname,
                 state: MachineState.of(machine, now: now, staleAfter: staleAfter, publishedVersion: published),

@@ -54,13 +54,16 @@ struct MachineSignatureMiddleware: RouterMiddleware {
     }
 }
 
-/// Checks `Authorization: Bearer <API token>` and the token's role before
-/// any admin route runs. One place decides: a route names the roles it
-/// allows when it is added.
+/// Checks `Authorization: Bearer <API token>`, puts the token's principal
+/// (its role and scope) in the context, and asks the principal for the
+/// route's `Permission` (`Role.may`, the one table of who may do what).
+/// A route whose answer is the whole school's and cannot be narrowed to a
+/// scope (the counters of /metrics) refuses a principal with a scope.
 struct APITokenMiddleware: RouterMiddleware {
     typealias Context = ServerRequestContext
     let storage: any ServerStorage
-    let allowed: Set<Role>
+    let permission: Permission
+    var needsWholeSchool = false
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else { throw APIError.unauthorized }
@@ -69,14 +72,22 @@ struct APITokenMiddleware: RouterMiddleware {
             context.logger.warning("refused an API request: unknown token")
             throw APIError.unauthorized
         }
-        guard allowed.contains(stored.role) else {
-            throw APIError(.forbidden, "role-forbidden", "an API token of role \(stored.role.rawValue) may not do this")
-        }
+        let principal = Principal(kind: .token(stored.id), role: stored.role, scope: stored.scope)
+        try Self.check(principal, permission, needsWholeSchool: needsWholeSchool)
         var context = context
         context.apiToken = stored
-        context.principal = Principal(kind: .token(stored.id), role: stored.role, scope: .school)
+        context.principal = principal
         context.logger[metadataKey: "hallpass.api.token"] = "\(stored.id)"
         return try await next(request, context)
+    }
+
+    /// Refuses `principal` a route of `permission` (403 `role-forbidden`),
+    /// or a whole-school route when it has a scope (403 `scope-forbidden`).
+    static func check(_ principal: Principal, _ permission: Permission, needsWholeSchool: Bool = false) throws {
+        guard principal.may(permission) else { throw APIError.roleForbidden(principal.role) }
+        guard !needsWholeSchool || principal.scope.isWholeSchool else {
+            throw APIError(.forbidden, "scope-forbidden", "this answers for the whole school; a token with a scope may not read it")
+        }
     }
 }
 

@@ -5,26 +5,25 @@ import Logging
 import NIOCore
 
 /// The school's versioned policy and its publishing (docs/server.md,
-/// "Publishing"): API tokens of role admin change and publish, auditors
-/// read. Machines never reach these routes: only an API token opens them.
+/// "Publishing"): API tokens whose role may edit the policy change and
+/// publish, those that may view it read (`Role.may`). Machines never reach
+/// these routes: only an API token opens them. Every change is written to
+/// the audit trail.
 struct PolicyRoutes {
     let storage: any ServerStorage
     let editor: PolicyEditor
     let publisher: Publisher
     let clock: @Sendable () -> Int64
 
-    static let readers: Set<Role> = [.admin, .auditor]
-    static let writers: Set<Role> = [.admin]
-
     func add(to router: Router<ServerRequestContext>) {
-        let read = router.group("/api/v1/policy").add(middleware: APITokenMiddleware(storage: storage, allowed: Self.readers))
+        let read = router.group("/api/v1/policy").add(middleware: APITokenMiddleware(storage: storage, permission: .viewPolicy))
         read.get { _, _ in try await current() }
         read.get("versions") { request, _ in try await versions(request) }
         read.get("versions/:version") { _, context in try await version(context) }
         read.get("diff") { request, _ in try await diff(request) }
         read.get("pending/manifest") { _, _ in try await pendingManifest() }
 
-        let write = router.group("/api/v1/policy").add(middleware: APITokenMiddleware(storage: storage, allowed: Self.writers))
+        let write = router.group("/api/v1/policy").add(middleware: APITokenMiddleware(storage: storage, permission: .editPolicy))
         write.put { request, context in try await setPolicy(request, context) }
         write.put("lists/:category") { request, context in try await putList(request, context) }
         write.delete("lists/:category") { request, context in try await deleteList(request, context) }
@@ -231,6 +230,7 @@ struct PolicyRoutes {
                 now: clock())
         }
         Self.logChange(context, stored)
+        try await audit(context, "policy.set", target: "version \(stored.version)", reason: body.reason)
         return EditedResponse(status: .created, response: Created(version: stored.version))
     }
 
@@ -271,6 +271,7 @@ struct PolicyRoutes {
             try await editor.changeList(category: category, fileAt: path, reason: reason, author: Self.author(context), now: clock())
         }
         Self.logChange(context, stored)
+        try await audit(context, "policy.set", target: "version \(stored.version)", reason: reason, detail: "list \(category) replaced")
         return EditedResponse(status: .created, response: Created(version: stored.version))
     }
 
@@ -283,6 +284,7 @@ struct PolicyRoutes {
                 policy: .keep, lists: [], removing: [category], reason: reason, author: Self.author(context), now: clock())
         }
         Self.logChange(context, stored)
+        try await audit(context, "policy.set", target: "version \(stored.version)", reason: reason, detail: "list \(category) removed")
         return EditedResponse(status: .created, response: Created(version: stored.version))
     }
 
@@ -292,6 +294,8 @@ struct PolicyRoutes {
             try await editor.rollback(to: body.version, reason: body.reason, author: Self.author(context), now: clock())
         }
         Self.logChange(context, stored)
+        try await audit(
+            context, "policy.rollback", target: "version \(stored.version)", reason: body.reason, detail: "the content of version \(body.version)")
         return EditedResponse(status: .created, response: Created(version: stored.version))
     }
 
@@ -300,6 +304,9 @@ struct PolicyRoutes {
         let outcome = try await Self.mapping {
             try await publisher.publish(reason: body.reason, policyVersion: body.policyVersion, author: Self.author(context), now: clock())
         }
+        try await audit(
+            context, "publish", target: "bundle \(outcome.publication.bundleVersion)", reason: body.reason,
+            detail: "policy version \(outcome.publication.policyVersion), \(outcome.publication.state.rawValue)")
         return EditedResponse(
             status: .created, response: Published(bundleVersion: outcome.publication.bundleVersion, state: outcome.publication.state))
     }
@@ -313,13 +320,21 @@ struct PolicyRoutes {
             throw APIError(.contentTooLarge, "too-large", "a signature file is at most 4096 bytes")
         }
         let published = try await Self.mapping { try await publisher.complete(signature: Array(buffer: body), now: clock()) }
+        try await audit(
+            context, "publish.complete", target: "bundle \(published.bundleVersion)", detail: "policy version \(published.policyVersion)")
         return Published(bundleVersion: published.bundleVersion, state: published.state)
     }
 
     // MARK: Helpers
 
     static func author(_ context: ServerRequestContext) -> String {
-        "token:" + (context.apiToken?.id ?? "?")
+        context.principal?.author ?? "token:?"
+    }
+
+    /// Writes what the request changed to the audit trail, after the change.
+    func audit(_ context: ServerRequestContext, _ action: String, target: String, reason: String? = nil, detail: String? = nil) async throws {
+        try await storage.audit(
+            NewAuditEvent(time: clock(), actor: Self.author(context), action: action, target: target, reason: reason, detail: detail))
     }
 
     static func logChange(_ context: ServerRequestContext, _ stored: StoredPolicyVersion) {

@@ -4,22 +4,23 @@ import Logging
 import NIOCore
 
 /// `GET /api/v1/records`: the school's records, filtered and paged, as JSON
-/// or CSV, for API tokens of the roles that may read them.
+/// or CSV, for API tokens whose role may view records, within the token's scope.
 struct RecordRoutes {
     let storage: any ServerStorage
 
-    /// The roles that may read records; the route's middleware checks them.
-    static let allowedRoles: Set<Role> = [.admin, .auditor]
-
     func add(to router: Router<ServerRequestContext>) {
         router.group("/api/v1/records")
-            .add(middleware: APITokenMiddleware(storage: storage, allowed: Self.allowedRoles))
+            .add(middleware: APITokenMiddleware(storage: storage, permission: .viewRecords))
             .get { request, context in try await records(request, context) }
     }
 
     func records(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let parameters = request.uri.queryParameters.map { (String($0.key), String($0.value)) }
-        let asked = try RecordsRequest.parse(parameters, accept: request.headers[.accept]).get()
+        var asked = try RecordsRequest.parse(parameters, accept: request.headers[.accept]).get()
+        // Nil only if a route forgot its middleware: then nothing, rather than everything.
+        let scope = context.principal?.scope ?? Scope(rooms: [""])
+        try Self.checkFilters(asked.query, within: scope)
+        asked.query.scope = scope
         let page = try await storage.queryRecords(asked.query)
         var headers: HTTPFields = [:]
         // The next page's cursor travels in a header too: the only place a CSV answer has for it.
@@ -32,6 +33,20 @@ struct RecordRoutes {
         case .csv:
             headers[.contentType] = "text/csv; charset=utf-8; header=present"
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: RecordsCSV.render(page.records))))
+        }
+    }
+
+    /// A room or group asked for that the scope can never match (a room
+    /// outside a scope of rooms only, a group outside a scope of groups
+    /// only) is refused, not answered empty: the asker learns it may not
+    /// look there. Other filters are narrowed by the scope in the query.
+    static func checkFilters(_ query: RecordQuery, within scope: Scope) throws {
+        guard !scope.isWholeSchool else { return }
+        if let room = query.room, !scope.rooms.contains(room), scope.groups.isEmpty {
+            throw APIError.scopeForbidden("the room \(room.prefix(64)) is not in this token's scope (rooms \(scope.rooms.joined(separator: ", ")))")
+        }
+        if let group = query.group, !scope.groups.contains(group), scope.rooms.isEmpty {
+            throw APIError.scopeForbidden("the group \(group.prefix(64)) is not in this token's scope (groups \(scope.groups.joined(separator: ", ")))")
         }
     }
 

@@ -70,5 +70,9 @@ public struct APIError: HTTPResponseError, Sendable {
     static let machineRevoked = APIError(.forbidden, "machine-revoked", "this machine's enrolment was revoked; enrol it again with a new token")
     static let tooLarge = APIError(.contentTooLarge, "too-large", "the body is larger than 1 MiB")
     static let unauthorized = APIError(.unauthorized, "token-invalid", "send an API token: Authorization: Bearer hpa1....")
+    static func roleForbidden(_ role: Role) -> APIError {
+        APIError(.forbidden, "role-forbidden", "an API token of role \(role.rawValue) may not do this")
+    }
+    static func scopeForbidden(_ message: String) -> APIError { APIError(.forbidden, "scope-forbidden", message) }
 }
 

@@ -55,6 +55,7 @@ public enum ServerAdministration {
 
     /// Makes an enrolment token for `room` and returns the whole token
     /// (`hp1.<fingerprint>.<secret>`); only the secret's hash is stored.
+    /// `createdBy` is kept with it and is the audit event's actor.
     public static func createEnrolmentToken(
         storage: any ServerStorage, fingerprint: String, room: String, uses: Int, expiresIn: Int, createdBy: String, now: Int64
     ) async throws -> String {
@@ -70,16 +71,38 @@ public enum ServerAdministration {
             StoredEnrolmentToken(
                 hash: Secrets.hash(secret), room: room, usesLeft: uses, expiresAt: now + Int64(expiresIn), createdBy: createdBy,
                 createdAt: now))
+        try await storage.audit(
+            NewAuditEvent(time: now, actor: createdBy, action: "enrolment-token.create", target: "room \(room)", detail: "\(uses) uses, \(expiresIn) s"))
         return Secrets.enrolmentToken(fingerprint: fingerprint, secret: secret)
     }
 
-    /// Makes an API token of `role`; returns its id and the token, shown once.
-    public static func createAPIToken(storage: any ServerStorage, role: Role, createdBy: String, now: Int64) async throws -> (
-        id: String, token: String
-    ) {
+    /// Makes an API token of `role` and `scope`; returns its id and the
+    /// token, shown once. A teacher's token needs a scope; an admin's and a
+    /// metrics token have none (they answer for the whole school).
+    /// `createdBy` is kept with it and is the audit event's actor.
+    public static func createAPIToken(storage: any ServerStorage, role: Role, scope: Scope = .school, createdBy: String, now: Int64)
+        async throws -> (id: String, token: String)
+    {
+        if let refusal = apiTokenRefusal(role: role, scope: scope) { throw ServerError(code: "api-token.scope", message: refusal) }
         let (id, token) = Secrets.newAPIToken()
-        try await storage.createAPIToken(StoredAPIToken(id: id, role: role, createdBy: createdBy, createdAt: now), hash: Secrets.hash(token))
+        try await storage.createAPIToken(
+            StoredAPIToken(id: id, role: role, scope: scope, createdBy: createdBy, createdAt: now), hash: Secrets.hash(token))
+        try await storage.audit(
+            NewAuditEvent(time: now, actor: createdBy, action: "token.create", target: "token:\(id)", detail: describe(role: role, scope: scope)))
         return (id, token)
+    }
+
+    /// Why an API token of `role` and `scope` may not be; nil when it may.
+    public static func apiTokenRefusal(role: Role, scope: Scope) -> String? {
+        if role == .metrics { return scope.isWholeSchool ? nil : "a metrics token reads the whole school's counters; give no --room or --group" }
+        return StoredPerson.refusal(role: role, scope: scope)
+    }
+
+    /// `machine revoke`: shuts the machine out; false when there is no such machine.
+    public static func revokeMachine(storage: any ServerStorage, id: String, author: String, now: Int64) async throws -> Bool {
+        guard try await storage.revokeMachine(id: id, now: now) else { return false }
+        try await storage.audit(NewAuditEvent(time: now, actor: author, action: "machine.revoke", target: id))
+        return true
     }
 
     /// `machine list` as a table: id, room, hostname, state, last check-in.

@@ -64,8 +64,32 @@ public struct ServerConfiguration: Sendable, Hashable {
         public init() {}
     }
 
+    /// The console's sessions and sign-in (docs/server.md, "Accounts and sessions").
+    public struct Console: Sendable, Hashable {
+        /// A session unused for this long ends (seconds).
+        public var idleTimeout: Int = 30 * 60
+        /// A session ends this long after its sign-in, used or not (seconds).
+        public var sessionLifetime: Int = 12 * 3600
+        /// This many failed sign-ins in a row lock the account...
+        public var lockoutFailures: Int = 5
+        /// ...for this long (seconds).
+        public var lockoutDuration: Int = 15 * 60
+        /// Sign-in attempts from one address in a minute, at most.
+        public var signInRate: Int = 20
+        public init() {}
+    }
+
+    /// Which ways of signing in the console offers (`signIn:`).
+    public struct SignIn: Sendable, Hashable {
+        /// Local accounts with a password (`hallpass-server user add`).
+        public var local = true
+        public init() {}
+    }
+
     public var listen = Listen()
     public var tls = TLS()
+    public var console = Console()
+    public var signIn = SignIn()
     public var database = DatabaseLocation.sqlite(path: ServerConfiguration.defaultStateDirectory + "/server.db")
     public var machines = Machines()
     public var records = Records()
@@ -197,7 +221,7 @@ extension ServerConfiguration {
         }
         guard let root else { return }
         let top = try ConfigNode(root, key: "", document: ConfigurationError.serverDocument).mapping(
-            allowed: ["listen", "tls", "database", "machines", "records", "publishing", "signIn"])
+            allowed: ["listen", "tls", "database", "machines", "records", "publishing", "console", "signIn"])
         if let listen = try top["listen"]?.mapping(allowed: ["address", "port", "plainHTTP"]) {
             if let address = listen["address"] {
                 let text = try address.string()
@@ -235,7 +259,13 @@ extension ServerConfiguration {
         if let publishingNode = top["publishing"] {
             try readPublishing(publishingNode)
         }
-        if let signIn = try top["signIn"]?.mapping(allowed: ["oidc"]) { openID = try Self.openID(signIn) }
+        if let consoleNode = top["console"] {
+            try readConsole(consoleNode)
+        }
+        if let signIn = try top["signIn"]?.mapping(allowed: ["local", "oidc"]) {
+            if let local = signIn["local"] { self.signIn.local = try local.boolean() }
+            openID = try Self.openID(signIn)
+        }
         // The pair init makes lives with the rest of the state: beside an SQLite
         // file named elsewhere too, never in /var/lib of a server that is not there.
         if !tls.configured {
@@ -276,6 +306,17 @@ extension ServerConfiguration {
         if let copyTo = publishing["copyTo"] { self.publishing.copyTo = try copyTo.absolutePath() }
         if let builtin = publishing["builtinProtections"] { self.publishing.builtinProtections = try builtin.boolean() }
         if let bytes = publishing["maxListBytes"] { self.publishing.maxListBytes = try Self.listBytes(bytes, in: 1024...(1 << 30)) }
+    }
+
+    private mutating func readConsole(_ node: ConfigNode) throws(ConfigurationError) {
+        let console = try node.mapping(allowed: ["idleTimeout", "sessionLifetime", "lockout", "signInRate"])
+        if let idle = console["idleTimeout"] { self.console.idleTimeout = try idle.duration(in: 60...(24 * 3600)) }
+        if let lifetime = console["sessionLifetime"] { self.console.sessionLifetime = try lifetime.duration(in: 300...(30 * 86_400)) }
+        if let lockout = try console["lockout"]?.mapping(allowed: ["failures", "duration"]) {
+            if let failures = lockout["failures"] { self.console.lockoutFailures = try failures.integer(in: 1...100) }
+            if let duration = lockout["duration"] { self.console.lockoutDuration = try duration.duration(in: 60...(7 * 86_400)) }
+        }
+        if let rate = console["signInRate"] { self.console.signInRate = try rate.integer(in: 1...10_000) }
     }
 
     /// `256MiB`, `64KiB`, `1GiB` (as the publishing contract writes sizes), or

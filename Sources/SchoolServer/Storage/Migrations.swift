@@ -167,6 +167,72 @@ enum Migrations {
                 )
                 """,
             ]),
+        // The console's accounts (docs/server.md, "Accounts and sessions"). A
+        // person's scope is kept as text, one room or group a line (rooms and
+        // groups hold no line break). A session and a sign-in state are kept by
+        // the SHA-256 of their secret, never the secret. Audit events are read
+        // newest first, by (time, id), filtered by actor or action. The records
+        // query's category filter gets an index ending in the query's order, as
+        // step 2 made for user and machine.
+        Step(
+            version: 4, summary: "people, sessions, sign-in states, audit events, API token scopes, a records category index",
+            statements: [
+                """
+                CREATE TABLE people (
+                    login TEXT PRIMARY KEY,
+                    display_name TEXT NOT NULL,
+                    role TEXT NOT NULL,
+                    scope_rooms TEXT NOT NULL DEFAULT '',
+                    scope_groups TEXT NOT NULL DEFAULT '',
+                    method TEXT NOT NULL,
+                    password_hash TEXT,
+                    failed_attempts BIGINT NOT NULL DEFAULT 0,
+                    locked_until BIGINT,
+                    disabled_at BIGINT,
+                    created_by TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    last_sign_in_at BIGINT
+                )
+                """,
+                """
+                CREATE TABLE sessions (
+                    hash TEXT PRIMARY KEY,
+                    login TEXT NOT NULL REFERENCES people (login),
+                    csrf_token TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    last_seen BIGINT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    method TEXT NOT NULL
+                )
+                """,
+                "CREATE INDEX sessions_login ON sessions (login)",
+                """
+                CREATE TABLE sign_in_states (
+                    hash TEXT PRIMARY KEY,
+                    verifier TEXT NOT NULL,
+                    nonce TEXT NOT NULL,
+                    return_path TEXT NOT NULL,
+                    created_at BIGINT NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE audit_events (
+                    id TEXT PRIMARY KEY,
+                    time BIGINT NOT NULL,
+                    actor TEXT NOT NULL,
+                    action TEXT NOT NULL,
+                    target TEXT,
+                    reason TEXT,
+                    detail TEXT
+                )
+                """,
+                "CREATE INDEX audit_events_time ON audit_events (time, id)",
+                "CREATE INDEX audit_events_actor ON audit_events (actor, time, id)",
+                "CREATE INDEX audit_events_action ON audit_events (action, time, id)",
+                "ALTER TABLE api_tokens ADD COLUMN scope_rooms TEXT NOT NULL DEFAULT ''",
+                "ALTER TABLE api_tokens ADD COLUMN scope_groups TEXT NOT NULL DEFAULT ''",
+                "CREATE INDEX records_category_time_key ON records (category, time, machine, sequence)",
+            ]),
     ]
 
     static var latest: Int { steps.last?.version ?? 0 }

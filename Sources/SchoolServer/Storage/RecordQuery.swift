@@ -20,11 +20,17 @@ public struct RecordQuery: Sendable, Hashable {
     public var after: RecordCursor?
     /// The most records in the page.
     public var limit: Int
+    /// Who asks may see only these records: those of a machine in one of its
+    /// rooms or of a user in one of its groups (`Scope.contains`). Applied
+    /// with the filters, never instead of them.
+    public var scope: Scope
 
     public init(
         since: Int64? = nil, until: Int64? = nil, user: String? = nil, machine: String? = nil, room: String? = nil,
-        group: String? = nil, action: String? = nil, category: String? = nil, after: RecordCursor? = nil, limit: Int = 100
+        group: String? = nil, action: String? = nil, category: String? = nil, after: RecordCursor? = nil, limit: Int = 100,
+        scope: Scope = .school
     ) {
+        self.scope = scope
         self.since = since
         self.until = until
         self.user = user
@@ -121,6 +127,17 @@ extension SQLStorage {
         if let group = query.group { conditions.append("group_name = \(bind(.text(group)))") }
         if let action = query.action { conditions.append("action = \(bind(.text(action)))") }
         if let category = query.category { conditions.append("category = \(bind(.text(category)))") }
+        if !query.scope.isWholeSchool {
+            var either: [String] = []
+            if !query.scope.rooms.isEmpty {
+                let rooms = query.scope.rooms.map { bind(.text($0)) }.joined(separator: ", ")
+                either.append("machine IN (SELECT id FROM machines WHERE room IN (\(rooms)))")
+            }
+            if !query.scope.groups.isEmpty {
+                either.append("group_name IN (\(query.scope.groups.map { bind(.text($0)) }.joined(separator: ", ")))")
+            }
+            conditions.append("(" + either.joined(separator: " OR ") + ")")
+        }
         if let after = query.after {
             let time = bind(.integer(after.time))
             let machine = bind(.text(after.machine))

@@ -81,6 +81,42 @@ public protocol ServerStorage: Sendable {
     /// published publications nor a pending one name; returns how many.
     func pruneBundleFiles(keepingPublished published: Int) async throws -> Int64
 
+    // Accounts (docs/server.md, "Accounts and sessions").
+    /// Adds the person; false when the login is taken.
+    func addPerson(_ person: StoredPerson) async throws -> Bool
+    func person(login: String) async throws -> StoredPerson?
+    /// Every person, by login.
+    func people() async throws -> [StoredPerson]
+    /// Writes the person's name, role, scope, method, password hash, failures,
+    /// lock and disabling; false when there is no such login.
+    func updatePerson(_ person: StoredPerson) async throws -> Bool
+    /// Removes the person and their sessions, in one transaction; false when there is no such login.
+    func removePerson(login: String) async throws -> Bool
+    /// Counts a failed sign-in of an account that is not locked; the
+    /// `lockAfter`th locks it until `now + lockFor`. True when this one locked it.
+    func recordFailedSignIn(login: String, now: Int64, lockAfter: Int, lockFor: Int64) async throws -> Bool
+    /// A sign-in succeeded: the failures and the lock are cleared.
+    func recordSignIn(login: String, now: Int64) async throws
+    func addSession(_ session: StoredSession) async throws
+    func session(hash: String) async throws -> StoredSession?
+    func sessions(login: String) async throws -> [StoredSession]
+    /// Sets the session's last use to `now` (never back).
+    func touchSession(hash: String, now: Int64) async throws
+    func removeSession(hash: String) async throws -> Bool
+    /// Removes every session of `login`; returns how many.
+    func removeSessions(login: String) async throws -> Int
+    /// Removes the sessions past their end or unused since before `idleBefore`; returns how many.
+    func removeEndedSessions(now: Int64, idleBefore: Int64) async throws -> Int
+    func addSignInState(_ state: StoredSignInState) async throws
+    /// Deletes and answers the state of `hash` in one statement (a state is
+    /// taken once); nil when there is none or it was made before `notBefore`.
+    /// States older than `notBefore` are removed too.
+    func takeSignInState(hash: String, notBefore: Int64) async throws -> StoredSignInState?
+    /// Writes an event to the audit trail.
+    func audit(_ event: NewAuditEvent) async throws
+    /// One page of the audit trail, newest first.
+    func auditEvents(_ query: AuditQuery) async throws -> AuditPage
+
     /// Runs what the engine needs while it is used; returns when the task is cancelled.
     func run() async
     func close() async
@@ -311,14 +347,17 @@ public final class SQLStorage: ServerStorage {
 
     public func createAPIToken(_ token: StoredAPIToken, hash: String) async throws {
         try await engine.run(
-            "INSERT INTO api_tokens (id, hash, role, created_by, created_at) VALUES ($1, $2, $3, $4, $5)",
-            SQLValue(token.id), SQLValue(hash), SQLValue(token.role.rawValue), SQLValue(token.createdBy), SQLValue(token.createdAt))
+            "INSERT INTO api_tokens (id, hash, role, created_by, created_at, scope_rooms, scope_groups) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            SQLValue(token.id), SQLValue(hash), SQLValue(token.role.rawValue), SQLValue(token.createdBy), SQLValue(token.createdAt),
+            SQLValue(Self.lines(token.scope.rooms)), SQLValue(Self.lines(token.scope.groups)))
     }
 
     public func apiToken(hash: String) async throws -> StoredAPIToken? {
         guard let row = try await engine.run("SELECT * FROM api_tokens WHERE hash = $1", SQLValue(hash)).first else { return nil }
         guard let role = Role(rawValue: try row.text("role")) else { throw StorageError.unexpectedRow(column: "role") }
-        return StoredAPIToken(id: try row.text("id"), role: role, createdBy: try row.text("created_by"), createdAt: try row.integer("created_at"))
+        return StoredAPIToken(
+            id: try row.text("id"), role: role, scope: Scope(rooms: Self.names(row.optionalText("scope_rooms")), groups: Self.names(row.optionalText("scope_groups"))),
+            createdBy: try row.text("created_by"), createdAt: try row.integer("created_at"))
     }
 
     public func publishedVersion() async throws -> Int64 {

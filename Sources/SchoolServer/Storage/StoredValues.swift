@@ -163,12 +163,15 @@ public struct StoredRecord: Sendable, Hashable {
 public struct StoredAPIToken: Sendable, Hashable {
     public var id: String
     public var role: Role
+    /// What the token may see (the whole school when empty).
+    public var scope: Scope
     public var createdBy: String
     public var createdAt: Int64
 
-    public init(id: String, role: Role, createdBy: String, createdAt: Int64) {
+    public init(id: String, role: Role, scope: Scope = .school, createdBy: String, createdAt: Int64) {
         self.id = id
         self.role = role
+        self.scope = scope
         self.createdBy = createdBy
         self.createdAt = createdAt
     }
