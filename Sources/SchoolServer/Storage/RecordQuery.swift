@@ -16,6 +16,8 @@ public struct RecordQuery: Sendable, Hashable {
     public var group: String?
     public var action: String?
     public var category: String?
+    /// `dns`, `tls`, `http`, ... as the machine wrote it.
+    public var kind: String?
     /// The page starts after this record; nil: at the first.
     public var after: RecordCursor?
     /// The most records in the page.
@@ -27,8 +29,8 @@ public struct RecordQuery: Sendable, Hashable {
 
     public init(
         since: Int64? = nil, until: Int64? = nil, user: String? = nil, machine: String? = nil, room: String? = nil,
-        group: String? = nil, action: String? = nil, category: String? = nil, after: RecordCursor? = nil, limit: Int = 100,
-        scope: Scope = .school
+        group: String? = nil, action: String? = nil, category: String? = nil, kind: String? = nil, after: RecordCursor? = nil,
+        limit: Int = 100, scope: Scope = .school
     ) {
         self.scope = scope
         self.since = since
@@ -39,6 +41,7 @@ public struct RecordQuery: Sendable, Hashable {
         self.group = group
         self.action = action
         self.category = category
+        self.kind = kind
         self.after = after
         self.limit = limit
     }
@@ -127,17 +130,8 @@ extension SQLStorage {
         if let group = query.group { conditions.append("group_name = \(bind(.text(group)))") }
         if let action = query.action { conditions.append("action = \(bind(.text(action)))") }
         if let category = query.category { conditions.append("category = \(bind(.text(category)))") }
-        if !query.scope.isWholeSchool {
-            var either: [String] = []
-            if !query.scope.rooms.isEmpty {
-                let rooms = query.scope.rooms.map { bind(.text($0)) }.joined(separator: ", ")
-                either.append("machine IN (SELECT id FROM machines WHERE room IN (\(rooms)))")
-            }
-            if !query.scope.groups.isEmpty {
-                either.append("group_name IN (\(query.scope.groups.map { bind(.text($0)) }.joined(separator: ", ")))")
-            }
-            conditions.append("(" + either.joined(separator: " OR ") + ")")
-        }
+        if let kind = query.kind { conditions.append("kind = \(bind(.text(kind)))") }
+        if let scoped = Self.scopeCondition(query.scope, bind: bind) { conditions.append(scoped) }
         if let after = query.after {
             let time = bind(.integer(after.time))
             let machine = bind(.text(after.machine))
@@ -152,6 +146,22 @@ extension SQLStorage {
         // One more than the page: whether there is a next page, without a count.
         let limit = bind(.integer(Int64(query.limit) + 1))
         return ("SELECT * FROM records\(filter) ORDER BY time, machine, sequence LIMIT \(limit)", binds)
+    }
+
+    /// The condition that keeps records to `scope` (nil for the whole school):
+    /// the machine's room in the scope's rooms, or the record's group in its
+    /// groups. Rooms through a subquery, as the room filter does.
+    static func scopeCondition(_ scope: Scope, bind: (SQLValue) -> String) -> String? {
+        guard !scope.isWholeSchool else { return nil }
+        var either: [String] = []
+        if !scope.rooms.isEmpty {
+            let rooms = scope.rooms.map { bind(.text($0)) }.joined(separator: ", ")
+            either.append("machine IN (SELECT id FROM machines WHERE room IN (\(rooms)))")
+        }
+        if !scope.groups.isEmpty {
+            either.append("group_name IN (\(scope.groups.map { bind(.text($0)) }.joined(separator: ", ")))")
+        }
+        return "(" + either.joined(separator: " OR ") + ")"
     }
 
     public func queryRecords(_ query: RecordQuery) async throws -> RecordPage {

@@ -117,6 +117,14 @@ public protocol ServerStorage: Sendable {
     /// One page of the audit trail, newest first.
     func auditEvents(_ query: AuditQuery) async throws -> AuditPage
 
+    // Console (Storage/ConsoleStatements.swift; docs/console.md).
+    /// The blocks from `since` to `until` (Unix ms) in `scope`, counted by category and host.
+    func blockCounts(since: Int64, until: Int64, scope: Scope) async throws -> [BlockCount]
+    /// Every user name the records hold, sorted, at most `limit`.
+    func recordUserNames(limit: Int) async throws -> [String]
+    /// The key of the console's pseudonyms, made on first use.
+    func pseudonymKey() async throws -> [UInt8]
+
     /// Runs what the engine needs while it is used; returns when the task is cancelled.
     func run() async
     func close() async
