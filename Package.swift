@@ -324,6 +324,10 @@ let package = Package(
                 "SharedStore",
                 "BundleBuilder",
                 "BundleDelta",
+                // The console: its pages are Mustache templates, its strings files are read
+                // and its language chosen as the block page's are.
+                "BlockPage",
+                .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "SQLiteNIO", package: "sqlite-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Yams", package: "Yams"),
@@ -446,7 +450,8 @@ let package = Package(
                 // ID tokens signed with keys of the tests' own.
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
-                // Probe routes behind the console's session middleware.
+                // Probe routes behind the console's session middleware, and the console's routes behind
+                // a middleware of the tests' own.
                 .product(name: "Hummingbird", package: "hummingbird"),
             ]),
         // Every input a fuzzer crashed on, replayed in the ordinary debug build.

@@ -83,11 +83,11 @@ struct LocalizedStrings: Sendable {
 }
 
 /// Language tags as used in file names (`strings/pt-BR.strings`), in
-/// `Content-Language` and in `<html lang>`.
-enum LanguageTag {
+/// `Content-Language` and in `<html lang>` (the console's strings files too).
+public enum LanguageTag {
     /// The tag in its usual case (`pt-BR`, `zh-Hant`, `ko`), or nil when the
     /// text is not `language(-subtag)*` with a 2–3 letter language.
-    static func canonical(_ text: String) -> String? {
+    public static func canonical(_ text: String) -> String? {
         let subtags = text.split(separator: "-", omittingEmptySubsequences: false)
         guard let primary = subtags.first, (2...3).contains(primary.count), primary.unicodeScalars.allSatisfy(\.isASCIILetter) else {
             return nil

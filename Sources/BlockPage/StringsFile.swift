@@ -9,17 +9,20 @@
 /// value are dropped; the value runs to the end of the line (a `#` inside it
 /// is text); blank lines are ignored. Keys are letters and digits, starting
 /// with a letter. Values are plain text: the page escapes them.
-enum StringsFile {
-    struct Entry: Equatable {
-        var key: String
-        var value: String
-        var line: Int
+///
+/// Public for hallpass-server's console, whose strings a school translates
+/// in files of the same format.
+public enum StringsFile {
+    public struct Entry: Equatable, Sendable {
+        public var key: String
+        public var value: String
+        public var line: Int
     }
 
     /// The largest strings file read.
-    static let maximumBytes = 64 * 1024
+    public static let maximumBytes = 64 * 1024
 
-    static func parse(_ text: String, file: String) throws(BlockPageError) -> [Entry] {
+    public static func parse(_ text: String, file: String) throws(BlockPageError) -> [Entry] {
         var entries: [Entry] = []
         var lineNumbers: [String: Int] = [:]
         // Splitting on scalars, not Characters, keeps "\r\n" apart so that

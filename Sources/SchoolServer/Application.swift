@@ -21,16 +21,18 @@ public struct ServerParts: Sendable {
     public var publisher: Publisher?
     /// Called with the bound port once the server listens (tests listen on port 0).
     public var onListening: @Sendable (Int) async -> Void
-    /// Adds routes of the caller's own to the router, with the console's
-    /// sessions to put behind `ConsoleSessionMiddleware` (the tests' probes).
-    public var addRoutes: @Sendable (Router<ServerRequestContext>, Sessions) -> Void
+    /// Adds routes of the caller's own after the API's and the sign-in's (the
+    /// console's pages, the tests' probes), with the console's sessions to put
+    /// behind `ConsoleSessionMiddleware` and the publisher the API's routes use,
+    /// before the table of served methods is made.
+    public var addRoutes: @Sendable (Router<ServerRequestContext>, Sessions, Publisher) throws -> Void
 
     public init(
         storage: any ServerStorage, certificate: ServerCertificate?, metrics: ServerMetrics, logger: Logger,
         clock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) },
         publisher: Publisher? = nil,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in },
-        addRoutes: @escaping @Sendable (Router<ServerRequestContext>, Sessions) -> Void = { _, _ in }
+        addRoutes: @escaping @Sendable (Router<ServerRequestContext>, Sessions, Publisher) throws -> Void = { _, _, _ in }
     ) {
         self.addRoutes = addRoutes
         self.publisher = publisher
@@ -70,7 +72,7 @@ public func buildRouter(configuration: ServerConfiguration, parts: ServerParts) 
     // The console's sign-in and sessions; its pages add themselves behind the same middleware.
     let sessions = Sessions(storage: parts.storage, settings: configuration.console, clock: parts.clock)
     SignInRoutes(storage: parts.storage, sessions: sessions, configuration: configuration, clock: parts.clock).add(to: router)
-    parts.addRoutes(router, sessions)
+    try parts.addRoutes(router, sessions, publisher)
     // Every lab machine reaches this listener, so the counters are for API tokens
     // (a `metrics` token for Prometheus); whether the server answers at all is /health's.
     let metrics = parts.metrics

@@ -75,6 +75,9 @@ actor PortBox {
 func withRunningServer(
     _ engine: Engine, logger: Logger = testLogger, configure: (inout ServerConfiguration) -> Void = { _ in },
     addRoutes: @escaping @Sendable (Router<ServerRequestContext>, Sessions) -> Void = { _, _ in },
+    moreRoutes: @escaping @Sendable (Router<ServerRequestContext>, Publisher, ServerConfiguration, SQLStorage, TestClock) throws -> Void = {
+        _, _, _, _, _ in
+    },
     _ body: @Sendable (RunningServer) async throws -> Void
 ) async throws {
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("hallpass-server-tls-\(UUID().uuidString.prefix(8))").path
@@ -94,7 +97,11 @@ func withRunningServer(
             configuration: configuration,
             parts: ServerParts(
                 storage: storage, certificate: certificate, metrics: ServerMetrics(), logger: logger, clock: { clock.now },
-                onListening: { await ports.set($0) }, addRoutes: addRoutes))
+                onListening: { await ports.set($0) },
+                addRoutes: { [configuration] router, sessions, publisher in
+                    addRoutes(router, sessions)
+                    try moreRoutes(router, publisher, configuration, storage, clock)
+                }))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await app.run() }
             let port = await ports.wait()

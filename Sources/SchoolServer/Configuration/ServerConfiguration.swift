@@ -96,6 +96,8 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var publishing = Publishing()
     /// `signIn.oidc`: the school's OpenID provider for the console (OpenIDConfiguration.swift); nil: none.
     public var openID: OpenIDConfiguration? = nil
+    /// The console's pages: `console.schoolName`, `pseudonyms`, `language`, `strings`.
+    public var consolePages = ConsolePageSettings()
     /// Set by tests and by nothing in server.yaml; see `stateDirectory`.
     public var stateDirectoryOverride: String? = nil
 
@@ -309,7 +311,9 @@ extension ServerConfiguration {
     }
 
     private mutating func readConsole(_ node: ConfigNode) throws(ConfigurationError) {
-        let console = try node.mapping(allowed: ["idleTimeout", "sessionLifetime", "lockout", "signInRate"])
+        // The sessions' keys here, the pages' keys (ConsolePageSettings) beside them.
+        let console = try node.mapping(allowed: ["idleTimeout", "sessionLifetime", "lockout", "signInRate"] + ConsolePageSettings.keys)
+        try consolePages.read(console)
         if let idle = console["idleTimeout"] { self.console.idleTimeout = try idle.duration(in: 60...(24 * 3600)) }
         if let lifetime = console["sessionLifetime"] { self.console.sessionLifetime = try lifetime.duration(in: 300...(30 * 86_400)) }
         if let lockout = try console["lockout"]?.mapping(allowed: ["failures", "duration"]) {

@@ -1,0 +1,630 @@
+import Mustache
+
+/// The console's pages as Mustache templates, compiled into the binary. A
+/// school translates the strings (ConsoleStrings), not the templates.
+///
+/// Every value is written `{{name}}`, which the engine escapes for HTML
+/// (`<`, `>`, `&`, `"`, `'`), safe in text and in a quoted attribute; no
+/// template writes `{{{name}}}` or `{{&name}}` (a test checks), and no HTML
+/// is ever made by joining strings in Swift. Each page fills the layout's
+/// `content` block (`{{<layout}}`), and reads its own values under `page`,
+/// the layout's under `layout`, the strings under `t`.
+enum ConsoleTemplates {
+    static let layout = """
+        <!doctype html>
+        <html lang="{{lang}}" dir="{{t.direction}}">
+        <head>
+        <meta charset="utf-8">
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <meta name="robots" content="noindex">
+        <title>{{title}} · {{layout.schoolName}}</title>
+        <link rel="stylesheet" href="{{layout.stylesheet}}">
+        <script src="{{layout.script}}" defer></script>
+        </head>
+        <body>
+        <a class="skip" href="#main">{{t.skipToContent}}</a>
+        <header class="top">
+        <p class="school" id="school-name">{{layout.schoolName}}</p>
+        {{#layout.signedIn}}
+        <nav class="menu" aria-label="{{t.navLabel}}">
+        <ul>
+        {{#layout.nav}}
+        <li><a id="nav-{{id}}" href="{{href}}"{{#current}} aria-current="page"{{/current}}>{{label}}</a></li>
+        {{/layout.nav}}
+        </ul>
+        </nav>
+        <div class="who">
+        <span>{{t.signedInAs}} <strong id="signed-in-as">{{layout.person}}</strong> ({{layout.roleLabel}})</span>
+        <form method="post" action="/console/sign-out" class="inline">
+        <input type="hidden" name="csrf" value="{{layout.csrf}}">
+        <button type="submit" class="link">{{t.signOut}}</button>
+        </form>
+        </div>
+        {{/layout.signedIn}}
+        </header>
+        <main id="main" tabindex="-1">
+        <h1>{{title}}</h1>
+        {{#layout.flash}}
+        <p class="flash" role="status" id="flash">{{layout.flash}}</p>
+        {{/layout.flash}}
+        {{$content}}{{/content}}
+        </main>
+        <footer>
+        <form method="get" action="/console/language" class="language">
+        <input type="hidden" name="next" value="{{layout.path}}">
+        <label for="language">{{t.language}}</label>
+        <select id="language" name="lang" data-autosubmit>
+        {{#layout.languages}}
+        <option value="{{code}}"{{#selected}} selected{{/selected}}>{{name}}</option>
+        {{/layout.languages}}
+        </select>
+        <button type="submit" class="secondary">{{t.languageApply}}</button>
+        </form>
+        </footer>
+        </body>
+        </html>
+        """
+
+    static let signIn = """
+        {{<layout}}{{$content}}{{#page}}
+        {{#error}}
+        <p class="error" role="alert" id="sign-in-error">{{t.signInError}}</p>
+        {{/error}}
+        <form method="post" action="/console/sign-in" class="stack narrow" id="sign-in-form">
+        {{#layout.csrf}}
+        <input type="hidden" name="csrf" value="{{layout.csrf}}">
+        {{/layout.csrf}}
+        <input type="hidden" name="next" value="{{next}}">
+        <label for="login">{{t.login}}</label>
+        <input id="login" name="login" autocomplete="username" required maxlength="64" autofocus>
+        <label for="password">{{t.password}}</label>
+        <input id="password" name="password" type="password" autocomplete="current-password" required>
+        <button type="submit">{{t.signIn}}</button>
+        </form>
+        {{#openID}}
+        <form method="get" action="/console/oidc/start" class="stack narrow">
+        <input type="hidden" name="next" value="{{next}}">
+        <button type="submit" class="secondary" id="sign-in-oidc">{{t.signInSchoolAccount}}</button>
+        </form>
+        {{/openID}}
+        {{/page}}{{/content}}{{/layout}}
+        """
+
+    static let dashboard = """
+        {{<layout}}{{$content}}{{#page}}
+        {{#scopeText}}
+        <p class="note" id="scope">{{scopeText}}</p>
+        {{/scopeText}}
+        <div class="cards">
+        <section aria-labelledby="machines-heading" class="card">
+        <h2 id="machines-heading">{{t.dashboardMachines}}</h2>
+        {{#hasMachines}}
+        <table id="machine-states">
+        <thead><tr><th scope="col">{{t.machineState}}</th><th scope="col" class="number">{{t.machinesCount}}</th></tr></thead>
+        <tbody>
+        {{#machineStates}}
+        <tr><th scope="row">{{#href}}<a href="{{href}}">{{/href}}<span class="state state-{{state}}">{{label}}</span>{{#href}}</a>{{/href}}</th><td class="number">{{count}}</td></tr>
+        {{/machineStates}}
+        </tbody>
+        </table>
+        {{/hasMachines}}
+        {{^hasMachines}}
+        <p>{{t.noMachines}}</p>
+        {{/hasMachines}}
+        </section>
+        <section aria-labelledby="blocks-heading" class="card">
+        <h2 id="blocks-heading">{{t.dashboardBlocks}}</h2>
+        <p class="note">{{windowText}}</p>
+        {{#hasBlocks}}
+        <table id="blocks-by-category">
+        <thead><tr><th scope="col">{{t.category}}</th><th scope="col" class="number">{{t.blocks}}</th></tr></thead>
+        <tbody>
+        {{#blocksByCategory}}
+        <tr><th scope="row">{{#href}}<a href="{{href}}">{{/href}}{{label}}{{#href}}</a>{{/href}}</th><td class="number">{{count}}</td></tr>
+        {{/blocksByCategory}}
+        </tbody>
+        </table>
+        {{/hasBlocks}}
+        {{^hasBlocks}}
+        <p>{{t.noBlocks}}</p>
+        {{/hasBlocks}}
+        </section>
+        <section aria-labelledby="top-heading" class="card">
+        <h2 id="top-heading">{{t.dashboardTopBlocked}}</h2>
+        <p class="note">{{windowText}}</p>
+        {{#hasBlocks}}
+        <table id="top-blocked">
+        <thead><tr><th scope="col">{{t.host}}</th><th scope="col" class="number">{{t.blocks}}</th></tr></thead>
+        <tbody>
+        {{#topBlocked}}
+        <tr><th scope="row" class="wrap">{{label}}</th><td class="number">{{count}}</td></tr>
+        {{/topBlocked}}
+        </tbody>
+        </table>
+        {{/hasBlocks}}
+        {{^hasBlocks}}
+        <p>{{t.noBlocks}}</p>
+        {{/hasBlocks}}
+        </section>
+        <section aria-labelledby="requests-heading" class="card">
+        <h2 id="requests-heading">{{t.dashboardRequests}}</h2>
+        <p id="requests-unavailable">{{t.requestsNotYet}}</p>
+        </section>
+        </div>
+        {{/page}}{{/content}}{{/layout}}
+        """
+
+    /// The table of records, shared by the records page and the timeline.
+    static let recordRows = """
+        {{#hasRows}}
+        <div class="scroll">
+        <table id="records">
+        <caption class="visually-hidden">{{caption}}</caption>
+        <thead>
+        <tr>
+        <th scope="col">{{t.time}}</th>
+        {{#showUser}}<th scope="col">{{t.user}}</th>{{/showUser}}
+        <th scope="col">{{t.machine}}</th>
+        <th scope="col">{{t.room}}</th>
+        <th scope="col">{{t.group}}</th>
+        <th scope="col">{{t.kind}}</th>
+        <th scope="col">{{t.host}}</th>
+        <th scope="col">{{t.action}}</th>
+        <th scope="col">{{t.category}}</th>
+        <th scope="col">{{t.reason}}</th>
+        </tr>
+        </thead>
+        <tbody>
+        {{#rows}}
+        <tr>
+        <td class="nowrap"><time datetime="{{iso}}">{{time}}</time></td>
+        {{#showUser}}<td>{{#timelineLink}}<a href="{{timelineLink}}">{{user}}</a>{{/timelineLink}}{{^timelineLink}}{{user}}{{/timelineLink}}</td>{{/showUser}}
+        <td>{{hostname}}</td>
+        <td>{{room}}</td>
+        <td>{{group}}</td>
+        <td>{{kind}}</td>
+        <td class="wrap">{{host}}{{#url}}<br><span class="url">{{url}}</span>{{/url}}</td>
+        <td><span class="action action-{{action}}">{{actionLabel}}</span></td>
+        <td>{{category}}</td>
+        <td class="wrap">{{reason}}</td>
+        </tr>
+        {{/rows}}
+        </tbody>
+        </table>
+        </div>
+        {{/hasRows}}
+        {{^hasRows}}
+        <p id="no-records">{{t.noRecords}}</p>
+        {{/hasRows}}
+        <nav class="pages" aria-label="{{t.pagesLabel}}">
+        {{#firstLink}}<a href="{{firstLink}}">{{t.firstPage}}</a>{{/firstLink}}
+        {{#nextLink}}<a href="{{nextLink}}" rel="next" id="next-page">{{t.nextPage}}</a>{{/nextLink}}
+        </nav>
+        """
+
+    static let records = """
+        {{<layout}}{{$content}}{{#page}}
+        {{#scopeText}}
+        <p class="note" id="scope">{{scopeText}}</p>
+        {{/scopeText}}
+        {{#pseudonymous}}
+        <p class="note" id="pseudonyms">{{t.pseudonymsNote}}</p>
+        {{/pseudonymous}}
+        <form method="get" action="/console/records" class="filters" role="search" aria-label="{{t.recordsFilters}}">
+        {{#filters}}
+        <fieldset class="dates">
+        <legend>{{t.dateRange}}</legend>
+        <p class="note" id="time-zone">{{timeZoneNote}}</p>
+        <div><label for="since">{{t.since}}</label><input type="date" id="since" name="since" value="{{since}}"></div>
+        <div><label for="until">{{t.until}}</label><input type="date" id="until" name="until" value="{{until}}"></div>
+        </fieldset>
+        <div><label for="user">{{t.user}}</label><input id="user" name="user" value="{{user}}" maxlength="256"></div>
+        <div><label for="machine">{{t.machineID}}</label><input id="machine" name="machine" value="{{machine}}" maxlength="22"></div>
+        <div><label for="room">{{t.room}}</label><input id="room" name="room" value="{{room}}" maxlength="64"></div>
+        <div><label for="group">{{t.group}}</label><input id="group" name="group" value="{{group}}" maxlength="256"></div>
+        <div><label for="category">{{t.category}}</label><input id="category" name="category" value="{{category}}" maxlength="256"></div>
+        <div><label for="kind">{{t.kind}}</label><input id="kind" name="kind" value="{{kind}}" maxlength="32"></div>
+        <div><label for="action">{{t.action}}</label>
+        <select id="action" name="action">
+        {{#actions}}
+        <option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>
+        {{/actions}}
+        </select></div>
+        {{/filters}}
+        <div class="buttons"><button type="submit">{{t.search}}</button> <a href="/console/records">{{t.clearFilters}}</a></div>
+        </form>
+        {{#error}}
+        <p class="error" role="alert" id="filter-error">{{error}}</p>
+        {{/error}}
+        {{^error}}
+        <p><a href="{{csvLink}}" id="export-csv">{{t.exportCSV}}</a></p>
+        {{/error}}
+        {{#table}}
+        \(recordRows)
+        {{/table}}
+        {{/page}}{{/content}}{{/layout}}
+        """
+
+    static let timeline = """
+        {{<layout}}{{$content}}{{#page}}
+        {{#scopeText}}
+        <p class="note" id="scope">{{scopeText}}</p>
+        {{/scopeText}}
+        <p class="note">{{t.timelineNote}}</p>
+        <form method="get" action="/console/timeline" class="filters" aria-label="{{t.dateRange}}">
+        <input type="hidden" name="user" value="{{userQuery}}">
+        <fieldset class="dates">
+        <legend>{{t.dateRange}}</legend>
+        <p class="note" id="time-zone">{{timeZoneNote}}</p>
+        <div><label for="since">{{t.since}}</label><input type="date" id="since" name="since" value="{{since}}"></div>
+        <div><label for="until">{{t.until}}</label><input type="date" id="until" name="until" value="{{until}}"></div>
+        </fieldset>
+        <div class="buttons"><button type="submit">{{t.show}}</button></div>
+        </form>
+        {{#error}}
+        <p class="error" role="alert" id="filter-error">{{error}}</p>
+        {{/error}}
+        {{#table}}
+        \(recordRows)
+        {{/table}}
+        {{/page}}{{/content}}{{/layout}}
+        """
+
+    static let machines = """
+        {{<layout}}{{$content}}{{#page}}
+        {{#scopeText}}
+        <p class="note" id="scope">{{scopeText}}</p>
+        {{/scopeText}}
+        <form method="get" action="/console/machines" class="filters" aria-label="{{t.machinesFilter}}">
+        <div><label for="state">{{t.machineState}}</label>
+        <select id="state" name="state">
+        {{#states}}
+        <option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>
+        {{/states}}
+        </select></div>
+        <div class="buttons"><button type="submit">{{t.show}}</button></div>
+        </form>
+        <p class="note">{{publishedText}}</p>
+        {{#hasMachines}}
+        <div class="scroll">
+        <table id="machines">
+        <caption class="visually-hidden">{{t.machinesCaption}}</caption>
+        <thead>
+        <tr>
+        <th scope="col">{{t.hostname}}</th>
+        <th scope="col">{{t.room}}</th>
+        <th scope="col">{{t.machineState}}</th>
+        <th scope="col" class="number">{{t.rulesVersion}}</th>
+        <th scope="col">{{t.lastCheckIn}}</th>
+        <th scope="col" class="number">{{t.filterDataRestarts}}</th>
+        <th scope="col" class="number">{{t.queueDrops}}</th>
+        <th scope="col" class="number">{{t.recordsDropped}}</th>
+        {{#canRevoke}}<th scope="col">{{t.revokeHeading}}</th>{{/canRevoke}}
+        </tr>
+        </thead>
+        <tbody>
+        {{#rows}}
+        <tr id="machine-{{id}}">
+        <th scope="row">{{hostname}}<br><span class="note">{{id}}</span></th>
+        <td>{{room}}</td>
+        <td><span class="state state-{{state}}">{{stateLabel}}</span></td>
+        <td class="number">{{rulesVersion}}</td>
+        <td class="nowrap">{{lastCheckIn}}</td>
+        <td class="number">{{restarts}}</td>
+        <td class="number">{{queueDrops}}</td>
+        <td class="number">{{recordsDropped}}</td>
+        {{#canRevoke}}
+        <td>{{#revokeAction}}<form method="post" action="{{revokeAction}}" data-confirm="{{t.revokeConfirm}}">
+        <input type="hidden" name="csrf" value="{{layout.csrf}}">
+        <button type="submit" class="danger">{{t.revoke}}<span class="visually-hidden"> {{hostname}}</span></button>
+        </form>{{/revokeAction}}</td>
+        {{/canRevoke}}
+        </tr>
+        {{/rows}}
+        </tbody>
+        </table>
+        </div>
+        {{/hasMachines}}
+        {{^hasMachines}}
+        <p id="no-machines">{{t.noMachines}}</p>
+        {{/hasMachines}}
+        {{/page}}{{/content}}{{/layout}}
+        """
+
+    static let policy = """
+        {{<layout}}{{$content}}{{#page}}
+        {{#current}}
+        <p id="policy-current">{{currentText}}</p>
+        {{/current}}
+        {{^current}}
+        <p id="policy-none">{{t.policyNone}}</p>
+        {{/current}}
+        {{#publication}}
+        <p class="note" id="publication">{{publication}}</p>
+        {{/publication}}
+        {{#summary}}
+        <section aria-labelledby="summary-heading">
+        <h2 id="summary-heading">{{t.policySummary}}</h2>
+        <dl class="pairs">
+        <dt>{{t.policyTimeZone}}</dt><dd>{{timeZone}}</dd>
+        <dt>{{t.policyEveryone}}</dt><dd>{{topLevelBlocks}}</dd>
+        <dt>{{t.policyLocked}}</dt><dd id="locked-categories">{{locked}}</dd>
+        <dt>{{t.policySafeSearch}}</dt><dd>{{safeSearch}}</dd>
+        <dt>{{t.policyOverrides}}</dt><dd>{{overrides}}</dd>
+        </dl>
+        <h3>{{t.policyGroups}}</h3>
+        {{#hasGroups}}
+        <div class="scroll">
+        <table id="policy-groups">
+        <thead><tr><th scope="col">{{t.group}}</th><th scope="col">{{t.policyMembers}}</th><th scope="col">{{t.policyBlocked}}</th><th scope="col">{{t.policyDuring}}</th><th scope="col">{{t.policyExam}}</th></tr></thead>
+        <tbody>
+        {{#groups}}
+        <tr><th scope="row">{{name}}</th><td>{{members}}</td><td>{{blocked}}</td><td>{{during}}</td><td>{{exam}}</td></tr>
+        {{/groups}}
+        </tbody>
+        </table>
+        </div>
+        {{/hasGroups}}
+        {{^hasGroups}}
+        <p>{{t.policyNoGroups}}</p>
+        {{/hasGroups}}
+        <h3>{{t.policySchedules}}</h3>
+        {{#hasSchedules}}
+        <table id="policy-schedules">
+        <thead><tr><th scope="col">{{t.policySchedule}}</th><th scope="col">{{t.policyDays}}</th><th scope="col">{{t.policyTimes}}</th></tr></thead>
+        <tbody>
+        {{#schedules}}
+        <tr><th scope="row">{{name}}</th><td>{{days}}</td><td>{{times}}</td></tr>
+        {{/schedules}}
+        </tbody>
+        </table>
+        {{/hasSchedules}}
+        {{^hasSchedules}}
+        <p>{{t.policyNoSchedules}}</p>
+        {{/hasSchedules}}
+        <h3>{{t.policyExam}}</h3>
+        <p>{{exam}}</p>
+        <h3>{{t.policyBypass}}</h3>
+        <table id="policy-bypass">
+        <thead><tr><th scope="col">{{t.policyBypassKey}}</th><th scope="col">{{t.policyBypassValue}}</th></tr></thead>
+        <tbody>
+        {{#bypass}}
+        <tr><th scope="row">{{key}}</th><td>{{value}}</td></tr>
+        {{/bypass}}
+        </tbody>
+        </table>
+        </section>
+        {{/summary}}
+        {{#summaryError}}
+        <p class="error" id="summary-error">{{summaryError}}</p>
+        {{/summaryError}}
+        <section aria-labelledby="yaml-heading">
+        <h2 id="yaml-heading">{{t.policyYAML}}</h2>
+        {{#errors}}
+        <div class="error" role="alert" id="policy-errors"><p>{{t.policyRefused}}</p><ul>{{#messages}}<li>{{.}}</li>{{/messages}}</ul></div>
+        {{/errors}}
+        {{#canEdit}}
+        <form method="post" action="/console/policy" class="stack" id="policy-form">
+        <input type="hidden" name="csrf" value="{{layout.csrf}}">
+        <label for="yaml">{{t.policyYAML}}</label>
+        <textarea id="yaml" name="yaml" rows="24" spellcheck="false" class="code"{{#errors}} aria-describedby="policy-errors"{{/errors}}>{{yaml}}</textarea>
+        <label for="reason">{{t.reasonRequired}}</label>
+        <input id="reason" name="reason" required maxlength="1000" value="{{reason}}">
+        <button type="submit">{{t.policySave}}</button>
+        </form>
+        {{/canEdit}}
+        {{^canEdit}}
+        <label for="yaml">{{t.policyYAML}}</label>
+        <textarea id="yaml" rows="24" readonly class="code">{{yaml}}</textarea>
+        {{/canEdit}}
+        </section>
+        {{#canEdit}}
+        <section aria-labelledby="publish-heading">
+        <h2 id="publish-heading">{{t.policyPublish}}</h2>
+        {{#publishError}}<p class="error" role="alert" id="publish-error">{{publishError}}</p>{{/publishError}}
+        <form method="post" action="/console/policy/publish" class="stack" id="publish-form">
+        <input type="hidden" name="csrf" value="{{layout.csrf}}">
+        <label for="publish-reason">{{t.reasonRequired}}</label>
+        <input id="publish-reason" name="reason" required maxlength="1000">
+        <button type="submit">{{t.policyPublishButton}}</button>
+        </form>
+        </section>
+        {{/canEdit}}
+        <section aria-labelledby="history-heading">
+        <h2 id="history-heading">{{t.policyHistory}}</h2>
+        {{#hasHistory}}
+        <div class="scroll">
+        <table id="policy-history">
+        <thead><tr><th scope="col">{{t.policyVersion}}</th><th scope="col">{{t.time}}</th><th scope="col">{{t.author}}</th><th scope="col">{{t.reason}}</th><th scope="col">{{t.policyChanges}}</th></tr></thead>
+        <tbody>
+        {{#history}}
+        <tr><th scope="row"><a href="{{viewLink}}">{{version}}</a></th><td class="nowrap">{{time}}</td><td>{{author}}</td><td class="wrap">{{reason}}</td><td>{{#diffLink}}<a href="{{diffLink}}">{{t.policyDiffPrevious}}</a>{{/diffLink}}</td></tr>
+        {{/history}}
+        </tbody>
+        </table>
+        </div>
+        {{/hasHistory}}
+        {{^hasHistory}}
+        <p>{{t.policyNoHistory}}</p>
+        {{/hasHistory}}
+        {{#canRollBack}}
+        <h3>{{t.policyRollback}}</h3>
+        {{#rollbackError}}<p class="error" role="alert" id="rollback-error">{{rollbackError}}</p>{{/rollbackError}}
+        <form method="post" action="/console/policy/rollback" class="stack" id="rollback-form">
+        <input type="hidden" name="csrf" value="{{layout.csrf}}">
+        <label for="rollback-version">{{t.policyRollbackTo}}</label>
+        <select id="rollback-version" name="version" required>
+        {{#history}}<option value="{{version}}">{{version}}</option>{{/history}}
+        </select>
+        <label for="rollback-reason">{{t.reasonRequired}}</label>
+        <input id="rollback-reason" name="reason" required maxlength="1000">
+        <button type="submit">{{t.policyRollbackButton}}</button>
+        </form>
+        {{/canRollBack}}
+        </section>
+        {{/page}}{{/content}}{{/layout}}
+        """
+
+    static let policyVersion = """
+        {{<layout}}{{$content}}{{#page}}
+        <p id="version-meta">{{meta}}</p>
+        <p><a href="/console/policy">{{t.policyBack}}</a>{{#diffLink}} · <a href="{{diffLink}}">{{t.policyDiffPrevious}}</a>{{/diffLink}}</p>
+        <h2>{{t.policyYAML}}</h2>
+        {{#hasPolicy}}<pre class="code" id="version-yaml">{{yaml}}</pre>{{/hasPolicy}}
+        {{^hasPolicy}}<p>{{t.policyNoFile}}</p>{{/hasPolicy}}
+        <h2>{{t.policyLists}}</h2>
+        {{#hasLists}}
+        <table id="version-lists">
+        <thead><tr><th scope="col">{{t.category}}</th><th scope="col" class="number">{{t.policyNames}}</th><th scope="col">SHA-256</th></tr></thead>
+        <tbody>
+        {{#lists}}<tr><th scope="row">{{category}}</th><td class="number">{{names}}</td><td class="wrap code">{{sha256}}</td></tr>{{/lists}}
+        </tbody>
+        </table>
+        {{/hasLists}}
+        {{^hasLists}}<p>{{t.policyNoLists}}</p>{{/hasLists}}
+        {{/page}}{{/content}}{{/layout}}
+        """
+
+    static let policyDiff = """
+        {{<layout}}{{$content}}{{#page}}
+        <p><a href="/console/policy">{{t.policyBack}}</a></p>
+        <h2>{{t.policyYAML}}</h2>
+        {{#hasPolicyChanges}}
+        <pre class="diff code" id="policy-diff">{{#lines}}<span class="{{kind}}">{{text}}</span>
+        {{/lines}}</pre>
+        {{/hasPolicyChanges}}
+        {{^hasPolicyChanges}}<p>{{t.policySame}}</p>{{/hasPolicyChanges}}
+        <h2>{{t.policyLists}}</h2>
+        {{#hasListChanges}}
+        <table id="list-changes">
+        <thead><tr><th scope="col">{{t.category}}</th><th scope="col" class="number">{{t.policyAdded}}</th><th scope="col" class="number">{{t.policyRemoved}}</th><th scope="col">{{t.policySample}}</th></tr></thead>
+        <tbody>
+        {{#lists}}<tr><th scope="row">{{category}}</th><td class="number">{{added}}</td><td class="number">{{removed}}</td><td class="wrap">{{sample}}</td></tr>{{/lists}}
+        </tbody>
+        </table>
+        {{/hasListChanges}}
+        {{^hasListChanges}}<p>{{t.policyListsSame}}</p>{{/hasListChanges}}
+        {{/page}}{{/content}}{{/layout}}
+        """
+
+    static let people = """
+        {{<layout}}{{$content}}{{#page}}
+        {{#hasPeople}}
+        <div class="scroll">
+        <table id="people">
+        <caption class="visually-hidden">{{t.peopleCaption}}</caption>
+        <thead><tr><th scope="col">{{t.peopleLogin}}</th><th scope="col">{{t.peopleName}}</th><th scope="col">{{t.peopleRole}}</th><th scope="col">{{t.peopleRooms}}</th><th scope="col">{{t.peopleGroups}}</th><th scope="col">{{t.peopleMethod}}</th><th scope="col">{{t.peopleStatus}}</th><th scope="col">{{t.peopleLastSignIn}}</th>{{#canManage}}<th scope="col">{{t.peopleChange}}</th>{{/canManage}}</tr></thead>
+        <tbody>
+        {{#rows}}
+        <tr>
+        <th scope="row">{{login}}</th><td>{{name}}</td><td>{{roleLabel}}</td><td>{{rooms}}</td><td>{{groups}}</td><td>{{method}}</td><td>{{status}}</td><td class="nowrap">{{lastSignIn}}</td>
+        {{#canManage}}
+        <td>
+        <form method="post" action="{{changeAction}}" class="row-form">
+        <input type="hidden" name="csrf" value="{{layout.csrf}}">
+        <label for="role-{{index}}">{{t.peopleRole}}</label>
+        <select id="role-{{index}}" name="role">{{#roles}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/roles}}</select>
+        <label for="rooms-{{index}}">{{t.peopleRooms}}</label>
+        <input id="rooms-{{index}}" name="rooms" value="{{rooms}}">
+        <label for="groups-{{index}}">{{t.peopleGroups}}</label>
+        <input id="groups-{{index}}" name="groups" value="{{groups}}">
+        <label for="enabled-{{index}}">{{t.peopleEnabled}}</label>
+        <input type="checkbox" id="enabled-{{index}}" name="enabled" value="yes"{{#enabled}} checked{{/enabled}}>
+        <button type="submit">{{t.peopleSave}}<span class="visually-hidden"> {{login}}</span></button>
+        </form>
+        </td>
+        {{/canManage}}
+        </tr>
+        {{/rows}}
+        </tbody>
+        </table>
+        </div>
+        {{/hasPeople}}
+        {{^hasPeople}}<p>{{t.peopleNone}}</p>{{/hasPeople}}
+        {{#canManage}}
+        <section aria-labelledby="add-heading">
+        <h2 id="add-heading">{{t.peopleAdd}}</h2>
+        <form method="post" action="/console/people" class="stack" id="add-person">
+        <input type="hidden" name="csrf" value="{{layout.csrf}}">
+        <label for="new-login">{{t.peopleLogin}}</label>
+        <input id="new-login" name="login" required maxlength="64" autocomplete="off">
+        <label for="new-name">{{t.peopleName}}</label>
+        <input id="new-name" name="name" maxlength="200" autocomplete="off">
+        <label for="new-role">{{t.peopleRole}}</label>
+        <select id="new-role" name="role">{{#newRoles}}<option value="{{value}}">{{label}}</option>{{/newRoles}}</select>
+        <label for="new-rooms">{{t.peopleRooms}}</label>
+        <input id="new-rooms" name="rooms" aria-describedby="scope-help">
+        <label for="new-groups">{{t.peopleGroups}}</label>
+        <input id="new-groups" name="groups" aria-describedby="scope-help">
+        <p class="note" id="scope-help">{{t.peopleScopeHelp}}</p>
+        <label for="new-password">{{t.password}}</label>
+        <input id="new-password" name="password" type="password" autocomplete="new-password" aria-describedby="password-help">
+        <p class="note" id="password-help">{{t.peoplePasswordHelp}}</p>
+        <button type="submit">{{t.peopleAddButton}}</button>
+        </form>
+        </section>
+        {{/canManage}}
+        {{/page}}{{/content}}{{/layout}}
+        """
+
+    static let audit = """
+        {{<layout}}{{$content}}{{#page}}
+        <form method="get" action="/console/audit" class="filters" role="search" aria-label="{{t.auditFilters}}">
+        <div><label for="actor">{{t.auditActor}}</label><input id="actor" name="actor" value="{{actor}}" maxlength="200"></div>
+        <div><label for="audit-action">{{t.auditAction}}</label><input id="audit-action" name="action" value="{{action}}" maxlength="64"></div>
+        <fieldset class="dates">
+        <legend>{{t.dateRange}}</legend>
+        <p class="note" id="time-zone">{{timeZoneNote}}</p>
+        <div><label for="since">{{t.since}}</label><input type="date" id="since" name="since" value="{{since}}"></div>
+        <div><label for="until">{{t.until}}</label><input type="date" id="until" name="until" value="{{until}}"></div>
+        </fieldset>
+        <div class="buttons"><button type="submit">{{t.search}}</button> <a href="/console/audit">{{t.clearFilters}}</a></div>
+        </form>
+        {{#error}}<p class="error" role="alert" id="filter-error">{{error}}</p>{{/error}}
+        {{#hasEvents}}
+        <div class="scroll">
+        <table id="audit">
+        <caption class="visually-hidden">{{t.auditCaption}}</caption>
+        <thead><tr><th scope="col">{{t.time}}</th><th scope="col">{{t.auditActor}}</th><th scope="col">{{t.auditAction}}</th><th scope="col">{{t.auditTarget}}</th><th scope="col">{{t.reason}}</th></tr></thead>
+        <tbody>
+        {{#rows}}<tr><td class="nowrap"><time datetime="{{iso}}">{{time}}</time></td><td>{{actor}}</td><td>{{action}}</td><td class="wrap">{{target}}</td><td class="wrap">{{reason}}</td></tr>{{/rows}}
+        </tbody>
+        </table>
+        </div>
+        {{/hasEvents}}
+        {{^hasEvents}}<p id="no-events">{{t.auditNone}}</p>{{/hasEvents}}
+        <nav class="pages" aria-label="{{t.pagesLabel}}">
+        {{#firstLink}}<a href="{{firstLink}}">{{t.firstPage}}</a>{{/firstLink}}
+        {{#nextLink}}<a href="{{nextLink}}" rel="next" id="next-page">{{t.nextPage}}</a>{{/nextLink}}
+        </nav>
+        {{/page}}{{/content}}{{/layout}}
+        """
+
+    /// A refusal or a missing page, with the layout around it.
+    static let message = """
+        {{<layout}}{{$content}}{{#page}}
+        <p id="message">{{message}}</p>
+        {{#back}}<p><a href="{{back}}">{{t.backToDashboard}}</a></p>{{/back}}
+        {{/page}}{{/content}}{{/layout}}
+        """
+
+    /// Every page's template by name, and the layout.
+    static let all: [String: String] = [
+        "layout": layout, "sign-in": signIn, "dashboard": dashboard, "records": records, "timeline": timeline, "machines": machines,
+        "policy": policy, "policy-version": policyVersion, "policy-diff": policyDiff, "people": people, "audit": audit, "message": message,
+    ]
+
+    /// The library the pages render from, compiled once per process. The
+    /// texts are constants; the tests render every page.
+    static let library: MustacheLibrary = {
+        var library = MustacheLibrary()
+        for (name, text) in all {
+            do {
+                try library.register(text, named: name)
+            } catch {
+                fatalError("the console's \(name) template does not compile: \(error)")
+            }
+        }
+        return library
+    }()
+}
