@@ -100,18 +100,15 @@ struct ConsoleAssets: Sendable {
         @media (max-width:40rem){main{padding:1rem}header.top{padding:.75rem 1rem}.who{margin-inline-start:0}}
         """
 
-    /// Two helps; every page works the same without them. A form with
-    /// `data-confirm` asks first (revoking a machine); a select with
-    /// `data-autosubmit` sends its form when it changes (the language).
+    /// One help; every page works the same without it. A form with
+    /// `data-confirm` asks first (revoking a machine). Nothing sends a form
+    /// on its own when a field changes: a keyboard user moving through a
+    /// menu would be taken away from the page (WCAG 3.2.2).
     static let javascript = """
         "use strict";
         document.addEventListener("submit", function (event) {
           var question = event.target.getAttribute("data-confirm");
           if (question && !window.confirm(question)) event.preventDefault();
-        });
-        document.addEventListener("change", function (event) {
-          var target = event.target;
-          if (target.hasAttribute && target.hasAttribute("data-autosubmit") && target.form) target.form.submit();
         });
         """
 }

@@ -255,6 +255,8 @@ struct RecordTable {
     let rows: [Row]
     let firstLink: String?
     let nextLink: String?
+    /// Stored, not computed: the templates read values through Mirror.
+    let hasPages: Bool
 
     static func make(
         _ page: RecordPage, names: NameShown, showUser: Bool, timelineFor filter: RecordsFilter?, canTimeline: Bool, time: ConsoleTime,
@@ -274,7 +276,9 @@ struct RecordTable {
                 actionLabel: record.action == "block" ? (t["actionBlock"] ?? "block") : record.action == "allow" ? (t["actionAllow"] ?? "allow") : record.action,
                 category: record.category ?? "", reason: record.reason ?? "")
         }
-        return RecordTable(caption: caption, showUser: showUser, hasRows: !rows.isEmpty, rows: rows, firstLink: firstLink, nextLink: nextLink)
+        return RecordTable(
+            caption: caption, showUser: showUser, hasRows: !rows.isEmpty, rows: rows, firstLink: firstLink, nextLink: nextLink,
+            hasPages: firstLink != nil || nextLink != nil)
     }
 }
 

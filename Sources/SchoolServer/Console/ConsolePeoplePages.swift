@@ -141,6 +141,7 @@ struct AuditTrailPage {
     let rows: [Row]
     let firstLink: String?
     let nextLink: String?
+    let hasPages: Bool
 
     /// The filter form's values, checked.
     struct Filter: Sendable, Hashable {
@@ -198,6 +199,7 @@ struct AuditTrailPage {
         return AuditTrailPage(
             timeZoneNote: ConsoleText.fill(t["timeZoneNote"] ?? "", ["zone": time.zoneName]), actor: filter.actor ?? "",
             action: filter.action ?? "", since: filter.since ?? "", until: filter.until ?? "", error: problem, hasEvents: !rows.isEmpty,
-            rows: rows, firstLink: filter.after != nil ? filter.link(after: nil) : nil, nextLink: page?.next.map { filter.link(after: $0) })
+            rows: rows, firstLink: filter.after != nil ? filter.link(after: nil) : nil, nextLink: page?.next.map { filter.link(after: $0) },
+            hasPages: filter.after != nil || page?.next != nil)
     }
 }

@@ -53,7 +53,7 @@ enum ConsoleTemplates {
         <form method="get" action="/console/language" class="language">
         <input type="hidden" name="next" value="{{layout.path}}">
         <label for="language">{{t.language}}</label>
-        <select id="language" name="lang" data-autosubmit>
+        <select id="language" name="lang">
         {{#layout.languages}}
         <option value="{{code}}"{{#selected}} selected{{/selected}}>{{name}}</option>
         {{/layout.languages}}
@@ -196,10 +196,12 @@ enum ConsoleTemplates {
         {{^hasRows}}
         <p id="no-records">{{t.noRecords}}</p>
         {{/hasRows}}
+        {{#hasPages}}
         <nav class="pages" aria-label="{{t.pagesLabel}}">
         {{#firstLink}}<a href="{{firstLink}}">{{t.firstPage}}</a>{{/firstLink}}
         {{#nextLink}}<a href="{{nextLink}}" rel="next" id="next-page">{{t.nextPage}}</a>{{/nextLink}}
         </nav>
+        {{/hasPages}}
         """
 
     static let records = """
@@ -593,10 +595,12 @@ enum ConsoleTemplates {
         </div>
         {{/hasEvents}}
         {{^hasEvents}}<p id="no-events">{{t.auditNone}}</p>{{/hasEvents}}
+        {{#hasPages}}
         <nav class="pages" aria-label="{{t.pagesLabel}}">
         {{#firstLink}}<a href="{{firstLink}}">{{t.firstPage}}</a>{{/firstLink}}
         {{#nextLink}}<a href="{{nextLink}}" rel="next" id="next-page">{{t.nextPage}}</a>{{/nextLink}}
         </nav>
+        {{/hasPages}}
         {{/page}}{{/content}}{{/layout}}
         """
 
