@@ -26,15 +26,20 @@ public struct ServerParts: Sendable {
     /// behind `ConsoleSessionMiddleware` and the publisher the API's routes use,
     /// before the table of served methods is made.
     public var addRoutes: @Sendable (Router<ServerRequestContext>, Sessions, Publisher) throws -> Void
+    /// Whether the console's pages are served (false: a test mounts its own
+    /// `ConsoleRoutes` behind a middleware of its own).
+    public var console: Bool
 
     public init(
         storage: any ServerStorage, certificate: ServerCertificate?, metrics: ServerMetrics, logger: Logger,
         clock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) },
         publisher: Publisher? = nil,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in },
-        addRoutes: @escaping @Sendable (Router<ServerRequestContext>, Sessions, Publisher) throws -> Void = { _, _, _ in }
+        addRoutes: @escaping @Sendable (Router<ServerRequestContext>, Sessions, Publisher) throws -> Void = { _, _, _ in },
+        console: Bool = true
     ) {
         self.addRoutes = addRoutes
+        self.console = console
         self.publisher = publisher
         self.storage = storage
         self.certificate = certificate
@@ -46,7 +51,9 @@ public struct ServerParts: Sendable {
 }
 
 /// The routes, in one place: what a request may reach and through which check.
-public func buildRouter(configuration: ServerConfiguration, parts: ServerParts) throws -> Router<ServerRequestContext> {
+public func buildRouter(configuration: ServerConfiguration, parts: ServerParts, openID: OpenIDClient? = nil) throws
+    -> Router<ServerRequestContext>
+{
     let publisher = try parts.publisher ?? Publisher.load(configuration: configuration, storage: parts.storage, logger: parts.logger)
     if let key = publisher.signingKey {
         parts.logger.info("bundles are signed by key \(key.publicKey.keyID) (\(configuration.signingKeyPath ?? "-"))")
@@ -72,6 +79,16 @@ public func buildRouter(configuration: ServerConfiguration, parts: ServerParts) 
     // The console's sign-in and sessions; its pages add themselves behind the same middleware.
     let sessions = Sessions(storage: parts.storage, settings: configuration.console, clock: parts.clock)
     SignInRoutes(storage: parts.storage, sessions: sessions, configuration: configuration, clock: parts.clock).add(to: router)
+    if let openID {
+        OpenIDRoutes(client: openID, storage: parts.storage, sessions: sessions, clock: parts.clock).add(to: router)
+    }
+    if parts.console {
+        try ConsoleRoutes(
+            storage: parts.storage, editor: PolicyEditor(storage: parts.storage, configuration: configuration), publisher: publisher,
+            configuration: configuration, clock: parts.clock, openIDConfigured: configuration.openID != nil,
+            hooks: .auditing(parts.storage, clock: parts.clock), sources: .stored(parts.storage)
+        ).add(to: router, authenticate: ConsoleSessionMiddleware(sessions: sessions, plainHTTP: configuration.listen.plainHTTP))
+    }
     try parts.addRoutes(router, sessions, publisher)
     // Every lab machine reaches this listener, so the counters are for API tokens
     // (a `metrics` token for Prometheus); whether the server answers at all is /health's.
@@ -169,17 +186,22 @@ public func buildApplication(configuration: ServerConfiguration, parts: ServerPa
     }
     let onListening = parts.onListening
     let ready = StorageReadiness()
+    // The school's OpenID provider, when the console signs in through it: its
+    // HTTPS client lives as long as the server and is shut down with it.
+    let openID = try configuration.openID.map { try OpenIDClient.make(configuration: $0, store: StoredSignInStates(storage: parts.storage)) }
+    var services: [any Service] = [
+        StorageService(storage: parts.storage, ready: ready),
+        RetentionService(
+            storage: parts.storage, ready: ready, retentionDays: configuration.records.retentionDays, metrics: parts.metrics,
+            logger: parts.logger, clock: parts.clock),
+    ]
+    if let openID { services.append(OpenIDClientService(client: openID)) }
     var app = Application(
-        router: try buildRouter(configuration: configuration, parts: parts),
+        router: try buildRouter(configuration: configuration, parts: parts, openID: openID),
         server: server,
         configuration: .init(
             address: .hostname(configuration.listen.address, port: configuration.listen.port), serverName: "hallpass-server"),
-        services: [
-            StorageService(storage: parts.storage, ready: ready),
-            RetentionService(
-                storage: parts.storage, ready: ready, retentionDays: configuration.records.retentionDays, metrics: parts.metrics,
-                logger: parts.logger, clock: parts.clock),
-        ],
+        services: services,
         onServerRunning: { channel in
             await onListening(channel.localAddress?.port ?? configuration.listen.port)
         },

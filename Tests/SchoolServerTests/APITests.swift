@@ -73,7 +73,7 @@ actor PortBox {
 }
 
 func withRunningServer(
-    _ engine: Engine, logger: Logger = testLogger, configure: (inout ServerConfiguration) -> Void = { _ in },
+    _ engine: Engine, logger: Logger = testLogger, console: Bool = true, configure: (inout ServerConfiguration) -> Void = { _ in },
     addRoutes: @escaping @Sendable (Router<ServerRequestContext>, Sessions) -> Void = { _, _ in },
     moreRoutes: @escaping @Sendable (Router<ServerRequestContext>, Publisher, ServerConfiguration, SQLStorage, TestClock) throws -> Void = {
         _, _, _, _, _ in
@@ -101,7 +101,7 @@ func withRunningServer(
                 addRoutes: { [configuration] router, sessions, publisher in
                     addRoutes(router, sessions)
                     try moreRoutes(router, publisher, configuration, storage, clock)
-                }))
+                }, console: console))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await app.run() }
             let port = await ports.wait()

@@ -182,19 +182,24 @@ import Testing
     // MARK: Sign-in
 
     @Test func theSignInPageShowsItsErrorOnlyWhenAsked() {
-        func html(error: Bool, openID: Bool, next: String?) -> String {
+        func html(error: String?, openID: Bool, next: String?) -> String {
             Self.renderer.render(
                 "sign-in", title: "Sign in", page: SignInPage.make(next: next, error: error, openID: openID), viewer: Self.viewer(nil),
                 current: nil)
         }
-        let plain = html(error: false, openID: false, next: "/console/records?user=a")
+        let plain = html(error: nil, openID: false, next: "/console/records?user=a")
         #expect(!plain.contains("sign-in-error"))
         #expect(!plain.contains("/console/oidc/start"))
         #expect(plain.contains(#"<input type="hidden" name="next" value="/console/records?user=a">"#))
         #expect(plain.contains(#"<label for="login">Login</label>"#) && plain.contains(#"<label for="password">Password</label>"#))
         #expect(!plain.contains("nav-dashboard"))
         #expect(!plain.contains("/console/sign-out"))
-        let failed = html(error: true, openID: true, next: "//evil.example/")
+        let failed = html(error: "1", openID: true, next: "//evil.example/")
+        #expect(failed.contains("The login or the password is not right"))
+        // A sign-in through the provider that came back without one says so, in its own words.
+        let provider = html(error: "oidc-no-role", openID: true, next: nil)
+        #expect(provider.contains("has no role in this console") && !provider.contains("The login or the password"))
+        #expect(!html(error: "<script>", openID: true, next: nil).contains("sign-in-error"))
         #expect(failed.contains(#"<p class="error" role="alert" id="sign-in-error">"#))
         #expect(failed.contains(#"action="/console/oidc/start""#))
         #expect(failed.contains("Sign in with the school&#39;s account"))

@@ -53,9 +53,17 @@ struct PinnedHTTPSClient: Sendable {
                 head.headers.add(name: "Content-Type", value: "application/json")
             }
             for (name, value) in headers { head.headers.add(name: name, value: value) }
-            try await outbound.write(.head(head))
-            if !body.isEmpty { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
-            try await outbound.write(.end(nil))
+            var parts: [HTTPClientRequestPart] = [.head(head)]
+            if !body.isEmpty { parts.append(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
+            parts.append(.end(nil))
+            // One write: a server that answers (and, with `Connection: close`,
+            // closes) as soon as it has the head must not fail a later write of
+            // the end; and if it answered before reading a body, its answer
+            // is still in `inbound`, which is what a test asks about.
+            do {
+                try await outbound.write(contentsOf: parts)
+            } catch let error as ChannelError where error == .ioOnClosedChannel || error == .alreadyClosed {
+            }
             var status = 0
             var responseHeaders: [(String, String)] = []
             var received: [UInt8] = []

@@ -50,6 +50,27 @@ import Testing
         "POST /console/sign-in": .fixed(303),
         "POST /console/sign-out": .fixed(403),
         "POST /console/sign-out-everywhere": .fixed(403),
+        // The console's pages take a session, never an API token: a page sends
+        // the browser to the sign-in, a form is refused.
+        "GET /": .fixed(303),
+        "GET /console/sign-in": .fixed(200),
+        "GET /console/language": .fixed(303),
+        "GET /console/assets/{name}": .fixed(404),
+        "GET /console": .fixed(303),
+        "GET /console/records": .fixed(303),
+        "GET /console/timeline": .fixed(303),
+        "GET /console/machines": .fixed(303),
+        "POST /console/machines/{id}/revoke": .fixed(403),
+        "GET /console/policy": .fixed(303),
+        "GET /console/policy/versions/{version}": .fixed(303),
+        "GET /console/policy/diff": .fixed(303),
+        "POST /console/policy": .fixed(403),
+        "POST /console/policy/publish": .fixed(403),
+        "POST /console/policy/rollback": .fixed(403),
+        "GET /console/people": .fixed(303),
+        "POST /console/people": .fixed(403),
+        "POST /console/people/{login}": .fixed(403),
+        "GET /console/audit": .fixed(303),
     ]
 
     struct Caller: Sendable, CustomStringConvertible {
@@ -88,7 +109,8 @@ import Testing
 
     static func concrete(_ path: String) -> String {
         path.replacingOccurrences(of: "{version}", with: "1").replacingOccurrences(of: "{category}", with: "gambling")
-            .replacingOccurrences(of: "{name}", with: "manifest")
+            .replacingOccurrences(of: "{name}", with: "manifest").replacingOccurrences(of: "{id}", with: "m-aaaaaaaaaaaaaaaaaaaa")
+            .replacingOccurrences(of: "{login}", with: "ada")
     }
 
     @Test(arguments: Engine.allCases)

@@ -115,7 +115,10 @@ FROM {series} s
 """
 
 
-def record_sql(engine: str, first: int, count: int, total: int, start: int) -> str:
+def record_sql(engine: str, first: int, count: int, total: int, start: int, recent_until: int = 0) -> str:
+    """The INSERT of records first..first+count-1 of a load of `total`; with
+    `recent_until` (Unix ms), records numbered from `total` on, spread
+    evenly over the hour before that time instead of the 30 days."""
     per_day = -(-total // DAYS)
     last = first + count - 1
     if engine == "sqlite":
@@ -127,6 +130,8 @@ def record_sql(engine: str, first: int, count: int, total: int, start: int) -> s
                   f"floor(random() * 2147483647)::bigint AS c FROM generate_series({first}::bigint, {last}::bigint) i OFFSET 0)")
     # Each day's records spread evenly over 08:00 to 16:00 UTC, in the order of i.
     day_time = f"{start} + (s.i / {per_day}) * 86400000 + 28800000 + (s.i % {per_day}) * 28800000 / {per_day}"
+    if recent_until:
+        day_time = f"{recent_until - 3_600_000} + (s.i - {total}) * 3600000 / {count}"
     # Some users use the machines far more than others: the product of two uniform draws.
     user = f"((s.a % {USERS}) * ((s.a / {USERS}) % {USERS}) / {USERS})"
     digits = {f"digit{k}": f"substr('{BASE32}', CAST((s.i % {MACHINES}) / {32 ** k} % 32 + 1 AS INTEGER), 1)" for k in range(4)}
@@ -157,6 +162,10 @@ def load(args):
             db.execute(record_sql("sqlite", first, min(batch, args.records - first), args.records, start))
             db.execute("COMMIT")
             print(f"  {min(first + batch, args.records):,} records, {time.monotonic() - began:.0f} s", file=sys.stderr)
+        if args.recent_hour:
+            db.execute("BEGIN")
+            db.execute(record_sql("sqlite", args.records, args.recent_hour, args.records, start, recent_until=now * 1000))
+            db.execute("COMMIT")
         loaded = time.monotonic()
         for name, sql in indexes:
             db.execute(sql)
@@ -183,12 +192,14 @@ def load(args):
         script = "SET session_replication_role = replica;\n"
         for first in range(0, args.records, batch):
             script += record_sql("postgres", first, min(batch, args.records - first), args.records, start) + ";\n"
+        if args.recent_hour:
+            script += record_sql("postgres", args.records, args.recent_hour, args.records, start, recent_until=now * 1000) + ";\n"
         psql(script)
         loaded = time.monotonic()
         psql("SET maintenance_work_mem = '512MB';\n" + "".join(f"{definition};\n" for _, definition in definitions))
         psql("VACUUM ANALYZE records;\nVACUUM ANALYZE machines;\nCHECKPOINT;\n")
     done = time.monotonic()
-    print(json.dumps({"records": args.records, "machines": MACHINES, "users": USERS, "days": DAYS, "firstDay": start,
+    print(json.dumps({"records": args.records, "recentHour": args.recent_hour, "machines": MACHINES, "users": USERS, "days": DAYS, "firstDay": start,
                       "rowsSeconds": round(loaded - began, 1), "indexSeconds": round(done - loaded, 1)}))
 
 
@@ -283,6 +294,8 @@ def main():
     loader.add_argument("--port", type=int, default=5432)
     loader.add_argument("--records", type=int, default=10_000_000)
     loader.add_argument("--batch", type=int, default=1_000_000, help="records a transaction")
+    loader.add_argument("--recent-hour", type=int, default=0,
+                        help="records more, in the hour before the load (what the console's dashboard counts)")
     asker = commands.add_parser("query")
     asker.add_argument("--server", required=True)
     asker.add_argument("--token", required=True, help="an API token (admin or auditor)")

@@ -76,6 +76,7 @@ enum ConsoleBuiltInStrings {
         signIn = Sign in
         signInError = The login or the password is not right, or the account is locked for a while.
         signInSchoolAccount = Sign in with the school's account
+        signInOpenIDError = Signing in with the school's account did not work, or that account has no role in this console. Ask the school's admin.
 
         # Dashboard.
         dashboardMachines = Machines by state
@@ -199,6 +200,16 @@ enum ConsoleBuiltInStrings {
         flashPolicySaved = Policy version {version} is saved. Publish it to send it to the machines.
         flashPublished = Bundle {version} is published.
         flashPublishPending = Bundle {version} is built and waits for its signature.
+        flashPersonAdded = The account is added.
+        flashPersonChanged = The account is changed.
+        peopleErrorLogin = A login is 1 to 64 of a-z, 0-9, '.', '_', '-' and '@'.
+        peopleErrorRole = A teacher needs at least one room or group, and an admin has none.
+        peopleErrorPassword = A password is 10 to 72 characters.
+        peopleErrorExists = There is an account with this login already.
+        peopleErrorName = A name is 1 to 200 characters.
+        peopleErrorSelf = You cannot change your own role or scope, or disable yourself: ask another admin.
+        peopleErrorNoChange = Nothing was changed.
+        peopleErrorScope = A room or group name is at most 256 characters.
         flashRolledBack = Policy version {version} is saved with the content of the version chosen.
 
         # People.
@@ -296,6 +307,7 @@ enum ConsoleBuiltInStrings {
         signIn = 로그인
         signInError = 아이디나 비밀번호가 맞지 않거나, 계정이 잠시 잠겨 있습니다.
         signInSchoolAccount = 학교 계정으로 로그인
+        signInOpenIDError = 학교 계정으로 로그인하지 못했거나, 그 계정에 이 콘솔의 역할이 없습니다. 학교 관리자에게 문의하세요.
 
         dashboardMachines = 상태별 컴퓨터
         dashboardBlocks = 최근 1시간 분류별 차단
@@ -414,6 +426,16 @@ enum ConsoleBuiltInStrings {
         flashPolicySaved = 정책 버전 {version}을 저장했습니다. 컴퓨터에 보내려면 배포하세요.
         flashPublished = 번들 {version}을 배포했습니다.
         flashPublishPending = 번들 {version}을 만들었고 서명을 기다리고 있습니다.
+        flashPersonAdded = 계정을 추가했습니다.
+        flashPersonChanged = 계정을 변경했습니다.
+        peopleErrorLogin = 아이디는 a-z, 0-9, '.', '_', '-', '@'로 된 1~64자입니다.
+        peopleErrorRole = 교사에게는 교실이나 그룹이 하나 이상 필요하고, 관리자에게는 없어야 합니다.
+        peopleErrorPassword = 비밀번호는 10~72자입니다.
+        peopleErrorExists = 이 아이디의 계정이 이미 있습니다.
+        peopleErrorName = 이름은 1~200자입니다.
+        peopleErrorSelf = 자신의 역할이나 범위를 바꾸거나 자신을 비활성화할 수 없습니다. 다른 관리자에게 요청하세요.
+        peopleErrorNoChange = 바뀐 것이 없습니다.
+        peopleErrorScope = 교실이나 그룹 이름은 256자 이하입니다.
         flashRolledBack = 선택한 버전의 내용으로 정책 버전 {version}을 저장했습니다.
 
         peopleCaption = 콘솔 계정

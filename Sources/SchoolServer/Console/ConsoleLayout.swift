@@ -141,7 +141,8 @@ struct ConsoleRenderer: Sendable {
     func flash(_ viewer: ConsoleViewer, _ t: [String: String]) -> String? {
         let keys = [
             "revoked": "flashRevoked", "policy-saved": "flashPolicySaved", "published": "flashPublished",
-            "publish-pending": "flashPublishPending", "rolled-back": "flashRolledBack",
+            "publish-pending": "flashPublishPending", "rolled-back": "flashRolledBack", "person-added": "flashPersonAdded",
+            "person-changed": "flashPersonChanged",
         ]
         guard let done = viewer.done, let key = keys[done], let text = t[key] else { return nil }
         let version = viewer.doneVersion.flatMap { Int64($0) }.map { String($0) } ?? ""

@@ -8,11 +8,16 @@ import Foundation
 struct SignInPage {
     let next: String
     let error: Bool
+    /// The sign-in through the school's OpenID provider came back without a
+    /// sign-in (`error=oidc-...`: cancelled, refused, or no role here).
+    let openIDError: Bool
     let openID: Bool
 
     /// `next` only when it is a path of the console (no other site, no `//host`).
-    static func make(next: String?, error: Bool, openID: Bool) -> SignInPage {
-        SignInPage(next: ConsolePaths.localNext(next) ?? "/console/", error: error, openID: openID)
+    static func make(next: String?, error: String?, openID: Bool) -> SignInPage {
+        SignInPage(
+            next: ConsolePaths.localNext(next) ?? "/console/", error: error == "1", openIDError: error?.hasPrefix("oidc-") == true,
+            openID: openID)
     }
 }
 

@@ -104,8 +104,15 @@ struct PeoplePage {
     let hasPeople: Bool
     let rows: [Row]
     let newRoles: [Option]
+    /// Why the last change was refused: the sentence of a code the console sends (`error=`), never words from the link.
+    let error: String?
 
-    static func make(principal: Principal, people: [ConsolePerson], time: ConsoleTime, t: [String: String]) -> PeoplePage {
+    static let errorKeys = [
+        "login": "peopleErrorLogin", "role": "peopleErrorRole", "password": "peopleErrorPassword", "exists": "peopleErrorExists",
+        "name": "peopleErrorName", "self": "peopleErrorSelf", "no-change": "peopleErrorNoChange", "scope": "peopleErrorScope",
+    ]
+
+    static func make(principal: Principal, people: [ConsolePerson], time: ConsoleTime, t: [String: String], error: String? = nil) -> PeoplePage {
         let rows = people.enumerated().map { index, person in
             Row(
                 index: index, login: person.login, name: person.displayName ?? "", roleLabel: ConsoleRenderer.roleLabel(person.role, t),
@@ -117,7 +124,8 @@ struct PeoplePage {
         }
         return PeoplePage(
             canManage: principal.may(.managePeople), hasPeople: !rows.isEmpty, rows: rows,
-            newRoles: Role.personRoles.map { Option(value: $0.rawValue, label: ConsoleRenderer.roleLabel($0, t), selected: false) })
+            newRoles: Role.personRoles.map { Option(value: $0.rawValue, label: ConsoleRenderer.roleLabel($0, t), selected: false) },
+            error: error.flatMap { errorKeys[$0] }.flatMap { t[$0] })
     }
 }
 

@@ -135,9 +135,18 @@ public struct ConsoleRoutes: Sendable {
                 try await page(request, context, .viewPeople) { principal, viewer in
                     let t = renderer.table(viewer)
                     return renderer.response(
-                        "people", title: t["titlePeople"] ?? "", page: PeoplePage.make(principal: principal, people: try await people(), time: time, t: t),
+                        "people", title: t["titlePeople"] ?? "",
+                        page: PeoplePage.make(
+                            principal: principal, people: try await people(), time: time, t: t,
+                            error: ConsoleForm(request.uri.query ?? "")?["error"]),
                         viewer: viewer, current: .people)
                 }
+            }
+            console.post("people") { request, context in
+                try await change(request, context, .managePeople) { try await addPerson($0, $2) }
+            }
+            console.post("people/{login}") { request, context in
+                try await change(request, context, .managePeople) { try await changePerson(context, $0, $2) }
             }
         }
         if let events = sources.auditEvents {
@@ -223,7 +232,7 @@ public struct ConsoleRoutes: Sendable {
         let t = renderer.table(viewer)
         return renderer.response(
             "sign-in", title: t["titleSignIn"] ?? "",
-            page: SignInPage.make(next: query?["next"], error: query?["error"] == "1", openID: openID), viewer: viewer, current: nil)
+            page: SignInPage.make(next: query?["next"], error: query?["error"], openID: openID), viewer: viewer, current: nil)
     }
 
     func language(_ request: Request) -> Response {

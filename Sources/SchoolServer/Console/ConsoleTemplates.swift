@@ -70,6 +70,9 @@ enum ConsoleTemplates {
         {{#error}}
         <p class="error" role="alert" id="sign-in-error">{{t.signInError}}</p>
         {{/error}}
+        {{#openIDError}}
+        <p class="error" role="alert" id="sign-in-error">{{t.signInOpenIDError}}</p>
+        {{/openIDError}}
         <form method="post" action="/console/sign-in" class="stack narrow" id="sign-in-form">
         {{#layout.csrf}}
         <input type="hidden" name="csrf" value="{{layout.csrf}}">
@@ -511,6 +514,7 @@ enum ConsoleTemplates {
 
     static let people = """
         {{<layout}}{{$content}}{{#page}}
+        {{#error}}<p class="error" role="alert" id="people-error">{{error}}</p>{{/error}}
         {{#hasPeople}}
         <div class="scroll">
         <table id="people">

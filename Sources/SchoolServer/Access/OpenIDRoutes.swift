@@ -1,0 +1,139 @@
+import Foundation
+public import Hummingbird
+import ServiceLifecycle
+import Logging
+import NIOCore
+
+/// The console's sign-in through the school's OpenID provider:
+/// `GET /console/oidc/start?next=PATH` sends the browser to the provider,
+/// `GET /console/oidc/callback` takes it back, finishes the sign-in with
+/// `OpenIDClient` and starts a session as the local sign-in does.
+///
+/// The person's account: the first sign-in makes one (method `oidc`, no
+/// password) with the role and scope the mapping gave; each later sign-in
+/// writes the mapping's role and scope again, so a teacher who leaves a
+/// group in the provider loses its room at the next sign-in. A login that
+/// belongs to a local account is refused (a provider must not take over a
+/// password account of the same name), and so is a disabled account. With
+/// `unmatched: people` a person the mapping gives no role signs in only when
+/// an admin made the account with a role.
+public struct OpenIDRoutes: Sendable {
+    let client: OpenIDClient
+    let storage: any ServerStorage
+    let sessions: Sessions
+    let clock: @Sendable () -> Int64
+
+    public init(client: OpenIDClient, storage: any ServerStorage, sessions: Sessions, clock: @escaping @Sendable () -> Int64) {
+        self.client = client
+        self.storage = storage
+        self.sessions = sessions
+        self.clock = clock
+    }
+
+    public func add(to router: Router<ServerRequestContext>) {
+        router.get("/console/oidc/start") { request, context in try await start(request, context) }
+        router.get("/console/oidc/callback") { request, context in try await callback(request, context) }
+    }
+
+    func start(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let next = request.uri.queryParameters["next"].map(String.init)
+        do {
+            let url = try await client.begin(returnTo: SignInRoutes.localPath(next))
+            return Response(status: .seeOther, headers: [.location: url.absoluteString, .cacheControl: "no-store"])
+        } catch let error as ServerError {
+            context.logger.error("cannot begin an OpenID sign-in: \(error.message)", metadata: ["hallpass.error": "\(error.code)"])
+            return Self.backToSignIn("oidc-unavailable")
+        }
+    }
+
+    func callback(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        let query = request.uri.queryParameters
+        let address = context.remoteAddress?.ipAddress ?? "unknown"
+        // The provider's own refusal (the person cancelled, or the client is
+        // not allowed): RFC 6749 4.1.2.1. Its text is not shown, only logged, bounded.
+        if let error = query["error"] {
+            context.logger.notice(
+                "the OpenID provider returned no sign-in", metadata: ["hallpass.oidc.error": "\(String(error).prefix(64))", "hallpass.peer": "\(address)"])
+            return Self.backToSignIn("oidc-cancelled")
+        }
+        let identity: VerifiedIdentity
+        do {
+            identity = try await client.finish(code: String(query["code"] ?? ""), state: String(query["state"] ?? ""))
+        } catch let error as ServerError {
+            try await storage.audit(NewAuditEvent(time: clock(), actor: "address:\(address)", action: "sign-in.failed", detail: "oidc: \(error.code)"))
+            context.logger.notice("refused an OpenID sign-in: \(error.message)", metadata: ["hallpass.peer": "\(address)"])
+            return Self.backToSignIn(error.code == "oidc.no-role" ? "oidc-no-role" : "oidc-failed")
+        }
+        let now = clock()
+        guard let person = try await account(for: identity, now: now, context: context) else {
+            try await storage.audit(
+                NewAuditEvent(time: now, actor: "address:\(address)", action: "sign-in.failed", target: identity.login, detail: "oidc: no account"))
+            return Self.backToSignIn("oidc-no-account")
+        }
+        try await storage.recordSignIn(login: person.login, now: now)
+        let started = try await sessions.start(for: person, method: .oidc)
+        try await storage.audit(NewAuditEvent(time: now, actor: person.principal.author, action: "sign-in", detail: "oidc from \(address)"))
+        context.logger.notice("signed in", metadata: ["hallpass.person": "\(person.login)", "hallpass.peer": "\(address)"])
+        return Response(
+            status: .seeOther,
+            headers: [
+                .location: SignInRoutes.localPath(identity.returnTo) ?? "/console/", .setCookie: Sessions.setCookieHeader(started.cookie),
+                .cacheControl: "no-store",
+            ])
+    }
+
+    /// The account `identity` signs in as, made or updated from the mapping; nil when it may not sign in.
+    func account(for identity: VerifiedIdentity, now: Int64, context: ServerRequestContext) async throws -> StoredPerson? {
+        guard StoredPerson.isLogin(identity.login) else {
+            context.logger.notice("refused an OpenID sign-in: the provider's login is not one the console takes (a-z 0-9 . _ - @, at most 64)")
+            return nil
+        }
+        if var person = try await storage.person(login: identity.login) {
+            guard person.method == .oidc, person.disabledAt == nil else { return nil }
+            if let role = identity.role, StoredPerson.refusal(role: role, scope: identity.scope) == nil,
+                role != person.role || identity.scope != person.scope || identity.name != person.displayName
+            {
+                let before = "\(person.role.rawValue) \(Self.describe(person.scope))"
+                person.role = role
+                person.scope = identity.scope
+                person.displayName = identity.name
+                _ = try await storage.updatePerson(person)
+                try await storage.audit(
+                    NewAuditEvent(
+                        time: now, actor: "oidc:\(identity.login)", action: "person.change", target: person.login,
+                        detail: "from the provider's claims: \(before) -> \(role.rawValue) \(Self.describe(identity.scope))"))
+            }
+            return person
+        }
+        guard let role = identity.role, StoredPerson.refusal(role: role, scope: identity.scope) == nil else { return nil }
+        let person = StoredPerson(
+            login: identity.login, displayName: identity.name, role: role, scope: identity.scope, method: .oidc,
+            createdBy: "oidc:\(identity.login)", createdAt: now)
+        // Made at the same moment by another sign-in or an admin: that account decides, at the next sign-in.
+        guard try await storage.addPerson(person) else { return nil }
+        try await storage.audit(
+            NewAuditEvent(
+                time: now, actor: "oidc:\(identity.login)", action: "person.add", target: person.login,
+                detail: "first sign-in through the provider: \(role.rawValue) \(Self.describe(identity.scope))"))
+        return person
+    }
+
+    static func describe(_ scope: Scope) -> String {
+        scope.isWholeSchool ? "(whole school)" : "(rooms: \(scope.rooms.joined(separator: ", ")); groups: \(scope.groups.joined(separator: ", ")))"
+    }
+
+    static func backToSignIn(_ error: String) -> Response {
+        Response(status: .seeOther, headers: [.location: "/console/sign-in?error=\(error)", .cacheControl: "no-store"])
+    }
+}
+
+/// Keeps the OpenID client's HTTPS connections for the server's life and
+/// shuts them down when the server stops.
+struct OpenIDClientService: Service {
+    let client: OpenIDClient
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        try await client.shutdown()
+    }
+}
