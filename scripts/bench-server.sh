@@ -30,7 +30,16 @@
 #             dropped (the whole machine's: echo 3 >/proc/sys/vm/drop_caches),
 #             the server started, QUERIES_COLD (default 50) user and date
 #             queries of other users and days
-# PARTS chooses the parts (default "ingest fleet records").
+#   console   the same load as records (once, when both are asked) and
+#             RECENT_HOUR records more (default 42000) in the hour before
+#             it, which the dashboard counts; an admin, a teacher of lab3
+#             and a safeguarding lead (`hallpass-server user add`) sign in
+#             to the console over HTTPS, and records-bench.py console asks
+#             its pages PAGES times each (default 200) after one untimed
+#             request: the dashboard as the admin and as the teacher,
+#             filtered records pages, the teacher's records, a timeline, CSV
+#             exports: p50, p95 and max, with the load average
+# PARTS chooses the parts (default "ingest fleet records console").
 # The fleet and the server share this machine's cores: the simulator's own
 # CPU is part of the load. PostgreSQL is a cluster made in a folder of the
 # benchmark's own (Debian's initdb and pg_ctl, as the postgres user, on a
@@ -50,11 +59,13 @@ duration=${DURATION:-60}
 machines_fleet=${MACHINES_FLEET:-3000}
 fleet_rate=${FLEET_RATE:-300}
 fleet_duration=${FLEET_DURATION:-180}
-parts=${PARTS:-ingest fleet records}
+parts=${PARTS:-ingest fleet records console}
 records=${RECORDS:-10000000}
 queries=${QUERIES:-200}
 cold=${COLD:-1}
 queries_cold=${QUERIES_COLD:-50}
+recent_hour=${RECENT_HOUR:-42000}
+pages=${PAGES:-200}
 wants() { case " $parts " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 command -v openssl >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null; }
@@ -184,33 +195,61 @@ for engine in $engines; do
         drop_database "$engine"
     fi
 
-    if wants records; then
+    if wants records || wants console; then
         # The server makes the schema (its migrations, at init and at the first
         # serve); the records go straight into it; the server then serves them.
         database_for "$engine"
         start_server "$engine" "$database" -records-migrate
         stop_server
         api_token=$("$bin/hallpass-server" api-token create --role admin --config "$work/server.yaml" | tail -n 1)
-        echo "== $engine: records query, $records records"
+        recent=0
+        if wants console; then recent=$recent_hour; fi
+        echo "== $engine: $records records$([ "$recent" = 0 ] || echo " and $recent in the last hour")"
         case "$engine" in
-            sqlite) loaded=$(python3 scripts/lib/records-bench.py load --engine sqlite --database "$work/server.db" --records "$records") ;;
+            sqlite) loaded=$(python3 scripts/lib/records-bench.py load --engine sqlite --database "$work/server.db" --records "$records" \
+                --recent-hour "$recent") ;;
             postgres) loaded=$(python3 scripts/lib/records-bench.py load --engine postgres --socket "$work/pg" --port 5432 \
-                --database hallpass --records "$records") ;;
+                --database hallpass --records "$records" --recent-hour "$recent") ;;
         esac
         echo "$loaded" >"$out/records-load-$engine.json"
         echo "   loaded: $loaded"
         echo "   stored in the database: $(records_in "$engine"), $(du -sh "$work/$([ "$engine" = postgres ] && echo pg || echo server.db)" | cut -f1) on disk"
-        start_server "$engine" "$database" -records
         first_day=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["firstDay"])' "$loaded")
-        load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-        result=$(python3 scripts/lib/records-bench.py query --server "https://127.0.0.1:$port" --token "$api_token" \
-            --start "$first_day" --queries "$queries")
-        load_after=$(cut -d' ' -f1-3 /proc/loadavg)
-        echo "$result" >"$out/records-query-$engine.json"
-        echo "   $result"
-        echo "   load average before the queries $load_before, after $load_after; server VmHWM $(peak_mb "$server_pid") MB"
+        if wants console; then
+            # The console's people, each with a password of its own made here.
+            export ADMIN_PASSWORD TEACHER_PASSWORD SAFEGUARDING_PASSWORD
+            ADMIN_PASSWORD=$(openssl rand -hex 16)
+            TEACHER_PASSWORD=$(openssl rand -hex 16)
+            SAFEGUARDING_PASSWORD=$(openssl rand -hex 16)
+            echo "$ADMIN_PASSWORD" | "$bin/hallpass-server" user add bench-admin --role admin --password-stdin --config "$work/server.yaml" >/dev/null
+            echo "$TEACHER_PASSWORD" | "$bin/hallpass-server" user add bench-teacher --role teacher --room lab3 --password-stdin \
+                --config "$work/server.yaml" >/dev/null
+            echo "$SAFEGUARDING_PASSWORD" | "$bin/hallpass-server" user add bench-dsl --role safeguarding --password-stdin \
+                --config "$work/server.yaml" >/dev/null
+        fi
+        start_server "$engine" "$database" -records
+        if wants records; then
+            echo "-- records query"
+            load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+            result=$(python3 scripts/lib/records-bench.py query --server "https://127.0.0.1:$port" --token "$api_token" \
+                --start "$first_day" --queries "$queries")
+            load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+            echo "$result" >"$out/records-query-$engine.json"
+            echo "   $result"
+            echo "   load average before the queries $load_before, after $load_after; server VmHWM $(peak_mb "$server_pid") MB"
+        fi
+        if wants console; then
+            echo "-- console pages"
+            load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+            result=$(python3 scripts/lib/records-bench.py console --server "https://127.0.0.1:$port" --start "$first_day" \
+                --requests "$pages")
+            load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+            echo "$result" >"$out/console-$engine.json"
+            echo "   $result"
+            echo "   load average before the pages $load_before, after $load_after; server VmHWM $(peak_mb "$server_pid") MB"
+        fi
         stop_server
-        if [ "$cold" != 0 ]; then
+        if wants records && [ "$cold" != 0 ]; then
             if [ "$engine" = postgres ]; then
                 runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D "$pg_data" -m fast -w restart >/dev/null
             fi

@@ -4,6 +4,7 @@
   records-bench.py load --engine sqlite --database FILE --records N
   records-bench.py load --engine postgres --socket DIR --port P --database NAME --records N
   records-bench.py query --server https://127.0.0.1:PORT --token API_TOKEN --start MS [--queries 200]
+  records-bench.py console --server https://127.0.0.1:PORT --start MS [--requests 200]   (passwords in the environment)
 
 `load` writes N records straight into the database hallpass-server made
 (its migrations ran first: this adds rows, never schema), because posting
@@ -32,12 +33,28 @@ and 3 times a category no record has, over all 30 days.
 It prints one JSON object with each part's latency (ms: p50, p95, max) and
 the records the answers held.
 
+`console` signs in to the console as the accounts bench-server.sh made
+(POST /console/sign-in; the passwords in $ADMIN_PASSWORD, $TEACHER_PASSWORD
+and $SAFEGUARDING_PASSWORD), then asks its pages over the same kind of
+connection, each page --requests times after one untimed request: the
+dashboard as the admin and as the teacher (of lab3); records pages as the
+admin, of a user and 7 days, a room and 1 day, a category and 7 days, and
+the blocks of 1 day; the teacher's records page of 7 days (their scope,
+no filter); a user's timeline of 7 days as the safeguarding lead; the CSV
+export of a user's 7 days; and --repeat times the CSV export of a
+category's 7 days (the most one file holds, 10,000 records). Every answer
+must be 200 and the page asked for (HTML, not the sign-in; CSV for the
+exports). It prints one JSON object as `query` does, with the rows each
+page showed (records, or the dashboard's blocks in the last hour).
+
 Used by scripts/bench-server.sh; Python's standard library only.
 """
 import argparse
 import http.client
 import json
+import os
 import random
+import re
 import sqlite3
 import ssl
 import subprocess
@@ -284,6 +301,104 @@ def query(args):
     print(json.dumps(result))
 
 
+SESSION_COOKIE = "__Host-hallpass-session"
+
+
+def console(args):
+    url = urllib.parse.urlsplit(args.server)
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    connection = http.client.HTTPSConnection(url.hostname, url.port, context=context, timeout=120)
+
+    def sign_in(login, password):
+        body = urllib.parse.urlencode({"login": login, "password": password, "next": "/console/"})
+        connection.request("POST", "/console/sign-in", body=body,
+                           headers={"Content-Type": "application/x-www-form-urlencoded"})
+        response = connection.getresponse()
+        response.read()
+        cookies = [value for name, value in response.getheaders() if name.lower() == "set-cookie"]
+        for cookie in cookies:
+            name, _, rest = cookie.partition("=")
+            if name.strip() == SESSION_COOKIE:
+                value = rest.split(";", 1)[0]
+                if response.status == 303 and value:
+                    return value
+        sys.exit(f"records-bench.py: signing in as {login}: {response.status} {response.getheader('Location')}, no session cookie")
+
+    sessions = {"admin": sign_in("bench-admin", os.environ["ADMIN_PASSWORD"]),
+                "teacher": sign_in("bench-teacher", os.environ["TEACHER_PASSWORD"])}
+    if os.environ.get("SAFEGUARDING_PASSWORD"):
+        sessions["safeguarding"] = sign_in("bench-dsl", os.environ["SAFEGUARDING_PASSWORD"])
+
+    blocks_table = re.compile(rb'<table id="blocks-by-category">(.*?)</table>', re.S)
+    number_cell = re.compile(rb'<td class="number">([^<]*)</td>')
+
+    def ask(who, path, expect):
+        began = time.perf_counter()
+        connection.request("GET", path, headers={"Cookie": f"{SESSION_COOKIE}={sessions[who]}"})
+        response = connection.getresponse()
+        body = response.read()
+        elapsed = (time.perf_counter() - began) * 1000
+        content_type = response.getheader("Content-Type", "")
+        if response.status != 200:
+            sys.exit(f"records-bench.py: {who} {path}: {response.status} {response.getheader('Location')} {body[:300]!r}")
+        if expect == "csv":
+            if not content_type.startswith("text/csv"):
+                sys.exit(f"records-bench.py: {who} {path}: {content_type}, not CSV")
+            return elapsed, body.count(b"\r\n") - 1
+        if not content_type.startswith("text/html"):
+            sys.exit(f"records-bench.py: {who} {path}: {content_type}, not HTML")
+        if expect == "dashboard":
+            if b'id="blocks-heading"' not in body:
+                sys.exit(f"records-bench.py: {who} {path}: not the dashboard: {body[:300]!r}")
+            table = blocks_table.search(body)
+            counts = number_cell.findall(table.group(1)) if table else []
+            return elapsed, sum(int(re.sub(rb"[^0-9]", b"", count) or b"0") for count in counts)
+        if b'id="records"' not in body and b'id="no-records"' not in body:
+            sys.exit(f"records-bench.py: {who} {path}: no records table: {body[:300]!r}")
+        return elapsed, body.count(b"<time datetime=")
+
+    def day(index):
+        return time.strftime("%Y-%m-%d", time.gmtime((args.start + index * DAY_MS) / 1000))
+
+    def window(days):
+        first = rng.randrange(DAYS - days + 1)
+        return {"since": day(first), "until": day(first + days - 1)}
+
+    def records(**filters):
+        return "/console/records?" + urllib.parse.urlencode(filters)
+
+    rng = random.Random(args.seed)
+    categories = ["gambling", "games", "social", "adult", "proxy"]
+    pages = {
+        "dashboard admin": ("admin", "dashboard", lambda: "/console/"),
+        "dashboard teacher": ("teacher", "dashboard", lambda: "/console/"),
+        "records user 7 days": ("admin", "records", lambda: records(user=user_name(rng.randrange(USERS)), **window(7))),
+        "records room 1 day": ("admin", "records", lambda: records(room=f"lab{rng.randrange(ROOMS) + 1}", **window(1))),
+        "records category 7 days": ("admin", "records", lambda: records(category=rng.choice(categories), **window(7))),
+        "records blocks 1 day": ("admin", "records", lambda: records(action="block", **window(1))),
+        "records teacher 7 days": ("teacher", "records", lambda: records(**window(7))),
+        "timeline 7 days": ("safeguarding" if "safeguarding" in sessions else "admin", "records",
+                            lambda: "/console/timeline?" + urllib.parse.urlencode({"user": user_name(rng.randrange(USERS)), **window(7)})),
+        "csv user 7 days": ("admin", "csv", lambda: records(user=user_name(rng.randrange(USERS)), format="csv", **window(7))),
+        "csv category 7 days": ("admin", "csv", lambda: records(category=rng.choice(categories), format="csv", **window(7))),
+    }
+    result = {}
+    for name, (who, expect, path) in pages.items():
+        times = args.repeat if name == "csv category 7 days" else args.requests
+        if times <= 0:
+            continue
+        ask(who, path(), expect)  # the first of its kind, not timed
+        latencies, counts = [], []
+        for _ in range(times):
+            elapsed, count = ask(who, path(), expect)
+            latencies.append(elapsed)
+            counts.append(count)
+        result[name] = summary(latencies, counts)
+    print(json.dumps(result))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -303,8 +418,14 @@ def main():
     asker.add_argument("--queries", type=int, default=200)
     asker.add_argument("--repeat", type=int, default=20, help="times each of the other questions is asked (0: none)")
     asker.add_argument("--seed", type=int, default=28)
+    pages = commands.add_parser("console")
+    pages.add_argument("--server", required=True)
+    pages.add_argument("--start", type=int, required=True, help="the first day's midnight, Unix ms (load prints it)")
+    pages.add_argument("--requests", type=int, default=200, help="times each page is asked")
+    pages.add_argument("--repeat", type=int, default=20, help="times the 10,000-record CSV export is asked (0: none)")
+    pages.add_argument("--seed", type=int, default=29)
     args = parser.parse_args()
-    load(args) if args.command == "load" else query(args)
+    {"load": load, "query": query, "console": console}[args.command](args)
 
 
 if __name__ == "__main__":
