@@ -14,10 +14,16 @@
 # in force on both, with the bytes that update cost each machine (from the
 # server's log of bundle downloads). filterctl status and every line each
 # filter-control logs from its start to its stop are shown (indented, "|").
+# Last, the console: an admin account and a teacher of the demo's room are
+# made with `hallpass-server user add`, and curl signs in as each on the
+# console (https://10.82.0.2:8443/console/, which the host reaches through a
+# link of its own into the demo network): the admin gets the dashboard, the
+# teacher is refused the policy page (403).
 # Everything it starts and makes is removed at the end, also on failure.
 # Run as root on Debian 12 (it installs what it needs).
 #   scripts/demo.sh           runs, shows, cleans up
-#   scripts/demo.sh --wait    keeps the demo running until Enter (to look with a browser)
+#   scripts/demo.sh --wait    keeps the demo running until Enter (to look with a browser,
+#                             at the block page on a lab machine or at the console from this host)
 # HALLPASS_BIN (from the environment): a folder with filterctl, filter-control,
 # filter-data and hallpass-server to use instead of building
 # (scripts/test-demo.sh gives it the build scripts/test.sh made).
@@ -51,12 +57,16 @@ declare -A person=([lab1]=ada [lab2]=ben)
 declare -A uid=([ada]=61101 [ben]=61201)
 declare -A control_pid=()
 pids=()
+# The host's own end of a link into the demo network (10.82.0.1), so that a
+# browser on this host reaches the console at https://10.82.0.2:8443/console/.
+host_link=h$$
 cleanup() {
     for pid in "${control_pid[@]}" "${pids[@]}"; do kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; done
     for lab in "${labs[@]}"; do
         ip netns del "${netns[$lab]}" 2>/dev/null || true
         rm -rf "/etc/netns/${netns[$lab]}"
     done
+    ip link del "$host_link" 2>/dev/null || true
     ip netns del "$server" 2>/dev/null || true
     rm -rf "$work" "$shared"
 }
@@ -73,12 +83,18 @@ filterctl="$bin/filterctl"
 in_server() { ip netns exec "$server" "$@"; }
 
 echo "== the demo network: the school's server 10.82.0.2 (hallpass-server, a web server and a DNS server);"
-echo "   lab machines lab1 ${address[lab1]} and lab2 ${address[lab2]}, each in a namespace of its own"
+echo "   lab machines lab1 ${address[lab1]} and lab2 ${address[lab2]}, each in a namespace of its own;"
+echo "   this host joins it as 10.82.0.1, to reach the console"
 ip netns add "$server"
 ip -n "$server" link set lo up
 ip -n "$server" link add hpbr type bridge
 ip -n "$server" addr add 10.82.0.2/24 dev hpbr
 ip -n "$server" link set hpbr up
+ip link add "$host_link" type veth peer name "r$$"
+ip link set "r$$" netns "$server"
+ip -n "$server" link set "r$$" master hpbr up
+ip addr add 10.82.0.1/24 dev "$host_link"
+ip link set "$host_link" up
 for lab in "${labs[@]}"; do
     ns=${netns[$lab]}
     ip netns add "$ns"
@@ -344,9 +360,60 @@ visit lab2 ben http://www.chess.com/
 echo "== filterctl status on lab2"
 ip netns exec "${netns[lab2]}" "$filterctl" status --socket "$work/lab2/control.sock" | sed 's/^/   /'
 for lab in "${labs[@]}"; do show_log "$lab"; done
+
+echo
+console=https://10.82.0.2:8443/console/
+echo "== the console: $console (served by hallpass-server on the API's listener; this host reaches it)"
+# Two people of the school: the IT admin, and ben, who teaches in the demo's
+# room (the room the machines enrolled in). Passwords made for this run.
+admin_password=$(openssl rand -hex 8)
+teacher_password=$(openssl rand -hex 8)
+echo "\$ hallpass-server user add admin --role admin --password-stdin"
+echo "$admin_password" | hpserver user add admin --role admin --name "Demo admin" --password-stdin | sed 's/^/   /'
+echo "\$ hallpass-server user add ben --role teacher --room lab --password-stdin"
+echo "$teacher_password" | hpserver user add ben --role teacher --room lab --name "Ben (teacher)" --password-stdin | sed 's/^/   /'
+echo "   sign in as admin with the password $admin_password (ben: $teacher_password)"
+# console_get LOGIN PASSWORD PATH: signs in as curl would post the sign-in
+# form (its session cookie kept in a jar of its own), then asks for PATH;
+# prints "SIGN_IN_STATUS LOCATION" and "STATUS" of PATH on two lines and
+# leaves the page in $work/console-page.html.
+console_get() {
+    local jar="$work/console-$1.cookies"
+    curl -sS -m 10 --cacert "$work/server/certificate.pem" -c "$jar" -o /dev/null -w '%{http_code} %{redirect_url}\n' \
+        --data-urlencode "login=$1" --data-urlencode "password=$2" --data-urlencode "next=/console/" "${console}sign-in"
+    curl -sS -m 10 --cacert "$work/server/certificate.pem" -b "$jar" -o "$work/console-page.html" -w '%{http_code}\n' \
+        "https://10.82.0.2:8443$3"
+}
+echo "== curl signs in as admin and asks for the dashboard"
+console_get admin "$admin_password" /console/ | python3 -c '
+import html, re, sys
+signed_in, status = sys.stdin.read().split("\n")[:2]
+page = open(sys.argv[1], encoding="utf-8").read()
+def rows(table):
+    """The (label, count) rows of the dashboard table with this id."""
+    match = re.search(r"<table id=\"%s\">(.*?)</table>" % table, page, re.S)
+    cells = re.findall(r"<th scope=\"row\"[^>]*>(.*?)</th><td class=\"number\">(\d+)</td>", match.group(1) if match else "", re.S)
+    return [(html.unescape(re.sub(r"<[^>]+>", "", label)), int(count)) for label, count in cells]
+states = rows("machine-states")
+machines = ", ".join("%d %s" % (count, label.lower()) for label, count in states if count)
+blocks = ", ".join("%s %d" % pair for pair in rows("blocks-by-category"))
+print("   sign-in: %s; GET /console/: HTTP %s, the dashboard: %d machines (%s); blocks in the last hour: %s"
+      % (signed_in, status, sum(count for _, count in states), machines or "none", blocks or "none"))
+' "$work/console-page.html"
+echo "== curl signs in as ben (teacher of room lab) and asks for the policy page"
+console_get ben "$teacher_password" /console/policy | python3 -c '
+import sys
+signed_in, status = sys.stdin.read().split("\n")[:2]
+page = open(sys.argv[1], encoding="utf-8").read()
+said = "a page that says the role does not allow it" if "Your role does not allow this page" in page else "another page"
+print("   sign-in: %s; GET /console/policy: HTTP %s, %s" % (signed_in, status, said))
+' "$work/console-page.html"
 echo
 if [ "$wait_for_enter" = 1 ]; then
-    echo "The demo keeps running. Look at the block page in a browser on a demo lab machine:"
+    echo "The demo keeps running. The console, from a browser on this host: $console"
+    echo "   (the demo's own self-signed certificate: the browser warns once), as admin, password $admin_password,"
+    echo "   or as ben (a teacher of room lab), password $teacher_password."
+    echo "Look at the block page in a browser on a demo lab machine:"
     echo "   ip netns exec ${netns[lab1]} setpriv --reuid=${uid[ada]} --regid=${uid[ada]} --clear-groups chromium --no-sandbox http://www.pokerstars.com/"
     echo "or ask for it directly: ip netns exec ${netns[lab1]} curl 'http://127.0.0.1/?url=http://www.pokerstars.com/'"
     echo "The server's records: ip netns exec $server curl --cacert $work/server/certificate.pem -H 'Authorization: Bearer $api_token' https://10.82.0.2:8443/api/v1/records"

@@ -21,7 +21,13 @@
 #   - www.distracting.example is not allowed on both machines before the
 #     policy change and blocked on both after it,
 #   - the update did not cost each machine the new policy file, or cost it
-#     the store (a policy-only change fetches the policy and the manifest).
+#     the store (a policy-only change fetches the policy and the manifest),
+#   - the console's part: the demo does not print the console's address, or
+#     curl, run on the host, does not sign in as the admin (a 303 to the
+#     console) and get the dashboard (200, which only a session gets: without
+#     one it is a 303 to the sign-in page) showing the two machines and blocks
+#     of the last hour, or does not sign in as the teacher and get the policy
+#     page refused (403, the refusal's page).
 # Root, Debian 12 (as scripts/demo.sh); about 30 seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -78,10 +84,27 @@ for lab in lab1 lab2; do
         failed=1
     fi
 done
+# The console, reached from the host: its address, then one line for the
+# admin's dashboard and one for the teacher's refused policy page.
+if ! grep -q -F '== the console: https://10.82.0.2:8443/console/ ' "$output"; then
+    echo "test-demo: the demo does not print the console's address" >&2
+    failed=1
+fi
+console=$(section "== curl signs in as admin" "== stopping the demo")
+if ! grep -q -E '^   sign-in: 303 https://10\.82\.0\.2:8443/console/; GET /console/: HTTP 200, the dashboard: 2 machines \(' <<<"$console" \
+    || ! grep -q -E '^   sign-in: .*GET /console/: HTTP 200, .*; blocks in the last hour: [^n]' <<<"$console"; then
+    echo "test-demo: curl did not sign in as the console's admin and get a dashboard with both machines and the last hour's blocks" >&2
+    failed=1
+fi
+if ! grep -q -E '^   sign-in: 303 https://10\.82\.0\.2:8443/console/; GET /console/policy: HTTP 403, a page that says the role does not allow it$' <<<"$console"; then
+    echo "test-demo: the teacher was not signed in and refused the policy page (403)" >&2
+    failed=1
+fi
 if [ "$failed" = 1 ]; then
     echo "--- the demo's output:" >&2
     cat "$output" >&2
     exit 1
 fi
 echo "test-demo: scripts/demo.sh ran clean (both filter-controls' logs included, up to their stop); the status it shows says $packets packets seen;"
-echo "test-demo: both machines' records reached the server, and the policy change, which cost each the policy and the manifest, is in force on both"
+echo "test-demo: both machines' records reached the server, and the policy change, which cost each the policy and the manifest, is in force on both;"
+echo "test-demo: on the console, reached from the host, the admin signed in and got the dashboard, and the teacher was refused the policy page"
