@@ -201,7 +201,7 @@ import Testing
         #expect(provider.contains("has no role in this console") && !provider.contains("The login or the password"))
         #expect(!html(error: "<script>", openID: true, next: nil).contains("sign-in-error"))
         #expect(failed.contains(#"<p class="error" role="alert" id="sign-in-error">"#))
-        #expect(failed.contains(#"action="/console/oidc/start""#))
+        #expect(failed.contains(#"href="/console/oidc/start?next=%2Fconsole%2F""#))
         #expect(failed.contains("Sign in with the school&#39;s account"))
         // A next that leaves the console is not kept.
         #expect(failed.contains(#"name="next" value="/console/""#))

@@ -2,6 +2,7 @@ import Foundation
 public import Hummingbird
 import ServiceLifecycle
 import Logging
+import HTTPTypes
 import NIOCore
 
 /// The console's sign-in through the school's OpenID provider:
@@ -35,11 +36,22 @@ public struct OpenIDRoutes: Sendable {
         router.get("/console/oidc/callback") { request, context in try await callback(request, context) }
     }
 
+    /// The cookie that ties a sign-in to the browser that began it: the
+    /// sign-in's `state`, which the callback must bring back in the cookie
+    /// as well as in the link. Without it, a link with someone else's code
+    /// and state (from a sign-in they began) would sign the browser in as
+    /// them (login CSRF). `Lax`: the provider's redirect back is a top-level
+    /// navigation from another site, which a `Strict` cookie would not join.
+    static let stateCookie = "__Host-hallpass-oidc"
+
     func start(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         let next = request.uri.queryParameters["next"].map(String.init)
         do {
             let url = try await client.begin(returnTo: SignInRoutes.localPath(next))
-            return Response(status: .seeOther, headers: [.location: url.absoluteString, .cacheControl: "no-store"])
+            let state = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems?.first { $0.name == "state" }?.value ?? ""
+            var headers: HTTPFields = [.location: url.absoluteString, .cacheControl: "no-store"]
+            headers[.setCookie] = "\(Self.stateCookie)=\(state); Path=/; Max-Age=\(OpenIDClient.signInLifetime); Secure; HttpOnly; SameSite=Lax"
+            return Response(status: .seeOther, headers: headers)
         } catch let error as ServerError {
             context.logger.error("cannot begin an OpenID sign-in: \(error.message)", metadata: ["hallpass.error": "\(error.code)"])
             return Self.backToSignIn("oidc-unavailable")
@@ -56,9 +68,16 @@ public struct OpenIDRoutes: Sendable {
                 "the OpenID provider returned no sign-in", metadata: ["hallpass.oidc.error": "\(String(error).prefix(64))", "hallpass.peer": "\(address)"])
             return Self.backToSignIn("oidc-cancelled")
         }
+        let state = String(query["state"] ?? "")
+        guard let cookie = request.cookies[Self.stateCookie]?.value, !state.isEmpty, ConstantTime.equal(cookie, state) else {
+            try await storage.audit(
+                NewAuditEvent(time: clock(), actor: "address:\(address)", action: "sign-in.failed", detail: "oidc: not begun in this browser"))
+            context.logger.notice("refused an OpenID sign-in that this browser did not begin", metadata: ["hallpass.peer": "\(address)"])
+            return Self.backToSignIn("oidc-failed")
+        }
         let identity: VerifiedIdentity
         do {
-            identity = try await client.finish(code: String(query["code"] ?? ""), state: String(query["state"] ?? ""))
+            identity = try await client.finish(code: String(query["code"] ?? ""), state: state)
         } catch let error as ServerError {
             try await storage.audit(NewAuditEvent(time: clock(), actor: "address:\(address)", action: "sign-in.failed", detail: "oidc: \(error.code)"))
             context.logger.notice("refused an OpenID sign-in: \(error.message)", metadata: ["hallpass.peer": "\(address)"])
@@ -74,12 +93,31 @@ public struct OpenIDRoutes: Sendable {
         let started = try await sessions.start(for: person, method: .oidc)
         try await storage.audit(NewAuditEvent(time: now, actor: person.principal.author, action: "sign-in", detail: "oidc from \(address)"))
         context.logger.notice("signed in", metadata: ["hallpass.person": "\(person.login)", "hallpass.peer": "\(address)"])
-        return Response(
-            status: .seeOther,
-            headers: [
-                .location: SignInRoutes.localPath(identity.returnTo) ?? "/console/", .setCookie: Sessions.setCookieHeader(started.cookie),
-                .cacheControl: "no-store",
-            ])
+        return Self.signedIn(to: SignInRoutes.localPath(identity.returnTo) ?? "/console/", sessionCookie: started.cookie)
+    }
+
+    /// The answer that ends a sign-in through the provider: the session's
+    /// cookie, and a page that moves on to `path` by itself. Not a redirect:
+    /// the browser came here from the provider's site, and a redirect
+    /// continues that cross-site navigation, on which the browser leaves out
+    /// the `SameSite=Strict` session cookie just set; a navigation the
+    /// console's own page starts is same-site and carries it.
+    static func signedIn(to path: String, sessionCookie: String) -> Response {
+        let escaped = path.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;").replacingOccurrences(of: "'", with: "&#39;")
+        let page = """
+            <!doctype html>
+            <html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0;url=\(escaped)"><title>hallpass</title></head>
+            <body><p><a href="\(escaped)">Continue to the console</a></p></body></html>
+
+            """
+        var headers: HTTPFields = [
+            .contentType: "text/html; charset=utf-8", .cacheControl: "no-store",
+            .contentSecurityPolicy: "default-src 'none'; frame-ancestors 'none'", .xContentTypeOptions: "nosniff", .referrerPolicy: "same-origin",
+        ]
+        headers.append(HTTPField(name: .setCookie, value: Sessions.setCookieHeader(sessionCookie)))
+        headers.append(HTTPField(name: .setCookie, value: "\(stateCookie)=; Path=/; Max-Age=0; Secure; HttpOnly; SameSite=Lax"))
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: page)))
     }
 
     /// The account `identity` signs in as, made or updated from the mapping; nil when it may not sign in.

@@ -91,6 +91,8 @@ struct ConsoleAssets: Sendable {
         .diff .add{color:var(--ok)}.diff .remove{color:var(--bad)}.diff .hunk{color:var(--muted)}
         button{font:inherit;font-weight:600;padding:.45rem 1rem;border-radius:6px;border:1px solid var(--accent);background:var(--accent);color:var(--on-accent);cursor:pointer;align-self:flex-start}
         button.secondary{background:transparent;color:var(--link)}
+        a.button{display:inline-block;font-weight:600;padding:.45rem 1rem;border-radius:6px;border:1px solid var(--accent);text-decoration:none}
+        a.button.secondary{background:transparent;color:var(--link)}
         button.link{background:none;border:0;padding:0;color:var(--link);text-decoration:underline;font-weight:400}
         button.danger{background:var(--bad);border-color:var(--bad);color:var(--card)}
         dl.pairs{display:grid;grid-template-columns:max-content 1fr;gap:.3rem 1rem}

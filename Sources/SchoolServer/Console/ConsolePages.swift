@@ -12,12 +12,16 @@ struct SignInPage {
     /// sign-in (`error=oidc-...`: cancelled, refused, or no role here).
     let openIDError: Bool
     let openID: Bool
+    /// The link to the provider's sign-in. A link, not a form: the pages'
+    /// `form-action 'self'` would stop a form's redirect to the provider.
+    let openIDStart: String
 
     /// `next` only when it is a path of the console (no other site, no `//host`).
     static func make(next: String?, error: String?, openID: Bool) -> SignInPage {
-        SignInPage(
-            next: ConsolePaths.localNext(next) ?? "/console/", error: error == "1", openIDError: error?.hasPrefix("oidc-") == true,
-            openID: openID)
+        let next = ConsolePaths.localNext(next) ?? "/console/"
+        return SignInPage(
+            next: next, error: error == "1", openIDError: error?.hasPrefix("oidc-") == true, openID: openID,
+            openIDStart: "/console/oidc/start?next=" + ConsoleForm.encode(next))
     }
 }
 

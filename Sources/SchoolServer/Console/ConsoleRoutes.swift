@@ -283,6 +283,13 @@ public struct ConsoleRoutes: Sendable {
         let t = renderer.table(viewer)
         guard let form = ConsoleForm(request.uri.query ?? "") else { return renderer.notFound(viewer) }
         let (filter, problem) = RecordsFilter.parse(form, nowMilliseconds: nowMilliseconds, time: time)
+        // A room or group the scope can never match is refused, as the API
+        // refuses it (RecordRoutes.checkFilters), not answered with an empty page.
+        do {
+            try RecordRoutes.checkFilters(RecordQuery(room: filter.room, group: filter.group), within: principal.scope)
+        } catch {
+            return renderer.refused(viewer, scope: true)
+        }
         let names = try await names(for: principal)
         let resolved = try await resolveUser(filter.user, names: names)
         var problemText = problem.map { t[$0.rawValue] ?? $0.rawValue }

@@ -85,10 +85,7 @@ enum ConsoleTemplates {
         <button type="submit">{{t.signIn}}</button>
         </form>
         {{#openID}}
-        <form method="get" action="/console/oidc/start" class="stack narrow">
-        <input type="hidden" name="next" value="{{next}}">
-        <button type="submit" class="secondary" id="sign-in-oidc">{{t.signInSchoolAccount}}</button>
-        </form>
+        <p class="stack narrow"><a class="button secondary" id="sign-in-oidc" href="{{openIDStart}}">{{t.signInSchoolAccount}}</a></p>
         {{/openID}}
         {{/page}}{{/content}}{{/layout}}
         """
