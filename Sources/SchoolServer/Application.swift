@@ -68,7 +68,10 @@ public func buildRouter(configuration: ServerConfiguration, parts: ServerParts, 
     router.add(middleware: MethodNotAllowedMiddleware(served: served))
     router.add(middleware: MetricsMiddleware())
     router.add(middleware: LogRequestsMiddleware(.debug))
-    MachineRoutes(storage: parts.storage, metrics: parts.metrics, clock: parts.clock, publisher: publisher).add(to: router)
+    MachineRoutes(
+        storage: parts.storage, metrics: parts.metrics, clock: parts.clock, publisher: publisher,
+        enrolments: RateLimiter(perMinute: configuration.machines.enrolRate), requests: RateLimiter(perMinute: configuration.machines.requestRate)
+    ).add(to: router)
     AdminRoutes(storage: parts.storage, staleAfter: configuration.machines.staleAfter, clock: parts.clock).add(to: router)
     RecordRoutes(storage: parts.storage).add(to: router)
     PolicyRoutes(
@@ -80,7 +83,9 @@ public func buildRouter(configuration: ServerConfiguration, parts: ServerParts, 
     let sessions = Sessions(storage: parts.storage, settings: configuration.console, clock: parts.clock)
     SignInRoutes(storage: parts.storage, sessions: sessions, configuration: configuration, clock: parts.clock).add(to: router)
     if let openID {
-        OpenIDRoutes(client: openID, storage: parts.storage, sessions: sessions, clock: parts.clock).add(to: router)
+        OpenIDRoutes(
+            client: openID, storage: parts.storage, sessions: sessions, perMinute: configuration.console.signInRate, clock: parts.clock
+        ).add(to: router)
     }
     if parts.console {
         try ConsoleRoutes(

@@ -11,6 +11,8 @@ struct MachineSignatureMiddleware: RouterMiddleware {
     let storage: any ServerStorage
     let metrics: ServerMetrics
     let clock: @Sendable () -> Int64
+    /// Signed requests a minute per machine.
+    let limiter: RateLimiter
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
@@ -47,6 +49,11 @@ struct MachineSignatureMiddleware: RouterMiddleware {
         guard machine.revokedAt == nil else {
             context.logger.warning("refused a revoked machine", metadata: ["hallpass.machine": "\(id)"])
             throw APIError.machineRevoked
+        }
+        // Counted once the machine proved who it is: a forged id cannot use up another machine's allowance.
+        guard limiter.allow(id, now: clock()) else {
+            context.logger.warning("refused a machine's request: more than \(limiter.perMinute) a minute", metadata: ["hallpass.machine": "\(id)"])
+            throw APIError.rateLimited("more than \(limiter.perMinute) requests a minute from this machine")
         }
         context.machine = machine
         context.logger[metadataKey: "hallpass.machine"] = "\(id)"

@@ -10,6 +10,9 @@ struct MachineRoutes {
     let metrics: ServerMetrics
     let clock: @Sendable () -> Int64
     let publisher: Publisher
+    /// Enrolments by address, signed requests by machine (server.yaml `machines:`).
+    let enrolments: RateLimiter
+    let requests: RateLimiter
 
     struct EnrolRequest: Decodable {
         let token: String
@@ -47,10 +50,14 @@ struct MachineRoutes {
 
     func add(to router: Router<ServerRequestContext>) {
         router.post("/api/v1/enrol") { request, context in
-            try await enrol(request, context)
+            guard enrolments.allow(context.remoteAddress?.ipAddress ?? "unknown", now: clock()) else {
+                metrics.refused("rate-limited")
+                throw APIError.rateLimited("more than \(enrolments.perMinute) enrolments a minute from this address")
+            }
+            return try await enrol(request, context)
         }
         let machine = router.group("/api/v1/machine")
-            .add(middleware: MachineSignatureMiddleware(storage: storage, metrics: metrics, clock: clock))
+            .add(middleware: MachineSignatureMiddleware(storage: storage, metrics: metrics, clock: clock, limiter: requests))
         machine.post("records") { request, context in
             try await records(request, context)
         }

@@ -69,6 +69,10 @@ public struct APIError: HTTPResponseError, Sendable {
     static let signatureInvalid = APIError(.unauthorized, "signature-invalid", "the request is not signed by an enrolled machine's key, or its date is more than 300 s from the server's clock")
     static let machineRevoked = APIError(.forbidden, "machine-revoked", "this machine's enrolment was revoked; enrol it again with a new token")
     static let tooLarge = APIError(.contentTooLarge, "too-large", "the body is larger than 1 MiB")
+    /// 429 with `Retry-After: 60`: a machine's sender backs off and sends again; nothing is lost.
+    static func rateLimited(_ message: String) -> APIError {
+        APIError(.tooManyRequests, "rate-limited", message, headers: [.retryAfter: "60"])
+    }
     static let unauthorized = APIError(.unauthorized, "token-invalid", "send an API token: Authorization: Bearer hpa1....")
     static func roleForbidden(_ role: Role) -> APIError {
         APIError(.forbidden, "role-forbidden", "an API token of role \(role.rawValue) may not do this")

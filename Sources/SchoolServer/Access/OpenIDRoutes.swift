@@ -23,18 +23,34 @@ public struct OpenIDRoutes: Sendable {
     let storage: any ServerStorage
     let sessions: Sessions
     let clock: @Sendable () -> Int64
+    /// Each start keeps a pending sign-in (a row) and each callback may write
+    /// the audit trail: both are counted by address, as the sign-in form is.
+    let limiter: RateLimiter
 
-    public init(client: OpenIDClient, storage: any ServerStorage, sessions: Sessions, clock: @escaping @Sendable () -> Int64) {
+    public init(
+        client: OpenIDClient, storage: any ServerStorage, sessions: Sessions, perMinute: Int, clock: @escaping @Sendable () -> Int64
+    ) {
         self.client = client
         self.storage = storage
         self.sessions = sessions
         self.clock = clock
+        self.limiter = RateLimiter(perMinute: perMinute)
     }
 
     public func add(to router: Router<ServerRequestContext>) {
-        router.get("/console/oidc/start") { request, context in try await start(request, context) }
-        router.get("/console/oidc/callback") { request, context in try await callback(request, context) }
+        router.get("/console/oidc/start") { request, context in
+            guard limiter.allow(context.remoteAddress?.ipAddress ?? "unknown", now: clock()) else { return Self.tooMany }
+            return try await start(request, context)
+        }
+        router.get("/console/oidc/callback") { request, context in
+            guard limiter.allow(context.remoteAddress?.ipAddress ?? "unknown", now: clock()) else { return Self.tooMany }
+            return try await callback(request, context)
+        }
     }
+
+    static let tooMany = Response(
+        status: .tooManyRequests, headers: [.contentType: "text/plain; charset=utf-8", .retryAfter: "60", .cacheControl: "no-store"],
+        body: .init(byteBuffer: ByteBuffer(string: "Too many sign-in attempts from this address. Wait a minute and try again.\n")))
 
     /// The cookie that ties a sign-in to the browser that began it: the
     /// sign-in's `state`, which the callback must bring back in the cookie

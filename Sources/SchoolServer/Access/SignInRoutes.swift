@@ -18,14 +18,14 @@ public struct SignInRoutes: Sendable {
     let sessions: Sessions
     let configuration: ServerConfiguration
     let clock: @Sendable () -> Int64
-    let limiter: SignInRateLimiter
+    let limiter: RateLimiter
 
     public init(storage: any ServerStorage, sessions: Sessions, configuration: ServerConfiguration, clock: @escaping @Sendable () -> Int64) {
         self.storage = storage
         self.sessions = sessions
         self.configuration = configuration
         self.clock = clock
-        self.limiter = SignInRateLimiter(perMinute: configuration.console.signInRate)
+        self.limiter = RateLimiter(perMinute: configuration.console.signInRate)
     }
 
     public func add(to router: Router<ServerRequestContext>) {
@@ -157,23 +157,3 @@ public struct SignInRoutes: Sendable {
 /// At most `perMinute` sign-in attempts from one address in each minute
 /// (a window that starts at the address's first attempt). Kept in memory:
 /// a restart forgets it, and each server instance counts its own.
-final class SignInRateLimiter: Sendable {
-    let perMinute: Int
-    private let windows = Mutex<[String: (start: Int64, count: Int)]>([:])
-
-    init(perMinute: Int) {
-        self.perMinute = perMinute
-    }
-
-    func allow(_ address: String, now: Int64) -> Bool {
-        windows.withLock { windows in
-            // Bounded: past 10,000 addresses, the ended windows go.
-            if windows.count > 10_000 { windows = windows.filter { now - $0.value.start < 60 } }
-            var window = windows[address] ?? (now, 0)
-            if now - window.start >= 60 { window = (now, 0) }
-            window.count += 1
-            windows[address] = window
-            return window.count <= perMinute
-        }
-    }
-}

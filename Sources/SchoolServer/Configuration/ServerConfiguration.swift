@@ -33,6 +33,12 @@ public struct ServerConfiguration: Sendable, Hashable {
     public struct Machines: Sendable, Hashable {
         /// A machine with no check-in for this long is stale (seconds).
         public var staleAfter: Int = 5 * 60
+        /// Enrolments a minute from one address (`machines.enrolRate`).
+        public var enrolRate: Int = 30
+        /// Signed requests a minute from one machine (`machines.requestRate`):
+        /// a machine posts every 10 s and checks in every minute; catching up
+        /// after an outage it posts back to back, 1,000 records a post.
+        public var requestRate: Int = 120
         public init() {}
     }
 
@@ -252,8 +258,10 @@ extension ServerConfiguration {
             }
             self.database = database
         }
-        if let machines = try top["machines"]?.mapping(allowed: ["staleAfter"]) {
+        if let machines = try top["machines"]?.mapping(allowed: ["staleAfter", "enrolRate", "requestRate"]) {
             if let stale = machines["staleAfter"] { self.machines.staleAfter = try stale.duration(in: 60...(7 * 86_400)) }
+            if let rate = machines["enrolRate"] { self.machines.enrolRate = try rate.integer(in: 1...100_000) }
+            if let rate = machines["requestRate"] { self.machines.requestRate = try rate.integer(in: 10...100_000) }
         }
         if let records = try top["records"]?.mapping(allowed: ["retentionDays"]) {
             if let days = records["retentionDays"] { self.records.retentionDays = try days.integer(in: 1...3650) }
