@@ -97,6 +97,7 @@ import Testing
         #expect(html.contains(#"<a id="nav-dashboard" href="/console/" aria-current="page">"#))
         #expect(html.contains(#"<strong id="signed-in-as">p-\#(role.rawValue)</strong>"#))
         #expect(html.contains(#"<form method="post" action="/console/sign-out" class="inline">"#))
+        #expect(html.contains(#"<form method="post" action="/console/sign-out-everywhere" class="inline">"#))
         #expect(html.contains(##"<a class="skip" href="#main">"##))
         #expect(html.contains(#"<main id="main" tabindex="-1">"#))
         // Teachers: never the policy, people or audit trail.
@@ -200,6 +201,11 @@ import Testing
         let provider = html(error: "oidc-no-role", openID: true, next: nil)
         #expect(provider.contains("has no role in this console") && !provider.contains("The login or the password"))
         #expect(!html(error: "<script>", openID: true, next: nil).contains("sign-in-error"))
+        // With signIn.local off, no password form: only the school's account.
+        let providerOnly = Self.renderer.render(
+            "sign-in", title: "Sign in", page: SignInPage.make(next: nil, error: nil, openID: true, local: false), viewer: Self.viewer(nil),
+            current: nil)
+        #expect(!providerOnly.contains("sign-in-form") && !providerOnly.contains("type=\"password\"") && providerOnly.contains("sign-in-oidc"))
         #expect(failed.contains(#"<p class="error" role="alert" id="sign-in-error">"#))
         #expect(failed.contains(#"href="/console/oidc/start?next=%2Fconsole%2F""#))
         #expect(failed.contains("Sign in with the school&#39;s account"))

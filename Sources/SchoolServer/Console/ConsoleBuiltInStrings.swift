@@ -15,6 +15,7 @@ enum ConsoleBuiltInStrings {
         navLabel = Console
         signedInAs = Signed in as
         signOut = Sign out
+        signOutEverywhere = Sign out everywhere
         language = Language
         languageApply = Show
         pagesLabel = Pages
@@ -250,6 +251,7 @@ enum ConsoleBuiltInStrings {
         navLabel = 콘솔
         signedInAs = 로그인 사용자
         signOut = 로그아웃
+        signOutEverywhere = 모든 기기에서 로그아웃
         language = 언어
         languageApply = 보기
         pagesLabel = 페이지

@@ -15,13 +15,15 @@ struct SignInPage {
     /// The link to the provider's sign-in. A link, not a form: the pages'
     /// `form-action 'self'` would stop a form's redirect to the provider.
     let openIDStart: String
+    /// Whether the password form is offered (`signIn.local`).
+    let local: Bool
 
     /// `next` only when it is a path of the console (no other site, no `//host`).
-    static func make(next: String?, error: String?, openID: Bool) -> SignInPage {
+    static func make(next: String?, error: String?, openID: Bool, local: Bool = true) -> SignInPage {
         let next = ConsolePaths.localNext(next) ?? "/console/"
         return SignInPage(
             next: next, error: error == "1", openIDError: error?.hasPrefix("oidc-") == true, openID: openID,
-            openIDStart: "/console/oidc/start?next=" + ConsoleForm.encode(next))
+            openIDStart: "/console/oidc/start?next=" + ConsoleForm.encode(next), local: local)
     }
 }
 

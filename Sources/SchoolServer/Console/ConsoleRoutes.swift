@@ -62,6 +62,8 @@ public struct ConsoleRoutes: Sendable {
     let clock: @Sendable () -> Int64
     let time: ConsoleTime
     let openID: Bool
+    /// `signIn.local`: whether the sign-in page offers the password form.
+    let localSignIn: Bool
     let hooks: Hooks
     let sources: Sources
     let renderer: ConsoleRenderer
@@ -87,6 +89,7 @@ public struct ConsoleRoutes: Sendable {
         self.clock = clock
         self.time = ConsoleTime(timeZone: timeZone)
         self.openID = openIDConfigured
+        self.localSignIn = configuration.signIn.local
         self.hooks = hooks
         self.sources = sources
         var sections: Set<ConsoleSection> = [.dashboard, .records, .machines, .policy]
@@ -232,7 +235,7 @@ public struct ConsoleRoutes: Sendable {
         let t = renderer.table(viewer)
         return renderer.response(
             "sign-in", title: t["titleSignIn"] ?? "",
-            page: SignInPage.make(next: query?["next"], error: query?["error"], openID: openID), viewer: viewer, current: nil)
+            page: SignInPage.make(next: query?["next"], error: query?["error"], openID: openID, local: localSignIn), viewer: viewer, current: nil)
     }
 
     func language(_ request: Request) -> Response {

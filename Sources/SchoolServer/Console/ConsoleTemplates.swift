@@ -39,6 +39,10 @@ enum ConsoleTemplates {
         <input type="hidden" name="csrf" value="{{layout.csrf}}">
         <button type="submit" class="link">{{t.signOut}}</button>
         </form>
+        <form method="post" action="/console/sign-out-everywhere" class="inline">
+        <input type="hidden" name="csrf" value="{{layout.csrf}}">
+        <button type="submit" class="link" id="sign-out-everywhere">{{t.signOutEverywhere}}</button>
+        </form>
         </div>
         {{/layout.signedIn}}
         </header>
@@ -73,6 +77,7 @@ enum ConsoleTemplates {
         {{#openIDError}}
         <p class="error" role="alert" id="sign-in-error">{{t.signInOpenIDError}}</p>
         {{/openIDError}}
+        {{#local}}
         <form method="post" action="/console/sign-in" class="stack narrow" id="sign-in-form">
         {{#layout.csrf}}
         <input type="hidden" name="csrf" value="{{layout.csrf}}">
@@ -84,6 +89,7 @@ enum ConsoleTemplates {
         <input id="password" name="password" type="password" autocomplete="current-password" required>
         <button type="submit">{{t.signIn}}</button>
         </form>
+        {{/local}}
         {{#openID}}
         <p class="stack narrow"><a class="button secondary" id="sign-in-oidc" href="{{openIDStart}}">{{t.signInSchoolAccount}}</a></p>
         {{/openID}}
