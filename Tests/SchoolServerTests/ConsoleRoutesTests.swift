@@ -387,6 +387,56 @@ func withConsoleServer(_ engine: Engine, _ body: @Sendable (ConsoleServer) async
     }
 
     @Test(arguments: Engine.allCases)
+    func thePolicyIsEditedAsAForm(engine: Engine) async throws {
+        try await withConsoleServer(engine) { console async throws in
+            let start =
+                "groups:\n  year7: { unixGroups: [year7] }\npolicy:\n  block: [adult]\n  unknown: allow\n  groups:\n    year7: { unknown: block }\n"
+            #expect(try await console.post("/console/policy", as: .admin, [("yaml", start), ("reason", "start")]).status == 303)
+            let page = try await console.get("/console/policy", as: .admin)
+            #expect(page.text.contains(#"action="/console/policy/form""#))
+            #expect(page.text.contains(#"<legend>Group year7 (policy.groups.year7)</legend>"#))
+            #expect(page.text.contains(#"name="policy.block" value="adult" checked"#))
+            #expect(!(try await console.get("/console/policy", as: .auditor)).text.contains(#"action="/console/policy/form""#))
+
+            let fields: [(String, String)] = [
+                ("policy.shown", "1"), ("policy.block", "adult"), ("policy.block", "games"), ("policy.unknown", "allow"),
+                ("policy.groups.year7.shown", "1"), ("policy.groups.year7.blockFrom", "inherit"), ("policy.groups.year7.unknown", "ask"),
+                ("policy.groups.year7.safeSearchFrom", "own"), ("policy.groups.year7.safeSearch", "google"),
+            ]
+            // Refused without a reason, without the token, for a teacher; nothing stored.
+            let noReason = try await console.post("/console/policy/form", as: .admin, fields)
+            #expect(noReason.status == 400)
+            #expect(noReason.text.contains(#"id="policy-form-errors""#) && noReason.text.contains("every change needs a reason"))
+            #expect(noReason.text.contains(#"name="policy.block" value="games" checked"#))
+            #expect(try await console.post("/console/policy/form", as: .admin, fields + [("reason", "r")], csrf: false).status == 403)
+            #expect(try await console.post("/console/policy/form", as: .teacher, rooms: ["lab2"], fields + [("reason", "r")]).status == 403)
+            #expect(try await console.storage.latestPolicyVersion()?.version == 1)
+
+            // Two SafeSearch levels of YouTube at once: the validator's refusal, naming the key and line.
+            let youtube = [("policy.groups.year7.safeSearch", "youtube-strict"), ("policy.groups.year7.safeSearch", "youtube-moderate")]
+            let both = try await console.post("/console/policy/form", as: .admin, fields + youtube + [("reason", "both")])
+            #expect(both.status == 400)
+            #expect(both.text.contains("choose one of youtube-strict and youtube-moderate"))
+            #expect(both.text.contains("policy.groups.year7.safeSearch") && both.text.contains("line"))
+            #expect(both.text.contains(#"name="policy.groups.year7.safeSearch" value="youtube-moderate" checked"#))
+            #expect(both.text.contains(#"value="both""#))
+            #expect(try await console.storage.latestPolicyVersion()?.version == 1)
+
+            let saved = try await console.post("/console/policy/form", as: .admin, fields + [("reason", "games in lessons")])
+            #expect(saved.status == 303, "\(saved.text.prefix(600))")
+            #expect(saved.header("Location") == "/console/policy?done=policy-saved&version=2")
+            let latest = try await console.storage.latestPolicyVersion()
+            #expect(latest?.reason == "games in lessons")
+            // Only the keys changed; the file's lists and mappings keep their style.
+            #expect(
+                latest?.policy
+                    == "groups:\n  year7: {unixGroups: [year7]}\npolicy:\n  block: [adult, games]\n  unknown: allow\n  groups:\n"
+                    + "    year7: {unknown: ask, safeSearch: [google]}\n")
+            #expect(console.hooks.all.filter { $0.hasPrefix("policy.set") }.last == "policy.set person:t-admin version 2 games in lessons")
+        }
+    }
+
+    @Test(arguments: Engine.allCases)
     func theDashboardCountsTheLastHourInScope(engine: Engine) async throws {
         try await withConsoleServer(engine) { console async throws in
             let server = console.server

@@ -7,8 +7,10 @@ import Foundation
 struct ConsoleForm: Sendable {
     var pairs: [(name: String, value: String)]
 
-    /// The most pairs read.
-    static let maxPairs = 200
+    /// The most pairs read: the policy form posts a pair per ticked box,
+    /// for the top level and every group, so a school with many groups and
+    /// categories posts some hundreds. The body's size is bounded as well.
+    static let maxPairs = 2000
 
     init?(_ text: String) {
         var pairs: [(String, String)] = []

@@ -144,6 +144,8 @@ struct PolicyPage {
     let history: [VersionRow]
     let canRollBack: Bool
     let rollbackError: String?
+    let form: PolicyForm?
+    let formUnavailable: String?
 
     /// What a refused change leaves on the page: the text typed, the reason
     /// and the refusal, next to the form it belongs to.
@@ -153,6 +155,10 @@ struct PolicyPage {
         var policyError: String?
         var publishError: String?
         var rollbackError: String?
+        /// The policy form's keys as posted, and its refusal.
+        var formValues: PolicyFormValues?
+        var formReason: String?
+        var formError: String?
     }
 
     static let historySize = 50
@@ -200,11 +206,24 @@ struct PolicyPage {
                 diffLink: version.version > 1 ? "/console/policy/diff?from=\(version.version - 1)&to=\(version.version)" : nil)
         }
         let canEdit = principal.may(.editPolicy)
+        var form: PolicyForm?
+        var formUnavailable: String?
+        if canEdit {
+            do {
+                let current = try PolicyFormEdit.read(yaml: latest?.policy)
+                form = PolicyForm.make(
+                    values: typed.formValues ?? current.values, named: current.named, lists: (latest?.lists ?? []).map(\.category),
+                    locked: summary?.locked ?? (t["none"] ?? "-"), reason: typed.formReason ?? "", error: typed.formError,
+                    shownInYAML: typed.formError != nil && typed.yaml != nil, t: t)
+            } catch {
+                formUnavailable = error.message
+            }
+        }
         return PolicyPage(
             current: latest != nil, currentText: currentText, publication: publication, summary: summary, summaryError: summaryError,
             errors: typed.policyError.map { Errors(messages: [$0]) }, canEdit: canEdit, yaml: typed.yaml ?? latest?.policy ?? "",
             reason: typed.reason ?? "", publishError: typed.publishError, hasHistory: !rows.isEmpty, history: rows,
-            canRollBack: canEdit && rows.count > 1, rollbackError: typed.rollbackError)
+            canRollBack: canEdit && rows.count > 1, rollbackError: typed.rollbackError, form: form, formUnavailable: formUnavailable)
     }
 }
 
@@ -263,5 +282,92 @@ struct PolicyDiffPage {
                 sample: (change.addedNames.map { "+" + $0 } + change.removedNames.map { "−" + $0 }).joined(separator: " "))
         }
         return PolicyDiffPage(hasPolicyChanges: !lines.isEmpty, lines: lines, hasListChanges: !lists.isEmpty, lists: lists)
+    }
+}
+
+/// The policy as a form: for the top level and each group, the blocked
+/// categories, `unknown` and `safeSearch` (PolicyFormEdit writes them into
+/// the file). A field's name is the key's place in the file
+/// (`policy.block`, `policy.groups.year7.unknown`), so a posted form says
+/// which level it changes; a level posts `PREFIX.shown` so that its boxes
+/// left unticked mean "none" rather than "not on the form".
+struct PolicyForm {
+    struct Box {
+        let value: String
+        let checked: Bool
+    }
+
+    struct Choice {
+        let value: String
+        let label: String
+        let selected: Bool
+    }
+
+    struct Level {
+        let id: String
+        let prefix: String
+        let legend: String
+        let isGroup: Bool
+        let blockInherits: Bool
+        let all: Bool
+        let categories: [Box]
+        let unknown: [Choice]
+        let safeSearchInherits: Bool
+        let engines: [Box]
+    }
+
+    let levels: [Level]
+    let locked: String
+    let reason: String
+    let error: String?
+    let shownInYAML: Bool
+
+    static func prefix(group: String?) -> String { group.map { "policy.groups." + $0 } ?? "policy" }
+
+    static func make(
+        values: PolicyFormValues, named: Set<String>, lists: [String], locked: String, reason: String, error: String?, shownInYAML: Bool,
+        t: [String: String]
+    ) -> PolicyForm {
+        var categories = named.union(lists)
+        for keys in [values.topLevel] + values.groups.map(\.keys) {
+            if case .only(let names) = keys.block { categories.formUnion(names.map { $0.lowercased() }) }
+        }
+        categories.remove("all")
+        let sorted = categories.sorted()
+        func level(_ index: Int, _ name: String?, _ keys: PolicyLevelKeys) -> Level {
+            let blocked: Set<String> = if case .only(let names) = keys.block { Set(names.map { $0.lowercased() }) } else { [] }
+            let unknownChoices = [("", t[name == nil ? "policyFormDefault" : "policyFormInherit"] ?? "")] + ["allow", "block", "ask"].map { ($0, $0) }
+            let engines = Set(keys.safeSearch ?? [])
+            return Level(
+                id: "pf-\(index)", prefix: prefix(group: name),
+                legend: name.map { ConsoleText.fill(t["policyFormGroup"] ?? "", ["group": $0]) } ?? (t["policyFormTopLevel"] ?? ""),
+                isGroup: name != nil, blockInherits: keys.block == nil, all: keys.block == .all,
+                categories: sorted.map { Box(value: $0, checked: blocked.contains($0)) },
+                unknown: unknownChoices.map { Choice(value: $0.0, label: $0.1, selected: (keys.unknown ?? "") == $0.0) },
+                safeSearchInherits: keys.safeSearch == nil,
+                engines: SafeSearchEngine.allCases.map { Box(value: $0.rawValue, checked: engines.contains($0.rawValue)) })
+        }
+        let levels = [level(0, nil, values.topLevel)] + values.groups.enumerated().map { level($0.offset + 1, $0.element.name, $0.element.keys) }
+        return PolicyForm(levels: levels, locked: locked, reason: reason, error: error, shownInYAML: shownInYAML)
+    }
+
+    /// The keys as posted: the levels of `current` the form showed, each set
+    /// from its fields; a level not posted keeps its keys.
+    static func values(_ form: ConsoleForm, current: PolicyFormValues) -> PolicyFormValues {
+        func all(_ name: String) -> [String] { form.pairs.filter { $0.name == name }.map(\.value) }
+        func read(_ prefix: String, _ keys: PolicyLevelKeys, isGroup: Bool) -> PolicyLevelKeys {
+            guard form[prefix + ".shown"] != nil else { return keys }
+            var keys = PolicyLevelKeys()
+            if !isGroup || form[prefix + ".blockFrom"] == "own" {
+                let names = all(prefix + ".block")
+                keys.block = names.contains("all") ? .all : .only(names)
+            }
+            if let unknown = form[prefix + ".unknown"], !unknown.isEmpty { keys.unknown = unknown }
+            if !isGroup || form[prefix + ".safeSearchFrom"] == "own" { keys.safeSearch = all(prefix + ".safeSearch") }
+            return keys
+        }
+        return PolicyFormValues(
+            topLevel: read(prefix(group: nil), current.topLevel, isGroup: false),
+            groups: current.groups.map { ($0.name, read(prefix(group: $0.name), $0.keys, isGroup: true)) })
     }
 }

@@ -127,6 +127,9 @@ public struct ConsoleRoutes: Sendable {
         console.post("policy") { request, context in
             try await change(request, context, .editPolicy) { try await setPolicy($0, $1, $2) }
         }
+        console.post("policy/form") { request, context in
+            try await change(request, context, .editPolicy) { try await setPolicyKeys($0, $1, $2) }
+        }
         console.post("policy/publish") { request, context in
             try await change(request, context, .editPolicy) { try await publish($0, $1, $2) }
         }
@@ -434,6 +437,33 @@ public struct ConsoleRoutes: Sendable {
             // Shown next to the form, with what the person typed kept.
             return try await policyPage(
                 principal, viewer, typed: .init(yaml: yaml, reason: reason, policyError: error.message), status: .badRequest)
+        }
+    }
+
+    /// The policy form: its keys written into the latest policy file
+    /// (`PolicyFormEdit`), saved exactly as the YAML form saves a file. A
+    /// refusal shows the file as the form would have saved it in the YAML
+    /// box, so that the validator's line numbers point into it.
+    func setPolicyKeys(_ principal: Principal, _ viewer: ConsoleViewer, _ form: ConsoleForm) async throws -> Response {
+        let reason = form["reason"]
+        let latest = try await storage.latestPolicyVersion()
+        var values: PolicyFormValues?
+        var yaml: String?
+        do {
+            let current = try PolicyFormEdit.read(yaml: latest?.policy)
+            let posted = PolicyForm.values(form, current: current.values)
+            values = posted
+            let edited = try PolicyFormEdit.apply(posted, to: latest?.policy)
+            yaml = edited
+            let stored = try await editor.change(
+                policy: .set(edited), lists: [], removing: [], reason: reason, author: principal.author, now: clock())
+            try await hooks.changed(principal, ConsoleChange(action: "policy.set", target: "version \(stored.version)", reason: stored.reason))
+            return Self.redirect("/console/policy?done=policy-saved&version=\(stored.version)")
+        } catch let error as PublishingError {
+            return try await policyPage(
+                principal, viewer,
+                typed: .init(yaml: yaml != latest?.policy ? yaml : nil, formValues: values, formReason: reason, formError: error.message),
+                status: .badRequest)
         }
     }
 

@@ -406,6 +406,56 @@ enum ConsoleTemplates {
         {{#summaryError}}
         <p class="error" id="summary-error">{{summaryError}}</p>
         {{/summaryError}}
+        {{#form}}
+        <section aria-labelledby="form-heading">
+        <h2 id="form-heading">{{t.policyForm}}</h2>
+        <p class="note" id="policy-form-note">{{t.policyFormIntro}}</p>
+        {{#error}}
+        <div class="error" role="alert" id="policy-form-errors"><p>{{t.policyFormRefused}}</p><ul><li>{{error}}</li></ul>{{#shownInYAML}}<p>{{t.policyFormShownInYAML}}</p>{{/shownInYAML}}</div>
+        {{/error}}
+        <form method="post" action="/console/policy/form" class="stack" id="policy-keys-form">
+        <input type="hidden" name="csrf" value="{{layout.csrf}}">
+        <p id="form-locked">{{t.policyFormLocked}} {{locked}}</p>
+        {{#levels}}
+        <fieldset id="{{id}}">
+        <legend>{{legend}}</legend>
+        <input type="hidden" name="{{prefix}}.shown" value="1">
+        <fieldset>
+        <legend>{{t.policyFormBlocked}}</legend>
+        {{#isGroup}}
+        <label><input type="radio" name="{{prefix}}.blockFrom" value="inherit"{{#blockInherits}} checked{{/blockInherits}}> {{t.policyFormInherit}}</label>
+        <label><input type="radio" name="{{prefix}}.blockFrom" value="own"{{^blockInherits}} checked{{/blockInherits}}> {{t.policyFormOwn}}</label>
+        {{/isGroup}}
+        <label><input type="checkbox" name="{{prefix}}.block" value="all"{{#all}} checked{{/all}}> {{t.policyFormAll}}</label>
+        {{#categories}}
+        <label><input type="checkbox" name="{{prefix}}.block" value="{{value}}"{{#checked}} checked{{/checked}}> {{value}}</label>
+        {{/categories}}
+        </fieldset>
+        <label for="{{id}}-unknown">{{t.policyFormUnknown}}</label>
+        <select id="{{id}}-unknown" name="{{prefix}}.unknown">
+        {{#unknown}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/unknown}}
+        </select>
+        <fieldset>
+        <legend>{{t.policyFormSafeSearch}}</legend>
+        {{#isGroup}}
+        <label><input type="radio" name="{{prefix}}.safeSearchFrom" value="inherit"{{#safeSearchInherits}} checked{{/safeSearchInherits}}> {{t.policyFormInherit}}</label>
+        <label><input type="radio" name="{{prefix}}.safeSearchFrom" value="own"{{^safeSearchInherits}} checked{{/safeSearchInherits}}> {{t.policyFormOwn}}</label>
+        {{/isGroup}}
+        {{#engines}}
+        <label><input type="checkbox" name="{{prefix}}.safeSearch" value="{{value}}"{{#checked}} checked{{/checked}}> {{value}}</label>
+        {{/engines}}
+        </fieldset>
+        </fieldset>
+        {{/levels}}
+        <label for="form-reason">{{t.reasonRequired}}</label>
+        <input id="form-reason" name="reason" required maxlength="1000" value="{{reason}}">
+        <button type="submit">{{t.policyFormSave}}</button>
+        </form>
+        </section>
+        {{/form}}
+        {{#formUnavailable}}
+        <p class="note" id="policy-form-unavailable">{{t.policyFormUnavailable}} {{formUnavailable}}</p>
+        {{/formUnavailable}}
         <section aria-labelledby="yaml-heading">
         <h2 id="yaml-heading">{{t.policyYAML}}</h2>
         {{#errors}}
