@@ -178,6 +178,17 @@ extension FilterIntegrationTests {
         // Nobody touches the lab machine: its next check-in hears of version 2.
         try network.waitFor("the lab machine to take the published change", attempts: 1500) { try rulesVersion().contains("version 2,") }
         #expect(try network.curl("http", "allowed.test", as: pupil).status != 0, "the console's change is in force")
+
+        // The same policy as a form: SafeSearch for Google ticked for people in no group, with a reason; a new version (not published).
+        try browser.open("\(console)/policy")
+        try browser.click("#policy-keys-form input[type=checkbox][value=google]")
+        try browser.type("SafeSearch for everyone", into: "#form-reason")
+        try browser.run("document.getElementById('policy-keys-form').scrollIntoView();")
+        try browser.screenshot("console-policy-form")
+        try browser.click("#policy-keys-form button[type=submit]")
+        try browser.waitUntil("the form's policy saved") { try browser.currentURL.contains("done=policy-saved") }
+        #expect(try school.count("SELECT COUNT(*) FROM policy_versions WHERE version = 3 AND policy LIKE '%google%' AND reason = 'SafeSearch for everyone'") == 1)
+        #expect(try school.count("SELECT COUNT(*) FROM policy_versions WHERE version = 3 AND policy LIKE '%allowed.test%'") == 1, "the rest kept")
         try signOut()
 
         // A teacher of lab2: no policy, nothing of lab1, in the pages and the API alike.

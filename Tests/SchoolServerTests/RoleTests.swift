@@ -66,6 +66,7 @@ import Testing
         "GET /console/policy/diff": .fixed(303),
         "POST /console/policy": .fixed(403),
         "POST /console/policy/publish": .fixed(403),
+        "POST /console/policy/form": .fixed(403),
         "POST /console/policy/rollback": .fixed(403),
         "GET /console/people": .fixed(303),
         "POST /console/people": .fixed(403),
