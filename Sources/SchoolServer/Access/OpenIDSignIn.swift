@@ -79,11 +79,7 @@ extension OpenIDClient {
     /// site (`//evil.example`, `https://...`, `/\evil.example`), which would make the
     /// sign-in an open redirect.
     public static func localReturnPath(_ text: String?) -> String {
-        let fallback = "/console/"
-        guard let text, text.hasPrefix("/"), !text.hasPrefix("//"), text.utf8.count <= 2048,
-            text.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7f && $0 != "\\" })
-        else { return fallback }
-        return text
+        SignInRoutes.localPath(text) ?? "/console/"
     }
 
     /// The provider's authorization endpoint with the request's parameters

@@ -31,10 +31,7 @@ enum ConsolePaths {
     /// `text` when it is a path of this server's console, else nil: a
     /// redirect after signing in or choosing a language never leaves it.
     static func localNext(_ text: String?) -> String? {
-        guard let text, text.hasPrefix("/console"), !text.hasPrefix("//"), !text.contains("\\"), text.utf8.count <= 2048,
-            text.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7f })
-        else { return nil }
-        return text
+        SignInRoutes.localPath(text)
     }
 }
 

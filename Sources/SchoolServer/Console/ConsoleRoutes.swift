@@ -204,20 +204,11 @@ public struct ConsoleRoutes: Sendable {
         guard let form = ConsoleForm(String(buffer: bytes)) else {
             return renderer.message(status: .badRequest, titleKey: "titleRefused", messageKey: "errorForm", viewer: viewer)
         }
-        guard let expected = context.csrfToken, let sent = form["csrf"], Self.constantTimeEqual(expected, sent) else {
+        guard let expected = context.csrfToken, let sent = form["csrf"], ConstantTime.equal(expected, sent) else {
             context.logger.warning("refused a console form without its CSRF token", metadata: ["hallpass.console.path": "\(request.uri.path)"])
             return renderer.refused(viewer)
         }
         return try await body(principal, viewer, form)
-    }
-
-    static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
-        let x = Array(a.utf8)
-        let y = Array(b.utf8)
-        guard x.count == y.count else { return false }
-        var difference: UInt8 = 0
-        for index in x.indices { difference |= x[index] ^ y[index] }
-        return difference == 0
     }
 
     static func redirect(_ location: String) -> Response {
