@@ -52,3 +52,18 @@ import Testing
         }
     }
 }
+
+@Suite struct RateLimitKeyTests {
+    @Test(arguments: [
+        ("192.0.2.7", "192.0.2.7"),
+        ("2001:db8:1:2:aaaa:bbbb:cccc:dddd", "v6:2001:db8:1:2::/64"),
+        ("2001:db8:1:2::1", "v6:2001:db8:1:2::/64"),
+        ("2001:0db8:0001:0002:ffff::9", "v6:2001:db8:1:2::/64"),
+        ("::1", "v6:0:0:0:0::/64"),
+        ("::ffff:192.0.2.7", "192.0.2.7"),
+        ("fe80::1::2", "fe80::1::2"),
+    ])
+    func anIPv6AddressCountsByItsNetwork(address: String, key: String) {
+        #expect(RateLimiter.key(address) == key)
+    }
+}

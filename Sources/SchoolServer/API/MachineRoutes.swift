@@ -50,7 +50,7 @@ struct MachineRoutes {
 
     func add(to router: Router<ServerRequestContext>) {
         router.post("/api/v1/enrol") { request, context in
-            guard enrolments.allow(context.remoteAddress?.ipAddress ?? "unknown", now: clock()) else {
+            guard enrolments.allow(RateLimiter.key(context.remoteAddress), now: clock()) else {
                 metrics.refused("rate-limited")
                 throw APIError.rateLimited("more than \(enrolments.perMinute) enrolments a minute from this address")
             }

@@ -39,11 +39,11 @@ public struct OpenIDRoutes: Sendable {
 
     public func add(to router: Router<ServerRequestContext>) {
         router.get("/console/oidc/start") { request, context in
-            guard limiter.allow(context.remoteAddress?.ipAddress ?? "unknown", now: clock()) else { return Self.tooMany }
+            guard limiter.allow(RateLimiter.key(context.remoteAddress), now: clock()) else { return Self.tooMany }
             return try await start(request, context)
         }
         router.get("/console/oidc/callback") { request, context in
-            guard limiter.allow(context.remoteAddress?.ipAddress ?? "unknown", now: clock()) else { return Self.tooMany }
+            guard limiter.allow(RateLimiter.key(context.remoteAddress), now: clock()) else { return Self.tooMany }
             return try await callback(request, context)
         }
     }
@@ -61,7 +61,13 @@ public struct OpenIDRoutes: Sendable {
     static let stateCookie = "__Host-hallpass-oidc"
 
     func start(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
-        let next = request.uri.queryParameters["next"].map(String.init)
+        // `next` is kept only when the sign-in began on the console's own
+        // pages (the browser's Sec-Fetch-Site, or no such header from an older
+        // browser): a link on another site could otherwise send a signed-in
+        // person, through the provider, to a page that writes the audit trail
+        // in their name (a pupil's timeline, a CSV export).
+        let site = request.header("Sec-Fetch-Site")
+        let next = site == nil || site == "same-origin" || site == "none" ? request.uri.queryParameters["next"].map(String.init) : nil
         do {
             let url = try await client.begin(returnTo: SignInRoutes.localPath(next))
             let state = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems?.first { $0.name == "state" }?.value ?? ""
@@ -100,7 +106,7 @@ public struct OpenIDRoutes: Sendable {
             return Self.backToSignIn(error.code == "oidc.no-role" ? "oidc-no-role" : "oidc-failed")
         }
         let now = clock()
-        guard let person = try await account(for: identity, now: now, context: context) else {
+        guard let person = try await account(for: identity, now: now, logger: context.logger) else {
             try await storage.audit(
                 NewAuditEvent(time: now, actor: "address:\(address)", action: "sign-in.failed", target: identity.login, detail: "oidc: no account"))
             return Self.backToSignIn("oidc-no-account")
@@ -137,13 +143,17 @@ public struct OpenIDRoutes: Sendable {
     }
 
     /// The account `identity` signs in as, made or updated from the mapping; nil when it may not sign in.
-    func account(for identity: VerifiedIdentity, now: Int64, context: ServerRequestContext) async throws -> StoredPerson? {
+    func account(for identity: VerifiedIdentity, now: Int64, logger: Logger) async throws -> StoredPerson? {
         guard StoredPerson.isLogin(identity.login) else {
-            context.logger.notice("refused an OpenID sign-in: the provider's login is not one the console takes (a-z 0-9 . _ - @, at most 64)")
+            logger.notice("refused an OpenID sign-in: the provider's login is not one the console takes (a-z 0-9 . _ - @, at most 64)")
             return nil
         }
         if var person = try await storage.person(login: identity.login) {
             guard person.method == .oidc, person.disabledAt == nil else { return nil }
+            // No rule matches any more (`unmatched: people`): an account the
+            // mapping made signs in no longer (its role was the mapping's, which
+            // the provider has taken away); one an admin made keeps the role the admin gave.
+            if identity.role == nil, person.createdBy.hasPrefix("oidc:") { return nil }
             if let role = identity.role, StoredPerson.refusal(role: role, scope: identity.scope) == nil,
                 role != person.role || identity.scope != person.scope || identity.name != person.displayName
             {

@@ -1,3 +1,4 @@
+import NIOCore
 import Synchronization
 
 /// At most `perMinute` requests a key (an address, a machine) in each
@@ -41,4 +42,29 @@ final class RateLimiter: Sendable {
     }
 
     var keys: Int { table.withLock { $0.windows.count } }
+}
+
+extension RateLimiter {
+    /// The key of a peer's address: an IPv4 address as it is, an IPv6 address
+    /// by its /64, which one network hands out whole (SLAAC, privacy
+    /// addresses), so that one host cycling through its network's addresses
+    /// counts once. An IPv4 address mapped into IPv6 is the IPv4 address.
+    static func key(_ address: SocketAddress?) -> String {
+        guard let ip = address?.ipAddress else { return "unknown" }
+        return key(ip)
+    }
+
+    static func key(_ ip: String) -> String {
+        guard ip.contains(":") else { return ip }
+        if let last = ip.split(separator: ":").last, last.contains(".") { return String(last) }
+        let halves = ip.components(separatedBy: "::")
+        guard halves.count <= 2 else { return ip }
+        let head = halves[0].isEmpty ? [] : halves[0].split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+        let tail = halves.count == 2 && !halves[1].isEmpty ? halves[1].split(separator: ":", omittingEmptySubsequences: false).map(String.init) : []
+        let missing = 8 - head.count - tail.count
+        guard halves.count == 2 ? missing >= 1 : missing == 0 else { return ip }
+        let groups = head + Array(repeating: "0", count: halves.count == 2 ? missing : 0) + tail
+        guard groups.count == 8, groups.allSatisfy({ (1...4).contains($0.count) && UInt16($0, radix: 16) != nil }) else { return ip }
+        return "v6:" + groups.prefix(4).map { String(UInt16($0, radix: 16)!, radix: 16) }.joined(separator: ":") + "::/64"
+    }
 }

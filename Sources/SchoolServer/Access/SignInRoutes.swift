@@ -42,7 +42,7 @@ public struct SignInRoutes: Sendable {
         var request = request
         let address = context.remoteAddress?.ipAddress ?? "unknown"
         let now = clock()
-        guard limiter.allow(address, now: now) else {
+        guard limiter.allow(RateLimiter.key(address), now: now) else {
             context.logger.warning("refused a sign-in: more than \(configuration.console.signInRate) a minute from \(address)")
             return Response(
                 status: .tooManyRequests,
@@ -61,10 +61,10 @@ public struct SignInRoutes: Sendable {
         let password = fields["password"] ?? ""
         let next = Self.localPath(fields["next"])
 
-        func refuse(_ action: String, detail: String? = nil) async throws -> Response {
-            try await storage.audit(
-                NewAuditEvent(
-                    time: now, actor: "address:\(address)", action: action, target: StoredPerson.isLogin(login) ? login : nil, detail: detail))
+        // The trail names the account only when there is one: a password typed
+        // into the login field by mistake is never written down.
+        func refuse(_ action: String, account: String? = nil, detail: String? = nil) async throws -> Response {
+            try await storage.audit(NewAuditEvent(time: now, actor: "address:\(address)", action: action, target: account, detail: detail))
             context.logger.notice("refused a sign-in", metadata: ["hallpass.signin.action": "\(action)", "hallpass.peer": "\(address)"])
             let target = "/console/sign-in?error=1" + (next.map { "&next=" + FormFields.encode($0) } ?? "")
             return Response(status: .seeOther, headers: [.location: target, .cacheControl: "no-store"])
@@ -82,13 +82,13 @@ public struct SignInRoutes: Sendable {
         }
         if let lockedUntil = person.lockedUntil, lockedUntil > now {
             _ = try await Self.verifyDecoy(password)
-            return try await refuse("sign-in.locked", detail: "locked until \(RecordTime.format(milliseconds: lockedUntil * 1000))")
+            return try await refuse("sign-in.locked", account: login, detail: "locked until \(RecordTime.format(milliseconds: lockedUntil * 1000))")
         }
         guard try await Self.verify(password, hash: hash) else {
             let locked = try await storage.recordFailedSignIn(
                 login: login, now: now, lockAfter: configuration.console.lockoutFailures, lockFor: Int64(configuration.console.lockoutDuration))
             return try await refuse(
-                "sign-in.failed", detail: locked ? "locked for \(configuration.console.lockoutDuration) s after \(configuration.console.lockoutFailures) failures" : nil)
+                "sign-in.failed", account: login, detail: locked ? "locked for \(configuration.console.lockoutDuration) s after \(configuration.console.lockoutFailures) failures" : nil)
         }
         let started = try await sessions.start(for: person, method: .local)
         try await storage.audit(NewAuditEvent(time: now, actor: person.principal.author, action: "sign-in", detail: "local from \(address)"))
@@ -153,7 +153,3 @@ public struct SignInRoutes: Sendable {
     /// own: the refusal then takes as long as a wrong password's.
     static let decoyHash = Bcrypt.hash(Secrets.newSecret(), cost: bcryptCost)
 }
-
-/// At most `perMinute` sign-in attempts from one address in each minute
-/// (a window that starts at the address's first attempt). Kept in memory:
-/// a restart forgets it, and each server instance counts its own.
