@@ -70,7 +70,7 @@ public func buildRouter(configuration: ServerConfiguration, parts: ServerParts, 
     router.add(middleware: LogRequestsMiddleware(.debug))
     MachineRoutes(
         storage: parts.storage, metrics: parts.metrics, clock: parts.clock, publisher: publisher,
-        enrolments: RateLimiter(perMinute: configuration.machines.enrolRate), requests: RateLimiter(perMinute: configuration.machines.requestRate)
+        enrolments: RateLimiter(perMinute: configuration.machines.enrolRate), requests: RateLimiter(perMinute: configuration.machines.requestRate, maxKeys: 100_000)
     ).add(to: router)
     AdminRoutes(storage: parts.storage, staleAfter: configuration.machines.staleAfter, clock: parts.clock).add(to: router)
     RecordRoutes(storage: parts.storage).add(to: router)
