@@ -40,7 +40,9 @@ import VerdictCore
             var settings = RuleUpdater.Settings(
                 directory: rules, source: source ?? server.source, trustedKeys: [factory.key.publicKey],
                 caFile: caFile ?? server.caFile, pins: pins)
-            settings.connectTimeout = .seconds(5)
+            // Generous: the suite runs beside the server's tests (bcrypt, PostgreSQL clusters) on
+            // two cores, and a pin test that timed out its TLS handshake there failed for no fault of its own.
+            settings.connectTimeout = .seconds(20)
             settings.requestTimeout = .seconds(20)
             settings.retry = RetryPolicy(attempts: 3, firstDelay: .milliseconds(10), maximumDelay: .milliseconds(40))
             return settings
