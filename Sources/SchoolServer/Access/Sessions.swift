@@ -98,19 +98,13 @@ enum ConstantTime {
 
 /// `application/x-www-form-urlencoded`, as a browser posts a form.
 enum FormFields {
-    /// The fields of a form's body; a name given twice keeps its first value.
+    /// The fields of a form's body, read by the console's one form reader
+    /// (`ConsoleForm`: bounded, a pair that does not decode refuses the whole
+    /// form); a name given twice keeps its first value. Empty for a form that does not decode.
     static func parse(_ text: String) -> [String: String] {
         var fields: [String: String] = [:]
-        for pair in text.split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let name = decode(parts[0]), fields[name] == nil else { continue }
-            fields[name] = parts.count > 1 ? decode(parts[1]) ?? "" : ""
-        }
+        for (name, value) in ConsoleForm(text)?.pairs ?? [] where fields[name] == nil { fields[name] = value }
         return fields
-    }
-
-    static func decode(_ part: Substring) -> String? {
-        part.replacingOccurrences(of: "+", with: " ").removingPercentEncoding
     }
 
     /// `text` for a query string's value: everything but letters, digits, `-._~/` percent-encoded.
