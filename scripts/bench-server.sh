@@ -48,6 +48,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 engines=${1:-both}
+failed=""
 case "$engines" in
     both) engines="sqlite postgres" ;;
     sqlite|postgres) ;;
@@ -172,7 +173,7 @@ for engine in $engines; do
         for rate in $rates; do
             cpu_before=$(cpu_seconds "$server_pid")
             result=$("$venv/bin/python" scripts/lib/fleet-sim.py --server "https://127.0.0.1:$port" --token "$tok" \
-                --machines "$machines_ingest" --records-per-second "$rate" --duration "$duration" --state "$work/ingest-$engine.json") || true
+                --machines "$machines_ingest" --records-per-second "$rate" --duration "$duration" --state "$work/ingest-$engine.json") || failed="$failed ingest-$engine-$rate"
             cpu_after=$(cpu_seconds "$server_pid")
             echo "$result" >"$out/ingest-$engine-$rate.json"
             echo "rate $rate/s: $result"
@@ -190,7 +191,7 @@ for engine in $engines; do
         cpu_before=$(cpu_seconds "$server_pid")
         result=$("$venv/bin/python" scripts/lib/fleet-sim.py --server "https://127.0.0.1:$port" --token "$tok" \
             --machines "$machines_fleet" --records-per-second "$fleet_rate" --duration "$fleet_duration" --post-interval 10 \
-            --state "$work/fleet-$engine.json") || true
+            --state "$work/fleet-$engine.json") || failed="$failed fleet-$engine"
         cpu_after=$(cpu_seconds "$server_pid")
         echo "$result" >"$out/fleet-$engine.json"
         echo "$result"
@@ -272,3 +273,7 @@ for engine in $engines; do
         drop_database "$engine"
     fi
 done
+if [ -n "$failed" ]; then
+    echo "bench-server.sh: the simulator failed in:$failed (see above); these results do not count" >&2
+    exit 1
+fi
