@@ -1,6 +1,7 @@
 public import HallpassConfig
 public import VerdictCore
 import Foundation
+import SharedStore
 import Yams
 
 /// The school's policy file (YAML), as a school publishes it in its bundle
@@ -26,6 +27,13 @@ import Yams
 ///   allow: [exams.example.org]
 ///   groups: [students]               # default: every group not exempt
 ///   during: [exams]                  # schedules; or `filterctl exam start`
+/// locked: [adult, iwf]               # categories nothing opens (no override, live item, focus or exam list)
+/// live:                              # what the school's server may change at once (docs/school-policy.md)
+///   keys: ["ed25519:BASE64"]         # required: the server's live key(s)
+///   actions: [allow, block, focus, pause]   # the default; also exam
+///   longest: 2h                      # the default; at most 24h
+///   rooms: [lab1, lab2]              # default: any
+///   groups: [students]               # default: any group
 /// ```
 extension SchoolPolicy {
     /// The largest policy file a bundle may carry.
@@ -43,7 +51,9 @@ extension SchoolPolicy {
         }
         self.init()
         guard let root else { return }
-        let top = try ConfigNode(root, key: "").mapping(allowed: ["timezone", "overrides", "systemUsers", "groups", "schedules", "policy", "exam"])
+        let top = try ConfigNode(root, key: "").mapping(allowed: [
+            "timezone", "overrides", "systemUsers", "groups", "schedules", "policy", "exam", "locked", "live",
+        ])
 
         if let zone = top["timezone"] {
             let name = try zone.string()
@@ -139,6 +149,53 @@ extension SchoolPolicy {
             } ?? []
             self.exam = exam
         }
+
+        if let node = top["locked"] {
+            locked = Set(
+                try node.list().map { entry throws(ConfigurationError) in
+                    let name = try entry.string().lowercased()
+                    guard RuleStoreBuilder.isValidCategoryName(name) else { throw entry.error("'\(name)' is not a category name (a-z, 0-9, '-', '_')") }
+                    return name
+                })
+        }
+        if let node = top["live"] { live = try Self.livePolicy(node, groups: groups) }
+    }
+
+    /// `live:`: the keys (required), the actions, the longest duration, rooms and groups.
+    private static func livePolicy(_ node: ConfigNode, groups: [PolicyGroup]) throws(ConfigurationError) -> LivePolicy {
+        let fields = try node.mapping(allowed: ["keys", "actions", "longest", "rooms", "groups"])
+        guard let keysNode = fields["keys"] else {
+            throw node.error("live: needs keys: the school's server's live key (hallpass-server live-key prints it)")
+        }
+        let keys = try keysNode.bundlePublicKeys()
+        guard !keys.isEmpty else { throw keysNode.error("name at least one key (ed25519:BASE64), or leave live: out") }
+        var live = LivePolicy(keys: keys.map { Array($0.key.rawRepresentation) })
+        if let actions = fields["actions"] {
+            live.actions = Set(try actions.list().map { entry throws(ConfigurationError) in try entry.choice(LiveAction.self) })
+        }
+        if let longest = fields["longest"] {
+            live.longestSeconds = Int64(try longest.duration(in: 60...Int(LivePolicy.longestLimit)))
+        }
+        if let rooms = fields["rooms"] {
+            live.rooms = Set(
+                try rooms.list().map { entry throws(ConfigurationError) in
+                    let name = try entry.string()
+                    // As the server names rooms: any printable text, not only policy names.
+                    guard (1...64).contains(name.count), !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+                        throw entry.error("'\(name.prefix(70))' is not a room name (1 to 64 printable characters)")
+                    }
+                    return name
+                })
+        }
+        if let names = fields["groups"] {
+            live.groups = Set(
+                try names.list().map { entry throws(ConfigurationError) in
+                    let name = try entry.string()
+                    guard groups.contains(where: { $0.name == name }) else { throw entry.error("no group '\(name)' under groups:") }
+                    return name
+                })
+        }
+        return live
     }
 
     /// Group and schedule names: what filterctl and the logs show.

@@ -108,6 +108,10 @@ public struct Reason: Sendable, Hashable, CustomStringConvertible {
         case examList = "exam-list"
         /// An exam is in force and the name is not on the exam's list.
         case exam
+        /// A live focus is in force and the name is on its list.
+        case focusList = "focus-list"
+        /// A live focus or pause is in force and the name is not on its list.
+        case focus
         /// filter-control has not said yet which group the flow's user is in.
         case unknownUser = "unknown-user"
         /// A way around the filter the policy blocks (`bypass:`); the
@@ -175,6 +179,10 @@ public struct Reason: Sendable, Hashable, CustomStringConvertible {
             bytes.append(contentsOf: "an exam is in force; on the exam's list, rule ".utf8)
             bytes.append(contentsOf: (rule ?? "?").utf8)
         case .exam: bytes.append(contentsOf: "an exam is in force: only the exam's list is reachable".utf8)
+        case .focusList:
+            bytes.append(contentsOf: "a focus is in force; on its list, rule ".utf8)
+            bytes.append(contentsOf: (rule ?? "?").utf8)
+        case .focus: bytes.append(contentsOf: "a focus or pause is in force: only its list is reachable".utf8)
         case .unknownUser: bytes.append(contentsOf: "waiting for filter-control to say which group the user is in".utf8)
         case .bypass:
             bytes.append(contentsOf: "a way around the filter (policy.bypass.".utf8)

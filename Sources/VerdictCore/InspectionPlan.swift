@@ -120,7 +120,7 @@ public struct InspectionPlan: Sendable {
     /// The `inspect.youtube` lists over the engine's decision; nil: it stands.
     private func youtubeDecision(_ analysis: RequestAnalysis, over decision: Decision) -> Decision? {
         switch decision.reason.source {
-        case .exam, .examList, .overrideAllow, .overrideBlock, .bypass, .unknownUser, .awaitingName: return nil
+        case .exam, .examList, .focus, .focusList, .overrideAllow, .overrideBlock, .bypass, .unknownUser, .awaitingName: return nil
         default: break
         }
         let lists = policy.youtube
@@ -155,7 +155,7 @@ extension SchoolPolicy {
         let name: String? =
             switch audience {
             case .group(let name): name
-            case .ungrouped: nil
+            case .ungrouped, .person: nil
             case .system: systemUsers
             }
         if let name, let group = groups.first(where: { $0.name == name }) { result = group.policy.inspect.applied(to: result) }

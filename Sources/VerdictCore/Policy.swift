@@ -4,6 +4,8 @@
 /// Precedence (first that applies wins; see `VerdictEngine`):
 /// 0. an exam in force (`exam`): a name, URL or address on the exam's list
 ///    is allowed, everything else is blocked, whatever follows;
+/// 0. a focus or pause in force (`focus`, a live item): the same with the
+///    focus list (empty for a pause);
 /// 0. teacher overrides (`overrideAllow`, `overrideBlock`): the most
 ///    specific matching entry decides, block on a tie; by name, then by address;
 /// 1. the local lists, by name: the most specific matching entry of `allow`
@@ -19,6 +21,11 @@
 ///    gets `askDefault`;
 /// 6. a flow that has not shown a name yet, and may still, needs more data;
 ///    one that never shows a name (or names only an IP literal) gets `noName`.
+///
+/// A category in `locked` is blocked whatever `blockedCategories` says, and
+/// an allow from any list above (exam, focus, overrides, `allow`) does not
+/// open a name, URL or address a rule puts in a locked category: it is
+/// blocked with that category as its reason.
 public struct Policy: Sendable, Hashable {
     public enum CategorySelection: Sendable, Hashable {
         /// Every category in the store is blocked (what `filterctl check` uses without a config).
@@ -83,6 +90,10 @@ public struct Policy: Sendable, Hashable {
     public var overrideBlock: [RulePattern] = []
     /// An exam in force: only its list reaches the network.
     public var exam: Exam?
+    /// A focus (or, with an empty list, a pause) in force: only its list reaches the network.
+    public var focus: Focus?
+    /// Categories nothing opens (the school's `locked:`).
+    public var locked: Set<String> = []
     /// Encrypted DNS, ECH, tunnels, QUIC and SafeSearch (`safeSearch:`, `bypass:`).
     public var bypass = BypassPolicy()
 
@@ -93,6 +104,19 @@ public struct Policy: Sendable, Hashable {
         public var until: Int64?
 
         public init(allow: [RulePattern], until: Int64? = nil) {
+            self.allow = allow
+            self.until = until
+        }
+    }
+
+    /// A live focus or pause: the people it applies to reach only `allow`.
+    public struct Focus: Sendable, Hashable {
+        /// Empty for a pause.
+        public var allow: [RulePattern]
+        /// When it ends (Unix seconds), for the block page.
+        public var until: Int64
+
+        public init(allow: [RulePattern], until: Int64) {
             self.allow = allow
             self.until = until
         }

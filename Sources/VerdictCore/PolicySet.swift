@@ -19,6 +19,8 @@
 /// ...
 /// audience group students
 /// ...
+/// audience person 1000          # a person with live items of their own (`user 1000 @1000`)
+/// ...
 /// ```
 public struct PolicySet: Sendable, Hashable {
     /// The policy of every audience; `.ungrouped` and `.system` are always there.
@@ -76,10 +78,21 @@ public struct PolicySet: Sendable, Hashable {
         for (uid, audience) in set.users.sorted(by: { $0.key < $1.key }) {
             lines.append("user \(uid) \(token(audience))")
         }
-        let order: [Audience] = [.ungrouped, .system] + set.policies.keys.compactMap(\.groupName).sorted().map { .group($0) }
+        let persons = set.policies.keys.compactMap { audience -> UInt32? in
+            if case .person(let uid) = audience { return uid }
+            return nil
+        }
+        let order: [Audience] =
+            [.ungrouped, .system] + set.policies.keys.compactMap(\.groupName).sorted().map { .group($0) } + persons.sorted().map { .person($0) }
         for audience in order {
             guard let policy = set.policies[audience] else { continue }
-            lines.append("audience " + (audience.groupName.map { "group " + $0 } ?? token(audience)))
+            let name: String =
+                switch audience {
+                case .group(let group): "group " + group
+                case .person(let uid): "person " + String(uid)
+                default: token(audience)
+                }
+            lines.append("audience " + name)
             lines += PolicyText.render(policy).split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init)
         }
         return lines.joined(separator: "\n") + "\n"
@@ -91,6 +104,7 @@ public struct PolicySet: Sendable, Hashable {
         case .group(let name): name
         case .ungrouped: "-"
         case .system: "system"
+        case .person(let uid): "@" + String(uid)
         }
     }
 
@@ -99,6 +113,8 @@ public struct PolicySet: Sendable, Hashable {
         switch token {
         case "-": return .ungrouped
         case "system": return .system
+        case let token where token.first == "@":
+            return UInt32(token.dropFirst()).map(Audience.person)
         default:
             guard (1...64).contains(token.count), token.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else {
                 return nil
@@ -138,7 +154,12 @@ public struct PolicySet: Sendable, Hashable {
                 case (2, "-"), (2, "ungrouped"): audience = .ungrouped
                 case (2, "system"): audience = .system
                 case (3, "group"): audience = .group(String(fields[2]))
-                default: throw PolicyText.ParseError(line: number, reason: "expected 'audience ungrouped', 'audience system' or 'audience group NAME'")
+                case (3, "person"):
+                    guard let uid = UInt32(fields[2]) else { throw PolicyText.ParseError(line: number, reason: "'\(fields[2])' is not a uid") }
+                    audience = .person(uid)
+                default:
+                    throw PolicyText.ParseError(
+                        line: number, reason: "expected 'audience ungrouped', 'audience system', 'audience group NAME' or 'audience person UID'")
                 }
                 guard policies[audience] == nil else { throw PolicyText.ParseError(line: number, reason: "the audience \(audience) appears twice") }
                 current = (audience, number, [])
@@ -178,8 +199,8 @@ public struct PolicySet: Sendable, Hashable {
             }
         }
         try finish()
-        for (uid, audience) in users where policies[audience] == nil && audience.groupName != nil {
-            throw PolicyText.ParseError(line: 0, reason: "uid \(uid) is placed in group \(audience), which has no policy")
+        for (uid, audience) in users where policies[audience] == nil && audience != .ungrouped && audience != .system {
+            throw PolicyText.ParseError(line: 0, reason: "uid \(uid) is placed in \(audience), which has no policy")
         }
         var set = PolicySet(policies: policies, users: users, askUsers: askUsers)
         set.safeSearchTargets = targets

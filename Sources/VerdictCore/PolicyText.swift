@@ -15,6 +15,9 @@
 /// overrideBlock games.example
 /// exam 1767261600                # an exam in force, until (Unix seconds; '-' until stopped)
 /// examAllow exams.example.org    # what the exam lets through
+/// focus 1767261600               # a live focus or pause in force, until (Unix seconds)
+/// focusAllow docs.example.org    # what the focus lets through (none: a pause)
+/// locked adult iwf               # categories nothing opens
 /// encryptedDNS block             # the bypass keys: block | allow each
 /// ech block
 /// tunnels block
@@ -55,6 +58,11 @@ public enum PolicyText {
             lines.append("exam " + (exam.until.map(String.init) ?? "-"))
             lines += exam.allow.map { "examAllow \($0)" }
         }
+        if let focus = policy.focus {
+            lines.append("focus \(focus.until)")
+            lines += focus.allow.map { "focusAllow \($0)" }
+        }
+        if !policy.locked.isEmpty { lines.append((["locked"] + policy.locked.sorted()).joined(separator: " ")) }
         let bypass = policy.bypass
         lines.append("encryptedDNS \(bypass.encryptedDNS.rawValue)")
         lines.append("ech \(bypass.ech.rawValue)")
@@ -97,7 +105,7 @@ public enum PolicyText {
                 guard !sawBlock else { throw ParseError(line: number, reason: "'block' appears twice") }
                 sawBlock = true
                 policy.blockedCategories = values == ["all"] ? .all : .only(Set(values.map(String.init)))
-            case "allow", "deny", "overrideAllow", "overrideBlock", "examAllow":
+            case "allow", "deny", "overrideAllow", "overrideBlock", "examAllow", "focusAllow":
                 guard values.count == 1 else { throw ParseError(line: number, reason: "expected '\(key) ENTRY'") }
                 let pattern: RulePattern
                 do {
@@ -110,6 +118,9 @@ public enum PolicyText {
                 case "deny": policy.deny.append(pattern)
                 case "overrideAllow": policy.overrideAllow.append(pattern)
                 case "overrideBlock": policy.overrideBlock.append(pattern)
+                case "focusAllow":
+                    guard policy.focus != nil else { throw ParseError(line: number, reason: "'focusAllow' before 'focus'") }
+                    policy.focus!.allow.append(pattern)
                 default:
                     guard policy.exam != nil else { throw ParseError(line: number, reason: "'examAllow' before 'exam'") }
                     policy.exam!.allow.append(pattern)
@@ -120,6 +131,15 @@ public enum PolicyText {
                     throw ParseError(line: number, reason: "expected 'exam UNTIL' (Unix seconds, or '-')")
                 }
                 policy.exam = Policy.Exam(allow: [], until: Int64(values.first!))
+            case "focus":
+                guard policy.focus == nil else { throw ParseError(line: number, reason: "'focus' appears twice") }
+                guard values.count == 1, let until = Int64(values.first!) else {
+                    throw ParseError(line: number, reason: "expected 'focus UNTIL' (Unix seconds)")
+                }
+                policy.focus = Policy.Focus(allow: [], until: until)
+            case "locked":
+                guard policy.locked.isEmpty else { throw ParseError(line: number, reason: "'locked' appears twice") }
+                policy.locked = Set(values.map(String.init))
             case "unknown":
                 guard values.count == 1, let action = Policy.UnknownAction(rawValue: String(values.first!)) else {
                     throw ParseError(line: number, reason: "expected 'unknown allow|block|ask'")

@@ -318,21 +318,31 @@ public struct PolicyMoment: Sendable, Hashable {
     public var now: Int64
     public var manualExam: ManualExam?
     public var overrides: [PolicyOverride]
+    /// The live items the machine accepted from the school's server (checked
+    /// against `SchoolPolicy.live` already); those ended at `now` are skipped.
+    public var live: [LiveItem]
 
-    public init(time: LocalTime, now: Int64, manualExam: ManualExam? = nil, overrides: [PolicyOverride] = []) {
+    public init(time: LocalTime, now: Int64, manualExam: ManualExam? = nil, overrides: [PolicyOverride] = [], live: [LiveItem] = []) {
         self.time = time
         self.now = now
         self.manualExam = manualExam
         self.overrides = overrides
+        self.live = live
     }
 }
 
 /// Whom a policy is for: the people of a group, people in no group, or
-/// flows with no person behind them (system users, flows without a local socket).
+/// flows with no person behind them (system users, flows without a local
+/// socket); and one person with live items of their own (an access request
+/// approved for them alone): their group's policy plus those items. A
+/// person's audience is a policy of its own, not a group: the records still
+/// name the group filter-control placed them in.
 public enum Audience: Sendable, Hashable, CustomStringConvertible {
     case group(String)
     case ungrouped
     case system
+    /// The uid of a person with live items scoped to them (`LiveItem.Scope.user`).
+    case person(UInt32)
 
     public var groupName: String? {
         if case .group(let name) = self { return name }
@@ -344,6 +354,7 @@ public enum Audience: Sendable, Hashable, CustomStringConvertible {
         case .group(let name): name
         case .ungrouped: "(no group)"
         case .system: "(system)"
+        case .person(let uid): "(uid \(uid))"
         }
     }
 }
@@ -358,6 +369,8 @@ public struct EffectivePolicy: Sendable, Hashable {
     public var exam: ExamInForce?
     /// The overrides in force for this group, by id.
     public var overrides: [String]
+    /// The live items in force for this audience, by id.
+    public var live: [String] = []
 
     public struct ExamInForce: Sendable, Hashable {
         public var until: Int64?
@@ -381,10 +394,18 @@ public struct SchoolPolicy: Sendable, Hashable {
     /// below 1000, and `nobody`) and flows without a local socket. nil: the
     /// top-level keys, and never an exam (exams are for people).
     public var systemUsers: String?
+    /// Categories nothing may open (`locked:`): they are blocked for every
+    /// audience, and no override, live item, focus list, exam list or allow
+    /// list lets a name in them through.
+    public var locked: Set<String>
+    /// What the school's server may change on a machine at once (`live:`);
+    /// nil: no live item is accepted.
+    public var live: LivePolicy?
 
     public init(
         timeZone: String? = nil, groups: [PolicyGroup] = [], schedules: [String: Schedule] = [:], topLevel: PolicyLevel = PolicyLevel(),
-        exam: ExamSettings? = nil, overrides: OverridePermission = .allow, systemUsers: String? = nil
+        exam: ExamSettings? = nil, overrides: OverridePermission = .allow, systemUsers: String? = nil, locked: Set<String> = [],
+        live: LivePolicy? = nil
     ) {
         self.timeZone = timeZone
         self.groups = groups
@@ -393,6 +414,8 @@ public struct SchoolPolicy: Sendable, Hashable {
         self.exam = exam
         self.overrides = overrides
         self.systemUsers = systemUsers
+        self.locked = locked
+        self.live = live
     }
 
     /// The lowest uid of a person (Debian's UID_MIN); below it, and `nobody`, are system users.
@@ -412,15 +435,18 @@ public struct SchoolPolicy: Sendable, Hashable {
     /// The policy `audience` gets at `moment`, starting from `base` (what the
     /// machine sets: DNS rewriting, and local restrictions via `localDeny`
     /// and `localBlock`, which only ever add to what the school blocks).
+    /// With `person` (a user name), the live items scoped to that user apply
+    /// too: the policy of `.person(uid)` is made from the person's own
+    /// audience (their group) this way.
     public func effectivePolicy(
         for audience: Audience, at moment: PolicyMoment, base: Policy = Policy(), localDeny: [RulePattern] = [],
-        localBlock: Policy.CategorySelection? = nil
+        localBlock: Policy.CategorySelection? = nil, person: String? = nil
     ) -> EffectivePolicy {
         // System flows follow the group the school names for them, if any.
         let group: String?
         switch audience {
         case .group(let name): group = name
-        case .ungrouped: group = nil
+        case .ungrouped, .person: group = nil
         case .system: group = systemUsers
         }
         var policy = base
@@ -452,9 +478,45 @@ public struct SchoolPolicy: Sendable, Hashable {
             applied.append(override.id)
         }
 
-        let exam = audience == .system && systemUsers == nil ? nil : examInForce(for: group, definition: definition, at: moment)
+        var exam = audience == .system && systemUsers == nil ? nil : examInForce(for: group, definition: definition, at: moment)
+
+        // Live items from the school's server, checked against `live:` when they arrived.
+        var liveApplied: [String] = []
+        var focus: (item: LiveItem, patterns: [RulePattern])? = nil
+        for item in moment.live where item.isInForce(now: moment.now) {
+            guard item.applies(toGroup: group, audience: audience, person: person) else { continue }
+            let patterns = item.targets.compactMap { try? RulePattern($0) }
+            switch item.action {
+            case .allow: policy.overrideAllow += patterns
+            case .block: policy.overrideBlock += patterns
+            case .focus, .pause:
+                // People only: system flows go on as they were. A pause beats a focus; of two of a kind, the later one.
+                guard audience != .system else { continue }
+                if let current = focus?.item {
+                    let replaces = (item.action == .pause && current.action == .focus) || (item.action == current.action && item.sequence > current.sequence)
+                    guard replaces else { continue }
+                    liveApplied.removeAll { $0 == current.id }
+                }
+                focus = (item, item.action == .pause ? [] : patterns)
+            case .exam:
+                guard audience != .system else { continue }
+                // Room and everyone: the exam's own groups (or every group not exempt), as `filterctl exam start`.
+                if item.scope.isWholeMachine {
+                    let sits = self.exam?.groups.map { names in group.map(names.contains) ?? false } ?? !(definition?.examExempt ?? false)
+                    guard sits else { continue }
+                }
+                if exam == nil || (exam!.until.map { $0 < item.until } ?? false) {
+                    exam = .init(until: item.until, startedBy: "live: " + item.by)
+                }
+            }
+            liveApplied.append(item.id)
+        }
+        if let focus { policy.focus = Policy.Focus(allow: focus.patterns, until: focus.item.until) }
         if let exam { policy.exam = Policy.Exam(allow: self.exam?.allow ?? [], until: exam.until) }
-        return EffectivePolicy(policy: policy, audience: audience, schedules: schedulesInForce, exam: exam, overrides: applied)
+        policy.locked = locked
+        var result = EffectivePolicy(policy: policy, audience: audience, schedules: schedulesInForce, exam: exam, overrides: applied)
+        result.live = liveApplied
+        return result
     }
 
     /// Whether the school's `overrides:` lets a machine make this change.

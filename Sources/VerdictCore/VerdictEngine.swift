@@ -42,6 +42,11 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
     private let torRelays: CategoryID?
     /// The exam's list, while an exam is in force.
     private let examList: ListLayer?
+    /// A live focus's list (empty for a pause), while one is in force.
+    private let focusList: ListLayer?
+    /// `categoryLocked[id]`: the policy's `locked` categories, which no list opens.
+    private let categoryLocked: [Bool]
+    private let hasLocked: Bool
     /// Teacher overrides, checked before the lists.
     private let overrides: ListLayer
     /// The policy's allow and deny lists.
@@ -97,12 +102,15 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
         self.rules = rules
         self.policy = policy
         // The lists of encrypted DNS resolvers and ECH public names go with their bypass keys.
+        self.categoryLocked = rules.categoryNames.map { policy.locked.contains($0) }
+        self.hasLocked = categoryLocked.contains(true)
         self.categoryBlocked = rules.categoryNames.map { name in
-            policy.blockedCategories.blocks(name) || (name == BypassPolicy.encryptedDNSCategory && policy.bypass.encryptedDNS == .block)
+            policy.blockedCategories.blocks(name) || policy.locked.contains(name) || (name == BypassPolicy.encryptedDNSCategory && policy.bypass.encryptedDNS == .block)
                 || (name == BypassPolicy.echFrontCategory && policy.bypass.ech == .block)
         }
         self.torRelays = policy.bypass.tunnels == .block ? rules.categoryNames.firstIndex(of: BypassPolicy.torCategory).map { CategoryID($0) } : nil
         self.examList = policy.exam.map { ListLayer(deny: [], allow: $0.allow, allowSource: .examList, denySource: .exam) }
+        self.focusList = policy.focus.map { ListLayer(deny: [], allow: $0.allow, allowSource: .focusList, denySource: .focus) }
         self.overrides = ListLayer(deny: policy.overrideBlock, allow: policy.overrideAllow, allowSource: .overrideAllow, denySource: .overrideBlock)
         self.local = ListLayer(deny: policy.deny, allow: policy.allow, allowSource: .localAllowList, denySource: .localDenyList)
     }
@@ -249,19 +257,30 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
             path = raw.lowercased()
         }
 
+        // A list's allow never opens a locked category (the check runs only on such an allow).
+        func unlessLocked(_ decision: Decision) -> Decision {
+            guard hasLocked, decision.verdict == .allow, let locked = lockedReason(host: host, suffixes: suffixes, path: path, destination: facts.destination)
+            else { return decision }
+            return Decision(.drop, locked)
+        }
         // 0. An exam: its list or nothing.
         if let examList {
-            if let decision = nameDecision(examList, suffixes: suffixes, path: path) { return decision }
+            if let decision = nameDecision(examList, suffixes: suffixes, path: path) { return unlessLocked(decision) }
+            return decideNameless(facts, literal: nil)
+        }
+        // 0. A focus or pause: its list or nothing.
+        if let focusList {
+            if let decision = nameDecision(focusList, suffixes: suffixes, path: path) { return unlessLocked(decision) }
             return decideNameless(facts, literal: nil)
         }
         // 0. Teacher overrides, by name and by address.
-        if overrides.hasNames, let decision = nameDecision(overrides, suffixes: suffixes, path: path) { return decision }
-        if let destination = facts.destination, let decision = networkDecision(overrides, destination) { return decision }
+        if overrides.hasNames, let decision = nameDecision(overrides, suffixes: suffixes, path: path) { return unlessLocked(decision) }
+        if let destination = facts.destination, let decision = networkDecision(overrides, destination) { return unlessLocked(decision) }
         // 1. Local lists by name: the most specific entry wins, deny on a tie.
-        if local.hasNames, let decision = nameDecision(local, suffixes: suffixes, path: path) { return decision }
+        if local.hasNames, let decision = nameDecision(local, suffixes: suffixes, path: path) { return unlessLocked(decision) }
         // 2. Local lists by address.
         if let destination = facts.destination, let decision = networkDecision(local, destination) {
-            return decision
+            return unlessLocked(decision)
         }
 
         // 3. Category rules, most specific first. URL prefixes are more specific than domains.
@@ -342,9 +361,47 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
         return nil
     }
 
+    /// The locked category a rule puts this name (URL, destination) in, as a
+    /// reason; nil when none does. URL prefixes, then domains, then addresses.
+    private func lockedReason(host: HostName, suffixes: Suffixes, path: String?, destination: IPAddress?) -> Reason? {
+        if let path {
+            for depth in 0..<suffixes.count {
+                var found: Reason? = nil
+                rules.forEachURLRule(hostFingerprint: suffixes.fingerprint(depth: depth)) { prefix, category in
+                    guard found == nil, isLocked(category), prefix.isPrefix(of: path) else { return }
+                    found = Reason(source: .category, category: categoryName(category), rule: suffixText(host, depth: depth) + prefix.decodedText)
+                }
+                if let found { return found }
+            }
+        }
+        for depth in 0..<suffixes.count where rules.hasDomainRules(labelCount: suffixes.count - depth) {
+            var found: Reason? = nil
+            rules.forEachDomainRule(fingerprint: suffixes.fingerprint(depth: depth)) { category, kind in
+                guard found == nil, isLocked(category), kind.applies(atDepth: depth) else { return }
+                found = Reason(source: .category, category: categoryName(category), rule: kind.marker + suffixText(host, depth: depth))
+            }
+            if let found { return found }
+        }
+        return destination.flatMap(lockedNetworkReason)
+    }
+
+    private func lockedNetworkReason(_ address: IPAddress) -> Reason? {
+        var best: (network: IPNetwork, category: CategoryID)? = nil
+        rules.forEachNetworkRule(containing: address.unmappingIPv4) { network, category in
+            guard isLocked(category) else { return }
+            if best == nil || network.prefixLength > best!.network.prefixLength { best = (network, category) }
+        }
+        guard let best else { return nil }
+        return Reason(source: .category, category: categoryName(best.category), rule: best.network.description)
+    }
+
+    private func isLocked(_ category: CategoryID) -> Bool {
+        Int(category) < categoryLocked.count && categoryLocked[Int(category)]
+    }
+
     /// Judges filter-control's answer for a name like a category rule.
     private func decide(_ answer: LookupAnswers.Answer) -> Decision {
-        if let blocked = answer.categories.first(where: { policy.blockedCategories.blocks($0) }) {
+        if let blocked = answer.categories.first(where: { policy.blockedCategories.blocks($0) || policy.locked.contains($0) }) {
             return Decision(.drop, Reason(source: .lookup, category: blocked))
         }
         if let known = answer.categories.first {
@@ -359,13 +416,21 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
     }
 
     private func decideNameless(_ facts: FlowFacts, literal: IPAddress?) -> Decision {
+        func unlessLocked(_ decision: Decision, _ address: IPAddress) -> Decision {
+            guard hasLocked, decision.verdict == .allow, let locked = lockedNetworkReason(address) else { return decision }
+            return Decision(.drop, locked)
+        }
         if let examList {
-            if let address = literal ?? facts.destination, let decision = networkDecision(examList, address) { return decision }
+            if let address = literal ?? facts.destination, let decision = networkDecision(examList, address) { return unlessLocked(decision, address) }
             return Decision(.drop, Reason(source: .exam))
         }
+        if let focusList {
+            if let address = literal ?? facts.destination, let decision = networkDecision(focusList, address) { return unlessLocked(decision, address) }
+            return Decision(.drop, Reason(source: .focus))
+        }
         if let address = literal ?? facts.destination {
-            if let decision = networkDecision(overrides, address) { return decision }
-            if let decision = networkDecision(local, address) { return decision }
+            if let decision = networkDecision(overrides, address) { return unlessLocked(decision, address) }
+            if let decision = networkDecision(local, address) { return unlessLocked(decision, address) }
             if let blocked = blockedNetworkReason(address) { return Decision(.drop, blocked) }
         }
         let reason = Reason(source: .noName)

@@ -104,6 +104,7 @@ public struct NoticeText: Sendable, Hashable {
         case .localDenyList: "it is on this machine's deny list"
         case .overrideBlock: "a teacher blocked it"
         case .exam: "an exam is in progress and it is not on the exam's list"
+        case .focus: "a teacher set a focus or a pause, and it is not on its list"
         case .unknownHost, .lookupUnknown, .askTimeout: "the school's rules do not know it"
         case .noName: "the connection does not say which site it is for"
         default: "the school's rules (\(reason.source.rawValue))"

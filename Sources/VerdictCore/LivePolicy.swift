@@ -1,0 +1,125 @@
+// What the school's server may change on a machine at once (the `live:` key
+// of the school's policy), and the items it sends: allow or block a site,
+// focus on a few sites, pause, an exam, for a room, a group, a person or
+// everyone, each until a time. Pure: filter-control checks the signature
+// and the bounds of a live state (FilterControl's `LiveState`) and hands the
+// items it accepted to `SchoolPolicy.effectivePolicy` through `PolicyMoment`.
+// docs/school-policy.md, "Live items", says what each means.
+
+/// What a live item does.
+public enum LiveAction: String, Sendable, Hashable, CaseIterable, Codable {
+    /// Like `filterctl allow`: the targets are reachable (never a locked category).
+    case allow
+    /// Like `filterctl block`.
+    case block
+    /// People reach only the targets (like an exam's list); system flows go on.
+    case focus
+    /// People reach nothing; system flows go on.
+    case pause
+    /// The school's exam (as `filterctl exam start`).
+    case exam
+}
+
+/// The school's bounds on live items (`live:`).
+public struct LivePolicy: Sendable, Hashable {
+    /// The raw 32-byte Ed25519 public keys whose signature a machine accepts on a live state.
+    public var keys: [[UInt8]]
+    public var actions: Set<LiveAction>
+    /// The longest an item may last (`until - from`), in seconds.
+    public var longestSeconds: Int64
+    /// The rooms room items may name; nil: any.
+    public var rooms: Set<String>?
+    /// The groups group items may name; nil: any group of the policy.
+    public var groups: Set<String>?
+
+    public static let defaultActions: Set<LiveAction> = [.allow, .block, .focus, .pause]
+    public static let defaultLongestSeconds: Int64 = 2 * 3600
+    /// `longest:` is at most a day.
+    public static let longestLimit: Int64 = 24 * 3600
+
+    public init(
+        keys: [[UInt8]], actions: Set<LiveAction> = LivePolicy.defaultActions, longestSeconds: Int64 = LivePolicy.defaultLongestSeconds,
+        rooms: Set<String>? = nil, groups: Set<String>? = nil
+    ) {
+        self.keys = keys
+        self.actions = actions
+        self.longestSeconds = longestSeconds
+        self.rooms = rooms
+        self.groups = groups
+    }
+}
+
+/// One item of a live state the machine accepted.
+public struct LiveItem: Sendable, Hashable, Codable {
+    /// Whom an item is for.
+    public enum Scope: Sendable, Hashable, Codable {
+        /// Everyone on a machine of this room (the machine checked it is its own room).
+        case room(String)
+        case everyone
+        /// The people of a group of the school's policy.
+        case group(String)
+        /// One local user, by login name.
+        case user(String)
+
+        /// Room and everyone: every audience of the machine.
+        public var isWholeMachine: Bool {
+            switch self {
+            case .room, .everyone: true
+            case .group, .user: false
+            }
+        }
+    }
+
+    public var id: String
+    /// The server's sequence when the item was made (of two focus items, the later one wins).
+    public var sequence: Int64
+    public var action: LiveAction
+    /// `RulePattern` texts: the sites of an allow, block or focus; none for pause and exam.
+    public var targets: [String]
+    public var scope: Scope
+    /// Unix seconds.
+    public var from: Int64
+    public var until: Int64
+    /// Who set it (a person's display name), for the block page.
+    public var by: String
+    public var reason: String?
+    /// The access request it answers, if any.
+    public var request: String?
+
+    public init(
+        id: String, sequence: Int64, action: LiveAction, targets: [String], scope: Scope, from: Int64, until: Int64, by: String,
+        reason: String? = nil, request: String? = nil
+    ) {
+        self.id = id
+        self.sequence = sequence
+        self.action = action
+        self.targets = targets
+        self.scope = scope
+        self.from = from
+        self.until = until
+        self.by = by
+        self.reason = reason
+        self.request = request
+    }
+
+    /// In force from its arrival until `until` (not from `from`: a machine
+    /// whose clock is a little behind the server's would otherwise wait).
+    public func isInForce(now: Int64) -> Bool { now < until }
+
+    /// Whether the item applies to the people of `group` (nil: no group, or
+    /// system flows without a `systemUsers` group) judged as `audience`;
+    /// `person` is the user name when the policy is made for one person.
+    public func applies(toGroup group: String?, audience: Audience, person: String?) -> Bool {
+        switch scope {
+        case .room, .everyone: true
+        case .group(let name): audience != .system && group == name
+        case .user(let name): person == name
+        }
+    }
+
+    /// The user an item is scoped to, if it is.
+    public var user: String? {
+        if case .user(let name) = scope { return name }
+        return nil
+    }
+}
