@@ -103,6 +103,15 @@ extension FuzzTarget {
             }
         case .dnsbypass:
             seeds = BypassSeeds.dnsMessages.flatMap { [[0] + $0, [3] + $0] } + captures.dnsMessages.map { [1] + $0 }
+        case .live:
+            let payload = """
+                {"format":1,"machine":"m-fuzz","room":"lab1","sequence":42,"issued":1764360000,"items":[
+                {"id":"lr-1","sequence":40,"action":"allow","targets":["example.org"],"scope":{"kind":"room","value":"lab1"},"from":1764359000,"until":1764363600,"by":"Ada"},
+                {"id":"lr-2","sequence":41,"action":"focus","targets":["adult.example","docs.example"],"scope":{"kind":"group","value":"year9"},"from":1764359000,"until":1764363600,"by":"Ada"},
+                {"id":"lr-3","sequence":41,"action":"pause","targets":[],"scope":{"kind":"everyone"},"from":1764359000,"until":1764363600,"by":"Ada"}],
+                "requests":[{"id":"rq-1","state":"approved","message":"ok","until":1764363600}]}
+                """
+            seeds = [[0] + Array(payload.utf8), [1] + Array(#"{"payload":"e30=","signature":"AA==","key":"ed25519:AA=="}"#.utf8)]
         case .inspect:
             // The host's choice (InspectFuzzing.hosts; 7: a length and the Host from the input), then the target.
             let requests: [(UInt8, String)] = [

@@ -60,6 +60,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// An inspected HTTPS request's Host and target (and a server name)
     /// through the inspection plan: search terms, YouTube videos, the decision.
     case inspect
+    /// A live state from the school's server: the envelope, or a payload signed with the target's key.
+    case live
 
     /// Runs one input. Returns normally for any input the parsers must cope
     /// with; a trap is a finding.
@@ -84,6 +86,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .gquic: BypassFuzzing.googleQUIC(input)
         case .dnsbypass: BypassFuzzing.dnsRewrite(input)
         case .inspect: InspectFuzzing.run(input)
+        case .live: LiveFuzzing.run(input)
         }
     }
 }

@@ -86,6 +86,15 @@ public struct AuditLine: Sendable, Hashable {
         self[.rulesVersion] = record.rulesVersion.map { String($0) }
     }
 
+    /// A line of an event that is not a flow (`live-refused`: a live item or
+    /// state this machine refused), for the school's server through the
+    /// outbox; the caller sets the other fields.
+    public init(event action: String, time: Date, machine: String) {
+        self[.time] = AuditTime.format(time)
+        self[.machine] = machine
+        self[.action] = action
+    }
+
     /// A line read back; nil unless `time` reads as `AuditTime` writes it,
     /// `kind` and `action` are ones the log writes, and `machine` and `reason` are there.
     init?(values: [Field: String]) {

@@ -21,19 +21,22 @@ public struct SchoolConnection: SchoolTransport {
     let signer: RequestSigner?
     let clock: @Sendable () -> Date
     private let client: HTTPSClient
-
     /// The largest answer read from the server.
-    static let answerLimit = 64 << 10
+    let answerLimit: Int
+
+    /// The largest answer read from the server, by default (the live channel reads up to 1 MiB).
+    public static let defaultAnswerLimit = 64 << 10
 
     /// - Parameters:
     ///   - signer: nil for the enrolment (authenticated by its token alone).
     ///   - socketMark: filter-control's allow mark, so its own connection is never queued.
     public init(
         server: SchoolServerURL, fingerprint: ServerFingerprint, signer: RequestSigner?, connectTimeout: Duration = .seconds(10),
-        requestTimeout: Duration = .seconds(30), socketMark: UInt32? = nil, clock: @escaping @Sendable () -> Date = { Date() },
-        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        requestTimeout: Duration = .seconds(30), socketMark: UInt32? = nil, answerLimit: Int = SchoolConnection.defaultAnswerLimit,
+        clock: @escaping @Sendable () -> Date = { Date() }, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) throws(SchoolError) {
         self.server = server
+        self.answerLimit = answerLimit
         self.fingerprint = fingerprint
         self.signer = signer
         self.clock = clock
@@ -58,7 +61,7 @@ public struct SchoolConnection: SchoolTransport {
         }
         do {
             let reply = try await client.send(
-                host: server.host, port: server.port, method: .POST, path: path, headers: headers, body: body, limit: Self.answerLimit)
+                host: server.host, port: server.port, method: .POST, path: path, headers: headers, body: body, limit: answerLimit)
             return (reply.status, reply.body)
         } catch {
             throw SchoolError.transport(error, expected: fingerprint)

@@ -1,0 +1,279 @@
+public import Foundation
+public import Logging
+public import NIOCore
+public import NIOPosix
+import Synchronization
+public import VerdictCore
+
+/// The live channel: one request held open to the school's server
+/// (`POST /api/v1/machine/live` `{"after": SEQUENCE, "wait": 25}`), answered
+/// at once with a newer live state, or with 204 after `wait` seconds of
+/// nothing new; then the next one. A state is checked (`LiveState.verify`,
+/// then `LiveBounds` per item), kept (`LiveStateStore`) and applied at once
+/// (`applied`: filter-control recomputes the policy set, hands it to
+/// filter-data and cuts the open connections it now blocks). Refusals are
+/// logged and reported (`report`: a `live-refused` record through the
+/// outbox), each once.
+///
+/// Nothing changes while the server cannot be reached: the items held stay
+/// until their own `until` (the policy clock ends them), and the channel
+/// tries again after `backoff` (1 s doubling to 30 s, ±20 %). A state that
+/// is refused whole is not asked for again (`after` moves past it) until
+/// the policy changes (`policyChanged`), so a server that keeps sending a
+/// state this machine cannot accept is not asked in a tight loop.
+public final class LiveChannel: Sendable {
+    /// What the checks need from filter-control: the policy in force and a
+    /// look-up of locked categories in the store in force.
+    public struct Context: Sendable {
+        public var policy: SchoolPolicy
+        public var bounds: LiveBounds
+
+        public init(policy: SchoolPolicy, lockedCategory: @escaping @Sendable (RulePattern) -> String?) {
+            self.policy = policy
+            self.bounds = LiveBounds(policy: policy, lockedCategory: lockedCategory)
+        }
+    }
+
+    /// A refusal to report: of a whole state (`item` nil) or of one item.
+    public struct RefusalReport: Sendable, Hashable {
+        public var sequence: Int64?
+        public var item: String?
+        public var code: String
+        public var message: String
+        public var target: String?
+        public var category: String?
+    }
+
+    /// What one answer of the server came to.
+    public enum Outcome: Sendable, Hashable {
+        /// A newer state is in force: its sequence, the items accepted and refused.
+        case applied(sequence: Int64, accepted: Int, refused: Int)
+        /// The state held already (the same sequence): nothing to do.
+        case unchanged
+        /// Nothing new within the wait (204).
+        case nothingNew
+        /// The state was refused whole.
+        case refused(LiveState.Refusal)
+        /// No answer, or one that is not a state: tried again after the backoff.
+        case failed(String)
+    }
+
+    /// What `filterctl status` shows.
+    public struct Status: Sendable, Hashable {
+        /// The last request was answered (200 or 204).
+        public var connected = false
+        public var lastContactAt: Date?
+        public var lastError: String?
+        public var statesApplied: UInt64 = 0
+        public var statesRefused: UInt64 = 0
+        public var itemsRefused: UInt64 = 0
+        public var lastRefusal: String?
+    }
+
+    public static let endpoint = "/api/v1/machine/live"
+
+    private let transport: any SchoolTransport
+    public let store: LiveStateStore
+    private let machine: String
+    private let wait: Int
+    private let backoff: SchoolReporter.Backoff
+    private let context: @Sendable () async -> Context
+    private let applied: @Sendable () async -> Void
+    private let report: @Sendable ([RefusalReport]) async -> Void
+    private let clock: @Sendable () -> Date
+    private let logger: Logger
+    private let loop: any EventLoop
+    private let shared = Mutex<(status: Status, refusedThrough: Int64, reported: Set<String>)>((Status(), 0, []))
+
+    /// - Parameters:
+    ///   - wait: the seconds the server may hold a request (0 to 30); the transport's timeout must be longer.
+    ///   - applied: called after a new state is kept: recompute and hand over the policy.
+    ///   - report: called with refusals not reported before.
+    public init(
+        transport: any SchoolTransport, store: LiveStateStore, machine: String, wait: Int = 25,
+        backoff: SchoolReporter.Backoff = .init(initial: .seconds(1), maximum: .seconds(30)), context: @escaping @Sendable () async -> Context,
+        applied: @escaping @Sendable () async -> Void, report: @escaping @Sendable ([RefusalReport]) async -> Void,
+        clock: @escaping @Sendable () -> Date = { Date() }, logger: Logger, loop: any EventLoop = MultiThreadedEventLoopGroup.singleton.any()
+    ) {
+        self.transport = transport
+        self.store = store
+        self.machine = machine
+        self.wait = max(0, min(30, wait))
+        self.backoff = backoff
+        self.context = context
+        self.applied = applied
+        self.report = report
+        self.clock = clock
+        self.logger = logger
+        self.loop = loop
+    }
+
+    public var status: Status { shared.withLock { $0.status } }
+
+    /// The sequence asked to be newer than: the one held, or one refused whole.
+    public var after: Int64 { max(store.sequence, shared.withLock { $0.refusedThrough }) }
+
+    /// The policy changed (a reload): a state refused whole may be accepted now, so it is asked for again.
+    public func policyChanged() {
+        shared.withLock { $0.refusedThrough = 0 }
+    }
+
+    /// Polls until the calling task is cancelled.
+    public func run() async {
+        logger.info("school: live channel open", metadata: ["hallpass.school.live.sequence": "\(store.sequence)"])
+        var failures = 0
+        while !Task.isCancelled {
+            let outcome = await poll()
+            switch outcome {
+            case .applied, .unchanged, .nothingNew:
+                failures = 0
+            case .refused:
+                // The server answered; what it sent is not asked for again. A short pause all the same.
+                failures += 1
+                await Wakeup.sleep(backoff.delay(afterFailures: failures), loop: loop)
+            case .failed:
+                failures += 1
+                await Wakeup.sleep(backoff.delay(afterFailures: failures), loop: loop)
+            }
+        }
+    }
+
+    /// One request: asks for a state newer than `after`, and takes what comes.
+    public func poll() async -> Outcome {
+        let body = Array("{\"after\":\(after),\"wait\":\(wait)}".utf8)
+        let answer: (status: Int, body: [UInt8])
+        do {
+            answer = try await transport.post(Self.endpoint, body: body)
+        } catch {
+            return failed("\(error) [\(error.code)]")
+        }
+        switch answer.status {
+        case 200:
+            contacted()
+            return await receive(answer.body)
+        case 204:
+            contacted()
+            return .nothingNew
+        default:
+            let error = SchoolConnection.refusal(status: answer.status, body: answer.body)
+            return failed("\(error) [\(error.code)]")
+        }
+    }
+
+    private func contacted() {
+        let wasDown = shared.withLock { shared in
+            defer {
+                shared.status.connected = true
+                shared.status.lastContactAt = clock()
+                shared.status.lastError = nil
+            }
+            return shared.status.lastError != nil
+        }
+        if wasDown { logger.notice("school: the live channel reaches the server again") }
+    }
+
+    private func failed(_ error: String) -> Outcome {
+        let first = shared.withLock { shared in
+            defer {
+                shared.status.connected = false
+                shared.status.lastError = error
+            }
+            return shared.status.lastError == nil
+        }
+        if first {
+            logger.warning(
+                "school: the live channel cannot reach the server; the live items held stay until they end", metadata: ["hallpass.error": "\(error)"])
+        }
+        return .failed(error)
+    }
+
+    /// Checks, keeps and applies a state the server sent (the body of a 200).
+    public func receive(_ bytes: [UInt8]) async -> Outcome {
+        let context = await context()
+        let now = Int64(clock().timeIntervalSince1970.rounded(.down))
+        let held = store.sequence
+        let state: LiveState
+        switch LiveState.verify(bytes, policy: context.policy.live, machine: machine, heldSequence: held, now: now) {
+        case .success(let verified):
+            state = verified
+        case .failure(let refusal):
+            if refusal.code == "live.sequence", refusal.sequence == held { return .unchanged }
+            await refuse(refusal, bytes: bytes)
+            return .refused(refusal)
+        }
+        let outcome = context.bounds.check(state, now: now)
+        let envelope: LiveState.Envelope
+        do {
+            envelope = try JSONDecoder().decode(LiveState.Envelope.self, from: Data(bytes))
+            try store.accept(envelope, verified: state, outcome: outcome)
+        } catch {
+            // Not kept, so not applied: what is held stays in force, and the state is asked for again.
+            return failed("the live state \(state.sequence) cannot be kept: \(error)")
+        }
+        shared.withLock { $0.status.statesApplied += 1 }
+        let refusedText = outcome.refused.isEmpty ? "" : ", \(outcome.refused.count) refused"
+        logger.notice(
+            "school: live state \(state.sequence) in force: \(outcome.accepted.count) item(s)\(refusedText)",
+            metadata: ["hallpass.school.live.sequence": "\(state.sequence)", "hallpass.policy.change": "live"])
+        await applied()
+        let reports = outcome.refused.map {
+            RefusalReport(sequence: state.sequence, item: $0.item, code: $0.code, message: $0.message, target: $0.target, category: $0.category)
+        }
+        await send(reports)
+        return .applied(sequence: state.sequence, accepted: outcome.accepted.count, refused: outcome.refused.count)
+    }
+
+    /// A state refused whole: not asked for again; reported once (each item when the policy has no `live:`).
+    private func refuse(_ refusal: LiveState.Refusal, bytes: [UInt8]) async {
+        shared.withLock { shared in
+            shared.status.statesRefused += 1
+            shared.status.lastRefusal = refusal.message
+            if let sequence = refusal.sequence, refusal.code != "live.sequence" { shared.refusedThrough = max(shared.refusedThrough, sequence) }
+        }
+        var reports = [RefusalReport(sequence: refusal.sequence, item: nil, code: refusal.code, message: refusal.message)]
+        if refusal.code == "live.no-policy", let items = LiveState.unverifiedItems(bytes) {
+            // Nothing could be checked, so nothing applies: each item is reported, as the contract asks.
+            shared.withLock { shared in
+                if let sequence = items.sequence { shared.refusedThrough = max(shared.refusedThrough, sequence) }
+            }
+            reports = items.ids.map {
+                RefusalReport(sequence: items.sequence, item: $0, code: refusal.code, message: refusal.message)
+            }
+        }
+        await send(reports)
+    }
+
+    /// Logs and reports the refusals not reported before (by item or state, and code).
+    private func send(_ reports: [RefusalReport]) async {
+        let fresh = shared.withLock { shared in
+            reports.filter { report in
+                let key = (report.item.map { "item " + $0 } ?? "state \(report.sequence ?? -1)") + " " + report.code
+                // Bounded: a server that sends a new id every time cannot grow it without end.
+                if shared.reported.count >= 10_000 { shared.reported.removeAll() }
+                return shared.reported.insert(key).inserted
+            }
+        }
+        guard !fresh.isEmpty else { return }
+        shared.withLock { $0.status.itemsRefused += UInt64(fresh.filter { $0.item != nil }.count) }
+        for report in fresh {
+            logger.warning(
+                "school: refused a live \(report.item == nil ? "state" : "item"): \(report.message)",
+                metadata: [
+                    "hallpass.code": "\(report.code)", "hallpass.school.live.item": "\(report.item ?? "-")",
+                    "hallpass.school.live.sequence": "\(report.sequence.map(String.init) ?? "-")",
+                ])
+        }
+        await report(fresh)
+    }
+}
+
+extension LiveState {
+    /// The sequence and item ids of a state whose signature could not be
+    /// checked (the policy has no `live:`), only to report each item refused.
+    static func unverifiedItems(_ bytes: [UInt8]) -> (sequence: Int64?, ids: [String])? {
+        guard bytes.count <= maximumEnvelopeBytes, let envelope = try? JSONDecoder().decode(Envelope.self, from: Data(bytes)),
+            let payload = Data(base64Encoded: envelope.payload), case .success(let state) = decodePayload(payload)
+        else { return nil }
+        return (state.sequence, state.items.map(\.id))
+    }
+}
