@@ -129,7 +129,66 @@ struct Status: ParsableCommand {
             lines.append(
                 "school:      \(count("schoolRecordsStored")) records stored by the server, \(count("schoolRecordsWaiting")) waiting, \(count("schoolRecordsDropped")) dropped unsent")
         }
+        if let live = status.live {
+            for (index, line) in renderLive(live, age: age).enumerated() { lines.append((index == 0 ? "live:        " : "             ") + line) }
+        }
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// The live channel: whether it reaches the server, the state held, each item in force, the refusals.
+    static func renderLive(_ live: AdminStatus.LiveStatus, age: (Date?) -> String) -> [String] {
+        var lines: [String] = []
+        let state = live.connected ? "connected (last answer \(age(live.lastContactAt)))" : "not connected" + (live.lastError.map { ": \($0)" } ?? "")
+        lines.append(state)
+        lines.append(
+            "state \(live.sequence == 0 ? "none yet" : "\(live.sequence)")" + (live.room.map { ", room \($0)" } ?? "")
+                + "; \(live.items.count) item(s) in force; refused: \(live.statesRefused) state(s), \(live.itemsRefused) item(s)"
+                + (live.keys == 0 ? "; the school's policy has no live: key, so every item is refused" : ""))
+        for item in live.items {
+            let targets = item.targets.isEmpty ? "" : " " + item.targets.joined(separator: " ")
+            lines.append("\(item.id): \(item.action)\(targets) for \(item.scope), by \(item.by), until \(item.untilText)")
+        }
+        for refused in live.refusedInState { lines.append("refused: \(refused)") }
+        if let last = live.lastRefusal { lines.append("last state refused: \(last)") }
+        return lines
+    }
+}
+
+struct Live: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "live",
+        abstract: "Show the live channel to the school's server and the live items in force.",
+        discussion: """
+            Whether the channel reaches the server, the sequence of the live state held, each item
+            in force (what, for whom, who set it, until when), and what was refused. Live items come
+            from the school's server (teachers' room controls, approved requests) and end on their
+            own; see docs/school-policy.md, "Live items".
+            """)
+
+    @Flag(name: .long, help: "Print the live part of the status as one JSON object.")
+    var json = false
+
+    @Option(name: .long, help: "The admin socket (default: admin.socket of --config, or /run/hallpass/control.sock).")
+    var socket: String?
+
+    @Option(name: .long, help: "A hallpass.yaml naming the admin socket.")
+    var config: String?
+
+    func run() throws {
+        let data = try AdminCommand.exchange(AdminRequest(command: .status), socket: AdminCommand.socketPath(socket, config: config))
+        guard let status = try? AdminCoding.decoder.decode(AdminStatus.self, from: data) else {
+            throw fail("filter-control sent a status filterctl does not understand", status: ExitStatus.ioError)
+        }
+        guard let live = status.live else {
+            print("no live channel: this machine is not enrolled with a school's server (school: in hallpass.yaml)")
+            return
+        }
+        if json {
+            FileHandle.standardOutput.write((try AdminCoding.encoder.encode(live)) + Data("\n".utf8))
+            return
+        }
+        let lines = Status.renderLive(live) { date in date.map { ISO8601DateFormatter().string(from: $0) } ?? "never" }
+        print(lines.joined(separator: "\n"))
     }
 }
 

@@ -56,7 +56,7 @@ struct Filterctl: AsyncParsableCommand {
         subcommands: [
             Compile.self, Check.self, Replay.self, Status.self, Reload.self, RequestsCommand.self, CACommand.self, BundleCommand.self,
             ConfigCommand.self, PolicyCommand.self, ExamCommand.self, AllowCommand.self, BlockCommand.self, OverridesCommand.self,
-            LogCommand.self, TopCommand.self, BrowserPoliciesCommand.self, EnrollCommand.self,
+            LogCommand.self, TopCommand.self, BrowserPoliciesCommand.self, EnrollCommand.self, Live.self,
         ]
     )
 }

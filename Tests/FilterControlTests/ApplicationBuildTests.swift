@@ -112,7 +112,7 @@ import Testing
         let without = try await FilterControlApplication.build(
             configuration: configuration, options: options(folder, store: store), logger: Logger(label: "test"))
         let (withoutSchool, withoutAudit) = await (without.control.school, without.control.audit)
-        #expect(without.reporter == nil && withoutSchool == nil, "not enrolled: filtering goes on, nothing is queued")
+        #expect(without.reporter == nil && without.liveChannel == nil && withoutSchool == nil, "not enrolled: filtering goes on, nothing is queued")
         #expect(withoutAudit == nil)
 
         try MachineIdentity(
@@ -128,7 +128,10 @@ import Testing
         let names = application.services(admin: Placeholder(name: "admin"), metrics: nil).map { service in
             (service as? Placeholder)?.name ?? String(describing: type(of: service))
         }
-        #expect(names.suffix(2) == ["SchoolReportingService", "admin"], "\(names)")
+        #expect(names.suffix(3) == ["SchoolReportingService", "LiveChannelService", "admin"], "\(names)")
+        #expect(application.liveChannel != nil && school?.live.path == folder.sub("lib") + "/" + LiveStateStore.fileName)
+        let status = await control.status()
+        #expect(status.live?.connected == false && status.live?.sequence == 0 && status.live?.keys == 0)
         let report = await control.checkinReport(users: ["alice", "bob"])
         #expect(report.rulesVersion == 7 && report.filterData == .down && report.filterDataRestarts == 0)
         #expect(report.failMode == "open" && report.recordsWaiting == 0 && report.recordsDropped == 0)

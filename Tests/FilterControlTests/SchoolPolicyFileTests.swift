@@ -23,6 +23,7 @@ import VerdictCore
         #expect(school.groups[2].policy.during.map(\.schedule) == ["lessons", "lunch"])
         #expect(school.exam?.groups == ["students", "year7"] && school.exam?.during == ["mocks"])
         #expect(school.exam?.allow.map(\.description) == ["exams.lakeside.example", "=moodle.lakeside.example"])
+        #expect(school.locked == ["adult"] && school.live == nil)
         // A Wednesday mock: students are in the exam, staff are not.
         let moment = PolicyMoment(time: LocalTime(weekday: .wednesday, hour: 9, minute: 30), now: 0)
         #expect(school.effectivePolicy(for: .group("students"), at: moment).exam != nil)

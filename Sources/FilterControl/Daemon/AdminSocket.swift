@@ -123,6 +123,38 @@ public struct AdminStatus: Codable, Sendable, Hashable {
     public var counters: [String: UInt64]
     public var now: Date
     public var policy: PolicyStatus?
+    /// The live channel to the school's server (`school:`); nil without one.
+    public var live: LiveStatus? = nil
+
+    /// The live channel: whether it reaches the server, the state held, the items in force, the refusals.
+    public struct LiveStatus: Codable, Sendable, Hashable {
+        public var connected: Bool
+        public var lastContactAt: Date?
+        public var lastError: String?
+        /// The sequence of the live state held (0: none).
+        public var sequence: Int64
+        /// The machine's room as the server knows it.
+        public var room: String?
+        /// How many live keys the school's policy names (0: no `live:`, every item is refused).
+        public var keys: Int
+        public var items: [Item]
+        /// The items of the state held that its checks refused.
+        public var refusedInState: [String]
+        public var statesRefused: UInt64
+        public var itemsRefused: UInt64
+        public var lastRefusal: String?
+
+        public struct Item: Codable, Sendable, Hashable {
+            public var id: String
+            public var action: String
+            public var targets: [String]
+            public var scope: String
+            public var by: String
+            public var until: Date
+            /// `until` on the school's clock.
+            public var untilText: String
+        }
+    }
 }
 
 public enum AdminCoding {

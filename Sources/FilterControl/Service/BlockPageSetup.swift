@@ -116,10 +116,32 @@ private struct PageBackend: BlockPageBackend {
             blocked.reason = reason.description
             if reason.source == .exam {
                 let until = engine.policy.exam?.until.map { view.clock.describe(Date(timeIntervalSince1970: TimeInterval($0))) }
-                blocked.reason = "an exam is in force" + (until.map { " until \($0)" } ?? "") + "; only the exam's list can be reached"
+                let by = view.live.first { $0.action == .exam && $0.until == engine.policy.exam?.until }?.by
+                blocked.reason =
+                    "an exam" + (by.map { " set by \($0)" } ?? "") + " is in force" + (until.map { " until \($0)" } ?? "")
+                    + "; only the exam's list can be reached"
             }
+            if let live = Self.liveExplanation(reason, policy: engine.policy, live: view.live, clock: view.clock) { blocked.reason = live }
         }
         return blocked
+    }
+
+    /// Who set the live item behind a block, and until when: a focus, a pause, a block.
+    static func liveExplanation(_ reason: Reason, policy: Policy, live: [LiveItem], clock: PolicyClock) -> String? {
+        func until(_ seconds: Int64) -> String { clock.describe(Date(timeIntervalSince1970: TimeInterval(seconds))) }
+        switch reason.source {
+        case .focus:
+            guard let focus = policy.focus else { return nil }
+            let item = live.first { ($0.action == .focus || $0.action == .pause) && $0.until == focus.until }
+            let by = item.map { " by \($0.by)" } ?? ""
+            if focus.allow.isEmpty { return "the internet is paused\(by) until \(until(focus.until))" }
+            return "a focus is set\(by) until \(until(focus.until)): only its sites can be reached"
+        case .overrideBlock:
+            guard let rule = reason.rule, let item = live.first(where: { $0.action == .block && $0.targets.contains(rule) }) else { return nil }
+            return "blocked by \(item.by) until \(until(item.until)) (rule \(rule))"
+        default:
+            return nil
+        }
     }
 
     func submit(_ form: AccessRequestForm, user: String?) -> Result<String, BlockPageError> {

@@ -93,12 +93,16 @@ public actor Control {
     let metrics: HallpassMetrics?
     /// The policy groups of placed users, for the audit log's `group` (read off the actor).
     let groupNames: GroupNames
+    /// The live channel to the school's server, once `FilterControlApplication` made it.
+    var liveChannel: LiveChannel?
 
     /// The engines of the policy set in force, for the block page's "why" and `filterctl check`.
     struct PageView: Sendable {
         var engines: PolicyEngines<RuleStore>
         /// The school's clock, for "an exam is in force until ...".
         var clock: PolicyClock
+        /// The live items in force, for "set by ... until ...".
+        var live: [LiveItem] = []
     }
 
     public var policyPath: String { options.runtimeDirectory + "/policy" }
@@ -121,10 +125,12 @@ public actor Control {
         var school: SchoolParts? = nil
     }
 
-    /// The school's server: the machine's identity and the outbox of its records.
+    /// The school's server: the machine's identity, the outbox of its
+    /// records, and the live state it holds (`live-state.json`).
     struct SchoolParts: Sendable {
         var identity: MachineIdentity
         var outbox: RecordOutbox
+        var live: LiveStateStore
     }
 
     /// The rules and the policy filter-control starts with.
@@ -223,6 +229,7 @@ public actor Control {
         } catch {
             throw StartError(message: "cannot create \(options.runtimeDirectory): \(error.localizedDescription)", status: 73)
         }
+        recheckLiveState()
         let (set, _) = computePolicySet(now: clock())
         do {
             try writePolicySet(set)
@@ -260,16 +267,23 @@ public actor Control {
 
     /// Every audience's policy at `now`, and the users placed so far.
     func computePolicySet(now: Date) -> (PolicySet, [Audience: EffectivePolicy]) {
-        computePolicySet(now: now, policy: policy, placements: placements.mapValues(\.audience), policyClock: policyClock)
+        computePolicySet(now: now, policy: policy, placements: placements, policyClock: policyClock)
     }
 
     /// The same for a policy not (yet) in force.
+    ///
+    /// A placed person named by a live item of their own (an access request
+    /// approved for them alone) gets a policy of their own, `.person(uid)`:
+    /// their group's, plus their items. Their records still name their group
+    /// (`groupNames` keeps the placement's audience).
     func computePolicySet(
-        now: Date, policy: PolicyInForce, placements: [UInt32: Audience], policyClock: PolicyClock
+        now: Date, policy: PolicyInForce, placements: [UInt32: (audience: Audience, user: LocalUser)], policyClock: PolicyClock
     ) -> (PolicySet, [Audience: EffectivePolicy]) {
         let seconds = Int64(now.timeIntervalSince1970)
         let state = policyState.current(now: seconds)
-        let moment = PolicyMoment(time: policyClock.localTime(at: now), now: seconds, manualExam: state.exam, overrides: overridesInForce(state))
+        let live = school?.live.items(inForceAt: seconds) ?? []
+        let moment = PolicyMoment(
+            time: policyClock.localTime(at: now), now: seconds, manualExam: state.exam, overrides: overridesInForce(state), live: live)
         var policies: [Audience: Policy] = [:]
         var effective: [Audience: EffectivePolicy] = [:]
         for audience in policy.school.audiences {
@@ -277,7 +291,19 @@ public actor Control {
             policies[audience] = result.policy
             effective[audience] = result
         }
-        var set = PolicySet(policies: policies, users: placements, askUsers: !policy.school.groups.isEmpty)
+        var users = placements.mapValues(\.audience)
+        let persons = Set(live.compactMap(\.user))
+        if !persons.isEmpty {
+            for (uid, placed) in placements where placed.audience != .system {
+                guard let name = placed.user.name, persons.contains(name) else { continue }
+                let result = policy.effectivePolicy(for: placed.audience, at: moment, person: name)
+                policies[.person(uid)] = result.policy
+                effective[.person(uid)] = result
+                users[uid] = .person(uid)
+            }
+        }
+        // A person's own live items need filter-data to ask about every user, groups or not.
+        var set = PolicySet(policies: policies, users: users, askUsers: !policy.school.groups.isEmpty || !persons.isEmpty)
         set.safeSearchTargets = safeSearch.targets(for: set.safeSearchEngines, now: now)
         return (set, effective)
     }
@@ -397,9 +423,11 @@ public actor Control {
         policySet = set
         refusedPolicySet = nil
         self.effective = inForce
+        let live = school?.live.items(inForceAt: Int64(clock().timeIntervalSince1970)) ?? []
         pageView.withLock { view in
             view.engines = PolicyEngines(rules: store, set: set, answers: view.engines.answers)
             view.clock = policyClock
+            view.live = live
         }
         let change = Control.describeChange(from: previous, to: inForce)
         if !previous.isEmpty {
@@ -418,6 +446,7 @@ public actor Control {
             }
             if (before?.exam != nil) != (now.exam != nil) { parts.append("\(audience): exam \(now.exam == nil ? "over" : "started")") }
             if before?.overrides != now.overrides { parts.append("\(audience): \(now.overrides.count) override(s)") }
+            if (before?.live ?? []) != now.live { parts.append("\(audience): \(now.live.count) live item(s)") }
         }
         return parts.isEmpty ? "policy keys" : parts.joined(separator: "; ")
     }
@@ -450,7 +479,7 @@ public actor Control {
     /// filter-data asks which group `uid` is in: resolved through NSS, off the actor's executor.
     func place(uid: UInt32) async {
         if let known = placements[uid] {
-            supervisor.send(.userPlacement(uid: uid, audience: known.audience))
+            supervisor.send(.userPlacement(uid: uid, audience: placement(of: uid) ?? known.audience))
             return
         }
         let users = self.users
@@ -462,7 +491,19 @@ public actor Control {
         groupNames.names.withLock { $0[uid] = audience.groupName ?? audience.description }
         logger.info(
             "placed a user", metadata: ["hallpass.uid": "\(uid)", "hallpass.user": "\(user.name ?? "-")", "hallpass.group": "\(audience)"])
-        supervisor.send(.userPlacement(uid: uid, audience: audience))
+        // A person with live items of their own: their policy reaches filter-data first, with the set.
+        if let name = user.name, audience != .system,
+            school?.live.items(inForceAt: Int64(clock().timeIntervalSince1970)).contains(where: { $0.user == name }) == true
+        {
+            await applyPolicy(reason: "a person with live items of their own")
+        }
+        supervisor.send(.userPlacement(uid: uid, audience: placement(of: uid) ?? audience))
+    }
+
+    /// Where the set in force places `uid`, when it has a policy for it (a person's own).
+    private func placement(of uid: UInt32) -> Audience? {
+        guard let set = policySet, let audience = set.users[uid], set.policies[audience] != nil else { return nil }
+        return audience
     }
 
     /// Decisions filter-data reported: allowed connections are kept to be
@@ -574,7 +615,7 @@ public actor Control {
         let newPlacements = Dictionary(uniqueKeysWithValues: resolved.map { ($0.uid, (newPolicy.school.audience(of: $0), $0)) })
         let newClock = PolicyClock(zoneName: newPolicy.school.timeZone)
         let (set, effective) = computePolicySet(
-            now: clock(), policy: newPolicy, placements: newPlacements.mapValues(\.0), policyClock: newClock)
+            now: clock(), policy: newPolicy, placements: newPlacements.mapValues { (audience: $0.0, user: $0.1) }, policyClock: newClock)
 
         let answer: DataSupervisor.RulesAnswer
         do {
@@ -596,7 +637,7 @@ public actor Control {
         storeOpenedAt = clock()
         policy = newPolicy
         policyClock = newClock
-        placements = newPlacements
+        placements = newPlacements.mapValues { (audience: $0.0, user: $0.1) }
         groupNames.names.withLock { names in
             for (uid, placed) in newPlacements { names[uid] = placed.0.groupName ?? placed.0.description }
         }
@@ -621,10 +662,19 @@ public actor Control {
         if newPolicy.fromBundle { text += " (the school's policy from the bundle)" }
         if case .pending = answer { text += "; filter-data is restarting and starts with them" }
         await judgeOpenConnections(set: set)
+        // The live items held, checked again against the new policy's bounds and the new store.
+        recheckLiveState()
+        liveChannel?.policyChanged()
+        await applyPolicy(reason: "live items checked against the new policy")
         return AdminReply(exitCode: 0, output: text + "\n", code: newStore.version == previous ? "reload.current" : "reload.installed")
     }
 
     // MARK: What the status shows
+
+    /// Unix seconds on the school's clock (`Wed 2026-11-25 10:15 Europe/London`).
+    func onSchoolClock(_ seconds: Int64) -> String {
+        policyClock.describe(Date(timeIntervalSince1970: TimeInterval(seconds)))
+    }
 
     public func status() async -> AdminStatus {
         let state = updater?.state()
@@ -684,7 +734,7 @@ public actor Control {
                 pid: data.pid, startedAt: data.startedAt, restarts: data.restarts, lastExit: data.lastExit,
                 lastRulesRefusal: data.lastRulesRefusal, countersAt: data.countersAt),
             queue: configuration.queue.number, failMode: configuration.queue.failMode.rawValue, counters: counters, now: clock(),
-            policy: policyStatus)
+            policy: policyStatus, live: liveStatus())
     }
 }
 

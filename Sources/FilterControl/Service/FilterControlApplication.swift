@@ -33,6 +33,8 @@ public struct FilterControlApplication: Sendable {
     let notifier: SystemdNotifier?
     /// Records and check-ins to the school's server (`school:`); nil without one.
     public let reporter: SchoolReporter?
+    /// The live state from the school's server (`school:`); nil without one.
+    public let liveChannel: LiveChannel?
 
     /// Makes everything filter-control runs, and starts none of it.
     public static func build(
@@ -88,11 +90,14 @@ public struct FilterControlApplication: Sendable {
         let control = Control(options: options, configuration: configuration, logger: logger, clock: clock, parts: parts)
         events.control = control
         let reporter = school.flatMap { makeReporter($0, configuration: configuration, control: control, logger: logger) }
+        let liveChannel = school.flatMap { makeLiveChannel($0, configuration: configuration, control: control, logger: logger, clock: clock) }
+        if let liveChannel { await control.useLiveChannel(liveChannel) }
         for ignored in rules.policy.ignoredLocalKeys {
             logger.warning("\(ignored) in \(options.configPath) has no effect: the bundle brings the school's policy (docs/school-policy.md)")
         }
         return FilterControlApplication(
-            control: control, configuration: configuration, options: options, logger: logger, notifier: notifier, reporter: reporter)
+            control: control, configuration: configuration, options: options, logger: logger, notifier: notifier, reporter: reporter,
+            liveChannel: liveChannel)
     }
 
     /// The identity and the outbox for `school:`; nil without it, or (logged
@@ -115,7 +120,8 @@ public struct FilterControlApplication: Sendable {
             let outbox = try RecordOutbox(
                 folder: configuration.rules.directory + "/outbox", machine: identity.machine,
                 settings: .init(maxBytes: school.queueMaxBytes, maxAge: TimeInterval(school.queueMaxAge)), log: { logger.notice("\($0)") })
-            return Control.SchoolParts(identity: identity, outbox: outbox)
+            let live = LiveStateStore(path: configuration.rules.directory + "/" + LiveStateStore.fileName) { logger.warning("\($0)") }
+            return Control.SchoolParts(identity: identity, outbox: outbox, live: live)
         } catch {
             logger.error("school: no records or check-ins: the outbox: \(error) [\(error.code)]")
             return nil
@@ -146,6 +152,30 @@ public struct FilterControlApplication: Sendable {
         return SchoolReporter(
             transport: connection, outbox: parts.outbox, server: school.server.description,
             checkin: { [control] in await control.checkinReport() }, logger: logger, fetchRules: fetchRules)
+    }
+
+    /// The live channel: its own connection (a request held up to `wait`
+    /// seconds must not hold the records or check-ins up), signed, with the
+    /// allow mark, a timeout above the wait, and room for a 1 MiB state.
+    static func makeLiveChannel(
+        _ parts: Control.SchoolParts, configuration: Configuration, control: Control, logger: Logger, clock: @escaping @Sendable () -> Date
+    ) -> LiveChannel? {
+        guard let school = configuration.school else { return nil }
+        let wait = 25
+        let connection: SchoolConnection
+        do {
+            connection = try SchoolConnection(
+                server: school.server, fingerprint: school.fingerprint,
+                signer: RequestSigner(machine: parts.identity.machine, key: parts.identity.key), requestTimeout: .seconds(wait + 15),
+                socketMark: FlowMarks().allow, answerLimit: LiveState.maximumEnvelopeBytes + 4096)
+        } catch {
+            logger.error("school: no live channel: \(error) [\(error.code)]")
+            return nil
+        }
+        return LiveChannel(
+            transport: connection, store: parts.live, machine: parts.identity.machine, wait: wait,
+            context: { [control] in await control.liveContext() }, applied: { [control] in await control.liveStateApplied() },
+            report: { [control] reports in await control.reportLiveRefusals(reports) }, clock: clock, logger: logger)
     }
 
     /// The store and policy to start with: `--store`, or the installed
@@ -255,6 +285,9 @@ public struct FilterControlApplication: Sendable {
         ]
         if let reporter {
             services.insert(SchoolReportingService(reporter: reporter), at: services.count - 1)
+        }
+        if let liveChannel {
+            services.insert(LiveChannelService(channel: liveChannel), at: services.count - 1)
         }
         if let metrics { services.append(metrics) }
         if let audit = control.audit { services.insert(DrainingService { await audit.run() } finish: { audit.finish() }, at: 0) }

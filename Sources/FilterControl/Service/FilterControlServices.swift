@@ -126,6 +126,18 @@ struct SchoolReportingService: Service {
     }
 }
 
+/// Holds the live channel to the school's server (`school:`); stops at
+/// once on shutdown: the state held is in its file for the next start.
+struct LiveChannelService: Service {
+    let channel: LiveChannel
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            await channel.run()
+        }
+    }
+}
+
 /// SIGHUP reloads (systemd's reload runs `filterctl reload`, which reports
 /// the result; SIGHUP from elsewhere gets the same reload, logged). SIGUSR1
 /// reopens the audit log's file (logrotate's convention).

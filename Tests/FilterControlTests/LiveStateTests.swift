@@ -1,0 +1,393 @@
+import Crypto
+@testable import FilterControl
+import Foundation
+import Logging
+import SharedStore
+import Synchronization
+import Testing
+import VerdictCore
+
+/// The live channel's machine side: `locked:` and `live:` in the school's
+/// policy, a live state's signature and checks, its items' bounds, the file
+/// that keeps it, and the channel against a fake server.
+@Suite struct LiveStateTests {
+    static let key = Curve25519.Signing.PrivateKey()
+    static var publicKey: String { "ed25519:" + Data(key.publicKey.rawRepresentation).base64EncodedString() }
+    static let machine = "m-abcdefghij234567abcd"
+
+    static var policyYAML: String {
+        """
+        groups:
+          staff: { unixGroups: [staff] }
+          year9: { unixGroups: [year9] }
+          year10: { unixGroups: [year10] }
+        locked: [adult, IWF]
+        live:
+          keys: ["\(publicKey)"]
+          actions: [allow, block, focus, pause, exam]
+          longest: 90m
+          rooms: [lab1, lab2]
+          groups: [year9]
+        """
+    }
+
+    static func school() throws -> SchoolPolicy { try SchoolPolicy(yaml: policyYAML) }
+
+    /// The bounds with a store look-up that puts `casino.example` (and below) in `adult`.
+    static func bounds(_ school: SchoolPolicy) -> LiveBounds {
+        LiveBounds(policy: school) { pattern in
+            if case .domain(let host, _) = pattern, host.description == "casino.example" || host.description.hasSuffix(".casino.example") {
+                return "adult"
+            }
+            return nil
+        }
+    }
+
+    static func item(
+        _ id: String, _ action: String = "allow", targets: [String] = ["example.org"], scope: (String, String) = ("room", "lab1"),
+        from: Int64 = 1_000, until: Int64 = 3_000
+    ) -> [String: Any] {
+        [
+            "id": id, "sequence": 1, "action": action, "targets": targets, "scope": ["kind": scope.0, "value": scope.1], "from": from,
+            "until": until, "by": "Ada Lovelace", "reason": "lesson",
+        ]
+    }
+
+    /// A signed envelope of a state with these fields.
+    static func envelope(
+        sequence: Int64, machine: String = LiveStateTests.machine, room: String = "lab1", issued: Int64 = 1_000, items: [[String: Any]],
+        signer: Curve25519.Signing.PrivateKey = LiveStateTests.key, tamper: Bool = false
+    ) throws -> [UInt8] {
+        let payload = try JSONSerialization.data(
+            withJSONObject: ["format": 1, "machine": machine, "room": room, "sequence": sequence, "issued": issued, "items": items, "requests": []])
+        var signature = try signer.signature(for: payload)
+        if tamper { signature[0] ^= 1 }
+        let envelope = [
+            "payload": payload.base64EncodedString(), "signature": signature.base64EncodedString(),
+            "key": "ed25519:" + Data(signer.publicKey.rawRepresentation).base64EncodedString(),
+        ]
+        return Array(try JSONSerialization.data(withJSONObject: envelope))
+    }
+
+    func verify(_ bytes: [UInt8], held: Int64? = 0, now: Int64 = 1_500) throws -> Result<LiveState, LiveState.Refusal> {
+        LiveState.verify(bytes, policy: try Self.school().live, machine: Self.machine, heldSequence: held, now: now)
+    }
+
+    func refusalCode(_ result: Result<LiveState, LiveState.Refusal>) -> String? {
+        if case .failure(let refusal) = result { return refusal.code }
+        return nil
+    }
+
+    // MARK: The policy's keys
+
+    @Test func lockedAndLiveParse() throws {
+        let school = try Self.school()
+        #expect(school.locked == ["adult", "iwf"])
+        let live = try #require(school.live)
+        #expect(live.keys == [Array(Self.key.publicKey.rawRepresentation)])
+        #expect(live.actions == Set(LiveAction.allCases) && live.longestSeconds == 5_400)
+        #expect(live.rooms == ["lab1", "lab2"] && live.groups == ["year9"])
+        // The defaults.
+        let plain = try SchoolPolicy(yaml: "live:\n  keys: [\"\(Self.publicKey)\"]\n")
+        #expect(plain.live == LivePolicy(keys: live.keys) && plain.locked.isEmpty)
+        #expect(plain.live?.actions == [.allow, .block, .focus, .pause] && plain.live?.longestSeconds == 7_200 && plain.live?.rooms == nil)
+        #expect(try SchoolPolicy(yaml: "").live == nil)
+    }
+
+    @Test(arguments: [
+        ("live:\n  actions: [allow]\n", "live", 2),
+        ("live:\n  keys: []\n", "live.keys", 2),
+        ("live:\n  keys: [\"ed25519:short\"]\n", "live.keys[0]", 2),
+        ("live:\n  keys: [\"KEY\"]\n  actions: [allow, teleport]\n", "live.actions[1]", 3),
+        ("live:\n  keys: [\"KEY\"]\n  longest: 25h\n", "live.longest", 3),
+        ("live:\n  keys: [\"KEY\"]\n  groups: [year12]\n", "live.groups[0]", 3),
+        ("live:\n  keys: [\"KEY\"]\n  colour: blue\n", "live.colour", 3),
+        ("locked: [\"Not A Category\"]\n", "locked[0]", 1),
+    ])
+    func liveErrorsNameTheKeyAndTheLine(text: String, key: String, line: Int) {
+        do {
+            _ = try SchoolPolicy(yaml: text.replacingOccurrences(of: "KEY", with: Self.publicKey))
+            Issue.record("accepted: \(text)")
+        } catch {
+            #expect(error.key == key, "\(error)")
+            #expect(error.line == line, "\(error)")
+        }
+    }
+
+    // MARK: The state as a whole
+
+    @Test func aSignedStateForThisMachineVerifies() throws {
+        let state = try verify(try Self.envelope(sequence: 42, items: [Self.item("lr-1")])).get()
+        #expect(state.sequence == 42 && state.room == "lab1" && state.items.map(\.id) == ["lr-1"])
+        #expect(state.items[0].scope == LiveState.Item.Scope(kind: "room", value: "lab1") && state.items[0].by == "Ada Lovelace")
+    }
+
+    @Test func aStateIsRefusedWholeForItsSignatureMachineSequenceAndTime() throws {
+        #expect(refusalCode(try verify(try Self.envelope(sequence: 42, items: [], tamper: true))) == "live.signature")
+        #expect(refusalCode(try verify(try Self.envelope(sequence: 42, items: [], signer: Curve25519.Signing.PrivateKey()))) == "live.key")
+        #expect(refusalCode(try verify(try Self.envelope(sequence: 42, machine: "m-other", items: []))) == "live.machine")
+        #expect(refusalCode(try verify(try Self.envelope(sequence: 41, items: []), held: 42)) == "live.sequence", "older")
+        #expect(refusalCode(try verify(try Self.envelope(sequence: 42, items: []), held: 42)) == "live.sequence", "a replay")
+        #expect(refusalCode(try verify(try Self.envelope(sequence: 43, issued: 1_500 + 301, items: []))) == "live.issued")
+        #expect(throws: Never.self) { try verify(try Self.envelope(sequence: 43, issued: 1_500 + 300, items: [])).get() }
+        // Without live: nothing is accepted.
+        let none = LiveState.verify(try Self.envelope(sequence: 1, items: []), policy: nil, machine: Self.machine, heldSequence: 0, now: 1_500)
+        #expect(refusalCode(none) == "live.no-policy")
+    }
+
+    @Test func oversizeAndMalformedStatesAreRefusedNotFatal() throws {
+        let big = Array(repeating: UInt8(ascii: " "), count: LiveState.maximumEnvelopeBytes + 1)
+        #expect(refusalCode(try verify(big)) == "live.too-large")
+        let items = (0...LiveState.maximumItems).map { Self.item("lr-\($0)") }
+        #expect(refusalCode(try verify(try Self.envelope(sequence: 1, items: items))) == "live.payload")
+        let manyTargets = Self.item("lr-1", targets: (0...LiveState.maximumTargets).map { "t\($0).example" })
+        #expect(refusalCode(try verify(try Self.envelope(sequence: 1, items: [manyTargets]))) == "live.payload")
+        let longTarget = Self.item("lr-1", targets: [String(repeating: "a", count: LiveState.maximumTargetLength + 1)])
+        #expect(refusalCode(try verify(try Self.envelope(sequence: 1, items: [longTarget]))) == "live.payload")
+        for junk in ["", "{}", "[]", "null", #"{"payload":"!!","signature":"","key":"ed25519:"}"#, String(repeating: "[", count: 10_000)] {
+            #expect(refusalCode(try verify(Array(junk.utf8))) != nil, "\(junk.prefix(20))")
+        }
+    }
+
+    // MARK: The items' bounds
+
+    @Test func itemsOutsideTheBoundsAreRefusedAloneWithTheirReason() throws {
+        let school = try Self.school()
+        let state = try verify(
+            try Self.envelope(
+                sequence: 5,
+                items: [
+                    Self.item("ok"),
+                    Self.item("locked", targets: ["example.org", "www.casino.example"]),
+                    Self.item("focus-locked", "focus", targets: ["casino.example"]),
+                    Self.item("block-locked", "block", targets: ["casino.example"]),
+                    Self.item("long", from: 1_000, until: 1_000 + 5_401),
+                    Self.item("ended", until: 1_500),
+                    Self.item("other-room", scope: ("room", "lab3")),
+                    Self.item("unlisted-group", scope: ("group", "year10")),
+                    Self.item("unknown-group", scope: ("group", "year12")),
+                    Self.item("group", scope: ("group", "year9")),
+                    Self.item("user", scope: ("user", "ada")),
+                    Self.item("teleport", "teleport"),
+                    Self.item("pause-with-targets", "pause"),
+                    Self.item("pause", "pause", targets: [], scope: ("everyone", "")),
+                    Self.item("bad-target", targets: ["not a name"]),
+                ])
+        ).get()
+        let outcome = Self.bounds(school).check(state, now: 1_500)
+        #expect(outcome.accepted.map(\.id) == ["ok", "block-locked", "group", "user", "pause"])
+        let codes = Dictionary(uniqueKeysWithValues: outcome.refused.map { ($0.item, $0.code) })
+        #expect(codes["locked"] == "live.locked" && codes["focus-locked"] == "live.locked")
+        #expect(codes["long"] == "live.duration" && codes["ended"] == "live.ended" && codes["other-room"] == "live.room")
+        #expect(codes["unlisted-group"] == "live.group" && codes["unknown-group"] == "live.group" && codes["teleport"] == "live.action")
+        #expect(codes["pause-with-targets"] == "live.target" && codes["bad-target"] == "live.target")
+        let locked = try #require(outcome.refused.first { $0.item == "locked" })
+        #expect(locked.target == "www.casino.example" && locked.category == "adult")
+        #expect(outcome.accepted.first { $0.id == "user" }?.scope == .user("ada"))
+        // An action the school does not allow.
+        var narrower = school
+        narrower.live?.actions = [.block]
+        #expect(Self.bounds(narrower).check(state, now: 1_500).refused.contains { $0.item == "ok" && $0.code == "live.action" })
+        // A room not in live.rooms.
+        narrower = school
+        narrower.live?.rooms = ["lab2"]
+        #expect(Self.bounds(narrower).check(state, now: 1_500).refused.contains { $0.item == "ok" && $0.code == "live.room" })
+    }
+
+    // MARK: Kept across restarts
+
+    @Test func theStateHeldIsKeptAcrossAReloadAndItsItemsEndAtTheirTime() throws {
+        let folder = try temporaryFolder()
+        let path = folder + "/" + LiveStateStore.fileName
+        let school = try Self.school()
+        let bytes = try Self.envelope(sequence: 7, items: [Self.item("a", until: 2_000), Self.item("b", until: 3_000)])
+        let state = try verify(bytes).get()
+        let store = LiveStateStore(path: path)
+        try store.accept(
+            try JSONDecoder().decode(LiveState.Envelope.self, from: Data(bytes)), verified: state, outcome: Self.bounds(school).check(state, now: 1_500))
+        #expect(store.items(inForceAt: 1_999).map(\.id) == ["a", "b"])
+        #expect(store.items(inForceAt: 2_000).map(\.id) == ["b"], "an item ends at its until")
+        #expect(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int == 0o600)
+
+        let reloaded = LiveStateStore(path: path)
+        #expect(reloaded.sequence == 7 && reloaded.items(inForceAt: 1_500).isEmpty, "read back, not yet checked")
+        #expect(reloaded.reevaluate(policy: school, bounds: Self.bounds(school), machine: Self.machine, now: 1_500) == nil)
+        #expect(reloaded.items(inForceAt: 1_500).map(\.id) == ["a", "b"])
+        // A policy without live: takes the items out of force; the sequence stays, so a replay is still refused.
+        let without = SchoolPolicy()
+        #expect(reloaded.reevaluate(policy: without, bounds: Self.bounds(without), machine: Self.machine, now: 1_500)?.code == "live.no-policy")
+        #expect(reloaded.items(inForceAt: 1_500).isEmpty && reloaded.sequence == 7)
+        // A file that does not read is moved aside.
+        try Data("not json".utf8).write(to: URL(fileURLWithPath: path))
+        #expect(LiveStateStore(path: path).sequence == 0)
+    }
+
+    // MARK: The channel
+
+    @Test func theChannelAppliesAStateAndRefusesAReplay() async throws {
+        let folder = try temporaryFolder()
+        let server = FakeLiveServer()
+        let applied = Mutex(0)
+        let reported = Mutex<[LiveChannel.RefusalReport]>([])
+        let school = try Self.school()
+        let channel = LiveChannel(
+            transport: server, store: LiveStateStore(path: folder + "/" + LiveStateStore.fileName), machine: Self.machine,
+            context: { LiveChannel.Context(policy: school, lockedCategory: Self.bounds(school).lockedCategory) },
+            applied: { applied.withLock { $0 += 1 } }, report: { reports in reported.withLock { $0 += reports } },
+            clock: { Date(timeIntervalSince1970: 1_500) }, logger: Logger(label: "test"))
+
+        server.answer(200, try Self.envelope(sequence: 42, items: [Self.item("a"), Self.item("b", scope: ("room", "lab3"))]))
+        #expect(await channel.poll() == .applied(sequence: 42, accepted: 1, refused: 1))
+        #expect(server.requests.last == #"{"after":0,"wait":25}"#)
+        #expect(applied.withLock { $0 } == 1 && channel.store.items(inForceAt: 1_500).map(\.id) == ["a"])
+        #expect(reported.withLock { $0 }.map(\.item) == ["b"] && reported.withLock { $0 }.first?.code == "live.room")
+
+        // The same state again: nothing to do; an older one: refused and reported, the state held stays.
+        #expect(await channel.poll() == .unchanged)
+        #expect(server.requests.last == #"{"after":42,"wait":25}"#)
+        server.answer(200, try Self.envelope(sequence: 41, items: [Self.item("old")]))
+        guard case .refused(let refusal) = await channel.poll() else {
+            Issue.record("an older state was not refused")
+            return
+        }
+        #expect(refusal.code == "live.sequence" && channel.store.sequence == 42 && applied.withLock { $0 } == 1)
+        #expect(reported.withLock { $0 }.last?.code == "live.sequence" && channel.status.statesRefused == 1)
+
+        // A newer state with the refused item again: it is not reported twice.
+        server.answer(200, try Self.envelope(sequence: 43, items: [Self.item("b", scope: ("room", "lab3"))]))
+        #expect(await channel.poll() == .applied(sequence: 43, accepted: 0, refused: 1))
+        #expect(reported.withLock { $0 }.filter { $0.item == "b" }.count == 1)
+
+        // Nothing new, then the server gone: the items held stay.
+        server.answer(204, [])
+        #expect(await channel.poll() == .nothingNew && channel.status.connected)
+        server.answer(nil, [])
+        guard case .failed = await channel.poll() else {
+            Issue.record("an unreachable server is not a failure")
+            return
+        }
+        #expect(!channel.status.connected && channel.store.sequence == 43)
+    }
+
+    @Test func aStateRefusedWholeIsNotAskedForAgainUntilThePolicyChanges() async throws {
+        let folder = try temporaryFolder()
+        let server = FakeLiveServer()
+        let reported = Mutex<[LiveChannel.RefusalReport]>([])
+        let channel = LiveChannel(
+            transport: server, store: LiveStateStore(path: folder + "/" + LiveStateStore.fileName), machine: Self.machine,
+            context: { LiveChannel.Context(policy: SchoolPolicy(), lockedCategory: { _ in nil }) }, applied: {},
+            report: { reports in reported.withLock { $0 += reports } }, clock: { Date(timeIntervalSince1970: 1_500) },
+            logger: Logger(label: "test"))
+        server.answer(200, try Self.envelope(sequence: 9, items: [Self.item("a"), Self.item("b")]))
+        guard case .refused(let refusal) = await channel.poll() else {
+            Issue.record("accepted without live:")
+            return
+        }
+        #expect(refusal.code == "live.no-policy")
+        #expect(reported.withLock { $0 }.map(\.item) == ["a", "b"], "each item is reported")
+        #expect(channel.after == 9 && channel.store.sequence == 0)
+        channel.policyChanged()
+        #expect(channel.after == 0)
+    }
+}
+
+/// The live route of a school's server, answering what the test sets.
+final class FakeLiveServer: SchoolTransport {
+    private let state = Mutex<(status: Int?, body: [UInt8], requests: [String])>((204, [], []))
+
+    func answer(_ status: Int?, _ body: [UInt8]) { state.withLock { $0.status = status; $0.body = body } }
+    var requests: [String] { state.withLock { $0.requests } }
+
+    func post(_ endpoint: String, body: [UInt8]) async throws(SchoolError) -> (status: Int, body: [UInt8]) {
+        let answer = state.withLock { state in
+            state.requests.append(String(decoding: body, as: UTF8.self))
+            return (state.status, state.body)
+        }
+        guard endpoint == LiveChannel.endpoint else { return (404, []) }
+        guard let status = answer.0 else { throw .unreachable(server: "fake", reason: "connection refused") }
+        return (status, answer.1)
+    }
+}
+
+/// The live state in filter-control: a bundle's policy with `live:`, the
+/// store in force for the locked look-up, and the policy set with a
+/// person's own policy.
+@Suite struct LiveControlTests {
+    @Test func liveItemsReachThePolicySetAndAPersonGetsAPolicyOfTheirOwn() async throws {
+        let folder = try TemporaryFolder("live")
+        let factory = BundleFactory()
+        // The bundle's store puts v1.casino.example in gambling, which the policy locks.
+        let policy = LiveStateTests.policyYAML.replacingOccurrences(of: "locked: [adult, IWF]", with: "locked: [gambling]")
+        try factory.write(version: 1, to: folder.sub("source"), extraFiles: [(BundleManifest.policyFileName, Array(policy.utf8))])
+        let configuration = try Configuration(
+            yaml: """
+                queue:
+                  user: nobody
+                rules:
+                  directory: \(folder.sub("lib"))
+                  source: file://\(folder.sub("source"))/
+                  trustedKeys: ["\(factory.key.publicKey)"]
+                school:
+                  server: https://school.example:8443/
+                  fingerprint: \(String(repeating: "ab", count: 32))
+                """)
+        try FileManager.default.createDirectory(atPath: folder.sub("lib"), withIntermediateDirectories: true)
+        try MachineIdentity(
+            machine: LiveStateTests.machine, server: try SchoolServerURL(parsing: "https://school.example:8443/"),
+            fingerprint: try #require(ServerFingerprint(hex: String(repeating: "ab", count: 32))), key: .init()
+        ).write(directory: folder.sub("lib"))
+        let application = try await FilterControlApplication.build(
+            configuration: configuration,
+            options: Control.Options(
+                configPath: folder.sub("hallpass.yaml"), store: nil, runtimeDirectory: folder.sub("run"), dataBinary: folder.sub("none")),
+            logger: Logger(label: "test"))
+        let control = application.control
+        let school = try #require(await control.school)
+        let now = Int64(Date().timeIntervalSince1970)
+
+        // The real store decides what is locked.
+        let context = await control.liveContext()
+        #expect(context.bounds.lockedCategory(try RulePattern("www.v1.casino.example")) == "gambling")
+        #expect(context.bounds.lockedCategory(try RulePattern("example.org")) == nil)
+
+        let bytes = try LiveStateTests.envelope(
+            sequence: 3, issued: now,
+            items: [
+                LiveStateTests.item("room", "block", targets: ["games.example"], from: now, until: now + 600),
+                LiveStateTests.item("ada", "block", targets: ["news.example"], scope: ("user", "ada"), from: now, until: now + 600),
+                LiveStateTests.item("casino", targets: ["v1.casino.example"], from: now, until: now + 600),
+            ])
+        let state = try LiveState.verify(bytes, policy: context.policy.live, machine: LiveStateTests.machine, heldSequence: 0, now: now).get()
+        let outcome = context.bounds.check(state, now: now)
+        #expect(outcome.accepted.map(\.id) == ["room", "ada"] && outcome.refused.map(\.code) == ["live.locked"])
+        try school.live.accept(try JSONDecoder().decode(LiveState.Envelope.self, from: Data(bytes)), verified: state, outcome: outcome)
+
+        let placements: [UInt32: (audience: Audience, user: LocalUser)] = [
+            1001: (.group("year9"), LocalUser(uid: 1001, name: "ada", unixGroups: ["year9"])),
+            1002: (.group("year9"), LocalUser(uid: 1002, name: "bob", unixGroups: ["year9"])),
+        ]
+        let inForce = await control.policy
+        let (set, effective) = await control.computePolicySet(
+            now: Date(timeIntervalSince1970: TimeInterval(now)), policy: inForce, placements: placements, policyClock: PolicyClock(zoneName: nil))
+        #expect(set.users[1001] == .person(1001) && set.users[1002] == .group("year9") && set.askUsers)
+        #expect(effective[.person(1001)]?.live == ["room", "ada"] && effective[.group("year9")]?.live == ["room"])
+        let engines = PolicyEngines(rules: await control.store, set: set)
+        func verdict(_ host: String, uid: UInt32) throws -> Verdict {
+            engines.decide(FlowFacts(host: try HostName(host), nameSource: .tlsServerName, uid: uid)).verdict
+        }
+        #expect(try verdict("news.example", uid: 1001) == .drop && verdict("news.example", uid: 1002) == .allow, "ada's item is hers alone")
+        #expect(try verdict("games.example", uid: 1001) == .drop && verdict("games.example", uid: 1002) == .drop)
+
+        // At the items' end they are out of force, with or without the server.
+        let (later, _) = await control.computePolicySet(
+            now: Date(timeIntervalSince1970: TimeInterval(now + 600)), policy: inForce, placements: placements,
+            policyClock: PolicyClock(zoneName: nil))
+        #expect(later.users[1001] == .group("year9") && later.policies[.person(1001)] == nil)
+        #expect(later.policies[.group("year9")]?.overrideBlock.isEmpty == true)
+
+        // The status shows them.
+        let live = try #require(await control.status().live)
+        #expect(live.sequence == 3 && live.items.map(\.id) == ["room", "ada"] && live.items[1].scope == "user ada" && live.keys == 1)
+        #expect(live.refusedInState.count == 1)
+    }
+}
