@@ -391,3 +391,29 @@ final class FakeLiveServer: SchoolTransport {
         #expect(live.refusedInState.count == 1)
     }
 }
+
+/// What the block page says of a block a live item made.
+@Suite struct LiveBlockPageTests {
+    let clock = PolicyClock(zoneName: "Europe/London")
+
+    func item(_ id: String, _ action: LiveAction, _ targets: [String] = [], until: Int64) -> LiveItem {
+        LiveItem(id: id, sequence: 1, action: action, targets: targets, scope: .room("lab1"), from: 0, until: until, by: "Ada Lovelace")
+    }
+
+    @Test func theBlockPageSaysWhoSetAFocusAPauseOrABlockAndUntilWhen() throws {
+        let until: Int64 = 1_764_345_600  // 2025-11-28 16:00 UTC
+        var policy = Policy()
+        policy.focus = Policy.Focus(allow: [try RulePattern("docs.example.org")], until: until)
+        let live = [item("f", .focus, ["docs.example.org"], until: until), item("b", .block, ["games.example"], until: until + 60)]
+        let focus = BlockPageSetup.liveExplanation(Reason(source: .focus), policy: policy, live: live, clock: clock)
+        #expect(focus == "a focus is set by Ada Lovelace until \(clock.describe(Date(timeIntervalSince1970: TimeInterval(until)))): only its sites can be reached")
+        policy.focus = Policy.Focus(allow: [], until: until)
+        let pause = BlockPageSetup.liveExplanation(Reason(source: .focus), policy: policy, live: [item("p", .pause, until: until)], clock: clock)
+        #expect(pause?.hasPrefix("the internet is paused by Ada Lovelace until ") == true)
+        let block = BlockPageSetup.liveExplanation(Reason(source: .overrideBlock, rule: "games.example"), policy: policy, live: live, clock: clock)
+        #expect(block?.hasPrefix("blocked by Ada Lovelace until ") == true)
+        // A filterctl override (no live item behind it) and other reasons keep their own words.
+        #expect(BlockPageSetup.liveExplanation(Reason(source: .overrideBlock, rule: "other.example"), policy: policy, live: live, clock: clock) == nil)
+        #expect(BlockPageSetup.liveExplanation(Reason(source: .category, category: "games"), policy: policy, live: live, clock: clock) == nil)
+    }
+}

@@ -121,11 +121,25 @@ private struct PageBackend: BlockPageBackend {
                     "an exam" + (by.map { " set by \($0)" } ?? "") + " is in force" + (until.map { " until \($0)" } ?? "")
                     + "; only the exam's list can be reached"
             }
-            if let live = Self.liveExplanation(reason, policy: engine.policy, live: view.live, clock: view.clock) { blocked.reason = live }
+            if let live = BlockPageSetup.liveExplanation(reason, policy: engine.policy, live: view.live, clock: view.clock) { blocked.reason = live }
         }
         return blocked
     }
 
+    func submit(_ form: AccessRequestForm, user: String?) -> Result<String, BlockPageError> {
+        do {
+            let request = try control.requests.submit(host: form.host, url: form.url, category: form.category, reason: form.reason, user: user)
+            control.logger.notice(
+                "access request", metadata: ["hallpass.request": "\(request.id)", "hallpass.host": "\(request.host)", "hallpass.user": "\(user ?? "-")"])
+            return .success(request.id)
+        } catch {
+            control.logger.warning("access request refused: \(error.message)")
+            return .failure(BlockPageError(code: error.code, message: error.message))
+        }
+    }
+}
+
+extension BlockPageSetup {
     /// Who set the live item behind a block, and until when: a focus, a pause, a block.
     static func liveExplanation(_ reason: Reason, policy: Policy, live: [LiveItem], clock: PolicyClock) -> String? {
         func until(_ seconds: Int64) -> String { clock.describe(Date(timeIntervalSince1970: TimeInterval(seconds))) }
@@ -141,18 +155,6 @@ private struct PageBackend: BlockPageBackend {
             return "blocked by \(item.by) until \(until(item.until)) (rule \(rule))"
         default:
             return nil
-        }
-    }
-
-    func submit(_ form: AccessRequestForm, user: String?) -> Result<String, BlockPageError> {
-        do {
-            let request = try control.requests.submit(host: form.host, url: form.url, category: form.category, reason: form.reason, user: user)
-            control.logger.notice(
-                "access request", metadata: ["hallpass.request": "\(request.id)", "hallpass.host": "\(request.host)", "hallpass.user": "\(user ?? "-")"])
-            return .success(request.id)
-        } catch {
-            control.logger.warning("access request refused: \(error.message)")
-            return .failure(BlockPageError(code: error.code, message: error.message))
         }
     }
 }
