@@ -20,6 +20,16 @@ public enum PolicySummary {
             lines.append("  exam: none")
         }
         lines.append("  overrides: \(school.overrides.rawValue)" + (school.timeZone.map { ", time zone \($0)" } ?? ""))
+        lines.append("  locked: " + (school.locked.isEmpty ? "none" : school.locked.sorted().joined(separator: ", ")))
+        if let live = school.live {
+            let actions = LiveAction.allCases.filter(live.actions.contains).map(\.rawValue).joined(separator: ", ")
+            lines.append(
+                "  live: \(live.keys.count) key(s); actions \(actions); longest \(live.longestSeconds / 60) min"
+                    + "; rooms " + (live.rooms.map { $0.sorted().joined(separator: ", ") } ?? "any")
+                    + "; groups " + (live.groups.map { $0.sorted().joined(separator: ", ") } ?? "any"))
+        } else {
+            lines.append("  live: none (no live item is accepted)")
+        }
         return lines.joined(separator: "\n")
     }
 
@@ -32,10 +42,17 @@ public enum PolicySummary {
             lines.append("  EXAM in force (\(exam.startedBy))" + (exam.until.map { ", until \(UTCTime.format($0))" } ?? ", until stopped"))
             lines.append("  exam allows: " + (policy.exam?.allow.map(\.description).joined(separator: " ") ?? ""))
         }
+        if let focus = policy.focus {
+            lines.append(
+                "  " + (focus.allow.isEmpty ? "PAUSE" : "FOCUS") + " in force (live), until \(UTCTime.format(focus.until))"
+                    + (focus.allow.isEmpty ? "" : "; reachable: " + focus.allow.map(\.description).joined(separator: " ")))
+        }
+        if !effective.live.isEmpty { lines.append("  live items: " + effective.live.joined(separator: " ")) }
         switch policy.blockedCategories {
         case .all: lines.append("  block: all categories")
         case .only(let names): lines.append("  block: " + (names.isEmpty ? "none" : names.sorted().joined(separator: " ")))
         }
+        if !policy.locked.isEmpty { lines.append("  locked (nothing opens): " + policy.locked.sorted().joined(separator: " ")) }
         if !policy.allow.isEmpty { lines.append("  allow: " + policy.allow.map(\.description).joined(separator: " ")) }
         if !policy.deny.isEmpty { lines.append("  deny: " + policy.deny.map(\.description).joined(separator: " ")) }
         if !policy.overrideAllow.isEmpty { lines.append("  overrides allow: " + policy.overrideAllow.map(\.description).joined(separator: " ")) }

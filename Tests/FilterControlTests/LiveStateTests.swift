@@ -94,6 +94,19 @@ import VerdictCore
         #expect(try SchoolPolicy(yaml: "").live == nil)
     }
 
+    @Test func theSummariesShowLockedLiveAndFocus() throws {
+        let school = try Self.school()
+        let summary = PolicySummary.describe(school)
+        #expect(summary.contains("  locked: adult, iwf\n"))
+        #expect(summary.contains("  live: 1 key(s); actions allow, block, focus, pause, exam; longest 90 min; rooms lab1, lab2; groups year9"))
+        #expect(PolicySummary.describe(SchoolPolicy()).contains("  live: none (no live item is accepted)"))
+        let moment = PolicyMoment(
+            time: LocalTime(weekday: .monday, minute: 600), now: 1_500,
+            live: [LiveItem(id: "lr-1", sequence: 1, action: .pause, targets: [], scope: .everyone, from: 1_000, until: 1_764_345_600, by: "Ada")])
+        let effective = PolicySummary.describe(school.effectivePolicy(for: .group("year9"), at: moment))
+        #expect(effective.contains("  PAUSE in force (live), until ") && effective.contains("  live items: lr-1") && effective.contains("  locked (nothing opens): adult iwf"))
+    }
+
     @Test(arguments: [
         ("live:\n  actions: [allow]\n", "live", 2),
         ("live:\n  keys: []\n", "live.keys", 2),

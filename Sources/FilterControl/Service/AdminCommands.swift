@@ -85,18 +85,23 @@ extension Control {
         }
         let audience: Audience
         var label = "a person in no group"
+        var person: String? = nil
         if let uid {
             // getpwuid_r and getgrouplist block (NSS may ask a directory service): on NIO's thread pool.
             let user = (try? await NIOThreadPool.singleton.runIfActive { users.user(uid: uid) }) ?? LocalUser(uid: uid)
             audience = policy.school.audience(of: user)
             label = "\(user.name ?? "uid \(uid)") (uid \(uid))"
+            person = audience == .system ? nil : user.name
         } else {
             audience = .ungrouped
         }
         let seconds = Int64(at.timeIntervalSince1970)
         let state = policyState.current(now: Int64(clock().timeIntervalSince1970))
-        let moment = PolicyMoment(time: PolicyClock(zoneName: policy.school.timeZone).localTime(at: at), now: seconds, manualExam: state.exam, overrides: state.overrides)
-        return .found(audience: audience, user: label, effective: policy.effectivePolicy(for: audience, at: moment), at: at)
+        // The live items held, as they stand at `at` (an item ended by then is out).
+        let moment = PolicyMoment(
+            time: PolicyClock(zoneName: policy.school.timeZone).localTime(at: at), now: seconds, manualExam: state.exam, overrides: state.overrides,
+            live: school?.live.items(inForceAt: seconds) ?? [])
+        return .found(audience: audience, user: label, effective: policy.effectivePolicy(for: audience, at: moment, person: person), at: at)
     }
 
     func check(_ request: AdminRequest) async -> AdminReply {
