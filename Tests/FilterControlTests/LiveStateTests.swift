@@ -226,6 +226,10 @@ import VerdictCore
         #expect(reloaded.sequence == 7 && reloaded.items(inForceAt: 1_500).isEmpty, "read back, not yet checked")
         #expect(reloaded.reevaluate(policy: school, bounds: Self.bounds(school), machine: Self.machine, now: 1_500) == nil)
         #expect(reloaded.items(inForceAt: 1_500).map(\.id) == ["a", "b"])
+        // Restarted after one ended: it is over, not refused.
+        #expect(reloaded.reevaluate(policy: school, bounds: Self.bounds(school), machine: Self.machine, now: 2_500) == nil)
+        #expect(reloaded.held.items.map(\.id) == ["b"] && reloaded.held.refused.isEmpty)
+        reloaded.reevaluate(policy: school, bounds: Self.bounds(school), machine: Self.machine, now: 1_500)
         // A policy without live: takes the items out of force; the sequence stays, so a replay is still refused.
         let without = SchoolPolicy()
         #expect(reloaded.reevaluate(policy: without, bounds: Self.bounds(without), machine: Self.machine, now: 1_500)?.code == "live.no-policy")

@@ -91,9 +91,10 @@ public final class LiveStateStore: Sendable {
             switch LiveState.verify(envelope, policy: policy.live, machine: machine, heldSequence: nil, now: now) {
             case .success(let verified):
                 let outcome = bounds.check(verified, now: now)
+                // An item that ended since it arrived is simply over, not refused.
                 state.held = Held(
-                    sequence: state.file.sequence, room: verified.room, items: outcome.accepted, refused: outcome.refused,
-                    requests: verified.requests)
+                    sequence: state.file.sequence, room: verified.room, items: outcome.accepted,
+                    refused: outcome.refused.filter { $0.code != "live.ended" }, requests: verified.requests)
                 return nil
             case .failure(let refusal):
                 state.held = Held(sequence: state.file.sequence)
