@@ -29,7 +29,7 @@ enum LiveFuzzing {
         } else {
             envelope = rest
         }
-        guard case .success(let state) = LiveState.verify(envelope, policy: school.live, machine: "m-fuzz", heldSequence: 0, now: 1_764_360_000)
+        guard case .success(let state) = LiveState.verify(envelope, policy: school.live, machine: "m-fuzz", held: LiveState.Order(issued: 0, sequence: 0), now: 1_764_360_000)
         else { return }
         require(state.machine == "m-fuzz" && state.sequence > 0, "a state for another machine or an old sequence verified")
         require(state.items.count <= LiveState.maximumItems, "more items than the bound")

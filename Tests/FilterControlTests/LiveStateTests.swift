@@ -70,7 +70,7 @@ import VerdictCore
     }
 
     func verify(_ bytes: [UInt8], held: Int64? = 0, now: Int64 = 1_500) throws -> Result<LiveState, LiveState.Refusal> {
-        LiveState.verify(bytes, policy: try Self.school().live, machine: Self.machine, heldSequence: held, now: now)
+        LiveState.verify(bytes, policy: try Self.school().live, machine: Self.machine, held: held.map { LiveState.Order(issued: 1_000, sequence: $0) }, now: now)
     }
 
     func refusalCode(_ result: Result<LiveState, LiveState.Refusal>) -> String? {
@@ -141,10 +141,21 @@ import VerdictCore
         #expect(refusalCode(try verify(try Self.envelope(sequence: 42, machine: "m-other", items: []))) == "live.machine")
         #expect(refusalCode(try verify(try Self.envelope(sequence: 41, items: []), held: 42)) == "live.sequence", "older")
         #expect(refusalCode(try verify(try Self.envelope(sequence: 42, items: []), held: 42)) == "live.sequence", "a replay")
+        // Ordered by the time issued first: the real server after a taken-over one that sent a huge
+        // sequence (or after a restore from a backup) is followed again; an old state replayed is not.
+        let rogueHeld = LiveState.Order(issued: 1_000, sequence: 1_000_000)
+        let real = LiveState.verify(
+            try Self.envelope(sequence: 5, issued: 1_200, items: []), policy: try Self.school().live, machine: Self.machine, held: rogueHeld,
+            now: 1_500)
+        #expect(refusalCode(real) == nil)
+        let replayed = LiveState.verify(
+            try Self.envelope(sequence: 50, issued: 900, items: []), policy: try Self.school().live, machine: Self.machine,
+            held: LiveState.Order(issued: 1_000, sequence: 42), now: 1_500)
+        #expect(refusalCode(replayed) == "live.sequence", "an older time, whatever its sequence")
         #expect(refusalCode(try verify(try Self.envelope(sequence: 43, issued: 1_500 + 301, items: []))) == "live.issued")
         #expect(throws: Never.self) { try verify(try Self.envelope(sequence: 43, issued: 1_500 + 300, items: [])).get() }
         // Without live: nothing is accepted.
-        let none = LiveState.verify(try Self.envelope(sequence: 1, items: []), policy: nil, machine: Self.machine, heldSequence: 0, now: 1_500)
+        let none = LiveState.verify(try Self.envelope(sequence: 1, items: []), policy: nil, machine: Self.machine, held: LiveState.Order(issued: 0, sequence: 0), now: 1_500)
         #expect(refusalCode(none) == "live.no-policy")
     }
 
@@ -269,6 +280,8 @@ import VerdictCore
         }
         #expect(refusal.code == "live.sequence" && channel.store.sequence == 42 && applied.withLock { $0 } == 1)
         #expect(reported.withLock { $0 }.last?.code == "live.sequence" && channel.status.statesRefused == 1)
+        // The server is told of the refused state, so it holds the next request until it has another.
+        #expect(channel.after == 41)
 
         // A newer state with the refused item again: it is not reported twice.
         server.answer(200, try Self.envelope(sequence: 43, items: [Self.item("b", scope: ("room", "lab3"))]))
@@ -374,7 +387,7 @@ final class FakeLiveServer: SchoolTransport {
                 LiveStateTests.item("ada", "block", targets: ["news.example"], scope: ("user", "ada"), from: now, until: now + 600),
                 LiveStateTests.item("casino", targets: ["v1.casino.example"], from: now, until: now + 600),
             ])
-        let state = try LiveState.verify(bytes, policy: context.policy.live, machine: LiveStateTests.machine, heldSequence: 0, now: now).get()
+        let state = try LiveState.verify(bytes, policy: context.policy.live, machine: LiveStateTests.machine, held: LiveState.Order(issued: 0, sequence: 0), now: now).get()
         let outcome = context.bounds.check(state, now: now)
         #expect(outcome.accepted.map(\.id) == ["room", "ada"] && outcome.refused.map(\.code) == ["live.locked"])
         try school.live.accept(try JSONDecoder().decode(LiveState.Envelope.self, from: Data(bytes)), verified: state, outcome: outcome)

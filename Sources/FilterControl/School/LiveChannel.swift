@@ -18,9 +18,14 @@ public import VerdictCore
 /// Nothing changes while the server cannot be reached: the items held stay
 /// until their own `until` (the policy clock ends them), and the channel
 /// tries again after `backoff` (1 s doubling to 30 s, ±20 %). A state that
-/// is refused whole is not asked for again (`after` moves past it) until
-/// the policy changes (`policyChanged`), so a server that keeps sending a
-/// state this machine cannot accept is not asked in a tight loop.
+/// is refused whole is not asked for again (`after` names it, and the
+/// server holds the request until its sequence moves) until the policy
+/// changes (`policyChanged`), so a server that keeps sending a state this
+/// machine cannot accept is not asked in a tight loop. States are ordered
+/// by the time the server issued them, then by sequence (`LiveState.Order`),
+/// and the server answers whenever its sequence is not `after`: a machine
+/// that took a huge sequence from a taken-over server follows the real one
+/// again with its next state.
 public final class LiveChannel: Sendable {
     /// What the checks need from filter-control: the policy in force and a
     /// look-up of locked categories in the store in force.
@@ -83,7 +88,8 @@ public final class LiveChannel: Sendable {
     private let clock: @Sendable () -> Date
     private let logger: Logger
     private let loop: any EventLoop
-    private let shared = Mutex<(status: Status, refusedThrough: Int64, reported: Set<String>)>((Status(), 0, []))
+    /// `refused`: the sequence of the last state refused whole since the last one accepted.
+    private let shared = Mutex<(status: Status, refused: Int64?, reported: Set<String>)>((Status(), nil, []))
 
     /// - Parameters:
     ///   - wait: the seconds the server may hold a request (0 to 30); the transport's timeout must be longer.
@@ -110,12 +116,13 @@ public final class LiveChannel: Sendable {
 
     public var status: Status { shared.withLock { $0.status } }
 
-    /// The sequence asked to be newer than: the one held, or one refused whole.
-    public var after: Int64 { max(store.sequence, shared.withLock { $0.refusedThrough }) }
+    /// The sequence the server is told this machine has seen last: the one
+    /// held, or the one of a state refused whole after it.
+    public var after: Int64 { shared.withLock { $0.refused } ?? store.sequence }
 
     /// The policy changed (a reload): a state refused whole may be accepted now, so it is asked for again.
     public func policyChanged() {
-        shared.withLock { $0.refusedThrough = 0 }
+        shared.withLock { $0.refused = nil }
     }
 
     /// Polls until the calling task is cancelled.
@@ -191,13 +198,13 @@ public final class LiveChannel: Sendable {
     public func receive(_ bytes: [UInt8]) async -> Outcome {
         let context = await context()
         let now = Int64(clock().timeIntervalSince1970.rounded(.down))
-        let held = store.sequence
+        let held = store.order
         let state: LiveState
-        switch LiveState.verify(bytes, policy: context.policy.live, machine: machine, heldSequence: held, now: now) {
+        switch LiveState.verify(bytes, policy: context.policy.live, machine: machine, held: held, now: now) {
         case .success(let verified):
             state = verified
         case .failure(let refusal):
-            if refusal.code == "live.sequence", refusal.sequence == held { return .unchanged }
+            if refusal.code == "live.sequence", refusal.sequence == held.sequence { return .unchanged }
             await refuse(refusal, bytes: bytes)
             return .refused(refusal)
         }
@@ -210,7 +217,10 @@ public final class LiveChannel: Sendable {
             // Not kept, so not applied: what is held stays in force, and the state is asked for again.
             return failed("the live state \(state.sequence) cannot be kept: \(error)")
         }
-        shared.withLock { $0.status.statesApplied += 1 }
+        shared.withLock { shared in
+            shared.status.statesApplied += 1
+            shared.refused = nil
+        }
         let refusedText = outcome.refused.isEmpty ? "" : ", \(outcome.refused.count) refused"
         logger.notice(
             "school: live state \(state.sequence) in force: \(outcome.accepted.count) item(s)\(refusedText)",
@@ -228,13 +238,13 @@ public final class LiveChannel: Sendable {
         shared.withLock { shared in
             shared.status.statesRefused += 1
             shared.status.lastRefusal = refusal.message
-            if let sequence = refusal.sequence, refusal.code != "live.sequence" { shared.refusedThrough = max(shared.refusedThrough, sequence) }
+            if let sequence = refusal.sequence { shared.refused = sequence }
         }
         var reports = [RefusalReport(sequence: refusal.sequence, item: nil, code: refusal.code, message: refusal.message)]
         if refusal.code == "live.no-policy", let items = LiveState.unverifiedItems(bytes) {
             // Nothing could be checked, so nothing applies: each item is reported, as the contract asks.
             shared.withLock { shared in
-                if let sequence = items.sequence { shared.refusedThrough = max(shared.refusedThrough, sequence) }
+                if let sequence = items.sequence { shared.refused = sequence }
             }
             reports = items.ids.map {
                 RefusalReport(sequence: items.sequence, item: $0, code: refusal.code, message: refusal.message)

@@ -129,13 +129,38 @@ public struct LiveState: Sendable, Hashable {
         }
     }
 
+    /// Where a state stands among the states a machine gets: by the time the
+    /// server issued it, then by its sequence. A replay of an older state is
+    /// older by both; a state from the real server after a taken-over one
+    /// sent a huge sequence (or after its database was restored from a
+    /// backup) is newer by its time, so the machine follows the server again.
+    /// `issued` is bounded by the machine's clock (5 minutes ahead at most),
+    /// so no state can hold the channel for longer than that.
+    public struct Order: Sendable, Hashable, Comparable, CustomStringConvertible {
+        public var issued: Int64
+        public var sequence: Int64
+
+        public init(issued: Int64, sequence: Int64) {
+            self.issued = issued
+            self.sequence = sequence
+        }
+
+        public static func < (lhs: Order, rhs: Order) -> Bool {
+            (lhs.issued, lhs.sequence) < (rhs.issued, rhs.sequence)
+        }
+
+        public var description: String { "sequence \(sequence) issued at \(issued)" }
+    }
+
+    public var order: Order { Order(issued: issued, sequence: sequence) }
+
     /// Reads the envelope, checks its signature against `policy.keys`, reads
-    /// the payload, and checks it is for `machine`, newer than `heldSequence`
+    /// the payload, and checks it is for `machine`, after `held` (`Order`)
     /// and not issued more than 5 minutes after `now`. Items are not checked
-    /// here (`LiveBounds`). `heldSequence` nil skips the sequence check (a
-    /// state read back from the machine's own file).
+    /// here (`LiveBounds`). `held` nil skips the order check (a state read
+    /// back from the machine's own file).
     public static func verify(
-        _ bytes: [UInt8], policy: LivePolicy?, machine: String, heldSequence: Int64?, now: Int64
+        _ bytes: [UInt8], policy: LivePolicy?, machine: String, held: Order?, now: Int64
     ) -> Result<LiveState, Refusal> {
         guard bytes.count <= maximumEnvelopeBytes else {
             return .failure(Refusal(code: "live.too-large", message: "the live state is \(bytes.count) bytes, more than \(maximumEnvelopeBytes)"))
@@ -146,11 +171,11 @@ public struct LiveState: Sendable, Hashable {
         } catch {
             return .failure(Refusal(code: "live.envelope", message: "the live state is not a signed envelope (payload, signature, key)"))
         }
-        return verify(envelope, policy: policy, machine: machine, heldSequence: heldSequence, now: now)
+        return verify(envelope, policy: policy, machine: machine, held: held, now: now)
     }
 
     public static func verify(
-        _ envelope: Envelope, policy: LivePolicy?, machine: String, heldSequence: Int64?, now: Int64
+        _ envelope: Envelope, policy: LivePolicy?, machine: String, held: Order?, now: Int64
     ) -> Result<LiveState, Refusal> {
         guard let policy else {
             return .failure(
@@ -184,11 +209,11 @@ public struct LiveState: Sendable, Hashable {
                     code: "live.machine", message: "the live state is for machine \(state.machine.prefix(40)), not this one (\(machine))",
                     sequence: state.sequence))
         }
-        if let heldSequence, state.sequence <= heldSequence {
+        if let held, state.order <= held {
             return .failure(
                 Refusal(
                     code: "live.sequence",
-                    message: "the live state has sequence \(state.sequence), not newer than \(heldSequence) held: a replay or an older state",
+                    message: "the live state (\(state.order)) is not after the one held (\(held)): a replay or an older state",
                     sequence: state.sequence))
         }
         guard state.issued <= now + issuedAheadLimit else {

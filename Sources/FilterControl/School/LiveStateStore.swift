@@ -16,13 +16,31 @@ public final class LiveStateStore: Sendable {
     /// What the file holds.
     struct File: Codable, Sendable, Hashable {
         var sequence: Int64
+        /// When the server issued the state held (0: none).
+        var issued: Int64 = 0
         var envelope: LiveState.Envelope?
+
+        init(sequence: Int64, issued: Int64 = 0, envelope: LiveState.Envelope?) {
+            self.sequence = sequence
+            self.issued = issued
+            self.envelope = envelope
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            sequence = try container.decode(Int64.self, forKey: .sequence)
+            issued = try container.decodeIfPresent(Int64.self, forKey: .issued) ?? 0
+            envelope = try container.decodeIfPresent(LiveState.Envelope.self, forKey: .envelope)
+        }
     }
 
     /// What is in force, as the last check found it.
     public struct Held: Sendable, Hashable {
         /// The sequence of the state held (0: none yet).
         public var sequence: Int64 = 0
+        /// When the server issued it (0: none yet).
+        public var issued: Int64 = 0
+        public var order: LiveState.Order { LiveState.Order(issued: issued, sequence: sequence) }
         /// The machine's room as the server knows it.
         public var room: String = ""
         public var items: [LiveItem] = []
@@ -54,11 +72,14 @@ public final class LiveStateStore: Sendable {
         }
         var held = Held()
         held.sequence = file.sequence
+        held.issued = file.issued
         state = Mutex((file, held))
     }
 
     public var held: Held { state.withLock { $0.held } }
     public var sequence: Int64 { state.withLock { $0.held.sequence } }
+    /// Where the state held stands (`LiveState.Order`): a state must come after it.
+    public var order: LiveState.Order { state.withLock { $0.held.order } }
 
     /// The accepted items in force at `now`.
     public func items(inForceAt now: Int64) -> [LiveItem] {
@@ -67,16 +88,17 @@ public final class LiveStateStore: Sendable {
 
     /// Keeps `envelope` (whose state verified as `verified`) with the items the bounds accepted; written first, then in force.
     public func accept(_ envelope: LiveState.Envelope, verified: LiveState, outcome: LiveBounds.Outcome) throws(Failure) {
-        let file = File(sequence: verified.sequence, envelope: envelope)
+        let file = File(sequence: verified.sequence, issued: verified.issued, envelope: envelope)
         try state.withLock { state throws(Failure) in
             // Under the lock: writes land in the order of the states.
-            guard verified.sequence > state.held.sequence else {
-                throw Failure(message: "live state \(verified.sequence) is not newer than \(state.held.sequence) held")
+            guard verified.order > state.held.order else {
+                throw Failure(message: "live state (\(verified.order)) is not after the one held (\(state.held.order))")
             }
             try Self.save(file, to: path)
             state.file = file
             state.held = Held(
-                sequence: verified.sequence, room: verified.room, items: outcome.accepted, refused: outcome.refused, requests: verified.requests)
+                sequence: verified.sequence, issued: verified.issued, room: verified.room, items: outcome.accepted, refused: outcome.refused,
+                requests: verified.requests)
         }
     }
 
@@ -88,16 +110,16 @@ public final class LiveStateStore: Sendable {
     public func reevaluate(policy: SchoolPolicy, bounds: LiveBounds, machine: String, now: Int64) -> LiveState.Refusal? {
         state.withLock { state in
             guard let envelope = state.file.envelope else { return nil }
-            switch LiveState.verify(envelope, policy: policy.live, machine: machine, heldSequence: nil, now: now) {
+            switch LiveState.verify(envelope, policy: policy.live, machine: machine, held: nil, now: now) {
             case .success(let verified):
                 let outcome = bounds.check(verified, now: now)
                 // An item that ended since it arrived is simply over, not refused.
                 state.held = Held(
-                    sequence: state.file.sequence, room: verified.room, items: outcome.accepted,
+                    sequence: state.file.sequence, issued: state.file.issued, room: verified.room, items: outcome.accepted,
                     refused: outcome.refused.filter { $0.code != "live.ended" }, requests: verified.requests)
                 return nil
             case .failure(let refusal):
-                state.held = Held(sequence: state.file.sequence)
+                state.held = Held(sequence: state.file.sequence, issued: state.file.issued)
                 return refusal
             }
         }
