@@ -233,6 +233,44 @@ enum Migrations {
                 "ALTER TABLE api_tokens ADD COLUMN scope_groups TEXT NOT NULL DEFAULT ''",
                 "CREATE INDEX records_category_time_key ON records (category, time, machine, sequence)",
             ]),
+        // The live channel (docs/server.md, "The live channel"). A live item is
+        // kept after it ends (ended_at) or expires, so that a machine's view
+        // keeps the sequence of its last change: the state a machine holds is
+        // replaced when its view's highest sequence passes the one it has. The
+        // sequence is one counter row for the whole server, taken in the
+        // change's own transaction: a PostgreSQL SEQUENCE hands numbers out
+        // outside the transaction, so a change numbered 41 could commit after
+        // 42 was sent, and a machine holding 42 would never be sent 41. The row
+        // lock orders the commits as the numbers. A machine's room change takes
+        // a number too (machines.live_sequence): its view changed.
+        Step(
+            version: 5, summary: "live items, the live sequence, machines' live sequence",
+            statements: [
+                """
+                CREATE TABLE live_items (
+                    id TEXT PRIMARY KEY,
+                    scope_kind TEXT NOT NULL,
+                    scope_value TEXT NOT NULL,
+                    action TEXT NOT NULL,
+                    targets TEXT NOT NULL DEFAULT '',
+                    starts_at BIGINT NOT NULL,
+                    ends_at BIGINT NOT NULL,
+                    by_author TEXT NOT NULL,
+                    by_name TEXT NOT NULL,
+                    reason TEXT NOT NULL DEFAULT '',
+                    request TEXT,
+                    sequence BIGINT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    ended_at BIGINT,
+                    ended_by TEXT
+                )
+                """,
+                "CREATE INDEX live_items_scope ON live_items (scope_kind, scope_value, sequence)",
+                "CREATE INDEX live_items_ends ON live_items (ends_at)",
+                "CREATE TABLE live_sequence (name TEXT PRIMARY KEY, value BIGINT NOT NULL)",
+                "INSERT INTO live_sequence (name, value) VALUES ('live', 0)",
+                "ALTER TABLE machines ADD COLUMN live_sequence BIGINT NOT NULL DEFAULT 0",
+            ]),
     ]
 
     static var latest: Int { steps.last?.version ?? 0 }

@@ -9,6 +9,7 @@ import Synchronization
 final class PostgresEngine: SQLEngine {
     let name = "postgres"
     private let client: PostgresClient
+    private let location: PostgresLocation
     private let logger: Logger
     /// Open once `run()` has started the pool: a query asked before waits
     /// here rather than at the pool, which would log a warning for each.
@@ -43,7 +44,29 @@ final class PostgresEngine: SQLEngine {
         }
         configuration.options.maximumConnections = 10
         client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        self.location = location
         self.logger = logger
+    }
+
+    /// Listens on `channel` on a connection of its own (a connection of the
+    /// pool would go back to it with the LISTEN still on), calling `changed`
+    /// with each notification's payload; `ready` once the LISTEN is in place.
+    /// Returns when the task is cancelled; throws when the connection fails.
+    func listen(
+        channel: String, ready: @Sendable () async -> Void, _ changed: @escaping @Sendable (String) async -> Void
+    ) async throws {
+        let connection = try await PostgresConnection.connect(
+            configuration: try Self.connectionConfiguration(location), id: 1, logger: logger)
+        do {
+            try await connection.listen(on: channel) { notifications in
+                await ready()
+                for try await notification in notifications { await changed(notification.payload) }
+            }
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+        try? await connection.close()
     }
 
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
@@ -69,6 +92,19 @@ final class PostgresEngine: SQLEngine {
     /// Connects once, logs in, and closes: a clear error for a server that
     /// is down, does not answer, or refuses the login.
     static func check(_ location: PostgresLocation, logger: Logger) async throws {
+        var configuration = try connectionConfiguration(location)
+        configuration.options.connectTimeout = .seconds(checkTimeoutSeconds)
+        let connection: PostgresConnection
+        do {
+            connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
+        } catch {
+            throw StorageError.cannotOpen(location: location.description, reason: reason(error))
+        }
+        try? await connection.close()
+    }
+
+    /// The configuration of one connection of its own to `location`.
+    static func connectionConfiguration(_ location: PostgresLocation) throws -> PostgresConnection.Configuration {
         var configuration: PostgresConnection.Configuration
         do {
             if let socketDirectory = location.socketDirectory {
@@ -89,14 +125,7 @@ final class PostgresEngine: SQLEngine {
         } catch {
             throw StorageError.cannotOpen(location: location.description, reason: "TLS: \(error)")
         }
-        configuration.options.connectTimeout = .seconds(checkTimeoutSeconds)
-        let connection: PostgresConnection
-        do {
-            connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
-        } catch {
-            throw StorageError.cannotOpen(location: location.description, reason: reason(error))
-        }
-        try? await connection.close()
+        return configuration
     }
 
     static let checkTimeoutSeconds: Int64 = 5

@@ -125,6 +125,30 @@ public protocol ServerStorage: Sendable {
     /// The key of the console's pseudonyms, made on first use.
     func pseudonymKey() async throws -> [UInt8]
 
+    // The live channel (Storage/LiveStatements.swift; docs/server.md, "The live channel").
+    /// Stores the item with the next live sequence and wakes the servers' held requests for its room.
+    func addLiveItem(_ new: NewLiveItem, now: Int64) async throws -> StoredLiveItem
+    /// Ends the items of `scope` in force at `now` (only `id` when given), all
+    /// with one new sequence; returns those ended (none: nothing changed).
+    func endLiveItems(scope: LiveScope, id: String?, by author: String, now: Int64) async throws -> [StoredLiveItem]
+    func liveItem(id: String) async throws -> StoredLiveItem?
+    /// The items of `scope` in force at `now`, oldest first.
+    func liveItems(scope: LiveScope, now: Int64) async throws -> [StoredLiveItem]
+    /// The machine's live view (its items only when `items`); nil when there is no such machine.
+    func liveView(machine: String, now: Int64, items: Bool) async throws -> LiveView?
+    /// The highest live sequence handed out.
+    func liveSequence() async throws -> Int64
+    /// Moves the machine to `room` (a change of its live view); returns the
+    /// room it was in, or nil when there is no such machine.
+    func setMachineRoom(id: String, room: String) async throws -> String?
+    /// The rooms of the machines not revoked, with their machine counts.
+    func rooms() async throws -> [(room: String, machines: Int)]
+    /// On PostgreSQL: calls `changed` with the room of each live change made
+    /// by any server instance (`*`: every room), until cancelled; `ready` once
+    /// listening. Throws when the connection fails. False at once on SQLite,
+    /// where every change is made by this process.
+    func listenForLiveChanges(ready: @Sendable () async -> Void, _ changed: @escaping @Sendable (String) async -> Void) async throws -> Bool
+
     /// Runs what the engine needs while it is used; returns when the task is cancelled.
     func run() async
     func close() async
