@@ -179,6 +179,9 @@ policy:
     staff:
       block: [ gambling, dating, doh, vpn, warez, hacking, stalkerware, cryptojacking, demo ]
 YAML
+# Room rules reach the machines signed by the server's live key, which the policy names
+# (docs/server.md, "The live channel"); `init` made the key.
+printf 'live:\n  keys: [ "%s" ]\n' "$(hpserver live-key)" >>"$work/policy-1.yaml"
 echo "\$ hallpass-server policy set --policy policy-1.yaml --list rules/ut1 --list rules/demo --reason ..."
 hpserver policy set --policy "$work/policy-1.yaml" --list rules/ut1 --list rules/demo \
     --reason "the demo school's first policy" | sed 's/^/   /'

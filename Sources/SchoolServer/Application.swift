@@ -6,6 +6,7 @@ public import Logging
 import NIOCore
 import NIOSSL
 import ServiceLifecycle
+import SharedStore
 import Synchronization
 
 /// What the application is built from besides its configuration: the open
@@ -29,6 +30,9 @@ public struct ServerParts: Sendable {
     /// Whether the console's pages are served (false: a test mounts its own
     /// `ConsoleRoutes` behind a middleware of its own).
     public var console: Bool
+    /// The live key and the hub of held live requests; nil: the key in the
+    /// state folder (made when missing) and a hub of its own.
+    public var live: LiveChannel?
 
     public init(
         storage: any ServerStorage, certificate: ServerCertificate?, metrics: ServerMetrics, logger: Logger,
@@ -36,8 +40,9 @@ public struct ServerParts: Sendable {
         publisher: Publisher? = nil,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in },
         addRoutes: @escaping @Sendable (Router<ServerRequestContext>, Sessions, Publisher) throws -> Void = { _, _, _ in },
-        console: Bool = true
+        console: Bool = true, live: LiveChannel? = nil
     ) {
+        self.live = live
         self.addRoutes = addRoutes
         self.console = console
         self.publisher = publisher
@@ -63,6 +68,11 @@ public func buildRouter(configuration: ServerConfiguration, parts: ServerParts, 
         parts.logger.warning(
             "no bundle signing key at \(configuration.signingKeyPath ?? "-"): publishing is off until `hallpass-server init` makes one")
     }
+    let live = try parts.live ?? LiveChannel(key: LiveKey.loadOrMake(configuration: configuration).key)
+    let control = RoomControl(
+        storage: parts.storage, live: live,
+        published: PublishedLivePolicy(storage: parts.storage, storePath: publisher.folder.path(BundleManifest.storeFileName)),
+        metrics: parts.metrics, clock: parts.clock)
     let router = Router(context: ServerRequestContext.self)
     let served = MethodNotAllowedMiddleware.ServedMethods()
     router.add(middleware: MethodNotAllowedMiddleware(served: served))
@@ -70,8 +80,10 @@ public func buildRouter(configuration: ServerConfiguration, parts: ServerParts, 
     router.add(middleware: LogRequestsMiddleware(.debug))
     MachineRoutes(
         storage: parts.storage, metrics: parts.metrics, clock: parts.clock, publisher: publisher,
-        enrolments: RateLimiter(perMinute: configuration.machines.enrolRate), requests: RateLimiter(perMinute: configuration.machines.requestRate, maxKeys: 100_000)
+        enrolments: RateLimiter(perMinute: configuration.machines.enrolRate), requests: RateLimiter(perMinute: configuration.machines.requestRate, maxKeys: 100_000),
+        live: live
     ).add(to: router)
+    RoomRoutes(storage: parts.storage, control: control, clock: parts.clock).add(to: router)
     AdminRoutes(storage: parts.storage, staleAfter: configuration.machines.staleAfter, clock: parts.clock).add(to: router)
     RecordRoutes(storage: parts.storage).add(to: router)
     PolicyRoutes(
@@ -194,11 +206,22 @@ public func buildApplication(configuration: ServerConfiguration, parts: ServerPa
     // The school's OpenID provider, when the console signs in through it: its
     // HTTPS client lives as long as the server and is shut down with it.
     let openID = try configuration.openID.map { try OpenIDClient.make(configuration: $0, store: StoredSignInStates(storage: parts.storage)) }
+    var parts = parts
+    let live: LiveChannel
+    if let given = parts.live {
+        live = given
+    } else {
+        let (key, made) = try LiveKey.loadOrMake(configuration: configuration)
+        if made { parts.logger.notice("made the live key \(LiveKey.path(configuration: configuration)): \(key.publicText)") }
+        live = LiveChannel(key: key)
+        parts.live = live
+    }
     var services: [any Service] = [
         StorageService(storage: parts.storage, ready: ready),
         RetentionService(
             storage: parts.storage, ready: ready, retentionDays: configuration.records.retentionDays, metrics: parts.metrics,
             logger: parts.logger, clock: parts.clock),
+        LiveService(storage: parts.storage, ready: ready, channel: live, logger: parts.logger),
     ]
     if let openID { services.append(OpenIDClientService(client: openID)) }
     var app = Application(

@@ -14,7 +14,7 @@ struct HallpassServer: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "hallpass-server",
         abstract: "The school's server for hallpass lab machines.",
-        subcommands: [Serve.self, Init.self, Token.self, APIToken.self, Machine.self, User.self, Policy.self, Publish.self, Fingerprint.self],
+        subcommands: [Serve.self, Init.self, Token.self, APIToken.self, Machine.self, User.self, Policy.self, Publish.self, Fingerprint.self, LiveKeyCommand.self],
         defaultSubcommand: Serve.self)
 }
 
@@ -100,7 +100,21 @@ struct Init: AsyncParsableCommand {
         } else {
             print("database \(report.database): schema up to date")
         }
+        if report.madeLiveKey { print("made the live key \(LiveKey.path(configuration: configuration))") }
+        print("live key \(report.liveKey): the school's policy names it so that machines accept room rules:")
+        print("  live:\n    keys: [ \"\(report.liveKey)\" ]")
         print("fingerprint \(report.fingerprint)")
+    }
+}
+
+struct LiveKeyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "live-key",
+        abstract: "Print the live key (ed25519:BASE64) that signs machines' live state; the policy's live.keys names it.")
+    @OptionGroup var options: ConfigOption
+
+    func run() async throws {
+        print(try ServerAdministration.liveKey(configuration: try options.load()))
     }
 }
 

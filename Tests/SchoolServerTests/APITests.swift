@@ -73,7 +73,26 @@ actor PortBox {
 }
 
 func withRunningServer(
-    _ engine: Engine, logger: Logger = testLogger, console: Bool = true, configure: (inout ServerConfiguration) -> Void = { _ in },
+    _ engine: Engine, logger: Logger = testLogger, console: Bool = true, live: LiveChannel? = nil,
+    configure: (inout ServerConfiguration) -> Void = { _ in },
+    addRoutes: @escaping @Sendable (Router<ServerRequestContext>, Sessions) -> Void = { _, _ in },
+    moreRoutes: @escaping @Sendable (Router<ServerRequestContext>, Publisher, ServerConfiguration, SQLStorage, TestClock) throws -> Void = {
+        _, _, _, _, _ in
+    },
+    _ body: @Sendable (RunningServer) async throws -> Void
+) async throws {
+    try await withTestDatabase(engine) { location async throws in
+        try await withRunningServer(
+            at: location, logger: logger, console: console, live: live, configure: configure, addRoutes: addRoutes, moreRoutes: moreRoutes,
+            body)
+    }
+}
+
+/// The same, on a database of the caller's: two servers on one PostgreSQL.
+/// The state folder is a temporary one unless `configure` names another.
+func withRunningServer(
+    at location: DatabaseLocation, logger: Logger = testLogger, console: Bool = true, live: LiveChannel? = nil,
+    configure: (inout ServerConfiguration) -> Void = { _ in },
     addRoutes: @escaping @Sendable (Router<ServerRequestContext>, Sessions) -> Void = { _, _ in },
     moreRoutes: @escaping @Sendable (Router<ServerRequestContext>, Publisher, ServerConfiguration, SQLStorage, TestClock) throws -> Void = {
         _, _, _, _, _ in
@@ -84,38 +103,38 @@ func withRunningServer(
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let certificate = try ServerCertificate.create(
         certificatePath: folder + "/certificate.pem", keyPath: folder + "/key.pem", names: ["127.0.0.1", "localhost"])
-    try await withTestDatabase(engine) { location async throws in
-        var configuration = ServerConfiguration()
-        configuration.listen.address = "127.0.0.1"
-        configuration.listen.port = 0
-        configuration.database = location
-        configure(&configuration)
-        let storage = try await SQLStorage.open(location, logger: testLogger)
-        let clock = TestClock(1_764_320_400)
-        let ports = PortBox()
-        let app = try buildApplication(
-            configuration: configuration,
-            parts: ServerParts(
-                storage: storage, certificate: certificate, metrics: ServerMetrics(), logger: logger, clock: { clock.now },
-                onListening: { await ports.set($0) },
-                addRoutes: { [configuration] router, sessions, publisher in
-                    addRoutes(router, sessions)
-                    try moreRoutes(router, publisher, configuration, storage, clock)
-                }, console: console))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await app.run() }
-            let port = await ports.wait()
-            let server = RunningServer(
-                client: PinnedHTTPSClient(port: port, fingerprint: certificate.fingerprint), storage: storage, clock: clock,
-                fingerprint: certificate.fingerprint)
-            do {
-                try await body(server)
-            } catch {
-                group.cancelAll()
-                throw error
-            }
+    var configuration = ServerConfiguration()
+    configuration.listen.address = "127.0.0.1"
+    configuration.listen.port = 0
+    configuration.database = location
+    // Never the system's /var/lib/hallpass-server (PostgreSQL's default state folder).
+    configuration.stateDirectoryOverride = folder + "/state"
+    configure(&configuration)
+    let storage = try await SQLStorage.open(location, logger: testLogger)
+    let clock = TestClock(1_764_320_400)
+    let ports = PortBox()
+    let app = try buildApplication(
+        configuration: configuration,
+        parts: ServerParts(
+            storage: storage, certificate: certificate, metrics: ServerMetrics(), logger: logger, clock: { clock.now },
+            onListening: { await ports.set($0) },
+            addRoutes: { [configuration] router, sessions, publisher in
+                addRoutes(router, sessions)
+                try moreRoutes(router, publisher, configuration, storage, clock)
+            }, console: console, live: live))
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await app.run() }
+        let port = await ports.wait()
+        let server = RunningServer(
+            client: PinnedHTTPSClient(port: port, fingerprint: certificate.fingerprint), storage: storage, clock: clock,
+            fingerprint: certificate.fingerprint)
+        do {
+            try await body(server)
+        } catch {
             group.cancelAll()
+            throw error
         }
+        group.cancelAll()
     }
 }
 

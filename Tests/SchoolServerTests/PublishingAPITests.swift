@@ -73,14 +73,14 @@ final class ConfigurationBox: Sendable {
 }
 
 func withPublishingServer(
-    _ engine: Engine, offlineKey: BundlePublicKey? = nil, copyTo: Bool = false, logger: Logger = testLogger,
+    _ engine: Engine, offlineKey: BundlePublicKey? = nil, copyTo: Bool = false, logger: Logger = testLogger, live: LiveChannel? = nil,
     _ body: @Sendable (PublishingServer) async throws -> Void
 ) async throws {
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("hallpass-publish-\(UUID().uuidString.prefix(8))").path
     try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: folder) }
     let box = ConfigurationBox()
-    try await withRunningServer(engine, logger: logger) { configuration in
+    try await withRunningServer(engine, logger: logger, live: live) { configuration in
         configuration.stateDirectoryOverride = folder + "/state"
         if let offlineKey {
             configuration.publishing.offline = true

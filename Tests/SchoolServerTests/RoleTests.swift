@@ -36,6 +36,12 @@ import Testing
         "POST /api/v1/policy/rollback": .token(.editPolicy),
         "POST /api/v1/policy/publish": .token(.editPolicy),
         "POST /api/v1/policy/pending/signature": .token(.editPolicy),
+        "GET /api/v1/rooms": .token(.controlRoom),
+        "GET /api/v1/rooms/{room}/rules": .token(.controlRoom),
+        "POST /api/v1/rooms/{room}/rules": .token(.controlRoom),
+        "DELETE /api/v1/rooms/{room}/rules": .token(.controlRoom),
+        "DELETE /api/v1/rooms/{room}/rules/{rule}": .token(.controlRoom),
+        "PUT /api/v1/machines/{id}/room": .token(.enrolMachines),
         "GET /metrics": .token(.viewMetrics, wholeSchool: true),
         "GET /health": .fixed(200),
         // An empty body: refused as not JSON, before any token is asked for.
@@ -43,6 +49,7 @@ import Testing
         // Not signed by a machine: an API token opens nothing here.
         "POST /api/v1/machine/records": .fixed(401),
         "POST /api/v1/machine/checkin": .fixed(401),
+        "POST /api/v1/machine/live": .fixed(401),
         // Nothing published yet.
         "GET /bundle/{name}": .fixed(404),
         "HEAD /bundle/{name}": .fixed(404),
@@ -111,7 +118,8 @@ import Testing
     static func concrete(_ path: String) -> String {
         path.replacingOccurrences(of: "{version}", with: "1").replacingOccurrences(of: "{category}", with: "gambling")
             .replacingOccurrences(of: "{name}", with: "manifest").replacingOccurrences(of: "{id}", with: "m-aaaaaaaaaaaaaaaaaaaa")
-            .replacingOccurrences(of: "{login}", with: "ada")
+            .replacingOccurrences(of: "{login}", with: "ada").replacingOccurrences(of: "{room}", with: "lab2")
+            .replacingOccurrences(of: "{rule}", with: "lr-aaaaaaaaaaaa")
     }
 
     @Test(arguments: Engine.allCases)
@@ -157,7 +165,9 @@ import Testing
         // teacher their records and machines; auditor reads everything; metrics only /metrics.
         #expect(Permission.allCases.allSatisfy { Role.admin.may($0) })
         #expect(!Role.safeguarding.may(.editPolicy) && !Role.safeguarding.may(.managePeople) && Role.safeguarding.may(.viewTimeline))
-        #expect(Permission.allCases.filter { Role.teacher.may($0) } == [.viewDashboard, .viewRecords, .viewTimeline, .viewMachines])
+        #expect(Permission.allCases.filter { Role.teacher.may($0) } == [.viewDashboard, .viewRecords, .viewTimeline, .viewMachines, .controlRoom])
+        // A room's live rules: the lesson's teacher, the safeguarding lead, the admin; never an auditor.
+        #expect(Role.safeguarding.may(.controlRoom) && !Role.auditor.may(.controlRoom) && !Role.metrics.may(.controlRoom))
         #expect(!Permission.allCases.contains { Role.auditor.may($0) && [.editPolicy, .managePeople, .revokeMachine, .enrolMachines].contains($0) })
         #expect(Permission.allCases.filter { Role.metrics.may($0) } == [.viewMetrics])
     }

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Hummingbird
 import Logging
+import ServiceLifecycle
 
 /// The routes machines use: enrolment (by token), then signed posts of
 /// records and check-ins. Each route maps the request to one storage call.
@@ -13,6 +14,7 @@ struct MachineRoutes {
     /// Enrolments by address, signed requests by machine (server.yaml `machines:`).
     let enrolments: RateLimiter
     let requests: RateLimiter
+    let live: LiveChannel
 
     struct EnrolRequest: Decodable {
         let token: String
@@ -63,6 +65,9 @@ struct MachineRoutes {
         }
         machine.post("checkin") { request, context in
             try await checkIn(request, context)
+        }
+        machine.post("live") { request, context in
+            try await liveState(request, context)
         }
     }
 
@@ -139,6 +144,80 @@ struct MachineRoutes {
         try await storage.recordCheckIn(machine: machine.id, body, now: clock())
         metrics.checkIns.increment()
         return CheckInResponse(publishedVersion: try await storage.publishedVersion())
+    }
+}
+
+// MARK: The live channel
+
+extension MachineRoutes {
+    struct LiveRequest: Decodable {
+        /// The live sequence the machine holds (0 at first).
+        let after: Int64
+        /// How long to hold the request when nothing is newer, 0 to 30 seconds.
+        let wait: Int
+    }
+
+    static let longestWait = 30
+
+    /// The machine's signed live state at once when its view is newer than
+    /// `after`; otherwise held until its room (or everyone's) changes, or
+    /// `wait` passes (204), or the server shuts down (204).
+    ///
+    /// A machine that goes away while its request is held is not noticed
+    /// until the wait ends: a held request costs a waiter in the hub (bounded)
+    /// and a sleeping task, both gone within `longestWait`.
+    func liveState(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        guard let machine = context.machine else { throw APIError.signatureInvalid }
+        let body = try await decode(LiveRequest.self, request, context)
+        guard body.after >= 0 else { throw APIError.badRequest("after must not be negative") }
+        guard (0...Self.longestWait).contains(body.wait) else { throw APIError.badRequest("wait must be from 0 to \(Self.longestWait) seconds") }
+        let deadline = ContinuousClock.now.advanced(by: .seconds(body.wait))
+        while true {
+            let ticket = await live.hub.ticket()
+            guard let view = try await storage.liveView(machine: machine.id, now: clock(), items: false) else {
+                throw APIError.signatureInvalid
+            }
+            if view.sequence > body.after {
+                let now = clock()
+                guard let full = try await storage.liveView(machine: machine.id, now: now, items: true) else { throw APIError.signatureInvalid }
+                metrics.liveStates.increment()
+                return try Self.json(live.envelope(full, now: now))
+            }
+            let remaining = deadline - ContinuousClock.now
+            guard remaining > .zero else { return Response(status: .noContent) }
+            switch await hold(room: view.room, after: ticket, for: remaining) {
+            case .changed: continue
+            case .notHeld, .closing: return Response(status: .noContent)
+            }
+        }
+    }
+
+    /// Waits for the hub, at most `duration`; a graceful shutdown closes the
+    /// hub, which answers every held request at once.
+    private func hold(room: String, after ticket: LiveHub.Ticket, for duration: Duration) async -> LiveHub.Wake {
+        let hub = live.hub
+        return await withGracefulShutdownHandler {
+            await withTaskGroup(of: LiveHub.Wake.self) { group in
+                group.addTask { await hub.wait(room: room, after: ticket) }
+                group.addTask {
+                    try? await Task.sleep(for: duration)
+                    return .notHeld
+                }
+                let first = await group.next() ?? .notHeld
+                group.cancelAll()
+                return first
+            }
+        } onGracefulShutdown: {
+            Task { await hub.close() }
+        }
+    }
+
+    static func json(_ value: some Encodable) throws -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return Response(
+            status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(bytes: try encoder.encode(value))))
     }
 }
 

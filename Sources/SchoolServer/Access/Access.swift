@@ -70,6 +70,9 @@ public enum Permission: String, Sendable, Hashable, CaseIterable {
     case managePeople
     case viewAudit
     case viewMetrics
+    /// A room's live rules (allow, block, focus, pause, end), for the rooms
+    /// in scope: the lesson's teacher, the safeguarding lead, the admin.
+    case controlRoom
 }
 
 extension Role {
@@ -77,9 +80,9 @@ extension Role {
         switch self {
         case .admin: return true
         case .safeguarding:
-            return [.viewDashboard, .viewRecords, .viewTimeline, .viewMachines, .viewPolicy, .viewAudit].contains(permission)
+            return [.viewDashboard, .viewRecords, .viewTimeline, .viewMachines, .viewPolicy, .viewAudit, .controlRoom].contains(permission)
         case .teacher:
-            return [.viewDashboard, .viewRecords, .viewTimeline, .viewMachines].contains(permission)
+            return [.viewDashboard, .viewRecords, .viewTimeline, .viewMachines, .controlRoom].contains(permission)
         case .auditor:
             return [
                 .viewDashboard, .viewRecords, .viewTimeline, .viewMachines, .viewPolicy, .viewPeople, .viewAudit, .viewMetrics,

@@ -176,6 +176,7 @@ extension ServerAdministration {
             lines.append("  delta \(delta.name): \(delta.size) bytes, from \(delta.baseSHA256.prefix(16))")
         }
         lines.append("store: \(outcome.storeNames) names; machines trust " + publisher.trustedKeys.map(\.description).joined(separator: ", "))
+        lines += outcome.warnings.map { "warning: " + $0 }
         return lines.joined(separator: "\n")
     }
 

@@ -14,6 +14,9 @@ public enum ServerAdministration {
         public var database: String
         /// The bundle signing key's public key when init made the key.
         public var madeSigningKey: BundlePublicKey?
+        /// The live key's public key (`ed25519:BASE64`), and whether init made it.
+        public var liveKey: String
+        public var madeLiveKey: Bool
     }
 
     /// Makes what the server needs to start: the SQLite file's folder (0750)
@@ -43,9 +46,21 @@ public enum ServerAdministration {
             try await storage.migrate()
         }
         let signingKey = try makeSigningKey(configuration: configuration)
+        let live = try LiveKey.loadOrMake(configuration: configuration)
         return InitReport(
             madeCertificate: made, fingerprint: certificate.fingerprint, appliedMigrations: applied,
-            database: configuration.database.description, madeSigningKey: signingKey)
+            database: configuration.database.description, madeSigningKey: signingKey, liveKey: live.key.publicText, madeLiveKey: live.made)
+    }
+
+    /// `live-key`: the live key's public key, `ed25519:BASE64`. Only read:
+    /// made by `init` or the server as the state folder's owner, never by
+    /// whoever runs this (root would leave a key the server cannot read).
+    public static func liveKey(configuration: ServerConfiguration) throws -> String {
+        let path = LiveKey.path(configuration: configuration)
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw ServerError(code: "live.key", message: "there is no live key at \(path) yet; `hallpass-server init` makes it")
+        }
+        return try LiveKey.load(path: path).publicText
     }
 
     /// The server's fingerprint, from its certificate.

@@ -65,10 +65,26 @@ public enum PolicyChecks {
             throw PublishingError(.invalid, "policy-invalid", "the policy is empty; to publish none, send null (policy set --no-policy)")
         }
         do {
-            _ = try SchoolPolicy(yaml: yaml)
+            // SchoolPolicy(yaml:) for all but `live:` and `locked:`, which LivePolicy reads.
+            _ = try LivePolicy(yaml: yaml)
         } catch {
             throw PublishingError(.invalid, "policy-invalid", "the policy is refused: \(error.description)")
         }
+    }
+
+    /// What a policy that machines accept still gets wrong for the live
+    /// channel: `live.keys` not naming this server's live key (machines then
+    /// refuse every live state the server sends). Empty when all is well, or
+    /// when the policy has no `live:` (machines take no live item, by choice).
+    public static func liveWarnings(policy: String?, liveKey: String?) -> [String] {
+        guard let policy, let live = try? LivePolicy(yaml: policy).live else { return [] }
+        guard let liveKey else { return ["the policy has live: but this server has no live key yet; `hallpass-server init` makes it"] }
+        guard live.keys.contains(liveKey) else {
+            return [
+                "the policy's live.keys do not name this server's live key \(liveKey) (hallpass-server live-key): machines will refuse every room rule it sends"
+            ]
+        }
+        return []
     }
 
     /// A category as a list is stored under: RuleStoreBuilder's names (a-z, 0-9, `-`, `_`, at most 64).

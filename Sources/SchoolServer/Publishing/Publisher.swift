@@ -85,6 +85,8 @@ public final class Publisher: Sendable {
         /// The publication machines had before (for "changed").
         public var previous: StoredPublication?
         public var storeNames: Int
+        /// What the server found that machines will not like (PolicyChecks.liveWarnings).
+        public var warnings: [String] = []
     }
 
     /// Builds the bundle of policy version `policyVersion` (the latest when
@@ -110,8 +112,12 @@ public final class Publisher: Sendable {
         }
         await gate.enter()
         do {
-            let outcome = try await withFolderLock { try await build(version, reason: reason, author: author, now: now) }
+            var outcome = try await withFolderLock { try await build(version, reason: reason, author: author, now: now) }
             await gate.leave()
+            let keyPath = LiveKey.path(configuration: configuration)
+            let liveKey = FileSystem.exists(keyPath) ? (try? LiveKey.load(path: keyPath))?.publicText : nil
+            outcome.warnings = PolicyChecks.liveWarnings(policy: version.policy, liveKey: liveKey)
+            for warning in outcome.warnings { logger.warning("\(warning)") }
             return outcome
         } catch {
             await gate.leave()

@@ -12,6 +12,8 @@ public struct ServerMetrics: Sendable {
     let recordsDroppedByMachines: Counter
     let checkIns: Counter
     let recordsRemoved: Counter
+    let liveStates: Counter
+    let liveItems: Counter
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -21,6 +23,8 @@ public struct ServerMetrics: Sendable {
         recordsDroppedByMachines = registry.makeCounter(descriptor: Self.counter("records_dropped_by_machines", "Records the machines' queues dropped, as they reported."))
         checkIns = registry.makeCounter(descriptor: Self.counter("checkins", "Check-ins received."))
         recordsRemoved = registry.makeCounter(descriptor: Self.counter("records_removed", "Records removed by retention."))
+        liveStates = registry.makeCounter(descriptor: Self.counter("live_states", "Live states sent to machines."))
+        liveItems = registry.makeCounter(descriptor: Self.counter("live_items", "Live items made (room rules and answers to requests)."))
     }
 
     /// Refusals by their API code (`signature-invalid`, `token-expired`, ...).
