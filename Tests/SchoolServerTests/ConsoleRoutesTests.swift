@@ -3,6 +3,7 @@ import Hummingbird
 import Logging
 import NIOHTTP1
 @testable import SchoolServer
+import SharedStore
 import Synchronization
 import Testing
 
@@ -69,7 +70,10 @@ struct ConsoleServer: Sendable {
 /// A running server with the console's routes behind the tests' middleware,
 /// that publishes (a signing key in its state folder), with people and an
 /// audit trail of the tests' own; the server's time zone is Europe/London.
-func withConsoleServer(_ engine: Engine, _ body: @Sendable (ConsoleServer) async throws -> Void) async throws {
+func withConsoleServer(
+    _ engine: Engine, live: LiveChannel = LiveChannel(key: LiveKey(signing: BundleSigningKey()), recheck: .seconds(3600)),
+    _ body: @Sendable (ConsoleServer) async throws -> Void
+) async throws {
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("hallpass-console-\(UUID().uuidString.prefix(8))").path
     try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: folder) }
@@ -98,7 +102,11 @@ func withConsoleServer(_ engine: Engine, _ body: @Sendable (ConsoleServer) async
                         events: [
                             ConsoleAuditEvent(time: 1_764_320_000, actor: "person:dsl", action: "timeline.open", target: "alice", reason: nil)
                         ].filter { query.actor == nil || $0.actor == query.actor }, next: nil)
-                }))
+                }),
+            rooms: RoomControl(
+                storage: storage, live: live,
+                published: PublishedLivePolicy(storage: storage, storePath: publisher.folder.path(BundleManifest.storeFileName)),
+                metrics: ServerMetrics(), clock: { clock.now }))
         routes.add(to: router, authenticate: TestPrincipalMiddleware())
     } _: { server async throws in
         try await body(ConsoleServer(server: server, hooks: hooks))

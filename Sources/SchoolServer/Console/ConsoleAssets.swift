@@ -102,15 +102,58 @@ struct ConsoleAssets: Sendable {
         @media (max-width:40rem){main{padding:1rem}header.top{padding:.75rem 1rem}.who{margin-inline-start:0}}
         """
 
-    /// One help; every page works the same without it. A form with
+    /// Two helps; every page works the same without them. A form with
     /// `data-confirm` asks first (revoking a machine). Nothing sends a form
     /// on its own when a field changes: a keyboard user moving through a
-    /// menu would be taken away from the page (WCAG 3.2.2).
+    /// menu would be taken away from the page (WCAG 3.2.2). A table with
+    /// `data-live` (a room's page) has its rows made again every 2 seconds
+    /// from the JSON at that path, as text, never as HTML; while the tab is
+    /// hidden it does not ask.
     static let javascript = """
         "use strict";
         document.addEventListener("submit", function (event) {
           var question = event.target.getAttribute("data-confirm");
           if (question && !window.confirm(question)) event.preventDefault();
         });
+        (function () {
+          var table = document.querySelector("table[data-live]");
+          if (!table || !window.fetch) return;
+          var body = table.tBodies[0];
+          function cell(row, tag, text, className) {
+            var element = document.createElement(tag);
+            if (tag === "th") element.scope = "row";
+            if (className) {
+              var span = document.createElement("span");
+              span.className = className;
+              span.textContent = text;
+              element.appendChild(span);
+            } else {
+              element.textContent = text;
+            }
+            row.appendChild(element);
+          }
+          function show(answer) {
+            var rows = document.createDocumentFragment();
+            (answer.machines || []).forEach(function (machine) {
+              var row = document.createElement("tr");
+              row.id = "machine-" + machine.id;
+              cell(row, "th", machine.hostname);
+              cell(row, "td", machine.stateLabel, "state state-" + machine.state);
+              cell(row, "td", machine.users);
+              cell(row, "td", machine.blocked);
+              rows.appendChild(row);
+            });
+            while (body.firstChild) body.removeChild(body.firstChild);
+            body.appendChild(rows);
+          }
+          function ask() {
+            if (document.hidden) return;
+            fetch(table.getAttribute("data-live"), {credentials: "same-origin", headers: {"Accept": "application/json"}})
+              .then(function (response) { return response.ok ? response.json() : null; })
+              .then(function (answer) { if (answer) show(answer); })
+              .catch(function () {});
+          }
+          window.setInterval(ask, 2000);
+        })();
         """
 }

@@ -257,6 +257,40 @@ enum ConsoleBuiltInStrings {
         auditAction = What
         auditTarget = On what
         auditNone = No events match.
+
+        # Rooms: a room's live rules and the room live.
+        navRooms = Rooms
+        titleRooms = Rooms
+        titleRoom = Room {room}
+        roomsCaption = Rooms and their machines
+        roomRulesCount = Rules in force
+        noRooms = No rooms: machines enrol into a room with their token.
+        roomRules = Rules in force
+        roomNoRules = No rule is in force in this room.
+        roomAction = Rule
+        roomActionAllow = Allow a site
+        roomActionBlock = Block a site
+        roomActionFocus = Focus: only these sites
+        roomActionPause = Pause the internet
+        roomTargets = Sites
+        roomTargetsNote = Names like example.org, separated by spaces or commas. Pause takes none.
+        roomUntil = Until
+        roomBy = Set by
+        roomEnd = End
+        roomEndAll = End every rule in this room
+        roomAdd = Add a rule
+        roomAddButton = Set the rule
+        roomDuration = For
+        roomMinutes = {minutes} minutes
+        roomUntilLessonEnds = Until the lesson ends
+        roomNoLivePolicy = The published policy has no live: section, so the machines take no room rule. An admin adds live: with the server's live key (hallpass-server live-key) and publishes.
+        roomLive = The room, live
+        roomLiveNote = Who is signed in on each machine and what it was blocked on in the last 15 minutes; refreshed every 2 seconds. No screenshots, no keystrokes.
+        roomUsers = Signed in
+        roomNobody = nobody
+        roomBlocked = Blocked (15 minutes)
+        flashRuleAdded = The rule is set; the room's machines apply it within a second or two.
+        flashRulesEnded = The rules are ended.
         """
 
     static let korean = """
@@ -498,5 +532,39 @@ enum ConsoleBuiltInStrings {
         auditAction = 무엇을
         auditTarget = 대상
         auditNone = 일치하는 기록이 없습니다.
+
+        # 교실: 교실의 실시간 규칙과 실시간 교실 현황.
+        navRooms = 교실
+        titleRooms = 교실
+        titleRoom = 교실 {room}
+        roomsCaption = 교실과 컴퓨터
+        roomRulesCount = 적용 중인 규칙
+        noRooms = 교실이 없습니다. 컴퓨터는 등록 토큰으로 교실에 등록됩니다.
+        roomRules = 적용 중인 규칙
+        roomNoRules = 이 교실에 적용 중인 규칙이 없습니다.
+        roomAction = 규칙
+        roomActionAllow = 사이트 허용
+        roomActionBlock = 사이트 차단
+        roomActionFocus = 집중: 이 사이트만
+        roomActionPause = 인터넷 일시 중지
+        roomTargets = 사이트
+        roomTargetsNote = example.org 같은 이름을 공백이나 쉼표로 구분해 입력하세요. 일시 중지에는 입력하지 않습니다.
+        roomUntil = 종료 시각
+        roomBy = 설정한 사람
+        roomEnd = 종료
+        roomEndAll = 이 교실의 모든 규칙 종료
+        roomAdd = 규칙 추가
+        roomAddButton = 규칙 설정
+        roomDuration = 기간
+        roomMinutes = {minutes}분
+        roomUntilLessonEnds = 수업이 끝날 때까지
+        roomNoLivePolicy = 배포된 정책에 live: 항목이 없어 컴퓨터가 교실 규칙을 받지 않습니다. 관리자가 서버의 실시간 키(hallpass-server live-key)로 live:를 추가하고 배포해야 합니다.
+        roomLive = 실시간 교실 현황
+        roomLiveNote = 각 컴퓨터에 로그인한 사람과 최근 15분 동안 차단된 사이트이며, 2초마다 갱신됩니다. 화면 캡처와 키 입력 기록은 없습니다.
+        roomUsers = 로그인한 사람
+        roomNobody = 없음
+        roomBlocked = 차단됨 (15분)
+        flashRuleAdded = 규칙을 설정했습니다. 교실의 컴퓨터가 1~2초 안에 적용합니다.
+        flashRulesEnded = 규칙을 종료했습니다.
         """
 }

@@ -5,13 +5,14 @@ import NIOCore
 
 /// The parts of the console the menu links to, each behind one permission.
 enum ConsoleSection: String, Sendable, CaseIterable {
-    case dashboard, records, machines, policy, people, audit
+    case dashboard, records, machines, rooms, policy, people, audit
 
     var permission: Permission {
         switch self {
         case .dashboard: .viewDashboard
         case .records: .viewRecords
         case .machines: .viewMachines
+        case .rooms: .controlRoom
         case .policy: .viewPolicy
         case .people: .viewPeople
         case .audit: .viewAudit
@@ -142,7 +143,7 @@ struct ConsoleRenderer: Sendable {
         let keys = [
             "revoked": "flashRevoked", "policy-saved": "flashPolicySaved", "published": "flashPublished",
             "publish-pending": "flashPublishPending", "rolled-back": "flashRolledBack", "person-added": "flashPersonAdded",
-            "person-changed": "flashPersonChanged",
+            "person-changed": "flashPersonChanged", "rule-added": "flashRuleAdded", "rules-ended": "flashRulesEnded",
         ]
         guard let done = viewer.done, let key = keys[done], let text = t[key] else { return nil }
         let version = viewer.doneVersion.flatMap { Int64($0) }.map { String($0) } ?? ""

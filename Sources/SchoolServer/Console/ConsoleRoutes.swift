@@ -69,6 +69,8 @@ public struct ConsoleRoutes: Sendable {
     let renderer: ConsoleRenderer
     let pseudonymRoles: Set<Role>
     let directory: PseudonymDirectory
+    /// The rooms' live rules (nil: no rooms pages).
+    let roomControl: RoomControl?
 
     /// The cookie of the language chosen with the language form (not a secret).
     static let languageCookie = "hallpass-console-language"
@@ -80,8 +82,9 @@ public struct ConsoleRoutes: Sendable {
     public init(
         storage: any ServerStorage, editor: PolicyEditor, publisher: Publisher, configuration: ServerConfiguration,
         clock: @escaping @Sendable () -> Int64, openIDConfigured: Bool = false, timeZone: TimeZone = .current, hooks: Hooks = Hooks(),
-        sources: Sources = Sources()
+        sources: Sources = Sources(), rooms: RoomControl? = nil
     ) throws {
+        self.roomControl = rooms
         self.storage = storage
         self.editor = editor
         self.publisher = publisher
@@ -95,6 +98,7 @@ public struct ConsoleRoutes: Sendable {
         var sections: Set<ConsoleSection> = [.dashboard, .records, .machines, .policy]
         if sources.people != nil { sections.insert(.people) }
         if sources.auditEvents != nil { sections.insert(.audit) }
+        if rooms != nil { sections.insert(.rooms) }
         self.renderer = try ConsoleRenderer(settings: configuration.consolePages, sections: sections)
         self.pseudonymRoles = configuration.consolePages.pseudonyms
         self.directory = PseudonymDirectory(storage: storage)
@@ -136,6 +140,7 @@ public struct ConsoleRoutes: Sendable {
         console.post("policy/rollback") { request, context in
             try await change(request, context, .editPolicy) { try await rollback($0, $1, $2) }
         }
+        if let roomControl { addRooms(to: console, control: roomControl) }
         if let people = sources.people {
             console.get("people") { request, context in
                 try await page(request, context, .viewPeople) { principal, viewer in

@@ -661,6 +661,104 @@ enum ConsoleTemplates {
         {{/page}}{{/content}}{{/layout}}
         """
 
+    /// The rooms of the principal's scope.
+    static let rooms = """
+        {{<layout}}{{$content}}{{#page}}
+        {{#scopeText}}
+        <p class="note" id="scope">{{scopeText}}</p>
+        {{/scopeText}}
+        {{#hasRooms}}
+        <table id="rooms">
+        <caption class="visually-hidden">{{t.roomsCaption}}</caption>
+        <thead><tr><th scope="col">{{t.room}}</th><th scope="col" class="number">{{t.machinesCount}}</th><th scope="col" class="number">{{t.roomRulesCount}}</th></tr></thead>
+        <tbody>
+        {{#rows}}
+        <tr><th scope="row"><a href="{{href}}">{{room}}</a></th><td class="number">{{machines}}</td><td class="number">{{rules}}</td></tr>
+        {{/rows}}
+        </tbody>
+        </table>
+        {{/hasRooms}}
+        {{^hasRooms}}
+        <p id="no-rooms">{{t.noRooms}}</p>
+        {{/hasRooms}}
+        {{/page}}{{/content}}{{/layout}}
+        """
+
+    /// A room: its rules in force, the form that adds one, and the room live
+    /// (refreshed by the console's script from `livePath`).
+    static let room = """
+        {{<layout}}{{$content}}{{#page}}
+        <section aria-labelledby="rules-heading">
+        <h2 id="rules-heading">{{t.roomRules}}</h2>
+        {{#hasRules}}
+        <table id="rules">
+        <caption class="visually-hidden">{{t.roomRules}}</caption>
+        <thead><tr><th scope="col">{{t.roomAction}}</th><th scope="col">{{t.roomTargets}}</th><th scope="col">{{t.roomUntil}}</th><th scope="col">{{t.roomBy}}</th><th scope="col">{{t.reason}}</th><th scope="col">{{t.roomEnd}}</th></tr></thead>
+        <tbody>
+        {{#rules}}
+        <tr id="rule-{{id}}">
+        <td><span class="action action-{{action}}">{{actionLabel}}</span></td>
+        <td class="wrap">{{targets}}</td>
+        <td class="nowrap">{{until}}</td>
+        <td>{{by}}</td>
+        <td class="wrap">{{reason}}</td>
+        <td><form method="post" action="{{path}}/end" class="inline">
+        <input type="hidden" name="csrf" value="{{layout.csrf}}">
+        <input type="hidden" name="rule" value="{{id}}">
+        <button type="submit" class="secondary">{{t.roomEnd}}<span class="visually-hidden"> {{actionLabel}} {{targets}}</span></button>
+        </form></td>
+        </tr>
+        {{/rules}}
+        </tbody>
+        </table>
+        <form method="post" action="{{path}}/end">
+        <input type="hidden" name="csrf" value="{{layout.csrf}}">
+        <p><button type="submit" class="danger" id="end-all">{{t.roomEndAll}}</button></p>
+        </form>
+        {{/hasRules}}
+        {{^hasRules}}
+        <p id="no-rules">{{t.roomNoRules}}</p>
+        {{/hasRules}}
+        </section>
+        <section aria-labelledby="add-heading">
+        <h2 id="add-heading">{{t.roomAdd}}</h2>
+        {{#boundsNote}}<p class="error" id="bounds">{{boundsNote}}</p>{{/boundsNote}}
+        {{#error}}<p class="error" id="rule-error" role="alert">{{error}}</p>{{/error}}
+        <form method="post" action="{{path}}/rules" class="stack narrow">
+        <input type="hidden" name="csrf" value="{{layout.csrf}}">
+        <label for="action">{{t.roomAction}}</label>
+        <select id="action" name="action">
+        {{#actions}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/actions}}
+        </select>
+        <label for="targets">{{t.roomTargets}}</label>
+        <input id="targets" name="targets" value="{{targets}}" aria-describedby="targets-note">
+        <p class="note" id="targets-note">{{t.roomTargetsNote}}</p>
+        <label for="duration">{{t.roomDuration}}</label>
+        <select id="duration" name="duration">
+        {{#durations}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/durations}}
+        </select>
+        <label for="reason">{{t.reason}}</label>
+        <input id="reason" name="reason" value="{{reason}}" maxlength="500">
+        <button type="submit">{{t.roomAddButton}}</button>
+        </form>
+        </section>
+        <section aria-labelledby="live-heading">
+        <h2 id="live-heading">{{t.roomLive}}</h2>
+        <p class="note">{{t.roomLiveNote}}</p>
+        <table id="room-live" data-live="{{livePath}}">
+        <caption class="visually-hidden">{{t.roomLive}}</caption>
+        <thead><tr><th scope="col">{{t.hostname}}</th><th scope="col">{{t.machineState}}</th><th scope="col">{{t.roomUsers}}</th><th scope="col">{{t.roomBlocked}}</th></tr></thead>
+        <tbody>
+        {{#machines}}
+        <tr id="machine-{{id}}"><th scope="row">{{hostname}}</th><td><span class="state state-{{state}}">{{stateLabel}}</span></td><td>{{users}}</td><td class="wrap">{{blocked}}</td></tr>
+        {{/machines}}
+        </tbody>
+        </table>
+        {{^hasMachines}}<p id="no-machines">{{t.noMachines}}</p>{{/hasMachines}}
+        </section>
+        {{/page}}{{/content}}{{/layout}}
+        """
+
     /// A refusal or a missing page, with the layout around it.
     static let message = """
         {{<layout}}{{$content}}{{#page}}
@@ -673,6 +771,7 @@ enum ConsoleTemplates {
     static let all: [String: String] = [
         "layout": layout, "sign-in": signIn, "dashboard": dashboard, "records": records, "timeline": timeline, "machines": machines,
         "policy": policy, "policy-version": policyVersion, "policy-diff": policyDiff, "people": people, "audit": audit, "message": message,
+        "rooms": rooms, "room": room,
     ]
 
     /// The library the pages render from, compiled once per process. The
