@@ -5,7 +5,9 @@
 # For each storage engine, a release hallpass-server on 127.0.0.1 over TLS
 # (its own self-signed certificate) and a simulated fleet
 # (scripts/lib/fleet-sim.py: each machine enrolled with its own Ed25519 key,
-# every request signed as a real machine signs it):
+# every request signed as a real machine signs it, and each holding its live
+# request, POST /api/v1/machine/live, as filter-control does; the result
+# counts the live states received):
 #   ingest    MACHINES_INGEST machines (default 300) posting records at
 #             RATES records a second for the whole fleet (default "5000
 #             10000"), DURATION seconds each (default 60), checking in every

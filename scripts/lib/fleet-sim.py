@@ -10,8 +10,15 @@ what it made since its last post (at most 1,000). Every request is signed
 as docs/server.md describes (the Hallpass-* headers). A record counts as
 ingested when the server's storedThrough covers it.
 
+Each machine also holds its live request (POST /api/v1/machine/live, signed
+the same way, --live-wait seconds at a time; docs/server.md, "The live
+channel") on a connection of its own, as filter-control does, checks each
+live state's signature with the key the envelope names and that the state
+is its own and newer than the one it holds, and counts the states received.
+
 It prints one JSON object: what was sent, what the server stored, the
-rate, the failures by kind and the latency of the posts. The machines'
+rate, the live states received, the failures by kind and the latency of
+the posts. The machines'
 identities are kept in --state (a JSON file) so that a second run against
 the same server skips the enrolment.
 
@@ -30,7 +37,8 @@ import sys
 import time
 
 import aiohttp
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives import serialization
 
 KINDS = ["tls", "http", "dns", "quic"]
@@ -95,6 +103,9 @@ class Stats:
         self.sent = 0
         self.stored = 0
         self.checkins = 0
+        self.live_polls = 0
+        self.live_states = 0
+        self.live_items = 0
         self.failures: dict[str, int] = {}
         self.post_latencies: list[float] = []
         self.checkin_latencies: list[float] = []
@@ -164,6 +175,47 @@ async def check_in(session, server, machine, stats):
     stats.checkins += 1
 
 
+async def hold_live(session, server, machine, stats, args, stop):
+    """The machine's long poll, until the run's end: one request held at a time."""
+    sequence = 0
+    path = "/api/v1/machine/live"
+    while True:
+        left = stop - time.monotonic()
+        if left < 1:
+            return
+        body = json.dumps({"after": sequence, "wait": int(min(args.live_wait, left))}).encode()
+        try:
+            async with session.post(server + path, data=body, headers=machine.headers("POST", path, body)) as response:
+                text = await response.text()
+                stats.live_polls += 1
+                if response.status == 204:
+                    continue
+                if response.status != 200:
+                    stats.fail("live %d" % response.status)
+                    await asyncio.sleep(1)
+                    continue
+        except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+            stats.fail("live " + type(error).__name__)
+            await asyncio.sleep(1)
+            continue
+        envelope = json.loads(text)
+        payload = base64.b64decode(envelope["payload"])
+        try:
+            key = envelope["key"]
+            Ed25519PublicKey.from_public_bytes(base64.b64decode(key[len("ed25519:"):])).verify(
+                base64.b64decode(envelope["signature"]), payload)
+        except (InvalidSignature, ValueError, KeyError):
+            stats.fail("live signature")
+            continue
+        state = json.loads(payload)
+        if state["machine"] != machine.id or state["sequence"] <= sequence:
+            stats.fail("live state not this machine's or not newer")
+            continue
+        sequence = state["sequence"]
+        stats.live_states += 1
+        stats.live_items += len(state["items"])
+
+
 async def run_machine(session, server, machine, stats, args, start, stop):
     rate = args.records_per_second / args.machines  # records a second for this machine
     checkin_at = start + random.uniform(0, args.checkin_interval)
@@ -203,6 +255,7 @@ async def main():
     parser.add_argument("--post-interval", type=float, default=1, help="how often each machine posts what it made")
     parser.add_argument("--connections", type=int, default=256, help="open connections at most")
     parser.add_argument("--state", help="JSON file keeping the machines' identities between runs")
+    parser.add_argument("--live-wait", type=int, default=30, help="seconds each live request is held (0: no live requests)")
     args = parser.parse_args()
 
     token_secret = args.token.split(".", 2)[2]
@@ -220,7 +273,11 @@ async def main():
     context.verify_mode = ssl.CERT_NONE
     connector = aiohttp.TCPConnector(limit=args.connections, ssl=context)
     timeout = aiohttp.ClientTimeout(total=60)
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+    # The live requests are held: on connections of their own, as many as machines,
+    # so that they never wait for the posts' connections or keep them.
+    live_connector = aiohttp.TCPConnector(limit=0, ssl=context)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session, \
+            aiohttp.ClientSession(connector=live_connector, timeout=timeout) as live_session:
         enrol_started = time.monotonic()
         new = [Machine(index) for index in range(len(machines), args.machines)]
         for chunk in range(0, len(new), 200):
@@ -229,7 +286,8 @@ async def main():
         enrol_seconds = time.monotonic() - enrol_started
         start = time.monotonic()
         stop = start + args.duration
-        await asyncio.gather(*(run_machine(session, args.server, machine, stats, args, start, stop) for machine in machines))
+        live = [hold_live(live_session, args.server, machine, stats, args, stop) for machine in machines] if args.live_wait > 0 else []
+        await asyncio.gather(*(run_machine(session, args.server, machine, stats, args, start, stop) for machine in machines), *live)
         elapsed = time.monotonic() - start
     if args.state:
         with open(args.state, "w") as file:
@@ -245,6 +303,9 @@ async def main():
         "recordsWaiting": sum(m.pending for m in machines),
         "storedPerSecond": round(stats.stored / elapsed, 1),
         "checkins": stats.checkins,
+        "livePolls": stats.live_polls,
+        "liveStates": stats.live_states,
+        "liveItems": stats.live_items,
         "failures": stats.failures,
         "postP50ms": round(1000 * percentile(stats.post_latencies, 0.50), 1) if stats.post_latencies else None,
         "postP95ms": round(1000 * percentile(stats.post_latencies, 0.95), 1) if stats.post_latencies else None,
