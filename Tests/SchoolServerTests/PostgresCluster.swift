@@ -37,11 +37,13 @@ final class PostgresCluster: Sendable {
             }
             try cluster.watchOver()
             try cluster.asOwner(binaries + "/initdb", ["-D", cluster.data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
+            // Connections: the tests that run at once each hold a server's pool (up to 10)
+            // and, since the live channel, its listener; two instances in one test hold two.
             try cluster.asOwner(
                 binaries + "/pg_ctl",
                 [
                     "-D", cluster.data, "-l", folder + "/server.log", "-w", "-t", "60", "-o",
-                    "-c listen_addresses='' -c unix_socket_directories='\(folder)' -p \(cluster.port) -c fsync=off -c max_connections=100",
+                    "-c listen_addresses='' -c unix_socket_directories='\(folder)' -p \(cluster.port) -c fsync=off -c max_connections=300",
                     "start",
                 ])
         } catch {
