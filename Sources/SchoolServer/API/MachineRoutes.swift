@@ -159,8 +159,8 @@ extension MachineRoutes {
 
     static let longestWait = 30
 
-    /// The machine's signed live state at once when its view is newer than
-    /// `after`; otherwise held until its room (or everyone's) changes, or
+    /// The machine's signed live state at once when its view's sequence is
+    /// not `after`; otherwise held until its room (or everyone's) changes, or
     /// `wait` passes (204), or the server shuts down (204).
     ///
     /// A machine that goes away while its request is held is not noticed
@@ -177,7 +177,11 @@ extension MachineRoutes {
             guard let view = try await storage.liveView(machine: machine.id, now: clock(), items: false) else {
                 throw APIError.signatureInvalid
             }
-            if view.sequence > body.after {
+            // Not only a newer one: a machine that holds a sequence this
+            // server never gave (a restored database, or a state from a
+            // taken-over server with a huge number) gets the current state
+            // at once, and orders it by its issued time (docs/server.md).
+            if view.sequence != body.after {
                 let now = clock()
                 guard let full = try await storage.liveView(machine: machine.id, now: now, items: true) else { throw APIError.signatureInvalid }
                 metrics.liveStates.increment()
