@@ -186,6 +186,9 @@ import Testing
             #expect(item.until - item.from == 30 * 60 && item.reason == "the lesson's reading" && item.by.hasPrefix("API token "))
             // Up to date: held, then 204.
             #expect(try await Self.poll(server, setup.machine, after: first.sequence, wait: 1).status == 204)
+            // Holding a number this server never gave (a taken-over server's, a restored database): the current state at once.
+            let ahead = try Self.payload(try await Self.poll(server, setup.machine, after: first.sequence + 1_000_000, wait: 30), key: setup.live.key)
+            #expect(ahead.sequence == first.sequence)
 
             // Held, and woken by a rule added to its room.
             async let held = Self.poll(server, setup.machine, after: first.sequence, wait: 30)
