@@ -26,6 +26,8 @@ final class TestNetwork {
     let folder: String
     let subnet: Int
     private var processes: [ChildProcess] = []
+    /// Lab machines beside `client` (`addClient`), removed with the rest.
+    private var extraClients: [String] = []
 
     var serverIPv4: String { "10.77.\(subnet).2" }
     var serverIPv6: String { "fd77:\(subnet)::2" }
@@ -71,6 +73,33 @@ final class TestNetwork {
             tearDown()
             throw TestNetworkError("cannot build the test network: \(result.output)")
         }
+    }
+
+    /// Another lab machine: a namespace of its own with a veth pair to the
+    /// server namespace (10.78.SUBNET.0/24 for the first, .79 for the next)
+    /// and a route to the server's addresses, which it reaches as `client`
+    /// does. Returns the namespace's name.
+    func addClient() throws -> String {
+        let index = extraClients.count + 1
+        let name = "hp\(id)c\(index)"
+        let net = 77 + index
+        let setup = """
+            set -e
+            ip netns add \(name)
+            ip link add x\(id)c\(index) type veth peer name x\(id)s\(index)
+            ip link set x\(id)c\(index) netns \(name)
+            ip link set x\(id)s\(index) netns \(server)
+            ip -n \(name) link set lo up
+            ip -n \(name) addr add 10.\(net).\(subnet).1/24 dev x\(id)c\(index)
+            ip -n \(server) addr add 10.\(net).\(subnet).2/24 dev x\(id)s\(index)
+            ip -n \(name) link set x\(id)c\(index) up
+            ip -n \(server) link set x\(id)s\(index) up
+            ip -n \(name) route add 10.77.\(subnet).0/24 via 10.\(net).\(subnet).2
+            """
+        extraClients.append(name)
+        let result = try shell(setup)
+        guard result.status == 0 else { throw TestNetworkError("cannot add a lab machine's namespace: \(result.output)") }
+        return name
     }
 
     /// Starts nginx in the server namespace; each name answers `ok <name>`.
@@ -227,6 +256,7 @@ final class TestNetwork {
     func tearDown() {
         for process in processes.reversed() { process.stop() }
         processes.removeAll()
+        for name in extraClients { _ = try? shell("ip netns del \(name) 2>/dev/null") }
         _ = try? shell("ip netns del \(client) 2>/dev/null; ip netns del \(server) 2>/dev/null")
         try? FileManager.default.removeItem(atPath: "/etc/netns/\(client)")
         try? FileManager.default.removeItem(atPath: folder)

@@ -28,6 +28,37 @@ struct TestPerson {
         chmod(folder + "/group", 0o644)
     }
 
+    private init(uid: UInt32, name: String, folder: String) {
+        self.uid = uid
+        self.name = name
+        self.folder = folder
+    }
+
+    /// `count` pupils known to one machine's user database (one overlay of
+    /// /etc/passwd and /etc/group in `folder`, which `knownTo` of any of
+    /// them mounts).
+    static func pupils(_ count: Int, folder: String) throws -> [TestPerson] {
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        var passwd = try String(contentsOfFile: "/etc/passwd", encoding: .utf8)
+        var groups = try String(contentsOfFile: "/etc/group", encoding: .utf8)
+        var people: [TestPerson] = []
+        var uid = UInt32.random(in: 60_000...64_000)
+        while people.count < count {
+            if getpwuid(uid) == nil && getgrgid(uid) == nil {
+                let person = TestPerson(uid: uid, name: "hp-pupil-\(uid)", folder: folder)
+                passwd += "\(person.name):x:\(uid):\(uid):pupil:/nonexistent:/usr/sbin/nologin\n"
+                groups += "\(person.name):x:\(uid):\n"
+                people.append(person)
+            }
+            uid += 1
+        }
+        try passwd.write(toFile: folder + "/passwd", atomically: true, encoding: .utf8)
+        try groups.write(toFile: folder + "/group", atomically: true, encoding: .utf8)
+        chmod(folder + "/passwd", 0o644)
+        chmod(folder + "/group", 0o644)
+        return people
+    }
+
     /// A prefix for a command line: the rest runs with the person in the
     /// user database (filter-control names people through NSS).
     var knownTo: [String] {
