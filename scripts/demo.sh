@@ -18,7 +18,10 @@
 # made with `hallpass-server user add`, and curl signs in as each on the
 # console (https://10.82.0.2:8443/console/, which the host reaches through a
 # link of its own into the demo network): the admin gets the dashboard, the
-# teacher is refused the policy page (403).
+# teacher is refused the policy page (403). The teacher then focuses the
+# room on one site with the room page's form: both machines take the live
+# state within a second (the demo says how long each took) and refuse the
+# other sites, until the teacher ends it.
 # Everything it starts and makes is removed at the end, also on failure.
 # Run as root on Debian 12 (it installs what it needs).
 #   scripts/demo.sh           runs, shows, cleans up
@@ -411,6 +414,55 @@ page = open(sys.argv[1], encoding="utf-8").read()
 said = "a page that says the role does not allow it" if "Your role does not allow this page" in page else "another page"
 print("   sign-in: %s; GET /console/policy: HTTP %s, %s" % (signed_in, status, said))
 ' "$work/console-page.html"
+# console_post USER PATH FIELD=VALUE...: posts a console form as the browser
+# does (the session from console_get, the page's CSRF token, the Origin header);
+# prints the status and where it leads.
+console_post() {
+    local jar="$work/console-$1.cookies" path=$2 csrf
+    shift 2
+    csrf=$(curl -sS -m 10 --cacert "$work/server/certificate.pem" -b "$jar" "https://10.82.0.2:8443/console/rooms/lab" |
+        sed -n 's/.*name="csrf" value="\([^"]*\)".*/\1/p' | head -1)
+    local fields=(--data-urlencode "csrf=$csrf")
+    local field
+    for field in "$@"; do fields+=(--data-urlencode "$field"); done
+    curl -sS -m 10 --cacert "$work/server/certificate.pem" -b "$jar" -H "Origin: https://10.82.0.2:8443" -o /dev/null \
+        -w '%{http_code} %{redirect_url}\n' "${fields[@]}" "https://10.82.0.2:8443$path"
+}
+echo "== ben (teacher of room lab) focuses the room on www.wikipedia.org in the console, for 30 minutes"
+posted=$(date +%s%N)
+echo "   POST /console/rooms/lab/rules: $(console_post ben /console/rooms/lab/rules action=focus targets=www.wikipedia.org duration=30 \
+    'reason=research lesson: Wikipedia only')"
+# The server signs the room's new live state with its live key; each machine holds a request open for it.
+# in_force LAB WHO URL allowed|blocked: waits until the visit gives that (10 s at most) and says how long it took.
+in_force() {
+    local start now
+    start=$(date +%s%N)
+    for _ in $(seq 200); do
+        if [[ "$(visit "$1" "$2" "$3")" == *" $4: "* ]]; then
+            now=$(date +%s%N)
+            printf '   in force on %s within %d ms of the form\n' "$1" $(( (now - posted) / 1000000 ))
+            return 0
+        fi
+        sleep 0.05
+    done
+    printf '   not in force on %s after 10 s\n' "$1"
+}
+in_force lab1 ada http://lichess.org/ blocked
+in_force lab2 ben http://www.chess.com/ blocked
+visit lab1 ada http://www.wikipedia.org/
+visit lab1 ada http://lichess.org/
+visit lab2 ben http://www.chess.com/
+echo "   what the block page says on lab1 (the rule, who set it and until when):"
+ip netns exec "${netns[lab1]}" setpriv --reuid="${uid[ada]}" --regid="${uid[ada]}" --clear-groups curl -sS -m 5 http://lichess.org/ |
+    python3 -c 'import html, re, sys; text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", sys.stdin.read()))); match = re.search(r"(?i)[^.]*(focus|only)[^.]*\.", text); print("   | " + (match.group(0).strip() if match else text[:200]))'
+echo "== ben ends the room's rules in the console: everything as before, at once"
+posted=$(date +%s%N)
+echo "   POST /console/rooms/lab/end: $(console_post ben /console/rooms/lab/end rule=)"
+in_force lab1 ada http://lichess.org/ allowed
+in_force lab2 ben http://www.chess.com/ allowed
+visit lab1 ada http://lichess.org/
+visit lab2 ben http://www.chess.com/
+for lab in "${labs[@]}"; do show_log "$lab"; done
 echo
 if [ "$wait_for_enter" = 1 ]; then
     echo "The demo keeps running. The console, from a browser on this host: $console"

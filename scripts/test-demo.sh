@@ -100,6 +100,25 @@ if ! grep -q -E '^   sign-in: 303 https://10\.82\.0\.2:8443/console/; GET /conso
     echo "test-demo: the teacher was not signed in and refused the policy page (403)" >&2
     failed=1
 fi
+# The teacher's room rule, set and ended in the console: in force on both machines, then gone.
+focus=$(section "== ben (teacher of room lab) focuses the room" "== ben ends the room's rules")
+ended=$(section "== ben ends the room's rules" "== stopping the demo")
+if ! grep -q -E '^   POST /console/rooms/lab/rules: 303 ' <<<"$focus" || ! grep -q -E '^   POST /console/rooms/lab/end: 303 ' <<<"$ended"; then
+    echo "test-demo: the teacher's focus was not set and ended through the console's forms (303)" >&2
+    failed=1
+fi
+for check in "focus:lab1 ada +http://lichess.org/ +blocked:" "focus:lab2 ben +http://www.chess.com/ +blocked:" \
+    "focus:lab1 ada +http://www.wikipedia.org/ +allowed:" "ended:lab1 ada +http://lichess.org/ +allowed:" "ended:lab2 ben +http://www.chess.com/ +allowed:"; do
+    part=${check%%:*}
+    if ! grep -q -E "^   ${check#*:}" <<<"${!part}"; then
+        echo "test-demo: with the room's focus ${part/focus/set}, not shown: ${check#*:}" >&2
+        failed=1
+    fi
+done
+if grep -q 'not in force on' <<<"$focus$ended"; then
+    echo "test-demo: a room rule was not in force on a machine within 10 s" >&2
+    failed=1
+fi
 if [ "$failed" = 1 ]; then
     echo "--- the demo's output:" >&2
     cat "$output" >&2
@@ -107,4 +126,5 @@ if [ "$failed" = 1 ]; then
 fi
 echo "test-demo: scripts/demo.sh ran clean (both filter-controls' logs included, up to their stop); the status it shows says $packets packets seen;"
 echo "test-demo: both machines' records reached the server, and the policy change, which cost each the policy and the manifest, is in force on both;"
-echo "test-demo: on the console, reached from the host, the admin signed in and got the dashboard, and the teacher was refused the policy page"
+echo "test-demo: on the console, reached from the host, the admin signed in and got the dashboard, and the teacher was refused the policy page;"
+echo "test-demo: the teacher's focus on the room, set in the console, was in force on both machines, and ending it let the sites through again"
