@@ -275,8 +275,10 @@ visit() {
         local category rule
         category=$(sed -n 's/.*id="blocked-category"[^>]*>\([^<]*\)<.*/\1/p' <<<"$body" | head -1)
         rule=$(sed -n 's/.*id="blocked-rule"[^>]*>\([^<]*\)<.*/\1/p' <<<"$body" | head -1)
-        printf '   %-4s %-3s %-34s blocked: the block page (%s)\n' "$lab" "$who" "$url" \
-            "${category:+category $category, }rule ${rule:-?}"
+        local detail="${category:+category $category, }${rule:+rule $rule}"
+        # No list rule: a teacher's rule for the room (its reason says whose).
+        [ -n "$detail" ] || detail=$(sed -n 's/.*id="blocked-reason"[^>]*>\([^<]*\) until .*/\1/p' <<<"$body" | head -1)
+        printf '   %-4s %-3s %-34s blocked: the block page (%s)\n' "$lab" "$who" "$url" "${detail:-?}"
     else
         printf '   %-4s %-3s %-34s no page: %s\n' "$lab" "$who" "$url" "$(head -c 120 <<<"$body")"
     fi
@@ -452,9 +454,9 @@ in_force lab2 ben http://www.chess.com/ blocked
 visit lab1 ada http://www.wikipedia.org/
 visit lab1 ada http://lichess.org/
 visit lab2 ben http://www.chess.com/
-echo "   what the block page says on lab1 (the rule, who set it and until when):"
+echo "   the block page's reason on lab1 (who set the focus and until when):"
 ip netns exec "${netns[lab1]}" setpriv --reuid="${uid[ada]}" --regid="${uid[ada]}" --clear-groups curl -sS -m 5 http://lichess.org/ |
-    python3 -c 'import html, re, sys; text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", sys.stdin.read()))); match = re.search(r"(?i)[^.]*(focus|only)[^.]*\.", text); print("   | " + (match.group(0).strip() if match else text[:200]))'
+    python3 -c 'import html, re, sys; match = re.search(r"id=\"blocked-reason\"[^>]*>(.*?)</dd>", sys.stdin.read(), re.S); print("   | " + (html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", match.group(1)))).strip() if match else "(no reason on the page)"))'
 echo "== ben ends the room's rules in the console: everything as before, at once"
 posted=$(date +%s%N)
 echo "   POST /console/rooms/lab/end: $(console_post ben /console/rooms/lab/end rule=)"

@@ -299,6 +299,20 @@ import VerdictCore
         #expect(!channel.status.connected && channel.store.sequence == 43)
     }
 
+    @Test func aStopEndingTheHeldRequestIsNoFailure() async throws {
+        let folder = try temporaryFolder()
+        let server = FakeLiveServer()
+        let channel = LiveChannel(
+            transport: server, store: LiveStateStore(path: folder + "/" + LiveStateStore.fileName), machine: Self.machine,
+            context: { LiveChannel.Context(policy: try! Self.school(), lockedCategory: { _ in nil }) }, applied: {}, report: { _ in },
+            clock: { Date(timeIntervalSince1970: 1_500) }, logger: Logger(label: "test"))
+        #expect(await channel.poll() == .nothingNew && channel.status.connected)
+        server.cancel()
+        // filter-control stopping cancels the held request: not "cannot reach the server" (demo.sh showed that warning at every stop).
+        #expect(await channel.poll() == .nothingNew)
+        #expect(channel.status.lastError == nil)
+    }
+
     @Test func aStateRefusedWholeIsNotAskedForAgainUntilThePolicyChanges() async throws {
         let folder = try temporaryFolder()
         let server = FakeLiveServer()
@@ -323,17 +337,20 @@ import VerdictCore
 
 /// The live route of a school's server, answering what the test sets.
 final class FakeLiveServer: SchoolTransport {
-    private let state = Mutex<(status: Int?, body: [UInt8], requests: [String])>((204, [], []))
+    private let state = Mutex<(status: Int?, body: [UInt8], requests: [String], cancelled: Bool)>((204, [], [], false))
 
     func answer(_ status: Int?, _ body: [UInt8]) { state.withLock { $0.status = status; $0.body = body } }
+    /// The next requests end as a stop of filter-control ends them.
+    func cancel() { state.withLock { $0.cancelled = true } }
     var requests: [String] { state.withLock { $0.requests } }
 
     func post(_ endpoint: String, body: [UInt8]) async throws(SchoolError) -> (status: Int, body: [UInt8]) {
         let answer = state.withLock { state in
             state.requests.append(String(decoding: body, as: UTF8.self))
-            return (state.status, state.body)
+            return (state.status, state.body, state.cancelled)
         }
         guard endpoint == LiveChannel.endpoint else { return (404, []) }
+        if answer.2 { throw .cancelled }
         guard let status = answer.0 else { throw .unreachable(server: "fake", reason: "connection refused") }
         return (status, answer.1)
     }

@@ -151,6 +151,9 @@ public final class LiveChannel: Sendable {
         let answer: (status: Int, body: [UInt8])
         do {
             answer = try await transport.post(Self.endpoint, body: body)
+        } catch .cancelled {
+            // filter-control is stopping: the held request ends with it, which is no failure to report.
+            return .nothingNew
         } catch {
             return failed("\(error) [\(error.code)]")
         }
