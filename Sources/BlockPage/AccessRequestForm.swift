@@ -2,14 +2,16 @@ import VerdictCore
 
 /// The built-in request-access form as posted by the browser
 /// (`application/x-www-form-urlencoded`, fields `host`, `url`, `category`,
-/// `reason`).
+/// `reason`, `token`).
 public struct AccessRequestForm: Sendable, Equatable {
     public var host: String
     public var url: String
     /// nil when the page had no category.
     public var category: String?
-    /// Trimmed, at most `maximumReasonLength` characters, line ends as "\n"; may be empty.
+    /// Trimmed, 1 to `maximumReasonLength` characters, line ends as "\n".
     public var reason: String
+    /// The page's CSRF token (`RequestFormTokens`); empty when the form had none.
+    public var token: String
 
     /// The largest body `parse` reads; a server should refuse a longer
     /// Content-Length with 413 before reading it.
@@ -18,11 +20,15 @@ public struct AccessRequestForm: Sendable, Equatable {
     /// The longest host accepted, in UTF-8 bytes.
     public static let maximumHostBytes = 255
 
-    public init(host: String, url: String, category: String? = nil, reason: String = "") {
+    /// The longest token read (a token is 43 characters).
+    public static let maximumTokenBytes = 128
+
+    public init(host: String, url: String, category: String? = nil, reason: String, token: String = "") {
         self.host = host
         self.url = url
         self.category = category
         self.reason = reason
+        self.token = token
     }
 
     /// Decodes a form body strictly: `+` is a space, `%XX` a byte, and the
@@ -30,8 +36,11 @@ public struct AccessRequestForm: Sendable, Equatable {
     /// `form.missing-field`): a body over `maximumBodyBytes`, a bad or
     /// cut-off `%` escape, a raw byte that a browser would have escaped,
     /// invalid UTF-8, control characters (other than line ends and tabs in
-    /// the reason), a field given twice, and a missing or empty `host`.
-    /// Unknown fields are ignored; a missing `url` is empty.
+    /// the reason), a field given twice, a missing or empty `host`, a token
+    /// over `maximumTokenBytes`; a reason that is empty once trimmed
+    /// (`form.reason-missing`) or longer than `maximumReasonLength`
+    /// characters (`form.reason-too-long`). Unknown fields are ignored; a
+    /// missing `url` or `token` is empty.
     public static func parse(_ body: some Collection<UInt8>) throws(BlockPageError) -> AccessRequestForm {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(Swift.min(body.underestimatedCount, maximumBodyBytes))
@@ -50,7 +59,7 @@ public struct AccessRequestForm: Sendable, Equatable {
             let equals = pair.firstIndex(of: UInt8(ascii: "=")) ?? pair.endIndex
             let name = try decode(pair[..<equals], field: "a field name")
             let value = equals == pair.endIndex ? "" : try decode(pair[pair.index(after: equals)...], field: name)
-            guard ["host", "url", "category", "reason"].contains(name) else { continue }
+            guard ["host", "url", "category", "reason", "token"].contains(name) else { continue }
             guard fields[name] == nil else { throw .formMalformed("the field '\(name)' appears twice") }
             fields[name] = value
         }
@@ -68,7 +77,11 @@ public struct AccessRequestForm: Sendable, Equatable {
                 throw .formMalformed("the field '\(name)' contains a control character")
             }
         }
-        return AccessRequestForm(host: host, url: url, category: category, reason: try cleanReason(fields["reason"] ?? ""))
+        let token = fields["token"] ?? ""
+        guard token.utf8.count <= maximumTokenBytes, token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else {
+            throw .formMalformed("the token is not one this page made")
+        }
+        return AccessRequestForm(host: host, url: url, category: category, reason: try cleanReason(fields["reason"] ?? ""), token: token)
     }
 
     /// `+` → space, `%XX` → byte, then UTF-8 (`PercentEncoding`).
@@ -88,7 +101,8 @@ public struct AccessRequestForm: Sendable, Equatable {
     }
 
     /// Line ends become "\n"; other control characters than tab are refused;
-    /// whitespace around is trimmed; at most `maximumReasonLength` characters.
+    /// whitespace around is trimmed; then 1 to `maximumReasonLength` characters
+    /// (a browser's `maxlength` counts a line end as one, as here).
     private static func cleanReason(_ raw: String) throws(BlockPageError) -> String {
         var scalars = String.UnicodeScalarView()
         var previousWasCarriageReturn = false
@@ -106,8 +120,14 @@ public struct AccessRequestForm: Sendable, Equatable {
             }
         }
         let trimmed = String(scalars).trimmingWhitespace()
-        guard trimmed.count > maximumReasonLength else { return trimmed }
-        return String(trimmed.prefix(maximumReasonLength)).trimmingWhitespace()
+        guard !trimmed.isEmpty else {
+            throw BlockPageError(code: "form.reason-missing", message: "request-access form refused: the reason is empty")
+        }
+        guard trimmed.count <= maximumReasonLength else {
+            throw BlockPageError(
+                code: "form.reason-too-long", message: "request-access form refused: the reason is longer than \(maximumReasonLength) characters")
+        }
+        return trimmed
     }
 }
 

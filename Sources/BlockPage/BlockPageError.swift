@@ -14,8 +14,10 @@
 /// - `requestAccess.scheme`, `requestAccess.placeholder`, `requestAccess.url`,
 ///   `requestAccess.text`: the request-access link or form settings.
 /// - `settings.language`: the default language has no strings.
-/// - `form.too-large`, `form.malformed`, `form.missing-field`: a posted
-///   request-access form (the server answers 413 or 400).
+/// - `form.too-large`, `form.malformed`, `form.missing-field`,
+///   `form.reason-missing`, `form.reason-too-long`: a posted request-access
+///   form (the server answers 413 or 400); `form.token`: its CSRF token is
+///   missing, stale or not for this user and host (403).
 public struct BlockPageError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A short stable identifier such as `template.syntax`.
     public var code: String

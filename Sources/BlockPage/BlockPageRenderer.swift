@@ -28,8 +28,9 @@ public struct BlockPageRenderer: Sendable {
     /// The most UTF-8 bytes of each value put in the form's hidden fields,
     /// chosen so that a posted form always fits in
     /// `AccessRequestForm.maximumBodyBytes`, even fully percent-encoded
-    /// (3 bytes each) next to a 500-character reason of 3-byte characters:
-    /// (768 + 255 + 128) × 3 + 500 × 9 + field names < 8192.
+    /// (3 bytes each) next to a 500-character reason of 3-byte characters
+    /// and the 43-character token: (768 + 255 + 128) × 3 + 500 × 9 + 43 +
+    /// field names < 8192.
     static let formURLBytes = 768
     static let formHostBytes = AccessRequestForm.maximumHostBytes
     static let formCategoryBytes = 128
@@ -82,19 +83,50 @@ public struct BlockPageRenderer: Sendable {
     /// The languages pages can be shown in, sorted.
     public var languages: [String] { strings.languages }
 
-    /// The block page (status 403).
-    public func blockPage(for request: BlockedRequest, acceptLanguage: String?) -> BlockPageResponse {
+    /// How often a page whose request waits reloads itself, in seconds.
+    public static let pendingRefreshSeconds = 5
+
+    /// The block page (status 403). With the built-in form: the form, which
+    /// carries `formToken`; or, when `request.accessRequest` says so, where
+    /// the student's request stands instead: waiting (the page reloads
+    /// itself every `pendingRefreshSeconds`), approved (the page goes on to
+    /// the site), or denied (with the message, and the form to ask again).
+    /// A request that cannot be made (`offersRequest` false) shows no form.
+    public func blockPage(for request: BlockedRequest, acceptLanguage: String?, formToken: String? = nil) -> BlockPageResponse {
         var context = requestContext(request)
-        if let link {
+        if let link, request.offersRequest {
             context["link"] = ["text": link.text, "url": link.url(for: request, organization: settings.organization)]
         }
-        if case .builtIn(let text) = settings.requestAccess {
+        var showsForm = request.offersRequest
+        if let status = request.accessRequest {
+            var shown: [String: Any] = ["id": status.id.prefix(characters: Self.displayedValueCharacters)]
+            if let message = status.message, !message.isEmpty { shown["message"] = message.prefix(characters: Self.displayedValueCharacters) }
+            switch status.state {
+            case .pending:
+                shown["pending"] = true
+                context["refresh"] = String(Self.pendingRefreshSeconds)
+                showsForm = false
+            case .approved:
+                shown["approved"] = true
+                // Back to the address the student asked for (http(s) only: it is the page's own request).
+                if Self.isWebAddress(request.url) {
+                    context["refresh"] = "1;url=" + request.url
+                    shown["url"] = request.url
+                }
+                showsForm = false
+            case .denied:
+                shown["denied"] = true
+            }
+            context["accessRequest"] = shown
+        }
+        if case .builtIn(let text) = settings.requestAccess, showsForm {
             var form: [String: Any] = [
                 "text": text,
                 "action": Self.requestAccessPath,
                 "host": request.host.prefix(utf8Bytes: Self.formHostBytes),
                 "url": request.url.prefix(utf8Bytes: Self.formURLBytes),
                 "reasonMaxLength": AccessRequestForm.maximumReasonLength,
+                "token": formToken ?? "",
             ]
             if let category = request.category, !category.isEmpty {
                 form["category"] = category.prefix(utf8Bytes: Self.formCategoryBytes)
@@ -105,31 +137,46 @@ public struct BlockPageRenderer: Sendable {
     }
 
     /// The page after the built-in form was accepted (status 200); `id` is
-    /// the number the server gave the request.
+    /// the number the server gave the request. It goes back to the blocked
+    /// address after `pendingRefreshSeconds`, where the block page shows
+    /// how the request stands.
     public func requestReceivedPage(id: String, request: BlockedRequest, acceptLanguage: String?) -> BlockPageResponse {
         var context = requestContext(request)
         context["requestId"] = id.prefix(characters: Self.displayedValueCharacters)
+        if Self.isWebAddress(request.url) { context["refresh"] = "\(Self.pendingRefreshSeconds);url=" + request.url }
         return render(.received, status: 200, context: context, acceptLanguage: acceptLanguage)
     }
 
-    /// A small page for 400, 404, 405, 413 and other errors. A status
-    /// outside 400...599 becomes 500.
-    public func errorPage(status: Int, acceptLanguage: String?) -> BlockPageResponse {
+    /// A small page for 400, 403, 404, 405, 413, 429 and other errors. A
+    /// status outside 400...599 becomes 500. `message` is a strings key
+    /// that says more than the status (`errorReasonMissing`, ...).
+    public func errorPage(status: Int, acceptLanguage: String?, message: String? = nil) -> BlockPageResponse {
         let status = (400...599).contains(status) ? status : 500
         let messageKey =
-            switch status {
-            case 400: "errorBadRequest"
-            case 404: "errorNotFound"
-            case 405: "errorMethodNotAllowed"
-            case 413: "errorTooLarge"
-            default: "errorOther"
-            }
+            message
+            ?? {
+                switch status {
+                case 400: "errorBadRequest"
+                case 404: "errorNotFound"
+                case 405: "errorMethodNotAllowed"
+                case 413: "errorTooLarge"
+                default: "errorOther"
+                }
+            }()
         let language = chooseLanguage(acceptLanguage)
+        let table = strings.strings(for: language)
         let context: [String: Any] = [
             "status": status,
-            "message": strings.strings(for: language)[messageKey] ?? "",
+            "message": table[messageKey] ?? table["errorOther"] ?? "",
         ]
         return render(.error, status: status, context: context, language: language)
+    }
+
+    /// An http:// or https:// address without characters that could end the refresh header's value.
+    static func isWebAddress(_ url: String) -> Bool {
+        let lowered = url.lowercased()
+        return (lowered.hasPrefix("http://") || lowered.hasPrefix("https://"))
+            && !url.unicodeScalars.contains { $0.properties.generalCategory == .control || $0 == "\"" || $0 == "'" }
     }
 
     /// The request-access link for this request; nil when the settings

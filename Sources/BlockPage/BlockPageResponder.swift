@@ -28,10 +28,16 @@ public struct BlockPageRequest: Sendable {
 
 /// What the block page needs from filter-control.
 public protocol BlockPageBackend: Sendable {
-    /// Why `host` (and `url`) is blocked: category, rule and reason from the rules in force.
+    /// Why `host` (and `url`) is blocked: category, rule and reason from the
+    /// rules in force, and where this user's request for it stands.
     func explain(host: String, url: String, user: String?) -> BlockedRequest
-    /// Records a request for access; returns its id, or an error to show.
+    /// Records a request for access (its token already checked); returns its
+    /// id, or an error to show: `requests.user-pending` and
+    /// `requests.user-daily` (the student's limits), `requests.locked` (a
+    /// name no request can open), others (the store).
     func submit(_ form: AccessRequestForm, user: String?) -> Result<String, BlockPageError>
+    /// The form's CSRF tokens, with a secret that lives as long as filter-control.
+    var formTokens: RequestFormTokens { get }
 }
 
 /// Routes a request to a page: any GET or HEAD shows the block page for
@@ -58,7 +64,9 @@ public struct BlockPageResponder: Sendable {
             guard let (host, url) = blockedTarget(request) else {
                 return renderer.errorPage(status: 404, acceptLanguage: request.acceptLanguage)
             }
-            return renderer.blockPage(for: backend.explain(host: host, url: url, user: request.user), acceptLanguage: request.acceptLanguage)
+            let blocked = backend.explain(host: host, url: url, user: request.user)
+            return renderer.blockPage(
+                for: blocked, acceptLanguage: request.acceptLanguage, formToken: backend.formTokens.token(user: request.user, host: blocked.host))
         case "POST" where path == BlockPageRenderer.requestAccessPath:
             guard case .builtIn = renderer.settings.requestAccess else {
                 return renderer.errorPage(status: 404, acceptLanguage: request.acceptLanguage)
@@ -67,14 +75,33 @@ public struct BlockPageResponder: Sendable {
             do {
                 form = try AccessRequestForm.parse(request.body)
             } catch {
-                return renderer.errorPage(status: error.code == "form.too-large" ? 413 : 400, acceptLanguage: request.acceptLanguage)
+                let (status, message): (Int, String?) =
+                    switch error.code {
+                    case "form.too-large": (413, nil)
+                    case "form.reason-missing": (400, "errorReasonMissing")
+                    case "form.reason-too-long": (400, "errorReasonTooLong")
+                    default: (400, nil)
+                    }
+                return renderer.errorPage(status: status, acceptLanguage: request.acceptLanguage, message: message)
+            }
+            // The token is for the owner of this connection and this host: a
+            // form posted from another site, or by another local user, is refused.
+            guard backend.formTokens.verify(form.token, user: request.user, host: form.host) else {
+                return renderer.errorPage(status: 403, acceptLanguage: request.acceptLanguage, message: "errorFormExpired")
             }
             switch backend.submit(form, user: request.user) {
             case .success(let id):
                 let shown = BlockedRequest(host: form.host, url: form.url, category: form.category, user: request.user)
                 return renderer.requestReceivedPage(id: id, request: shown, acceptLanguage: request.acceptLanguage)
-            case .failure:
-                return renderer.errorPage(status: 503, acceptLanguage: request.acceptLanguage)
+            case .failure(let error):
+                let (status, message): (Int, String?) =
+                    switch error.code {
+                    case "requests.user-pending": (429, "errorTooManyPending")
+                    case "requests.user-daily": (429, "errorTooManyToday")
+                    case "requests.locked": (403, "errorLocked")
+                    default: (503, nil)
+                    }
+                return renderer.errorPage(status: status, acceptLanguage: request.acceptLanguage, message: message)
             }
         case "POST":
             return renderer.errorPage(status: 404, acceptLanguage: request.acceptLanguage)

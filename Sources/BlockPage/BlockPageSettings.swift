@@ -5,8 +5,8 @@ public enum RequestAccess: Sendable, Equatable {
     /// percent-encoded (only RFC 3986 unreserved characters stay as they are).
     /// The template must start with `http://` or `https://`.
     case link(text: String, urlTemplate: String)
-    /// A short form on the page itself (an optional reason of at most 500
-    /// characters) that posts to `/request-access`; `text` is its heading.
+    /// A short form on the page itself (a reason of 1 to 500 characters and
+    /// a CSRF token) that posts to `/request-access`; `text` is its heading.
     case builtIn(text: String)
 }
 
@@ -52,6 +52,11 @@ public struct BlockedRequest: Sendable, Equatable {
     public var reason: String?
     /// The local user name, when known.
     public var user: String?
+    /// This user's latest request for this host, when the page is to show it.
+    public var accessRequest: AccessRequestStatus?
+    /// false: the form is not offered (a name in a locked category, which
+    /// no request can open).
+    public var offersRequest: Bool
 
     public init(
         host: String,
@@ -59,7 +64,9 @@ public struct BlockedRequest: Sendable, Equatable {
         category: String? = nil,
         rule: String? = nil,
         reason: String? = nil,
-        user: String? = nil
+        user: String? = nil,
+        accessRequest: AccessRequestStatus? = nil,
+        offersRequest: Bool = true
     ) {
         self.host = host
         self.url = url
@@ -67,6 +74,28 @@ public struct BlockedRequest: Sendable, Equatable {
         self.rule = rule
         self.reason = reason
         self.user = user
+        self.accessRequest = accessRequest
+        self.offersRequest = offersRequest
+    }
+}
+
+/// Where a student's request for the blocked host stands, as the block
+/// page shows it: waiting (the page refreshes itself), approved (the page
+/// goes on to the site) or denied (with the teacher's message).
+public struct AccessRequestStatus: Sendable, Equatable {
+    public enum State: String, Sendable, Equatable {
+        case pending, approved, denied
+    }
+
+    public var id: String
+    public var state: State
+    /// The message the person who decided left, if any.
+    public var message: String?
+
+    public init(id: String, state: State, message: String? = nil) {
+        self.id = id
+        self.state = state
+        self.message = message
     }
 }
 

@@ -21,8 +21,18 @@ enum BuiltInStrings {
         help = If you need this page for schoolwork, ask your teacher.
 
         # The built-in request-access form (its heading is blockPage.requestAccess.text).
-        formReasonLabel = Why do you need this page? (optional)
+        formReasonLabel = Why do you need this page?
         formSubmit = Send request
+
+        # Where the student's request stands, on the block page.
+        pendingHeading = Your request is waiting
+        pendingText = Your request is waiting for a teacher. This page checks again every few seconds.
+        approvedHeading = Your request was approved
+        approvedText = The page opens in a moment.
+        approvedOpen = Open the page
+        deniedHeading = Your request was not approved
+        deniedText = You can ask again with another reason.
+        messageLabel = Message
 
         # After the form was sent.
         receivedTitle = Request sent
@@ -38,6 +48,12 @@ enum BuiltInStrings {
         errorMethodNotAllowed = This kind of request is not allowed here.
         errorTooLarge = The request was too large.
         errorOther = Something went wrong. Please try again later.
+        errorReasonMissing = Please say why you need this page.
+        errorReasonTooLong = The reason is too long: write at most 500 characters.
+        errorFormExpired = This form has expired or did not come from this page. Go back, reload the page and send it again.
+        errorTooManyPending = You have too many requests waiting already. Wait for an answer before you ask again.
+        errorTooManyToday = You have sent as many requests as you may today. Try again tomorrow.
+        errorLocked = This page cannot be opened on request.
         """
 
     static let korean = """
@@ -53,8 +69,17 @@ enum BuiltInStrings {
         reasonLabel = 사유
         help = 수업에 필요한 페이지라면 선생님께 말씀해 주세요.
 
-        formReasonLabel = 이 페이지가 필요한 이유 (선택 사항)
+        formReasonLabel = 이 페이지가 필요한 이유
         formSubmit = 요청 보내기
+
+        pendingHeading = 요청을 기다리는 중입니다
+        pendingText = 선생님의 답변을 기다리고 있습니다. 이 페이지는 몇 초마다 다시 확인합니다.
+        approvedHeading = 요청이 승인되었습니다
+        approvedText = 잠시 후 페이지가 열립니다.
+        approvedOpen = 페이지 열기
+        deniedHeading = 요청이 승인되지 않았습니다
+        deniedText = 다른 이유를 적어 다시 요청할 수 있습니다.
+        messageLabel = 메시지
 
         receivedTitle = 요청 완료
         receivedHeading = 요청을 보냈습니다
@@ -68,5 +93,11 @@ enum BuiltInStrings {
         errorMethodNotAllowed = 여기에서는 허용되지 않는 요청 방식입니다.
         errorTooLarge = 요청이 너무 큽니다.
         errorOther = 문제가 발생했습니다. 잠시 후 다시 시도해 주세요.
+        errorReasonMissing = 이 페이지가 필요한 이유를 적어 주세요.
+        errorReasonTooLong = 이유가 너무 깁니다. 500자 이내로 적어 주세요.
+        errorFormExpired = 이 양식은 만료되었거나 이 페이지에서 온 것이 아닙니다. 뒤로 가서 페이지를 새로 고친 뒤 다시 보내 주세요.
+        errorTooManyPending = 이미 기다리는 요청이 너무 많습니다. 답변을 받은 뒤 다시 요청해 주세요.
+        errorTooManyToday = 오늘 보낼 수 있는 요청을 모두 보냈습니다. 내일 다시 시도해 주세요.
+        errorLocked = 이 페이지는 요청으로 열 수 없습니다.
         """
 }

@@ -2,7 +2,8 @@
 /// readable on a phone, light and dark), no scripts, no external resources:
 /// the Content-Security-Policy the renderer sends allows nothing else.
 /// The ids (`organization`, `blocked-host`, ...) are stable: browser tests
-/// and custom templates can rely on them.
+/// and custom templates can rely on them. A page that waits for a request's
+/// answer reloads itself with `<meta http-equiv="refresh">`, not a script.
 enum BuiltInTemplates {
     static let style = """
         <style>
@@ -30,6 +31,9 @@ enum BuiltInTemplates {
         <meta charset="utf-8">
         <meta name="viewport" content="width=device-width, initial-scale=1">
         <meta name="robots" content="noindex">
+        {{#refresh}}
+        <meta http-equiv="refresh" content="{{refresh}}">
+        {{/refresh}}
         """
 
     static let block = """
@@ -63,6 +67,28 @@ enum BuiltInTemplates {
         <dd id="blocked-reason">{{reason}}</dd>
         {{/reason}}
         </dl>
+        {{#accessRequest}}
+        <section id="request-state">
+        {{#accessRequest.pending}}
+        <h2>{{t.pendingHeading}}</h2>
+        <p id="request-pending">{{t.pendingText}}</p>
+        {{/accessRequest.pending}}
+        {{#accessRequest.approved}}
+        <h2>{{t.approvedHeading}}</h2>
+        <p id="request-approved">{{t.approvedText}}</p>
+        {{#accessRequest.url}}
+        <p><a class="button" id="request-open" href="{{accessRequest.url}}" rel="noreferrer">{{t.approvedOpen}}</a></p>
+        {{/accessRequest.url}}
+        {{/accessRequest.approved}}
+        {{#accessRequest.denied}}
+        <h2>{{t.deniedHeading}}</h2>
+        <p id="request-denied">{{t.deniedText}}</p>
+        {{/accessRequest.denied}}
+        {{#accessRequest.message}}
+        <p>{{t.messageLabel}}: <span id="request-message">{{accessRequest.message}}</span></p>
+        {{/accessRequest.message}}
+        </section>
+        {{/accessRequest}}
         {{#link}}
         <p><a class="button" id="request-access" href="{{link.url}}" rel="noreferrer noopener">{{link.text}}</a></p>
         {{/link}}
@@ -74,8 +100,9 @@ enum BuiltInTemplates {
         {{#form.category}}
         <input type="hidden" name="category" value="{{form.category}}">
         {{/form.category}}
+        <input type="hidden" name="token" value="{{form.token}}">
         <label for="reason">{{t.formReasonLabel}}</label>
-        <textarea id="reason" name="reason" maxlength="{{form.reasonMaxLength}}" rows="4"></textarea>
+        <textarea id="reason" name="reason" required minlength="1" maxlength="{{form.reasonMaxLength}}" rows="4"></textarea>
         <button type="submit">{{t.formSubmit}}</button>
         </form>
         {{/form}}

@@ -52,6 +52,8 @@ public struct Configuration: Sendable, Hashable {
     public struct RequestAccess: Sendable, Hashable {
         public var text: String
         public var url: String
+        /// How many requests one person may make with the built-in form (`perUser: {pending, perDay}`).
+        public var perUser = AccessRequestStore.Limits()
     }
 
     /// What filter-data does with a DNS query for a blocked name (`policy.blockedDNS`).
@@ -248,7 +250,7 @@ extension Configuration {
                 if case .scalar = request.node, request.node.null != nil {
                     self.blockPage.requestAccess = nil
                 } else {
-                    let access = try request.mapping(allowed: ["text", "url"])
+                    let access = try request.mapping(allowed: ["text", "url", "perUser"])
                     guard let text = access["text"], let url = access["url"] else {
                         throw request.error("needs both 'text' and 'url' (or leave requestAccess out for no link)")
                     }
@@ -256,7 +258,13 @@ extension Configuration {
                     guard urlText.hasPrefix("https://") || urlText.hasPrefix("http://") || urlText == "builtin" else {
                         throw url.error("expected an http(s):// URL, or 'builtin' for the block page's own form")
                     }
-                    self.blockPage.requestAccess = RequestAccess(text: try text.string(), url: urlText)
+                    var settings = RequestAccess(text: try text.string(), url: urlText)
+                    if let perUser = access["perUser"] {
+                        let limits = try perUser.mapping(allowed: ["pending", "perDay"])
+                        if let pending = limits["pending"] { settings.perUser.pending = try pending.integer(in: 1...100) }
+                        if let perDay = limits["perDay"] { settings.perUser.perDay = try perDay.integer(in: 1...1000) }
+                    }
+                    self.blockPage.requestAccess = settings
                 }
             }
         }

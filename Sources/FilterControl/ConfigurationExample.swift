@@ -110,10 +110,17 @@ extension Configuration {
           organization: "Example School"
           # The link a student follows to ask for access; leave requestAccess out for no link.
           # {url} {host} {category} {user} {org} are filled in, URL-encoded. (example)
-          # url: builtin shows a form instead; 'filterctl requests' lists what students asked for.
+          # url: builtin shows a form instead (a reason of 1 to 500 characters is required); 'filterctl
+          # requests' lists what students asked for, and an enrolled machine sends each request to the
+          # school's console. perUser bounds the form for each person: requests waiting at once, and
+          # requests made in 24 hours (the defaults below; a request beyond them is refused with a page
+          # that says why).
           requestAccess:
             text: "Ask for access"
             url: "https://help.example.org/unblock?url={url}"
+            perUser:
+              pending: 5
+              perDay: 20
           # Custom templates and strings (docs/block-page.md), and the fallback language.
           # templates: /etc/hallpass/block-page   (example)
           language: en

@@ -21,25 +21,36 @@ import Testing
     }
 
     @Test func optionalFieldsAndUnknownFields() throws {
-        let form = try parse("reason=&host=a.example&submit=Send&category=")
-        #expect(form == AccessRequestForm(host: "a.example", url: "", category: nil, reason: ""))
-        #expect(try parse("host=a.example&&x&").host == "a.example")
+        let form = try parse("reason=r&host=a.example&submit=Send&category=")
+        #expect(form == AccessRequestForm(host: "a.example", url: "", category: nil, reason: "r"))
+        #expect(try parse("host=a.example&&x&reason=r").host == "a.example")
+        #expect(try parse("host=a.example&reason=r&token=abc-_12").token == "abc-_12")
     }
 
-    @Test func reasonIsTrimmedNormalizedAndCapped() throws {
+    @Test func reasonIsTrimmedAndNormalized() throws {
         #expect(try parse("host=h&reason=++%0D%0Aline+one%0D%0Aline%09two%0Dthree%0A+").reason == "line one\nline\ttwo\nthree")
-        let long = String(repeating: "가", count: 600)
-        let encoded = String(repeating: "%EA%B0%80", count: 600)
+        #expect(try parse("host=h&reason=" + String(repeating: "a", count: 499) + "++").reason == String(repeating: "a", count: 499))
+        #expect(try parse("host=h&reason=" + String(repeating: "%EA%B0%80", count: 500)).reason == String(repeating: "가", count: 500))
+    }
+
+    // The reason is required and at most 500 characters: before, an empty one
+    // was taken and a longer one was cut to 500 without a word.
+    @Test(arguments: ["host=h", "host=h&reason=", "host=h&reason=+%0D%0A%09+"])
+    func aMissingReasonIsRefused(body: String) {
+        #expect(code(body) == "form.reason-missing")
+    }
+
+    @Test func aReasonOver500CharactersIsRefused() {
+        let encoded = String(repeating: "%EA%B0%80", count: 501)
         #expect(encoded.utf8.count <= AccessRequestForm.maximumBodyBytes)
-        let form = try parse("host=h&reason=" + encoded)
-        #expect(form.reason == String(long.prefix(500)))
-        #expect(try parse("host=h&reason=" + String(repeating: "a", count: 499) + "++b").reason == String(repeating: "a", count: 499))
+        #expect(code("host=h&reason=" + encoded) == "form.reason-too-long")
+        #expect(code("host=h&reason=" + String(repeating: "a", count: 500) + "b") == "form.reason-too-long")
     }
 
     @Test func bodyOverTheLimitIsRefused() throws {
-        let exactly = "host=h&reason=" + String(repeating: "a", count: AccessRequestForm.maximumBodyBytes - 14)
+        let exactly = "host=h&reason=r&x=" + String(repeating: "a", count: AccessRequestForm.maximumBodyBytes - 18)
         #expect(exactly.utf8.count == 8192)
-        #expect(try parse(exactly).reason.count == 500)
+        #expect(try parse(exactly).reason == "r")
         #expect(code(exactly + "a") == "form.too-large")
         // Any collection of bytes, read no further than the limit.
         let endless = repeatElement(UInt8(ascii: "a"), count: Int.max / 2)
@@ -50,13 +61,14 @@ import Testing
         "host=h&reason=%", "host=h&reason=%4", "host=h&reason=%G1", "host=h&reason=%%41", "host=%zz", "host=h&url=%C3%28",
         "host=h&reason=%FF", "host=h&reason=%ED%A0%80", "host=h&reason=a b", "host=h&reason=\u{E9}", "host=h&reason=a%00b",
         "host=h&reason=%1B%5B31m", "host=h%0A&url=u", "host=h&url=u%0D%0Ax", "host=h&category=a%7Fb", "host=a&host=b",
-        "host=h&reason=a&reason=b", "host=" + String(repeating: "a", count: 256),
+        "host=h&reason=a&reason=b", "host=" + String(repeating: "a", count: 256) + "&reason=r",
+        "host=h&reason=r&token=" + String(repeating: "a", count: 129), "host=h&reason=r&token=a%20b",
     ])
     func malformedBodiesAreRefused(body: String) {
         #expect(code(body) == "form.malformed")
     }
 
-    @Test(arguments: ["", "url=u&reason=r", "host=", "host=+++", "HOST=h", "&&&"])
+    @Test(arguments: ["", "url=u&reason=r", "host=&reason=r", "host=+++&reason=r", "HOST=h&reason=r", "&&&"])
     func missingHostIsRefused(body: String) {
         #expect(code(body) == "form.missing-field")
     }

@@ -150,12 +150,13 @@ import VerdictCore
         let renderer = try BlockPageRenderer(
             settings: BlockPageSettings(organization: "Example School", requestAccess: .builtIn(text: "Ask for access"))
         )
-        let html = renderer.blockPage(for: casinoRequest, acceptLanguage: nil).text
+        let html = renderer.blockPage(for: casinoRequest, acceptLanguage: nil, formToken: "t0k-en").text
         #expect(html.contains("<form method=\"post\" action=\"/request-access\" id=\"request-access-form\">"))
+        #expect(html.contains("<input type=\"hidden\" name=\"token\" value=\"t0k-en\">"))
         #expect(html.contains("<input type=\"hidden\" name=\"host\" value=\"casino.example\">"))
         #expect(html.contains("<input type=\"hidden\" name=\"url\" value=\"http://casino.example/play?game=1\">"))
         #expect(html.contains("<input type=\"hidden\" name=\"category\" value=\"gambling\">"))
-        #expect(html.contains("<textarea id=\"reason\" name=\"reason\" maxlength=\"500\""))
+        #expect(html.contains("<textarea id=\"reason\" name=\"reason\" required minlength=\"1\" maxlength=\"500\""))
         #expect(html.contains("<button type=\"submit\">Send request</button>"))
         #expect(html.contains("<h2>Ask for access</h2>"))
         #expect(!html.contains("id=\"request-access\""))
@@ -174,9 +175,9 @@ import VerdictCore
             url: "http://x.example/" + String(repeating: "경", count: 5000),
             category: String(repeating: "분", count: 1000)
         )
-        let html = renderer.blockPage(for: huge, acceptLanguage: nil).text
+        let html = renderer.blockPage(for: huge, acceptLanguage: nil, formToken: RequestFormTokens.random().token(user: "u", host: "h")).text
         var body: [String] = []
-        for name in ["host", "url", "category"] {
+        for name in ["host", "url", "category", "token"] {
             let marker = "name=\"\(name)\" value=\""
             let start = try #require(html.range(of: marker)).upperBound
             let value = String(html[start...].prefix { $0 != "\"" })
@@ -191,11 +192,47 @@ import VerdictCore
         #expect(html.elementText(id: "blocked-url")?.hasSuffix("…") == true)
     }
 
+    @Test func aWaitingRequestRefreshesThePageAndHidesTheForm() throws {
+        let renderer = try BlockPageRenderer(settings: BlockPageSettings(organization: "x", requestAccess: .builtIn(text: "Ask")))
+        var request = casinoRequest
+        request.accessRequest = AccessRequestStatus(id: "0badc0de", state: .pending)
+        let waiting = renderer.blockPage(for: request, acceptLanguage: nil, formToken: "t").text
+        #expect(waiting.contains("<meta http-equiv=\"refresh\" content=\"5\">"))
+        #expect(waiting.elementText(id: "request-pending")?.contains("waiting for a teacher") == true)
+        #expect(!waiting.contains("<form"))
+        #expect(!waiting.contains("<script"))
+
+        request.accessRequest = AccessRequestStatus(id: "0badc0de", state: .approved, message: "for the project")
+        let approved = renderer.blockPage(for: request, acceptLanguage: "ko").text
+        #expect(approved.contains("<meta http-equiv=\"refresh\" content=\"1;url=http://casino.example/play?game=1\">"))
+        #expect(approved.contains("id=\"request-open\" href=\"http://casino.example/play?game=1\""))
+        #expect(approved.elementText(id: "request-message") == "for the project")
+        #expect(approved.contains("요청이 승인되었습니다") && !approved.contains("<form"))
+
+        request.accessRequest = AccessRequestStatus(id: "0badc0de", state: .denied, message: "<b>not</b> now")
+        let denied = renderer.blockPage(for: request, acceptLanguage: nil, formToken: "t").text
+        #expect(denied.elementText(id: "request-message") == "&lt;b&gt;not&lt;/b&gt; now")
+        #expect(denied.contains("<form") && !denied.contains("http-equiv=\"refresh\""), "denied: the student may ask again")
+
+        // An address that is not the web's is never put in the refresh.
+        request.url = "javascript:alert(1)"
+        request.accessRequest = AccessRequestStatus(id: "0badc0de", state: .approved)
+        #expect(!renderer.blockPage(for: request, acceptLanguage: nil).text.contains("http-equiv"))
+    }
+
+    @Test func aNameNoRequestCanOpenOffersNoForm() throws {
+        let renderer = try BlockPageRenderer(settings: BlockPageSettings(organization: "x", requestAccess: .builtIn(text: "Ask")))
+        var request = casinoRequest
+        request.offersRequest = false
+        #expect(!renderer.blockPage(for: request, acceptLanguage: nil, formToken: "t").text.contains("<form"))
+    }
+
     @Test func requestReceivedPage() {
         let response = renderer.requestReceivedPage(id: "R-17", request: casinoRequest, acceptLanguage: "ko")
         #expect(response.status == 200)
         #expect(response.text.contains("<h1>요청을 보냈습니다</h1>"))
         #expect(response.text.elementText(id: "request-id") == "R-17")
+        #expect(response.text.contains("<meta http-equiv=\"refresh\" content=\"5;url=http://casino.example/play?game=1\">"))
         #expect(response.text.elementText(id: "blocked-host") == "casino.example")
     }
 

@@ -26,6 +26,7 @@ import VerdictCore
         #expect(configuration.policy.bypass == bypass, "the bypass keys as written are the defaults")
         #expect(configuration.blockPage.organization == "Example School")
         #expect(configuration.blockPage.requestAccess?.url == "https://help.example.org/unblock?url={url}")
+        #expect(configuration.blockPage.requestAccess?.perUser == AccessRequestStore.Limits(pending: 5, perDay: 20))
         #expect(configuration.admin.socket == "/run/hallpass/control.sock")
         // The audit log, the notice and the metrics endpoint, as written.
         let log = configuration.log
@@ -70,6 +71,8 @@ import VerdictCore
         ("policy:\n  block: [ \"Bad Category\" ]\n", "policy.block[0]"),
         ("blockPage:\n  requestAccess:\n    text: x\n", "blockPage.requestAccess"),
         ("blockPage:\n  address: not-an-ip\n", "blockPage.address"),
+        ("blockPage:\n  requestAccess:\n    text: x\n    url: builtin\n    perUser:\n      pending: 0\n", "blockPage.requestAccess.perUser.pending"),
+        ("blockPage:\n  requestAccess:\n    text: x\n    url: builtin\n    perUser:\n      daily: 3\n", "blockPage.requestAccess.perUser.daily"),
         ("surprise: 1\n", "surprise"),
         ("policy:\n  askDefault: ask\n", "policy.askDefault"),
         ("policy:\n  askTimeout: 2h\n", "policy.askTimeout"),
@@ -88,6 +91,13 @@ import VerdictCore
             #expect(error.key == key)
             #expect(error.description.contains(key))
         }
+    }
+
+    @Test func thePerUserLimitsOfTheFormDefaultAndCanBeSet() throws {
+        let plain = try Configuration(yaml: "blockPage:\n  requestAccess:\n    text: Ask\n    url: builtin\n")
+        #expect(plain.blockPage.requestAccess?.perUser == AccessRequestStore.Limits(pending: 5, perDay: 20))
+        let set = try Configuration(yaml: "blockPage:\n  requestAccess:\n    text: Ask\n    url: builtin\n    perUser:\n      pending: 2\n      perDay: 7\n")
+        #expect(set.blockPage.requestAccess?.perUser == AccessRequestStore.Limits(pending: 2, perDay: 7))
     }
 
     @Test func plainHTTPSourcesAreRefusedWithAReason() {

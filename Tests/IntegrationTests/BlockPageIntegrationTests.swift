@@ -130,10 +130,17 @@ extension FilterIntegrationTests {
         let fromOld = try httpsStatus(trusting: network.folder + "/school-ca.pem")
         #expect(fromOld.status == 60, "curl with the old CA: \(fromOld.status) \(fromOld.output)")
 
-        // The request-access form, posted as the browser does; the admin approves it.
+        // The request-access form, posted as the browser does, with the page's token; the admin approves it.
+        let blockPage = try network.inClient("curl -sS -m 5 http://blocked.test/")
+        let token = try #require(
+            blockPage.output.range(of: #"name="token" value=""#).map { String(blockPage.output[$0.upperBound...].prefix { $0 != "\"" }) }, "\(blockPage.output)")
+        // Another site's form (no token) is refused.
+        let forged = try network.inClient(
+            "curl -sS -m 5 -o /dev/null -w '%{http_code}' --data-urlencode host=blocked.test --data-urlencode 'reason=x' http://blocked.test/request-access")
+        #expect(forged.output == "403", "\(forged.output)")
         let posted = try network.inClient(
             "curl -sS -m 5 --data-urlencode host=blocked.test --data-urlencode url=http://blocked.test/ --data-urlencode category=demo "
-                + "--data-urlencode 'reason=Science project' http://blocked.test/request-access")
+                + "--data-urlencode 'reason=Science project' --data-urlencode token=\(token) http://blocked.test/request-access")
         #expect(posted.status == 0 && posted.output.contains(#"id="request-id""#), "\(posted.output)")
         let listed = try shell("\(ctl) requests list --json --socket \(network.folder)/control.sock")
         let entry = try #require(

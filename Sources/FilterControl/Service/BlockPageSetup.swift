@@ -21,7 +21,8 @@ enum BlockPageSetup {
         let renderer = try BlockPageRenderer(settings: settings(configuration))
         let page = configuration.blockPage
         let own: Set<String> = [page.address, page.address6, "localhost"]
-        return BlockPageResponder(renderer: renderer, backend: PageBackend(control: control), ownNames: own)
+        let backend = PageBackend(control: control, limits: configuration.blockPage.requestAccess?.perUser ?? AccessRequestStore.Limits())
+        return BlockPageResponder(renderer: renderer, backend: backend, ownNames: own)
     }
 
     /// Listens where people are sent: the page's own address (`blockPage.port`,
@@ -98,13 +99,26 @@ enum BlockPageSetup {
 
 /// The block page's view of filter-control: reads the policy set in force
 /// from the snapshot (on the page's event loops, no actor hop) and records
-/// access requests in the store.
+/// access requests in the store, within the per-person limits.
 private struct PageBackend: BlockPageBackend {
     let control: Control
+    let limits: AccessRequestStore.Limits
+
+    /// Made once per filter-control run (`Control.formTokens`): a reload keeps open pages' tokens good.
+    var formTokens: RequestFormTokens { control.formTokens }
 
     func explain(host: String, url: String, user: String?) -> BlockedRequest {
         let view = control.pageView.withLock { $0 }
         var blocked = BlockedRequest(host: host, url: url, user: user)
+        if let request = control.requests.latest(host: host, user: user) {
+            let state: AccessRequestStatus.State =
+                switch request.state {
+                case .pending: .pending
+                case .approved: .approved
+                case .denied: .denied
+                }
+            blocked.accessRequest = AccessRequestStatus(id: request.id, state: state, message: request.message)
+        }
         // The visitor's own policy: the block page found the socket's owner.
         let uid = user.flatMap { UserDirectory().uid(named: $0) ?? UInt32($0) }
         let engine = view.engines.engine(for: uid) ?? view.engines.fallback
@@ -128,7 +142,11 @@ private struct PageBackend: BlockPageBackend {
 
     func submit(_ form: AccessRequestForm, user: String?) -> Result<String, BlockPageError> {
         do {
-            let request = try control.requests.submit(host: form.host, url: form.url, category: form.category, reason: form.reason, user: user)
+            // The school's policy group the user was placed in (as the records name it), for the console's scope.
+            let uid = user.flatMap { UserDirectory().uid(named: $0) ?? UInt32($0) }
+            let group = uid.flatMap { uid in control.groupNames.names.withLock { $0[uid] } }
+            let request = try control.requests.submit(
+                host: form.host, url: form.url, category: form.category, reason: form.reason, user: user, group: group, limits: limits)
             control.logger.notice(
                 "access request", metadata: ["hallpass.request": "\(request.id)", "hallpass.host": "\(request.host)", "hallpass.user": "\(user ?? "-")"])
             return .success(request.id)

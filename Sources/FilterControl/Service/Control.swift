@@ -57,6 +57,8 @@ public actor Control {
     private var policyClock: PolicyClock
     let policyState: PolicyStateStore
     public let requests: AccessRequestStore
+    /// The block page form's CSRF tokens, with a secret made at this start (never written down).
+    nonisolated let formTokens = RequestFormTokens.random()
     /// Users filter-data asked about, placed through NSS (kept: a new policy set carries them).
     private var placements: [UInt32: (audience: Audience, user: LocalUser)] = [:]
     /// What filter-data judges with now, and what it was made of.
