@@ -128,7 +128,8 @@ import Testing
         let names = application.services(admin: Placeholder(name: "admin"), metrics: nil).map { service in
             (service as? Placeholder)?.name ?? String(describing: type(of: service))
         }
-        #expect(names.suffix(3) == ["SchoolReportingService", "LiveChannelService", "admin"], "\(names)")
+        #expect(application.forwarder != nil)
+        #expect(names.suffix(4) == ["SchoolReportingService", "LiveChannelService", "AccessRequestForwardingService", "admin"], "\(names)")
         #expect(application.liveChannel != nil && school?.live.path == folder.sub("lib") + "/" + LiveStateStore.fileName)
         let status = await control.status()
         #expect(status.live?.connected == false && status.live?.sequence == 0 && status.live?.keys == 0)

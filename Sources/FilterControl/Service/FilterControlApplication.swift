@@ -35,6 +35,8 @@ public struct FilterControlApplication: Sendable {
     public let reporter: SchoolReporter?
     /// The live state from the school's server (`school:`); nil without one.
     public let liveChannel: LiveChannel?
+    /// The block page's access requests to the school's server; nil without one.
+    public let forwarder: AccessRequestForwarder?
 
     /// Makes everything filter-control runs, and starts none of it.
     public static func build(
@@ -92,12 +94,13 @@ public struct FilterControlApplication: Sendable {
         let reporter = school.flatMap { makeReporter($0, configuration: configuration, control: control, logger: logger) }
         let liveChannel = school.flatMap { makeLiveChannel($0, configuration: configuration, control: control, logger: logger, clock: clock) }
         if let liveChannel { await control.useLiveChannel(liveChannel) }
+        let forwarder = school.flatMap { makeForwarder($0, configuration: configuration, control: control, logger: logger) }
         for ignored in rules.policy.ignoredLocalKeys {
             logger.warning("\(ignored) in \(options.configPath) has no effect: the bundle brings the school's policy (docs/school-policy.md)")
         }
         return FilterControlApplication(
             control: control, configuration: configuration, options: options, logger: logger, notifier: notifier, reporter: reporter,
-            liveChannel: liveChannel)
+            liveChannel: liveChannel, forwarder: forwarder)
     }
 
     /// The identity and the outbox for `school:`; nil without it, or (logged
@@ -176,6 +179,28 @@ public struct FilterControlApplication: Sendable {
             transport: connection, store: parts.live, machine: parts.identity.machine, wait: wait,
             context: { [control] in await control.liveContext() }, applied: { [control] in await control.liveStateApplied() },
             report: { [control] reports in await control.reportLiveRefusals(reports) }, clock: clock, logger: logger)
+    }
+
+    /// The service that sends the block page's access requests to the school's server.
+    static func makeForwarder(_ parts: Control.SchoolParts, configuration: Configuration, control: Control, logger: Logger)
+        -> AccessRequestForwarder?
+    {
+        guard let school = configuration.school else { return nil }
+        let connection: SchoolConnection
+        do {
+            connection = try SchoolConnection(
+                server: school.server, fingerprint: school.fingerprint,
+                signer: RequestSigner(machine: parts.identity.machine, key: parts.identity.key), socketMark: FlowMarks().allow)
+        } catch {
+            logger.error("school: access requests stay on this machine: \(error) [\(error.code)]")
+            return nil
+        }
+        // The school names people as the records do (log.users): the name, a pseudonym, or no one.
+        let audit = control.audit
+        let users = configuration.log.users
+        return AccessRequestForwarder(
+            transport: connection, store: control.requests,
+            personName: { name in audit?.personName(name) ?? (users == .name ? name : nil) }, logger: logger)
     }
 
     /// The store and policy to start with: `--store`, or the installed
@@ -288,6 +313,9 @@ public struct FilterControlApplication: Sendable {
         }
         if let liveChannel {
             services.insert(LiveChannelService(channel: liveChannel), at: services.count - 1)
+        }
+        if let forwarder {
+            services.insert(AccessRequestForwardingService(forwarder: forwarder), at: services.count - 1)
         }
         if let metrics { services.append(metrics) }
         if let audit = control.audit { services.insert(DrainingService { await audit.run() } finish: { audit.finish() }, at: 0) }

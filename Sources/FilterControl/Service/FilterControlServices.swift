@@ -138,6 +138,18 @@ struct LiveChannelService: Service {
     }
 }
 
+/// Sends the block page's access requests to the school's server; stops at
+/// once on shutdown: what is not sent waits in the store for the next start.
+struct AccessRequestForwardingService: Service {
+    let forwarder: AccessRequestForwarder
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            await forwarder.run()
+        }
+    }
+}
+
 /// SIGHUP reloads (systemd's reload runs `filterctl reload`, which reports
 /// the result; SIGHUP from elsewhere gets the same reload, logged). SIGUSR1
 /// reopens the audit log's file (logrotate's convention).
