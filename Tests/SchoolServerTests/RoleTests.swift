@@ -42,6 +42,9 @@ import Testing
         "DELETE /api/v1/rooms/{room}/rules": .token(.controlRoom),
         "DELETE /api/v1/rooms/{room}/rules/{rule}": .token(.controlRoom),
         "PUT /api/v1/machines/{id}/room": .token(.enrolMachines),
+        "GET /api/v1/requests": .token(.answerRequests),
+        "POST /api/v1/requests/{id}/approve": .token(.answerRequests),
+        "POST /api/v1/requests/{id}/deny": .token(.answerRequests),
         "GET /metrics": .token(.viewMetrics, wholeSchool: true),
         "GET /health": .fixed(200),
         // An empty body: refused as not JSON, before any token is asked for.
@@ -50,6 +53,7 @@ import Testing
         "POST /api/v1/machine/records": .fixed(401),
         "POST /api/v1/machine/checkin": .fixed(401),
         "POST /api/v1/machine/live": .fixed(401),
+        "POST /api/v1/machine/requests": .fixed(401),
         // Nothing published yet.
         "GET /bundle/{name}": .fixed(404),
         "HEAD /bundle/{name}": .fixed(404),
@@ -170,9 +174,11 @@ import Testing
         // teacher their records and machines; auditor reads everything; metrics only /metrics.
         #expect(Permission.allCases.allSatisfy { Role.admin.may($0) })
         #expect(!Role.safeguarding.may(.editPolicy) && !Role.safeguarding.may(.managePeople) && Role.safeguarding.may(.viewTimeline))
-        #expect(Permission.allCases.filter { Role.teacher.may($0) } == [.viewDashboard, .viewRecords, .viewTimeline, .viewMachines, .controlRoom])
+        #expect(Permission.allCases.filter { Role.teacher.may($0) } == [.viewDashboard, .viewRecords, .viewTimeline, .viewMachines, .controlRoom, .answerRequests])
         // A room's live rules: the lesson's teacher, the safeguarding lead, the admin; never an auditor.
         #expect(Role.safeguarding.may(.controlRoom) && !Role.auditor.may(.controlRoom) && !Role.metrics.may(.controlRoom))
+        // Students' access requests: the people who look after them answer, never an auditor or a scraper.
+        #expect(Role.allCases.filter { $0.may(.answerRequests) } == [.admin, .safeguarding, .teacher])
         #expect(!Permission.allCases.contains { Role.auditor.may($0) && [.editPolicy, .managePeople, .revokeMachine, .enrolMachines].contains($0) })
         #expect(Permission.allCases.filter { Role.metrics.may($0) } == [.viewMetrics])
     }

@@ -69,6 +69,9 @@ struct MachineRoutes {
         machine.post("live") { request, context in
             try await liveState(request, context)
         }
+        machine.post("requests") { request, context in
+            try await accessRequests(request, context)
+        }
     }
 
     func enrol(_ request: Request, _ context: ServerRequestContext) async throws -> EditedResponse<EnrolResponse> {

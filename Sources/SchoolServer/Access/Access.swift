@@ -73,10 +73,15 @@ public enum Permission: String, Sendable, Hashable, CaseIterable {
     /// A room's live rules (allow, block, focus, pause, end), for the rooms
     /// in scope: the lesson's teacher, the safeguarding lead, the admin.
     case controlRoom
+    /// Students' access requests: list them and approve or deny them, within
+    /// the principal's rooms and groups (admin, safeguarding lead, teacher).
+    case answerRequests
 }
 
 extension Role {
     public func may(_ permission: Permission) -> Bool {
+        // Answering a student is the people's who look after them; an auditor reviews, a scraper scrapes.
+        if permission == .answerRequests { return [.admin, .safeguarding, .teacher].contains(self) }
         switch self {
         case .admin: return true
         case .safeguarding:

@@ -49,6 +49,16 @@ public enum Secrets {
         return bytes.count == 22 && text.hasPrefix("m-") && bytes[2...].allSatisfy { ($0 >= 97 && $0 <= 122) || ($0 >= 50 && $0 <= 55) }
     }
 
+    /// An access request's id on the server (a machine's own ids are only unique on that machine).
+    public static func newAccessRequestID() -> String {
+        "rq-" + randomBase32(count: 16)
+    }
+
+    public static func isAccessRequestID(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        return bytes.count == 19 && text.hasPrefix("rq-") && bytes[3...].allSatisfy { ($0 >= 97 && $0 <= 122) || ($0 >= 50 && $0 <= 55) }
+    }
+
     static func randomBase32(count: Int) -> String {
         let alphabet = Array("abcdefghijklmnopqrstuvwxyz234567".utf8)
         var generator = SystemRandomNumberGenerator()

@@ -271,6 +271,43 @@ enum Migrations {
                 "INSERT INTO live_sequence (name, value) VALUES ('live', 0)",
                 "ALTER TABLE machines ADD COLUMN live_sequence BIGINT NOT NULL DEFAULT 0",
             ]),
+        // Access requests (docs/server.md, "Access requests"). A machine's own id
+        // of a request is unique on that machine only: the server gives each its
+        // own id, and (machine, machine_request) keeps a request sent twice once.
+        // Lists read pending requests newest first (state, received_at); a
+        // machine's live state reads the decisions on its requests (machine, decided_at).
+        Step(
+            version: 6, summary: "access requests",
+            statements: [
+                """
+                CREATE TABLE access_requests (
+                    id TEXT PRIMARY KEY,
+                    machine TEXT NOT NULL REFERENCES machines (id),
+                    machine_request TEXT NOT NULL,
+                    room TEXT NOT NULL,
+                    user_name TEXT,
+                    group_name TEXT,
+                    host TEXT NOT NULL,
+                    url TEXT NOT NULL,
+                    category TEXT,
+                    reason TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    received_at BIGINT NOT NULL,
+                    state TEXT NOT NULL,
+                    decided_by TEXT,
+                    decided_at BIGINT,
+                    message TEXT,
+                    approval_scope TEXT,
+                    approval_value TEXT,
+                    approval_minutes BIGINT,
+                    approval_until BIGINT,
+                    live_item TEXT,
+                    UNIQUE (machine, machine_request)
+                )
+                """,
+                "CREATE INDEX access_requests_state ON access_requests (state, received_at, id)",
+                "CREATE INDEX access_requests_machine_decided ON access_requests (machine, decided_at)",
+            ]),
     ]
 
     static var latest: Int { steps.last?.version ?? 0 }

@@ -8,7 +8,8 @@ public enum Retention {
     }
 
     /// Removes every record older than the cutoff, one day at a time from
-    /// the oldest; returns how many.
+    /// the oldest, and the access requests received before it (reasons and
+    /// names are personal too); returns how many records.
     public static func apply(storage: any ServerStorage, retentionDays: Int, now: Int64) async throws -> Int64 {
         let cutoff = cutoff(now: now, days: retentionDays)
         var removed: Int64 = 0
@@ -16,6 +17,7 @@ public enum Retention {
             let endOfDay = RecordTime.startOfDay(oldest) + RecordTime.millisecondsPerDay
             removed += try await storage.removeRecords(before: min(endOfDay, cutoff))
         }
+        _ = try await storage.removeAccessRequests(before: cutoff / 1000)
         return removed
     }
 }

@@ -117,6 +117,18 @@ public protocol ServerStorage: Sendable {
     /// One page of the audit trail, newest first.
     func auditEvents(_ query: AuditQuery) async throws -> AuditPage
 
+    // Access requests (Storage/AccessRequestStatements.swift; docs/server.md, "Access requests").
+    /// Stores the requests the server does not have (by machine and the machine's id); returns those stored now.
+    func storeAccessRequests(machine: String, room: String, _ requests: [NewAccessRequest], now: Int64) async throws -> [StoredAccessRequest]
+    func accessRequest(id: String) async throws -> StoredAccessRequest?
+    func accessRequests(_ query: AccessRequestQuery) async throws -> [StoredAccessRequest]
+    /// Decides a pending request; nil when there is none or it is decided already.
+    func decideAccessRequest(id: String, _ decision: AccessRequestDecision, now: Int64) async throws -> StoredAccessRequest?
+    func setAccessRequestLiveItem(id: String, liveItem: String) async throws
+    /// The decisions on the machine's requests made since `since`, for its live state.
+    func accessRequestDecisions(machine: String, since: Int64) async throws -> [StoredAccessRequest]
+    func removeAccessRequests(before: Int64) async throws -> Int64
+
     // Console (Storage/ConsoleStatements.swift; docs/console.md).
     /// The blocks from `since` to `until` (Unix ms) in `scope`, counted by category and host.
     func blockCounts(since: Int64, until: Int64, scope: Scope) async throws -> [BlockCount]
