@@ -91,7 +91,7 @@ public func buildRouter(configuration: ServerConfiguration, parts: ServerParts, 
         clock: parts.clock
     ).add(to: router)
     BundleRoutes(storage: parts.storage, cache: publisher.cache).add(to: router)
-    AccessRequestRoutes(desk: AccessRequestDesk(storage: parts.storage, live: NoLiveChannel(), clock: parts.clock)).add(to: router)
+    AccessRequestRoutes(desk: AccessRequestDesk(storage: parts.storage, live: LiveAccessRequests(control: control), clock: parts.clock)).add(to: router)
     // The console's sign-in and sessions; its pages add themselves behind the same middleware.
     let sessions = Sessions(storage: parts.storage, settings: configuration.console, clock: parts.clock)
     SignInRoutes(storage: parts.storage, sessions: sessions, configuration: configuration, clock: parts.clock).add(to: router)

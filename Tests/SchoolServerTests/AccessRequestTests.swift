@@ -104,8 +104,9 @@ import Testing
 
     @Test(arguments: Engine.allCases)
     func answersAreInScopeOnceEachAndInTheAuditTrail(engine: Engine) async throws {
-        try await withRunningServer(engine) { server async throws in
-            let machine = try await server.enrol(TestMachine(), room: "lab2")
+        try await LiveTests.withLiveServer(engine) { setup async throws in
+            let server = setup.server
+            let machine = setup.machine
             let body = Self.body([("a1", "kim", "year9", "games.example"), ("a2", "lee", "year10", "video.example")])
             #expect(try await server.post("/api/v1/machine/requests", body, signedBy: machine).status == 200)
             let admin = try await Self.token(server, .admin)
@@ -117,8 +118,8 @@ import Testing
             let approve = #"{"scope":"room","minutes":30,"message":"for the lesson"}"#
             #expect(try await server.client.request(.POST, "/api/v1/requests/\(kim)/approve", headers: otherTeacher, body: Array(approve.utf8)).status == 404, "not in scope")
             let teacher = try await Self.token(server, .teacher, Scope(rooms: ["lab2"]))
-            // Out of bounds: longer than the policy's longest (2 h without a live: bound), everyone for a teacher.
-            #expect(try await server.client.request(.POST, "/api/v1/requests/\(kim)/approve", headers: teacher, body: Array(#"{"scope":"room","minutes":121}"#.utf8)).status == 422)
+            // Out of bounds: longer than the policy's live.longest (1 h), everyone for a teacher.
+            #expect(try await server.client.request(.POST, "/api/v1/requests/\(kim)/approve", headers: teacher, body: Array(#"{"scope":"room","minutes":61}"#.utf8)).status == 422)
             #expect(try await server.client.request(.POST, "/api/v1/requests/\(kim)/approve", headers: teacher, body: Array(#"{"scope":"everyone","minutes":30}"#.utf8)).status == 403)
             #expect(try await server.client.request(.POST, "/api/v1/requests/\(kim)/approve", headers: teacher, body: Array(#"{"scope":"class","minutes":30}"#.utf8)).status == 400)
 
@@ -142,7 +143,7 @@ import Testing
             #expect(approval.detail?.contains("scope=room:lab2 minutes=30") == true && approval.detail?.contains("games.example") == true)
             #expect(events.first { $0.action == "request.deny" }?.target == lee)
             // The machine's live state reads the decisions on its requests.
-            let decisions = try await server.storage.accessRequestDecisions(machine: machine.id, since: 0)
+            let decisions = try await server.storage.accessRequestDecisions(machine: machine.id, since: 0, limit: 10)
             #expect(decisions.map(\.request.machineRequest).sorted() == ["a1", "a2"])
         }
     }
@@ -151,7 +152,10 @@ import Testing
     final class RecordingLive: AccessRequestLive {
         let approvals = Mutex<[(String, ApprovalScope, String, Int64, String)]>([])
         let decisions = Mutex<[String]>([])
-        func longestMinutes() async throws -> Int64 { 90 }
+        func longestMinutes() async throws -> Int64? { 90 }
+        func checkApproval(_ request: StoredAccessRequest, scope: ApprovalScope, value: String, until: Int64, now: Int64) async throws {
+            if request.request.host.hasSuffix("adult.example") { throw RoomControl.refused("locked") }
+        }
         func addApproval(_ request: StoredAccessRequest, scope: ApprovalScope, value: String, until: Int64, by principal: Principal, now: Int64)
             async throws -> String?
         {
@@ -167,13 +171,18 @@ import Testing
     func anApprovalBecomesALiveItemAndEveryDecisionReachesTheMachine(engine: Engine) async throws {
         try await withRunningServer(engine) { server async throws in
             let machine = try await server.enrol(TestMachine(), room: "lab2")
-            #expect(try await server.post("/api/v1/machine/requests", Self.body([("a1", "kim", "year9", "games.example"), ("a2", "lee", "year9", "b.example")]), signedBy: machine).status == 200)
+            #expect(try await server.post("/api/v1/machine/requests", Self.body([("a1", "kim", "year9", "games.example"), ("a2", "lee", "year9", "b.example"), ("a3", "lee", "year9", "www.adult.example")]), signedBy: machine).status == 200)
             let live = RecordingLive()
             let desk = AccessRequestDesk(storage: server.storage, live: live, clock: { server.clock.now })
             let teacher = Principal(kind: .person("ada"), role: .teacher, scope: Scope(groups: ["year9"]))
             let waiting = try await server.storage.accessRequests(AccessRequestQuery())
             let kim = try #require(waiting.first { $0.request.user == "kim" })
-            let lee = try #require(waiting.first { $0.request.user == "lee" })
+            let lee = try #require(waiting.first { $0.request.user == "lee" && $0.request.host == "b.example" })
+            let locked = try #require(waiting.first { $0.request.host == "www.adult.example" })
+            // Refused by the bounds before it is decided: it still waits, and nothing reached the machine.
+            await #expect(throws: APIError.self) { try await desk.approve(locked.id, scope: .user, minutes: 5, message: nil, by: teacher) }
+            #expect(try await server.storage.accessRequest(id: locked.id)?.state == .pending)
+            #expect(live.decisions.withLock { $0 }.isEmpty)
             await #expect(throws: APIError.self) { try await desk.approve(kim.id, scope: .user, minutes: 91, message: nil, by: teacher) }
             await #expect(throws: APIError.self) { try await desk.approve(kim.id, scope: .room, minutes: 30, message: nil, by: teacher) }
             let approved = try await desk.approve(kim.id, scope: .user, minutes: 45, message: nil, by: teacher)
@@ -186,6 +195,60 @@ import Testing
             // An auditor answers nothing.
             let auditor = Principal(kind: .person("eve"), role: .auditor, scope: .school)
             await #expect(throws: APIError.self) { try await desk.deny(lee.id, message: nil, by: auditor) }
+        }
+    }
+
+    @Test(arguments: Engine.allCases)
+    func aDecisionReachesTheMachinesLiveStateAtOnceByItsOwnID(engine: Engine) async throws {
+        try await LiveTests.withLiveServer(engine) { setup async throws in
+            let server = setup.server
+            let machine = setup.machine
+            let other = try await server.enrol(TestMachine(), room: "lab2")
+            let body = #"{"requests":[{"id":"a1","user":"kim","group":"year9","host":"games.example","url":"http://games.example/","category":"games","reason":"maths game","created":"2025-11-28T09:00:00Z"},{"id":"a2","user":"lee","group":"year9","host":"video.example","url":"","reason":"a film","created":"2025-11-28T09:00:00Z"},{"id":"a3","user":"kim","group":"year9","host":"www.adult.example","url":"","reason":"r","created":"2025-11-28T09:00:00Z"}]}"#
+            #expect(try await server.post("/api/v1/machine/requests", body, signedBy: machine).status == 200)
+            let teacher: [(String, String)] = [("Authorization", "Bearer \(setup.teacher2)")]
+            let waiting = try await Self.list(server, "/api/v1/requests", teacher).requests
+            let a1 = try #require(waiting.first { $0.host == "games.example" }).id
+            let a2 = try #require(waiting.first { $0.host == "video.example" }).id
+            let a3 = try #require(waiting.first { $0.host == "www.adult.example" }).id
+
+            // Nothing live yet: held, and answered by the approval: the item for kim alone, and the decision by the machine's own id.
+            #expect(try await LiveTests.poll(server, machine, after: 0, wait: 0).status == 204)
+            async let held = LiveTests.poll(server, machine, after: 0, wait: 30)
+            try await LiveTests.untilHeld(setup.live.hub)
+            let approved = try await server.client.request(
+                .POST, "/api/v1/requests/\(a1)/approve", headers: teacher, body: Array(#"{"scope":"user","minutes":30,"message":"for the lesson"}"#.utf8))
+            #expect(approved.status == 200, "\(approved.text)")
+            let woken = try LiveTests.payload(try await held, key: setup.live.key)
+            #expect(woken.sequence > 0)
+            let item = try #require(woken.items.first { $0.request == a1 })
+            #expect(item.action == "allow" && item.targets == ["games.example"] && item.scope == .init(kind: "user", value: "kim"))
+            #expect(item.until == server.clock.now + 1800 && item.by.hasPrefix("API token ") && item.reason == "for the lesson")
+            #expect(woken.requests == [.init(id: "a1", state: "approved", message: "for the lesson", until: server.clock.now + 1800)])
+
+            // A denial has no item; the machine's sequence moves all the same.
+            async let heldAgain = LiveTests.poll(server, machine, after: woken.sequence, wait: 30)
+            try await LiveTests.untilHeld(setup.live.hub)
+            let denied = try await server.client.request(.POST, "/api/v1/requests/\(a2)/deny", headers: teacher, body: Array(#"{"message":"not now"}"#.utf8))
+            #expect(denied.status == 200, "\(denied.text)")
+            let after = try LiveTests.payload(try await heldAgain, key: setup.live.key)
+            #expect(after.sequence > woken.sequence)
+            #expect(after.requests.map(\.id).sorted() == ["a1", "a2"])
+            #expect(after.requests.first { $0.id == "a2" } == .init(id: "a2", state: "denied", message: "not now", until: nil))
+
+            // A locked name: refused as machines would, and it still waits.
+            let locked = try await server.client.request(.POST, "/api/v1/requests/\(a3)/approve", headers: teacher, body: Array(#"{"scope":"user","minutes":5}"#.utf8))
+            #expect(locked.status == 422 && locked.text.contains("live-refused") && locked.text.contains("locked"), "\(locked.text)")
+            #expect(try await Self.list(server, "/api/v1/requests", teacher).requests.map(\.id) == [a3])
+
+            // Another machine of the room hears of no decision of this one's.
+            let others = try LiveTests.payload(try await LiveTests.poll(server, other, after: 0, wait: 0), key: setup.live.key)
+            #expect(others.requests.isEmpty && others.items.contains { $0.request == a1 }, "the item for kim is sent to every machine")
+            // A week on, a decision is no longer carried.
+            server.clock.advance(8 * 86_400)
+            #expect(try await server.storage.raiseMachineLiveSequence(machine: machine.id) == "lab2")
+            let later = try LiveTests.payload(try await LiveTests.poll(server, machine, after: after.sequence, wait: 0), key: setup.live.key)
+            #expect(later.requests.isEmpty && later.items.isEmpty)
         }
     }
 }

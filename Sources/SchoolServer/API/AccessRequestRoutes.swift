@@ -5,28 +5,24 @@ import Logging
 /// What answering a request does to the live channel: an approval becomes a
 /// live item (allow the host, for the scope asked, until the end asked,
 /// naming the request), and every decision goes into the live state of the
-/// machine the request came from. The live channel's part of the server
-/// implements it; `NoLiveChannel` stands in where there is none.
+/// machine the request came from. `LiveAccessRequests` (Live/) is the
+/// server's; tests put a recording one in its place.
 public protocol AccessRequestLive: Sendable {
-    /// The longest an approval may last, in minutes (the policy's `live.longest`).
-    func longestMinutes() async throws -> Int64
-    /// Makes the live item of an approval and returns its id. Throws an
-    /// `APIError` (422 `live-refused`) when the policy's bounds would make
-    /// machines refuse it (a locked category, a room or group out of bounds).
+    /// The longest an approval may last, in minutes (the published policy's
+    /// `live.longest`); nil when the policy has no `live:` (machines would
+    /// refuse any approval's item).
+    func longestMinutes() async throws -> Int64?
+    /// Throws an `APIError` (422 `live-refused`) when the policy's bounds
+    /// would make machines refuse the approval's item: a host in a locked
+    /// category, a room or group out of `live.rooms` or `live.groups`, no
+    /// `allow` in `live.actions`, longer than `live.longest`. Asked before
+    /// the request is decided, so that a refused approval leaves it pending.
+    func checkApproval(_ request: StoredAccessRequest, scope: ApprovalScope, value: String, until: Int64, now: Int64) async throws
+    /// Makes the live item of a checked approval and returns its id.
     func addApproval(_ request: StoredAccessRequest, scope: ApprovalScope, value: String, until: Int64, by principal: Principal, now: Int64)
         async throws -> String?
     /// A decision on one of `request.machine`'s requests was made: its live state changes.
     func decided(_ request: StoredAccessRequest, now: Int64) async throws
-}
-
-/// No live channel: approvals are kept and listed, and reach no machine.
-public struct NoLiveChannel: AccessRequestLive {
-    public init() {}
-    public func longestMinutes() async throws -> Int64 { 120 }
-    public func addApproval(_ request: StoredAccessRequest, scope: ApprovalScope, value: String, until: Int64, by principal: Principal, now: Int64)
-        async throws -> String?
-    { nil }
-    public func decided(_ request: StoredAccessRequest, now: Int64) async throws {}
 }
 
 /// Answering access requests, for the API and the console alike: the
@@ -54,7 +50,11 @@ struct AccessRequestDesk: Sendable {
         let message = try Self.message(message)
         guard let request = try await request(id, for: principal) else { throw Self.notFound }
         guard request.state == .pending else { throw Self.decided(request) }
-        let longest = try await live.longestMinutes()
+        guard let longest = try await live.longestMinutes() else {
+            throw APIError(
+                .unprocessableContent, "live-refused",
+                "the published policy has no live: section, so machines accept no approval; add live: with this server's key (hallpass-server live-key) and publish")
+        }
         guard (1...longest).contains(minutes) else {
             throw APIError(.unprocessableContent, "live-refused", "minutes must be from 1 to \(longest) (the policy's live.longest)")
         }
@@ -88,6 +88,7 @@ struct AccessRequestDesk: Sendable {
         }
         let now = clock()
         let until = now + minutes * 60
+        try await live.checkApproval(request, scope: scope, value: value, until: until, now: now)
         let decision = AccessRequestDecision(
             state: .approved, decidedBy: principal.author, message: message, scope: scope, scopeValue: value, minutes: minutes, until: until)
         // Decided first, in one statement: of two people answering at once, one decides; only that one makes the live item.

@@ -188,7 +188,8 @@ extension MachineRoutes {
                 let now = clock()
                 guard let full = try await storage.liveView(machine: machine.id, now: now, items: true) else { throw APIError.signatureInvalid }
                 metrics.liveStates.increment()
-                return try Self.json(live.envelope(full, now: now))
+                let requests = try await LiveAccessRequests.decisions(storage: storage, machine: machine.id, now: now)
+                return try Self.json(live.envelope(full, requests: requests, now: now))
             }
             let remaining = deadline - ContinuousClock.now
             guard remaining > .zero else { return Response(status: .noContent) }

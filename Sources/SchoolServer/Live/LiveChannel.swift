@@ -70,11 +70,14 @@ public struct LiveChannel: Sendable {
         }
     }
 
-    /// A decision on an access request made on the machine (section 5; filled by the access requests' part).
+    /// A decision on an access request made on the machine (`LiveAccessRequests.decisions`).
     public struct RequestDecision: Codable, Sendable, Hashable {
+        /// The machine's own id of the request.
         public var id: String
+        /// `approved` or `denied`.
         public var state: String
-        public var message: String
+        public var message: String?
+        /// An approval's end (Unix seconds).
         public var until: Int64?
     }
 

@@ -183,14 +183,35 @@ extension SQLStorage {
     }
 
     /// The decisions on `machine`'s requests that its live state carries:
-    /// those made since `since` (Unix seconds), oldest first. An approval
-    /// past its end is still carried until then, so that a machine that
-    /// was off when it was made still learns how its request ended.
-    public func accessRequestDecisions(machine: String, since: Int64) async throws -> [StoredAccessRequest] {
+    /// the newest `limit` made since `since` (Unix seconds), oldest first.
+    /// A decision is carried for the whole window, whatever its end, so
+    /// that a machine that was off when it was made still learns it.
+    public func accessRequestDecisions(machine: String, since: Int64, limit: Int) async throws -> [StoredAccessRequest] {
         try await engine.run(
-            "SELECT * FROM access_requests WHERE machine = $1 AND state <> 'pending' AND decided_at >= $2 ORDER BY decided_at, id",
-            SQLValue(machine), SQLValue(since)
+            """
+            SELECT * FROM (
+                SELECT * FROM access_requests WHERE machine = $1 AND state <> 'pending' AND decided_at >= $2
+                ORDER BY decided_at DESC, id DESC LIMIT $3
+            ) AS newest ORDER BY decided_at, id
+            """,
+            SQLValue(machine), SQLValue(since), SQLValue(Int64(max(0, limit)))
         ).map(Self.accessRequest)
+    }
+
+    /// A decision on one of `machine`'s requests changed its live state:
+    /// the machine's view takes the next live sequence (so a held request
+    /// answers at once, here and, through NOTIFY, on every instance).
+    /// Returns the machine's room; nil when there is no such machine.
+    public func raiseMachineLiveSequence(machine: String) async throws -> String? {
+        try await engine.transaction { session in
+            guard let room = try await session.run("SELECT room FROM machines WHERE id = $1", SQLValue(machine)).first?.text("room") else {
+                return nil
+            }
+            let sequence = try await nextLiveSequence(session)
+            try await session.run("UPDATE machines SET live_sequence = $2 WHERE id = $1", SQLValue(machine), SQLValue(sequence))
+            try await notifyLive(session, room: room)
+            return room
+        }
     }
 
     /// Removes the requests received before `before` (Unix seconds); returns how many.

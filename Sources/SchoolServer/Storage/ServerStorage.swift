@@ -125,8 +125,10 @@ public protocol ServerStorage: Sendable {
     /// Decides a pending request; nil when there is none or it is decided already.
     func decideAccessRequest(id: String, _ decision: AccessRequestDecision, now: Int64) async throws -> StoredAccessRequest?
     func setAccessRequestLiveItem(id: String, liveItem: String) async throws
-    /// The decisions on the machine's requests made since `since`, for its live state.
-    func accessRequestDecisions(machine: String, since: Int64) async throws -> [StoredAccessRequest]
+    /// The newest `limit` decisions on the machine's requests made since `since`, oldest first, for its live state.
+    func accessRequestDecisions(machine: String, since: Int64, limit: Int) async throws -> [StoredAccessRequest]
+    /// Gives the machine's live view the next live sequence (a decision on one of its requests); returns its room.
+    func raiseMachineLiveSequence(machine: String) async throws -> String?
     func removeAccessRequests(before: Int64) async throws -> Int64
 
     // Console (Storage/ConsoleStatements.swift; docs/console.md).
