@@ -56,10 +56,10 @@ import VerdictCore
     /// A signed envelope of a state with these fields.
     static func envelope(
         sequence: Int64, machine: String = LiveStateTests.machine, room: String = "lab1", issued: Int64 = 1_000, items: [[String: Any]],
-        signer: Curve25519.Signing.PrivateKey = LiveStateTests.key, tamper: Bool = false
+        requests: [[String: Any]] = [], signer: Curve25519.Signing.PrivateKey = LiveStateTests.key, tamper: Bool = false
     ) throws -> [UInt8] {
         let payload = try JSONSerialization.data(
-            withJSONObject: ["format": 1, "machine": machine, "room": room, "sequence": sequence, "issued": issued, "items": items, "requests": []])
+            withJSONObject: ["format": 1, "machine": machine, "room": room, "sequence": sequence, "issued": issued, "items": items, "requests": requests])
         var signature = try signer.signature(for: payload)
         if tamper { signature[0] ^= 1 }
         let envelope = [

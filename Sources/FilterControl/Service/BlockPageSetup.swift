@@ -137,10 +137,20 @@ private struct PageBackend: BlockPageBackend {
             }
             if let live = BlockPageSetup.liveExplanation(reason, policy: engine.policy, live: view.live, clock: view.clock) { blocked.reason = live }
         }
+        // Nothing opens a name in a locked category (the school's locked:), so no request is offered for it.
+        if BlockPageSetup.lockedCategory(host: host, category: blocked.category, locked: view.locked, rules: engine.rules) != nil {
+            blocked.offersRequest = false
+        }
         return blocked
     }
 
     func submit(_ form: AccessRequestForm, user: String?) -> Result<String, BlockPageError> {
+        // The page offers no form for a locked name; a form posted all the same is refused.
+        let view = control.pageView.withLock { $0 }
+        if let category = BlockPageSetup.lockedCategory(host: form.host, category: form.category, locked: view.locked, rules: view.engines.rules) {
+            control.logger.warning("access request refused: \(form.host) is in \(category), a locked category")
+            return .failure(BlockPageError(code: "requests.locked", message: "\(form.host) is in \(category), a locked category, which nothing may open"))
+        }
         do {
             // The school's policy group the user was placed in (as the records name it), for the console's scope.
             let uid = user.flatMap { UserDirectory().uid(named: $0) ?? UInt32($0) }
@@ -158,6 +168,18 @@ private struct PageBackend: BlockPageBackend {
 }
 
 extension BlockPageSetup {
+    /// The locked category (`locked:` in the school's policy) that `host`
+    /// is in, if any: the category that blocked it, or the one a rule of
+    /// the store in force puts it in (a name blocked by a focus or a pause
+    /// is judged by its own category too). A category a posted form
+    /// carries is the browser's word: it can refuse, never open.
+    static func lockedCategory(host: String, category: String?, locked: Set<String>, rules: RuleStore) -> String? {
+        guard !locked.isEmpty else { return nil }
+        if let category, locked.contains(category) { return category }
+        guard let pattern = try? RulePattern(host) else { return nil }
+        return Control.lockedCategory(store: rules, locked: locked)(pattern)
+    }
+
     /// Who set the live item behind a block, and until when: a focus, a pause, a block.
     static func liveExplanation(_ reason: Reason, policy: Policy, live: [LiveItem], clock: PolicyClock) -> String? {
         func until(_ seconds: Int64) -> String { clock.describe(Date(timeIntervalSince1970: TimeInterval(seconds))) }

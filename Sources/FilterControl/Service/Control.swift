@@ -105,6 +105,9 @@ public actor Control {
         var clock: PolicyClock
         /// The live items in force, for "set by ... until ...".
         var live: [LiveItem] = []
+        /// The school's `locked:` in force: a name in one offers no access
+        /// request (known from the start, before a policy set is handed over).
+        var locked: Set<String> = []
     }
 
     public var policyPath: String { options.runtimeDirectory + "/policy" }
@@ -167,7 +170,10 @@ public actor Control {
         notifier = parts.notifier
         metrics = parts.metrics
         groupNames = parts.groupNames
-        pageView = Mutex(PageView(engines: PolicyEngines(rules: parts.rules.store, set: PolicySet(single: parts.rules.policy.base)), clock: policyClock))
+        pageView = Mutex(
+            PageView(
+                engines: PolicyEngines(rules: parts.rules.store, set: PolicySet(single: parts.rules.policy.base)), clock: policyClock,
+                locked: parts.rules.policy.school.locked))
         rulesVersionForReports.store(parts.rules.store.version, ordering: .relaxed)
     }
 
@@ -315,11 +321,13 @@ public actor Control {
         (policySet ?? computePolicySet(now: clock()).0).safeSearchEngines
     }
 
-    /// Overrides in force: the admins' and the approved access requests'
-    /// (an approval is an allow override for everyone, until its time).
+    /// Overrides in force: the admins' and the access requests approved
+    /// here (`filterctl requests approve`: an allow override for everyone,
+    /// until its time). Not those approved in the school's console: their
+    /// live item opens the site, for the audience the teacher chose.
     private func overridesInForce(_ state: PolicyState) -> [PolicyOverride] {
         let now = clock()
-        let approvals = requests.list().filter { $0.allows(at: now) }.map { request in
+        let approvals = requests.list().filter { $0.allows(at: now) && $0.decidedBySchool != true }.map { request in
             PolicyOverride(
                 id: "request-" + request.id, action: .allow, target: request.host, group: nil,
                 until: request.allowUntil.map { Int64($0.timeIntervalSince1970) }, createdAt: Int64((request.decidedAt ?? now).timeIntervalSince1970),
@@ -649,6 +657,7 @@ public actor Control {
         pageView.withLock { view in
             view.engines = PolicyEngines(rules: newStore, set: set)
             view.clock = newClock
+            view.locked = newPolicy.school.locked
         }
         if let responder { blockPage?.use(responder) }
         BlockPageSetup.reloadAuthority(configuration: configuration, server: blockPage, logger: logger)

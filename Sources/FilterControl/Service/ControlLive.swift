@@ -46,12 +46,42 @@ extension Control {
             policy: context.policy, bounds: context.bounds, machine: school.identity.machine, now: Int64(clock().timeIntervalSince1970))
         {
             logger.warning("school: the live state held no longer verifies; its items are out of force: \(refusal.message)", metadata: ["hallpass.code": "\(refusal.code)"])
+            return
         }
+        // Again at start: a decision whose state was kept while requests.json could not be written.
+        applyRequestDecisions(school.live.held.requests)
     }
 
-    /// A new live state is kept: in force at once.
+    /// A new live state is kept: in force at once, and the decisions it
+    /// carries on this machine's access requests go to their store (the
+    /// block page shows them).
     func liveStateApplied() async {
+        if let school { applyRequestDecisions(school.live.held.requests) }
         await applyPolicy(reason: "live state \(school?.live.sequence ?? 0)")
+    }
+
+    /// Takes the school's decisions on requests made here (by this
+    /// machine's own ids); one it does not know, or knows already, changes
+    /// nothing. An approval adds no override of its own: its live item
+    /// opens the site for the audience the teacher chose.
+    func applyRequestDecisions(_ decisions: [LiveState.RequestDecision]) {
+        let now = clock()
+        let taken = decisions.compactMap { decision -> AccessRequestStore.Decision? in
+            guard let state = AccessRequest.State(rawValue: decision.state), state != .pending else { return nil }
+            return AccessRequestStore.Decision(
+                id: decision.id, state: state, message: decision.message,
+                until: decision.until.map { Date(timeIntervalSince1970: TimeInterval($0)) })
+        }
+        guard !taken.isEmpty else { return }
+        do {
+            for request in try requests.applyDecisions(taken, now: now) {
+                logger.notice(
+                    "school: access request \(request.id) \(request.state.rawValue)",
+                    metadata: ["hallpass.request": "\(request.id)", "hallpass.host": "\(request.host)"])
+            }
+        } catch {
+            logger.error("school: the decisions on access requests cannot be kept: \(error.message) [\(error.code)]")
+        }
     }
 
     /// The refusals go to the school's server as `live-refused` records.
