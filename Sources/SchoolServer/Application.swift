@@ -104,7 +104,8 @@ public func buildRouter(configuration: ServerConfiguration, parts: ServerParts, 
         try ConsoleRoutes(
             storage: parts.storage, editor: PolicyEditor(storage: parts.storage, configuration: configuration), publisher: publisher,
             configuration: configuration, clock: parts.clock, openIDConfigured: configuration.openID != nil,
-            hooks: .auditing(parts.storage, clock: parts.clock), sources: .stored(parts.storage), rooms: control
+            hooks: .auditing(parts.storage, clock: parts.clock), sources: .stored(parts.storage), rooms: control,
+            requests: LiveAccessRequests(control: control)
         ).add(to: router, authenticate: ConsoleSessionMiddleware(sessions: sessions, plainHTTP: configuration.listen.plainHTTP))
     }
     try parts.addRoutes(router, sessions, publisher)

@@ -89,6 +89,10 @@ func withConsoleServer(
         configuration.stateDirectoryOverride = folder + "/state"
         _ = try? ServerAdministration.makeSigningKey(configuration: configuration)
     } moreRoutes: { router, publisher, configuration, storage, clock in
+        let control = RoomControl(
+            storage: storage, live: live,
+            published: PublishedLivePolicy(storage: storage, storePath: publisher.folder.path(BundleManifest.storeFileName)),
+            metrics: ServerMetrics(), clock: { clock.now })
         let routes = try ConsoleRoutes(
             storage: storage, editor: PolicyEditor(storage: storage, configuration: configuration), publisher: publisher,
             configuration: configuration, clock: { clock.now }, openIDConfigured: true, timeZone: TimeZone(identifier: "Europe/London")!,
@@ -103,10 +107,7 @@ func withConsoleServer(
                             ConsoleAuditEvent(time: 1_764_320_000, actor: "person:dsl", action: "timeline.open", target: "alice", reason: nil)
                         ].filter { query.actor == nil || $0.actor == query.actor }, next: nil)
                 }),
-            rooms: RoomControl(
-                storage: storage, live: live,
-                published: PublishedLivePolicy(storage: storage, storePath: publisher.folder.path(BundleManifest.storeFileName)),
-                metrics: ServerMetrics(), clock: { clock.now }))
+            rooms: control, requests: LiveAccessRequests(control: control))
         routes.add(to: router, authenticate: TestPrincipalMiddleware())
     } _: { server async throws in
         try await body(ConsoleServer(server: server, hooks: hooks))

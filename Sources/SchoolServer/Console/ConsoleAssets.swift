@@ -99,6 +99,8 @@ struct ConsoleAssets: Sendable {
         dl.pairs dt{font-weight:600}dl.pairs dd{margin:0}
         .pages{display:flex;gap:1rem;margin-top:1rem}
         form.language{display:flex;gap:.5rem;align-items:center}
+        ul.requests{list-style:none;margin:0;padding:0;display:grid;grid-template-columns:repeat(auto-fit,minmax(24rem,1fr));gap:1rem}
+        ul.requests form{margin-top:.75rem}
         @media (max-width:40rem){main{padding:1rem}header.top{padding:.75rem 1rem}.who{margin-inline-start:0}}
         """
 
@@ -108,7 +110,11 @@ struct ConsoleAssets: Sendable {
     /// menu would be taken away from the page (WCAG 3.2.2). A table with
     /// `data-live` (a room's page) has its rows made again every 2 seconds
     /// from the JSON at that path, as text, never as HTML; while the tab is
-    /// hidden it does not ask.
+    /// hidden it does not ask. A list with `data-requests` (the access
+    /// requests waiting) asks its JSON every 2 seconds too: a request that
+    /// arrives is added from the page's `<template>` (its text set as text,
+    /// its menu of scopes cut to the request's own), one answered elsewhere
+    /// is taken away; the others are left as they are, with what is typed.
     static let javascript = """
         "use strict";
         document.addEventListener("submit", function (event) {
@@ -149,6 +155,59 @@ struct ConsoleAssets: Sendable {
           function ask() {
             if (document.hidden) return;
             fetch(table.getAttribute("data-live"), {credentials: "same-origin", headers: {"Accept": "application/json"}})
+              .then(function (response) { return response.ok ? response.json() : null; })
+              .then(function (answer) { if (answer) show(answer); })
+              .catch(function () {});
+          }
+          window.setInterval(ask, 2000);
+        })();
+        (function () {
+          var list = document.querySelector("ul[data-requests]");
+          var template = document.getElementById("request-template");
+          if (!list || !template || !window.fetch) return;
+          var none = document.getElementById("requests-none");
+          var placeholder = "__id__";
+          function make(request) {
+            var item = template.content.firstElementChild.cloneNode(true);
+            [item].concat(Array.prototype.slice.call(item.querySelectorAll("[id],[for],[action],[data-request]"))).forEach(function (element) {
+              ["id", "for", "action", "data-request"].forEach(function (name) {
+                var value = element.getAttribute(name);
+                if (value && value.indexOf(placeholder) >= 0) element.setAttribute(name, value.split(placeholder).join(request.id));
+              });
+            });
+            Array.prototype.forEach.call(item.querySelectorAll("[data-field]"), function (element) {
+              var value = request[element.getAttribute("data-field")];
+              element.textContent = value === undefined || value === null ? "" : String(value);
+            });
+            var scope = item.querySelector("select[name=scope]");
+            if (scope) {
+              Array.prototype.slice.call(scope.options).forEach(function (option) {
+                if ((request.scopes || []).indexOf(option.value) < 0) scope.removeChild(option);
+              });
+              if (scope.options.length) scope.options[0].selected = true;
+            }
+            return item;
+          }
+          function show(answer) {
+            var wanted = {};
+            (answer.requests || []).forEach(function (request) { wanted[request.id] = true; });
+            Array.prototype.slice.call(list.querySelectorAll("li[data-request]")).forEach(function (item) {
+              if (!wanted[item.getAttribute("data-request")]) list.removeChild(item);
+            });
+            var next = list.firstElementChild;
+            (answer.requests || []).forEach(function (request) {
+              var item = document.getElementById("request-" + request.id);
+              if (!item) {
+                list.insertBefore(make(request), next);
+              } else {
+                next = item.nextElementSibling;
+              }
+            });
+            if (none) none.hidden = list.children.length > 0;
+          }
+          function ask() {
+            if (document.hidden) return;
+            fetch(list.getAttribute("data-requests"), {credentials: "same-origin", headers: {"Accept": "application/json"}})
               .then(function (response) { return response.ok ? response.json() : null; })
               .then(function (answer) { if (answer) show(answer); })
               .catch(function () {});

@@ -84,7 +84,7 @@ enum ConsoleBuiltInStrings {
         dashboardBlocks = Blocks in the last hour, by category
         dashboardTopBlocked = Most blocked names in the last hour
         dashboardRequests = Access requests
-        requestsNotYet = The server does not collect access requests from the block page yet, so there is nothing to review here.
+        requestsNotAnswered = Access requests are answered by the admins, the safeguarding lead and teachers.
         windowText = From {from} to {to} ({zone}).
         machineState = State
         machinesCount = Machines
@@ -291,6 +291,24 @@ enum ConsoleBuiltInStrings {
         roomBlocked = Blocked (15 minutes)
         flashRuleAdded = The rule is set; the room's machines apply it within a second or two.
         flashRulesEnded = The rules are ended.
+
+        # Access requests from the block page.
+        requestsNote = Students asked for these blocked sites. New requests appear here without a reload. Approving opens the site for whom you choose until the time runs out; denying shows your message on the student's block page.
+        requestsNone = No request is waiting.
+        requestsURL = Address
+        requestsAsked = Asked at
+        requestsScope = Open it for
+        requestsScopeUser = This student
+        requestsScopeRoom = This room
+        requestsScopeGroup = The student's group
+        requestsScopeEveryone = Everyone
+        requestsMessage = Message to the student
+        requestsApprove = Approve
+        requestsDeny = Deny
+        requestsNoLivePolicy = The published policy has no live: section, so the machines take no approval; requests can only be denied. An admin adds live: with the server's live key (hallpass-server live-key) and publishes.
+        titleRequestRefused = The answer was not made
+        flashRequestApproved = The request is approved; the student's machine opens the site within a second or two.
+        flashRequestDenied = The request is denied; the student's block page shows your message.
         """
 
     static let korean = """
@@ -365,7 +383,7 @@ enum ConsoleBuiltInStrings {
         dashboardBlocks = 최근 1시간 분류별 차단
         dashboardTopBlocked = 최근 1시간 가장 많이 차단된 이름
         dashboardRequests = 접근 요청
-        requestsNotYet = 서버가 아직 차단 페이지의 접근 요청을 받지 않으므로 검토할 요청이 없습니다.
+        requestsNotAnswered = 접근 요청은 관리자, 안전 담당자와 교사가 처리합니다.
         windowText = {from}부터 {to}까지 ({zone}).
         machineState = 상태
         machinesCount = 컴퓨터 수
@@ -566,5 +584,23 @@ enum ConsoleBuiltInStrings {
         roomBlocked = 차단됨 (15분)
         flashRuleAdded = 규칙을 설정했습니다. 교실의 컴퓨터가 1~2초 안에 적용합니다.
         flashRulesEnded = 규칙을 종료했습니다.
+
+        # Access requests from the block page.
+        requestsNote = 학생들이 차단된 사이트의 접근을 요청했습니다. 새 요청은 새로 고침 없이 여기에 나타납니다. 승인하면 선택한 대상에게 정한 시간 동안 사이트가 열리고, 거부하면 학생의 차단 페이지에 메시지가 표시됩니다.
+        requestsNone = 대기 중인 요청이 없습니다.
+        requestsURL = 주소
+        requestsAsked = 요청 시각
+        requestsScope = 허용 대상
+        requestsScopeUser = 이 학생
+        requestsScopeRoom = 이 교실
+        requestsScopeGroup = 학생의 그룹
+        requestsScopeEveryone = 모든 사람
+        requestsMessage = 학생에게 보낼 메시지
+        requestsApprove = 승인
+        requestsDeny = 거부
+        requestsNoLivePolicy = 배포된 정책에 live: 항목이 없어 컴퓨터가 승인을 받지 않으므로 요청은 거부만 할 수 있습니다. 관리자가 서버의 실시간 키(hallpass-server live-key)로 live:를 추가하고 배포해야 합니다.
+        titleRequestRefused = 처리하지 못했습니다
+        flashRequestApproved = 요청을 승인했습니다. 학생의 컴퓨터가 1~2초 안에 사이트를 엽니다.
+        flashRequestDenied = 요청을 거부했습니다. 학생의 차단 페이지에 메시지가 표시됩니다.
         """
 }

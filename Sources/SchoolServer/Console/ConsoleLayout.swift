@@ -144,6 +144,7 @@ struct ConsoleRenderer: Sendable {
             "revoked": "flashRevoked", "policy-saved": "flashPolicySaved", "published": "flashPublished",
             "publish-pending": "flashPublishPending", "rolled-back": "flashRolledBack", "person-added": "flashPersonAdded",
             "person-changed": "flashPersonChanged", "rule-added": "flashRuleAdded", "rules-ended": "flashRulesEnded",
+            "request-approved": "flashRequestApproved", "request-denied": "flashRequestDenied",
         ]
         guard let done = viewer.done, let key = keys[done], let text = t[key] else { return nil }
         let version = viewer.doneVersion.flatMap { Int64($0) }.map { String($0) } ?? ""

@@ -69,6 +69,8 @@ struct DashboardPage {
     let hasBlocks: Bool
     let blocksByCategory: [NameCount]
     let topBlocked: [NameCount]
+    /// The access requests waiting in the principal's scope; nil when the principal answers none.
+    var requests: RequestsPanel? = nil
 
     static let topCount = 10
     static let window: Int64 = 3_600_000

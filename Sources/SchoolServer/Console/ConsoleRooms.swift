@@ -61,8 +61,9 @@ extension ConsoleRoutes {
         let policy = try? await control.bounds()
         let rules = try await storage.liveItems(scope: .room(room), now: now)
         let live = try await liveRows(room: room, principal: principal, t: t)
-        let page = RoomPage.make(
+        var page = RoomPage.make(
             room: room, path: Self.roomPath(room), rules: rules, live: live, policy: policy, now: now, typed: typed, time: time, t: t)
+        page.requests = try await requestsPanel(principal: principal, room: room, back: Self.roomPath(room), t: t)
         return renderer.response(
             "room", status: status, title: ConsoleText.fill(t["titleRoom"] ?? "", ["room": room]), page: page, viewer: viewer, current: .rooms)
     }
@@ -215,6 +216,8 @@ struct RoomPage {
     let boundsNote: String?
     let hasMachines: Bool
     let machines: [Machine]
+    /// The room's access requests waiting; nil when the principal answers none.
+    var requests: RequestsPanel? = nil
 
     static func actionLabel(_ action: String, _ t: [String: String]) -> String {
         t["roomAction" + action.prefix(1).uppercased() + action.dropFirst()] ?? action

@@ -71,6 +71,8 @@ public struct ConsoleRoutes: Sendable {
     let directory: PseudonymDirectory
     /// The rooms' live rules (nil: no rooms pages).
     let roomControl: RoomControl?
+    /// Answers access requests (nil: the console lists none and answers none).
+    let requestDesk: AccessRequestDesk?
 
     /// The cookie of the language chosen with the language form (not a secret).
     static let languageCookie = "hallpass-console-language"
@@ -82,9 +84,10 @@ public struct ConsoleRoutes: Sendable {
     public init(
         storage: any ServerStorage, editor: PolicyEditor, publisher: Publisher, configuration: ServerConfiguration,
         clock: @escaping @Sendable () -> Int64, openIDConfigured: Bool = false, timeZone: TimeZone = .current, hooks: Hooks = Hooks(),
-        sources: Sources = Sources(), rooms: RoomControl? = nil
+        sources: Sources = Sources(), rooms: RoomControl? = nil, requests: (any AccessRequestLive)? = nil
     ) throws {
         self.roomControl = rooms
+        self.requestDesk = requests.map { AccessRequestDesk(storage: storage, live: $0, clock: clock) }
         self.storage = storage
         self.editor = editor
         self.publisher = publisher
@@ -141,6 +144,7 @@ public struct ConsoleRoutes: Sendable {
             try await change(request, context, .editPolicy) { try await rollback($0, $1, $2) }
         }
         if let roomControl { addRooms(to: console, control: roomControl) }
+        if let requestDesk { addRequests(to: console, desk: requestDesk) }
         if let people = sources.people {
             console.get("people") { request, context in
                 try await page(request, context, .viewPeople) { principal, viewer in
@@ -263,9 +267,10 @@ public struct ConsoleRoutes: Sendable {
         let now = nowMilliseconds
         let blocks = try await storage.blockCounts(since: now - DashboardPage.window, until: now, scope: principal.scope)
         let t = renderer.table(viewer)
-        let page = DashboardPage.make(
+        var page = DashboardPage.make(
             principal: principal, machines: try await storage.machines(), publishedVersion: try await storage.publishedVersion(),
             staleAfter: staleAfter, blocks: blocks, nowMilliseconds: now, time: time, t: t)
+        page.requests = try await requestsPanel(principal: principal, room: nil, back: "/console/", t: t)
         return renderer.response("dashboard", title: t["titleDashboard"] ?? "", page: page, viewer: viewer, current: .dashboard)
     }
 

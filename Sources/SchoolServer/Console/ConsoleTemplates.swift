@@ -152,12 +152,74 @@ enum ConsoleTemplates {
         <p>{{t.noBlocks}}</p>
         {{/hasBlocks}}
         </section>
-        <section aria-labelledby="requests-heading" class="card">
-        <h2 id="requests-heading">{{t.dashboardRequests}}</h2>
-        <p id="requests-unavailable">{{t.requestsNotYet}}</p>
-        </section>
         </div>
+        <section aria-labelledby="requests-heading" id="requests">
+        <h2 id="requests-heading">{{t.dashboardRequests}}</h2>
+        \(requestsPanel)
+        {{^requests}}<p id="requests-unavailable">{{t.requestsNotAnswered}}</p>{{/requests}}
+        </section>
         {{/page}}{{/content}}{{/layout}}
+        """
+
+    /// One access request waiting, with its approve and deny forms (ids for
+    /// the tests: `request-ID`, `approve-ID`, `deny-ID`); also the
+    /// `<template>` the script copies for a request that arrives.
+    static let requestItem = """
+        <li id="request-{{id}}" class="request card" data-request="{{id}}">
+        <h3><span data-field="user">{{user}}</span>: <span class="wrap" data-field="host">{{host}}</span></h3>
+        <dl class="pairs">
+        <dt>{{t.group}}</dt><dd data-field="group">{{group}}</dd>
+        <dt>{{t.room}}</dt><dd data-field="room">{{room}}</dd>
+        <dt>{{t.hostname}}</dt><dd data-field="machine">{{machine}}</dd>
+        <dt>{{t.category}}</dt><dd data-field="category">{{category}}</dd>
+        <dt>{{t.requestsURL}}</dt><dd class="wrap url" data-field="url">{{url}}</dd>
+        <dt>{{t.requestsAsked}}</dt><dd data-field="created">{{created}}</dd>
+        <dt>{{t.reason}}</dt><dd class="wrap" data-field="reason">{{reason}}</dd>
+        </dl>
+        {{#canApprove}}
+        <form method="post" action="{{approvePath}}" class="row-form" id="approve-{{id}}">
+        <input type="hidden" name="csrf" value="{{layout.csrf}}">
+        <input type="hidden" name="back" value="{{back}}">
+        <label for="approve-scope-{{id}}">{{t.requestsScope}}</label>
+        <select id="approve-scope-{{id}}" name="scope">
+        {{#scopeOptions}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/scopeOptions}}
+        </select>
+        <label for="approve-minutes-{{id}}">{{t.roomDuration}}</label>
+        <select id="approve-minutes-{{id}}" name="minutes">
+        {{#durations}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/durations}}
+        </select>
+        <label for="approve-message-{{id}}">{{t.requestsMessage}}</label>
+        <input id="approve-message-{{id}}" name="message" maxlength="500">
+        <span></span><button type="submit" id="approve-button-{{id}}">{{t.requestsApprove}}</button>
+        </form>
+        {{/canApprove}}
+        <form method="post" action="{{denyPath}}" class="row-form" id="deny-{{id}}">
+        <input type="hidden" name="csrf" value="{{layout.csrf}}">
+        <input type="hidden" name="back" value="{{back}}">
+        <label for="deny-message-{{id}}">{{t.requestsMessage}}</label>
+        <input id="deny-message-{{id}}" name="message" maxlength="500">
+        <span></span><button type="submit" class="secondary" id="deny-button-{{id}}">{{t.requestsDeny}}</button>
+        </form>
+        </li>
+        """
+
+    /// The access requests waiting (`page.requests`), on the dashboard and
+    /// a room's page; the script keeps `#access-requests` up to date from
+    /// `data-requests` (JSON).
+    static let requestsPanel = """
+        {{#requests}}
+        <p class="note">{{t.requestsNote}}</p>
+        {{#boundsNote}}<p class="error" id="requests-bounds">{{boundsNote}}</p>{{/boundsNote}}
+        <p id="requests-none"{{#hasItems}} hidden{{/hasItems}}>{{t.requestsNone}}</p>
+        <ul id="access-requests" class="requests" data-requests="{{livePath}}" aria-live="polite">
+        {{#items}}
+        \(requestItem)
+        {{/items}}
+        </ul>
+        <template id="request-template">{{#template}}
+        \(requestItem)
+        {{/template}}</template>
+        {{/requests}}
         """
 
     /// The table of records, shared by the records page and the timeline.
@@ -742,6 +804,14 @@ enum ConsoleTemplates {
         <button type="submit">{{t.roomAddButton}}</button>
         </form>
         </section>
+        {{#requests}}
+        <section aria-labelledby="requests-heading" id="requests">
+        <h2 id="requests-heading">{{t.dashboardRequests}}</h2>
+        {{/requests}}
+        \(requestsPanel)
+        {{#requests}}
+        </section>
+        {{/requests}}
         <section aria-labelledby="live-heading">
         <h2 id="live-heading">{{t.roomLive}}</h2>
         <p class="note">{{t.roomLiveNote}}</p>
