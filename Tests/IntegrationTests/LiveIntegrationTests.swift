@@ -193,6 +193,50 @@ extension FilterIntegrationTests {
         #expect(try api("DELETE", "/api/v1/rooms/lab1/rules").status / 100 == 2)
         try machineB.waitFor("the pause ended") { try machineB.reaches("allowed.test", as: cai) }
 
+        // A pupil asks for blocked.test on the block page; the teacher of lab1, with the room's page open in
+        // Chromium, sees the request appear without a reload and approves it for that pupil only.
+        let teacherPassword = "a long test password"
+        let added = try shell(
+            "printf '%s\\n' '\(teacherPassword)' | \(TestNetwork.binaries)/hallpass-server user add ms.lovelace --role teacher --room lab1 "
+                + "--password-stdin --config \(school.config) 2>&1")
+        try #require(added.status == 0, "\(added.output)")
+        let browser = try WebDriver(namespace: network.server, folder: network.folder + "/browser", log: network.folder + "/chromedriver.log")
+        defer { browser.quit() }
+        try browser.open("\(school.url)/console/sign-in")
+        try browser.type("ms.lovelace", into: "#login")
+        try browser.type(teacherPassword, into: "#password")
+        try browser.click("#sign-in-form button[type=submit]")
+        try browser.waitUntil("the teacher signed in") { try browser.text(of: "#signed-in-as") == "ms.lovelace" }
+        try browser.open("\(school.url)/console/rooms/lab1")
+        #expect(try !browser.source.contains("data-request=\"rq-"), "no request yet")
+        /// curl as `person` on machine A to the block page (filter-control's, on 127.0.0.1) for `host`.
+        func blockPage(_ person: TestPerson, _ arguments: String = "", path: String = "/") throws -> String {
+            try machineA.run(person.running("curl -sS -m 5 --resolve blocked.test:80:127.0.0.1 \(arguments) 'http://blocked.test\(path)'")).output
+        }
+        let page = try blockPage(ada)
+        let formToken = try #require(
+            page.firstMatch(of: /name="token" value="([^"]+)"/).map { String($0.1) }, "no request form on the block page: \(page.prefix(3000))")
+        // The form without its token is refused; with it, the request is taken.
+        #expect(try blockPage(ada, "-o /dev/null -w '%{http_code}' --data-urlencode host=blocked.test --data-urlencode reason=x", path: "/request-access") == "403")
+        let posted = try blockPage(
+            ada,
+            "--data-urlencode host=blocked.test --data-urlencode url=http://blocked.test/ --data-urlencode category=demo "
+                + "--data-urlencode 'reason=our history project' --data-urlencode token=\(formToken)", path: "/request-access")
+        #expect(posted.contains(#"id="request-id""#), "\(posted.prefix(3000))")
+        try browser.waitUntil("the request on the room's page, without a reload", seconds: 30) { try browser.source.contains("data-request=\"rq-") }
+        let requestID = try #require(browser.source.firstMatch(of: /data-request="(rq-[a-z0-9]+)"/).map { String($0.1) })
+        #expect(try browser.text(of: "#request-\(requestID) [data-field=host]").contains("blocked.test"))
+        let listed = try api("GET", "/api/v1/requests?state=pending")
+        #expect(listed.status == 200 && listed.body.contains(requestID) && listed.body.contains(ada.name) && listed.body.contains("our history project"))
+        try browser.screenshot("live-request-in-console")
+        _ = try browser.run("document.getElementById(arguments[0]).value = 'user';", ["approve-scope-\(requestID)"])
+        try browser.click("#approve-button-\(requestID)")
+        try browser.waitUntil("the approval") { try browser.currentURL.contains("done=request-approved") }
+        try machineA.waitFor("the approval in force for the pupil") { try machineA.reaches("blocked.test", as: ada) }
+        #expect(try !machineA.reaches("blocked.test", as: ben), "approved for that pupil only, not for the other on the same machine")
+        #expect(try !machineB.reaches("blocked.test", as: cai), "nor on the other machine")
+        #expect(try school.count("SELECT COUNT(*) FROM audit_events WHERE action = 'request.approve' AND actor = 'person:ms.lovelace'") == 1)
+
         // A teacher's rule to open a locked category is refused by the server too.
         let lockedAllow = try api("POST", "/api/v1/rooms/lab1/rules", #"{"action":"allow","targets":["locked.test"],"minutes":10,"reason":"x"}"#)
         #expect(lockedAllow.status == 422, "\(lockedAllow.status) \(lockedAllow.body)")
