@@ -21,7 +21,9 @@
 # teacher is refused the policy page (403). The teacher then focuses the
 # room on one site with the room page's form: both machines take the live
 # state within a second (the demo says how long each took) and refuse the
-# other sites, until the teacher ends it.
+# other sites, until the teacher ends it. Last, the student asks for a
+# blocked site on the block page; the teacher finds the request on the room
+# page and approves it for her, and the site loads on her machine.
 # Everything it starts and makes is removed at the end, also on failure.
 # Run as root on Debian 12 (it installs what it needs).
 #   scripts/demo.sh           runs, shows, cleans up
@@ -464,6 +466,34 @@ in_force lab1 ada http://lichess.org/ allowed
 in_force lab2 ben http://www.chess.com/ allowed
 visit lab1 ada http://lichess.org/
 visit lab2 ben http://www.chess.com/
+for lab in "${labs[@]}"; do show_log "$lab"; done
+echo "== ada asks for www.chess.com on lab1's block page, with a reason; ben approves it for her in the console"
+# The form as the browser posts it: the page's token (for ada, this name, this hour) and a reason.
+form_token=$(ip netns exec "${netns[lab1]}" setpriv --reuid="${uid[ada]}" --regid="${uid[ada]}" --clear-groups \
+    curl -sS -m 5 http://www.chess.com/ | sed -n 's/.*name="token" value="\([^"]*\)".*/\1/p' | head -1)
+asked=$(ip netns exec "${netns[lab1]}" setpriv --reuid="${uid[ada]}" --regid="${uid[ada]}" --clear-groups \
+    curl -sS -m 5 -o /dev/null -w '%{http_code}' --data-urlencode host=www.chess.com --data-urlencode url=http://www.chess.com/ \
+    --data-urlencode category=games --data-urlencode 'reason=chess club homework' --data-urlencode "token=$form_token" \
+    http://www.chess.com/request-access)
+echo "   POST http://www.chess.com/request-access as ada: HTTP $asked"
+# filter-control sends it to the server; ben's room page lists it (the page asks /console/requests/live every 2 s).
+request_id=""
+for _ in $(seq 100); do
+    request_id=$(curl -sS -m 5 --cacert "$work/server/certificate.pem" -b "$work/console-ben.cookies" \
+        "https://10.82.0.2:8443/console/requests/live?room=lab" | python3 -c '
+import json, sys
+for item in json.load(sys.stdin).get("requests", []):
+    if item.get("host") == "www.chess.com":
+        print(item["id"]); break' 2>/dev/null || true)
+    [ -n "$request_id" ] && break
+    sleep 0.1
+done
+echo "   on ben's room page: ${request_id:-nothing}"
+posted=$(date +%s%N)
+echo "   POST /console/requests/$request_id/approve (this student, 30 minutes): $(console_post ben "/console/requests/$request_id/approve" \
+    scope=user minutes=30 back=/console/rooms/lab 'message=for the chess club')"
+in_force lab1 ada http://www.chess.com/ allowed
+visit lab1 ada http://www.chess.com/
 for lab in "${labs[@]}"; do show_log "$lab"; done
 echo
 if [ "$wait_for_enter" = 1 ]; then

@@ -102,7 +102,7 @@ if ! grep -q -E '^   sign-in: 303 https://10\.82\.0\.2:8443/console/; GET /conso
 fi
 # The teacher's room rule, set and ended in the console: in force on both machines, then gone.
 focus=$(section "== ben (teacher of room lab) focuses the room" "== ben ends the room's rules")
-ended=$(section "== ben ends the room's rules" "== stopping the demo")
+ended=$(section "== ben ends the room's rules" "== ada asks for www.chess.com")
 if ! grep -q -E '^   POST /console/rooms/lab/rules: 303 ' <<<"$focus" || ! grep -q -E '^   POST /console/rooms/lab/end: 303 ' <<<"$ended"; then
     echo "test-demo: the teacher's focus was not set and ended through the console's forms (303)" >&2
     failed=1
@@ -119,6 +119,15 @@ if grep -q 'not in force on' <<<"$focus$ended"; then
     echo "test-demo: a room rule was not in force on a machine within 10 s" >&2
     failed=1
 fi
+# A student's request from the block page, approved in the console: the site loads for her.
+asked=$(section "== ada asks for www.chess.com" "== stopping the demo")
+if ! grep -q -E '^   POST http://www.chess.com/request-access as ada: HTTP 200$' <<<"$asked" \
+    || ! grep -q -E '^   on ben.s room page: rq-' <<<"$asked" \
+    || ! grep -q -E '^   POST /console/requests/rq-[a-z0-9]+/approve .*: 303 .*done=request-approved' <<<"$asked" \
+    || ! grep -q -E '^   lab1 ada +http://www.chess.com/ +allowed:' <<<"$asked"; then
+    echo "test-demo: the student's request was not taken, listed on the teacher's room page, approved there and in force on lab1" >&2
+    failed=1
+fi
 if [ "$failed" = 1 ]; then
     echo "--- the demo's output:" >&2
     cat "$output" >&2
@@ -127,4 +136,5 @@ fi
 echo "test-demo: scripts/demo.sh ran clean (both filter-controls' logs included, up to their stop); the status it shows says $packets packets seen;"
 echo "test-demo: both machines' records reached the server, and the policy change, which cost each the policy and the manifest, is in force on both;"
 echo "test-demo: on the console, reached from the host, the admin signed in and got the dashboard, and the teacher was refused the policy page;"
-echo "test-demo: the teacher's focus on the room, set in the console, was in force on both machines, and ending it let the sites through again"
+echo "test-demo: the teacher's focus on the room, set in the console, was in force on both machines, and ending it let the sites through again;"
+echo "test-demo: a student's request from the block page reached the teacher's room page and, approved there, opened the site for her"
