@@ -228,6 +228,7 @@ extension FilterIntegrationTests {
         #expect(try browser.text(of: "#request-\(requestID) [data-field=host]").contains("blocked.test"))
         let listed = try api("GET", "/api/v1/requests?state=pending")
         #expect(listed.status == 200 && listed.body.contains(requestID) && listed.body.contains(ada.name) && listed.body.contains("our history project"))
+        _ = try browser.run("document.getElementById(arguments[0]).scrollIntoView();", ["request-\(requestID)"])
         try browser.screenshot("live-request-in-console")
         _ = try browser.run("document.getElementById(arguments[0]).value = 'user';", ["approve-scope-\(requestID)"])
         try browser.click("#approve-button-\(requestID)")
@@ -236,6 +237,21 @@ extension FilterIntegrationTests {
         #expect(try !machineA.reaches("blocked.test", as: ben), "approved for that pupil only, not for the other on the same machine")
         #expect(try !machineB.reaches("blocked.test", as: cai), "nor on the other machine")
         #expect(try school.count("SELECT COUNT(*) FROM audit_events WHERE action = 'request.approve' AND actor = 'person:ms.lovelace'") == 1)
+        // The room's own form, in Chromium: a pause with a reason, in force on both machines; "End all" ends it.
+        try browser.open("\(school.url)/console/rooms/lab1")
+        _ = try browser.run("document.getElementById('action').value = 'pause';")
+        try browser.type("eyes on the board", into: "#reason")
+        try browser.click("form[action$='/rules'] button[type=submit]")
+        try browser.waitUntil("the pause set") { try browser.currentURL.contains("done=rule-added") }
+        for (machine, person) in [(machineA, ben), (machineB, cai)] {
+            try machine.waitFor("the console's pause in force") { try !machine.reaches("allowed.test", as: person) }
+        }
+        try browser.screenshot("live-room-paused")
+        try browser.click("#end-all")
+        try browser.waitUntil("the rules ended") { try browser.currentURL.contains("done=rules-ended") }
+        for (machine, person) in [(machineA, ben), (machineB, cai)] {
+            try machine.waitFor("the console's pause ended") { try machine.reaches("allowed.test", as: person) }
+        }
 
         // A teacher's rule to open a locked category is refused by the server too.
         let lockedAllow = try api("POST", "/api/v1/rooms/lab1/rules", #"{"action":"allow","targets":["locked.test"],"minutes":10,"reason":"x"}"#)
