@@ -123,3 +123,23 @@ public struct LiveItem: Sendable, Hashable, Codable {
         return nil
     }
 }
+
+/// What a live allow or focus may name by address. A network opens every
+/// address in it, and whether a target is in a locked category is looked up
+/// for one address (a store's address rules are found by the address they
+/// contain), so a wide network could open a locked network that the look-up
+/// never saw: a live allow or focus names at most a /24 (IPv4) or a /48
+/// (IPv6). The engine still judges every flow's name and destination for
+/// locked categories; this keeps what a teacher may open to what was checked.
+public enum LiveTargets {
+    public static let widestIPv4Prefix = 24
+    public static let widestIPv6Prefix = 48
+
+    /// Why `pattern` may not be opened by a live allow or focus; nil when it may.
+    public static func refusal(_ pattern: RulePattern) -> String? {
+        guard case .network(let network) = pattern else { return nil }
+        let widest = network.address.isIPv4 ? widestIPv4Prefix : widestIPv6Prefix
+        guard network.prefixLength < widest else { return nil }
+        return "\(network) is a network wider than /\(widest): a live allow or focus opens a single site or address, or a network of at most /\(widest)"
+    }
+}

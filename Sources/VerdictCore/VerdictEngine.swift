@@ -263,15 +263,19 @@ public struct VerdictEngine<Rules: RuleSource>: Sendable {
             else { return decision }
             return Decision(.drop, locked)
         }
-        // 0. An exam: its list or nothing.
+        // 0. An exam: its list or nothing. An address or network on the list opens the flow by its
+        // destination, and the name is still judged for locked categories: a network wide enough
+        // to hold a locked site's address must not open that site by name.
         if let examList {
             if let decision = nameDecision(examList, suffixes: suffixes, path: path) { return unlessLocked(decision) }
-            return decideNameless(facts, literal: nil)
+            if let destination = facts.destination, let decision = networkDecision(examList, destination) { return unlessLocked(decision) }
+            return Decision(.drop, Reason(source: .exam))
         }
-        // 0. A focus or pause: its list or nothing.
+        // 0. A focus or pause: its list or nothing (by address as the exam's).
         if let focusList {
             if let decision = nameDecision(focusList, suffixes: suffixes, path: path) { return unlessLocked(decision) }
-            return decideNameless(facts, literal: nil)
+            if let destination = facts.destination, let decision = networkDecision(focusList, destination) { return unlessLocked(decision) }
+            return Decision(.drop, Reason(source: .focus))
         }
         // 0. Teacher overrides, by name and by address.
         if overrides.hasNames, let decision = nameDecision(overrides, suffixes: suffixes, path: path) { return unlessLocked(decision) }

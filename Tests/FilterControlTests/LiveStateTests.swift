@@ -218,6 +218,29 @@ import VerdictCore
         #expect(Self.bounds(narrower).check(state, now: 1_500).refused.contains { $0.item == "ok" && $0.code == "live.room" })
     }
 
+    @Test func anAllowOrFocusOfAWideNetworkIsRefused() throws {
+        // Fails on the code before: the locked look-up judged only a network's first address,
+        // so a focus on 0.0.0.0/0 (or any wide network) passed whatever it holds.
+        let school = try Self.school()
+        let state = try verify(
+            try Self.envelope(
+                sequence: 5,
+                items: [
+                    Self.item("everything", "focus", targets: ["0.0.0.0/0"]),
+                    Self.item("v6", "allow", targets: ["2001:db8::/32"]),
+                    Self.item("v4-16", "allow", targets: ["docs.example.org", "10.1.0.0/16"]),
+                    Self.item("v4-24", "focus", targets: ["198.51.100.0/24"]),
+                    Self.item("v6-48", "allow", targets: ["2001:db8:1::/48"]),
+                    Self.item("host", "allow", targets: ["192.0.2.7"]),
+                    Self.item("block-wide", "block", targets: ["0.0.0.0/0"]),
+                ])
+        ).get()
+        let outcome = Self.bounds(school).check(state, now: 1_500)
+        #expect(outcome.accepted.map(\.id) == ["v4-24", "v6-48", "host", "block-wide"], "blocking a wide network only closes")
+        #expect(outcome.refused.map(\.item) == ["everything", "v6", "v4-16"] && outcome.refused.allSatisfy { $0.code == "live.target" })
+        #expect(outcome.refused.first?.target == "0.0.0.0/0" && outcome.refused.first?.message.contains("wider than /24") == true)
+    }
+
     // MARK: Kept across restarts
 
     @Test func theStateHeldIsKeptAcrossAReloadAndItsItemsEndAtTheirTime() throws {

@@ -275,6 +275,9 @@ import Testing
                 ("lab2", #"{"action":"allow","targets":["www.adult.example","example.org"],"minutes":5}"#, "locked category"),
                 ("lab2", #"{"action":"focus","targets":["adult.example"],"minutes":5}"#, "adult"),
                 ("lab2", #"{"action":"allow","targets":["example.org"],"untilLessonEnds":true}"#, "no schedule"),
+                // Fails on the code before: only a network's first address was looked up for locked categories.
+                ("lab2", #"{"action":"focus","targets":["0.0.0.0/0"],"minutes":5}"#, #"wider than \/24"#),
+                ("lab2", #"{"action":"allow","targets":["example.org","2001:db8::/32"],"minutes":5}"#, #"wider than \/48"#),
             ] {
                 let answer = try await Self.addRule(server, room: room, token: admin, body)
                 #expect(answer.status == 422, "\(body): \(answer.text)")

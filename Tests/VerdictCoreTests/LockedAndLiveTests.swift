@@ -51,6 +51,28 @@ import VerdictCore
         #expect(engine.decide(FlowFacts(destination: IPAddress("203.0.113.7"), transport: .udp)).reason.category == "malware")
     }
 
+    @Test func aFocusOrExamNetworkDoesNotOpenALockedName() throws {
+        // Fails on the code before: a name missing the focus list fell to the nameless
+        // path, where the focus network allowed the address and only the address was
+        // checked for locked categories.
+        var policy = Policy(blockedCategories: .only([]), unknown: .allow)
+        policy.locked = ["gambling"]
+        policy.focus = Policy.Focus(allow: try patterns("198.51.100.0/24"), until: 2_000_000_000)
+        let locked = try decide("www.casino.example", policy, destination: "198.51.100.7")
+        #expect(locked.verdict == .drop && locked.reason == Reason(source: .category, category: "gambling", rule: "casino.example"))
+        // A name in no locked category at an address of the network still goes through.
+        #expect(try decide("docs.example.org", policy, destination: "198.51.100.7").reason == Reason(source: .focusList, rule: "198.51.100.0/24"))
+        // Outside the network: the focus, as before.
+        #expect(try decide("docs.example.org", policy, destination: "192.0.2.1").reason == Reason(source: .focus))
+        #expect(try decide("docs.example.org", policy).reason == Reason(source: .focus), "no destination known")
+        // The same for an exam's list.
+        policy.focus = nil
+        policy.exam = Policy.Exam(allow: try patterns("198.51.100.0/24"))
+        #expect(try decide("www.casino.example", policy, destination: "198.51.100.7").reason.category == "gambling")
+        #expect(try decide("docs.example.org", policy, destination: "198.51.100.7").reason == Reason(source: .examList, rule: "198.51.100.0/24"))
+        #expect(try decide("docs.example.org", policy, destination: "192.0.2.1").reason == Reason(source: .exam))
+    }
+
     @Test func aLockedCategoryAnsweredByTheLookupIsBlocked() throws {
         var policy = Policy(blockedCategories: .only([]), unknown: .ask)
         policy.locked = ["adult"]

@@ -393,6 +393,9 @@ public struct LiveBounds: Sendable {
         }
         if action == .allow || action == .focus {
             for pattern in patterns {
+                if let why = LiveTargets.refusal(pattern) {
+                    return refuse("live.target", why, target: pattern.description)
+                }
                 if let category = lockedCategory(pattern) {
                     return refuse(
                         "live.locked", "\(pattern) is in the locked category \(category): nothing may open it", target: pattern.description,

@@ -181,6 +181,9 @@ public struct RoomControl: Sendable {
             throw Self.refused("the policy's live.rooms do not name \(room) (named: \(rooms.sorted().joined(separator: ", ")))")
         }
         if request.action == "allow" || request.action == "focus" {
+            // The locked look-up below sees one address of a network; machines refuse wider ones.
+            let wide = patterns.compactMap(LiveTargets.refusal)
+            if !wide.isEmpty { throw Self.refused(wide.joined(separator: "; ")) }
             var refused: [String] = []
             for (text, pattern) in zip(texts, patterns) {
                 if let category = PublishedLivePolicy.lockedCategory(of: pattern, locked: policy.locked, store: store) {
