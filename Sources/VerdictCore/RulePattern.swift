@@ -49,14 +49,30 @@ public enum RulePattern: Hashable, Sendable, CustomStringConvertible {
         case empty
         case badHost(String, HostNameError)
         case badNetwork(String)
+        /// A space, a control character or `#` (the entry as written, with such characters escaped).
+        case badCharacter(String)
 
         public var description: String {
             switch self {
             case .empty: "the entry is empty"
             case .badHost(let text, let error): "'\(text)' is not a host name: \(error)"
             case .badNetwork(let text): "'\(text)' is not an IP address or network (expected e.g. 192.0.2.0/24)"
+            case .badCharacter(let text):
+                "'\(text)' holds a space, a control character or '#', which no entry may (a URL prefix writes them percent-encoded, e.g. %20)"
             }
         }
+    }
+
+    /// Whether a scalar may not appear in an entry: spaces and control
+    /// characters (a URL's path never holds them raw), and `#` (a fragment,
+    /// which no request carries). Entries are written one to a line in
+    /// filter-data's policy text, where a line break would start a line of
+    /// the entry's own choosing and `#` starts a comment that would cut the
+    /// entry short: refused here, no entry can do either, wherever it came
+    /// from (the school's policy, `filterctl allow`, a live item, a room rule).
+    @inlinable
+    public static func isRefused(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value <= 0x20 || scalar.value == 0x7f || scalar == "#"
     }
 
     /// Parses one entry. In a URL list (`urlList`, as UT1 `urls` files are)
@@ -64,6 +80,10 @@ public enum RulePattern: Hashable, Sendable, CustomStringConvertible {
     public init(_ rawText: some StringProtocol, urlList: Bool = false) throws(ParseError) {
         var text = rawText.trimmingASCIISpaces()
         guard !text.isEmpty else { throw .empty }
+        if text.unicodeScalars.contains(where: Self.isRefused) {
+            let shown = text.unicodeScalars.prefix(120).map { Self.isRefused($0) && $0 != "#" ? $0.escaped(asASCII: true) : String($0) }.joined()
+            throw .badCharacter(shown)
+        }
         // A leading dot before a name or an address means what no marker means (`.example.com`
         // is `example.com`), so it goes before the address checks: `.192.0.2.7` is the address, as
         // `192.0.2.7` is, and reads the same once written back without the dot (found by the

@@ -241,6 +241,18 @@ import VerdictCore
         #expect(outcome.refused.first?.target == "0.0.0.0/0" && outcome.refused.first?.message.contains("wider than /24") == true)
     }
 
+    @Test func aTargetThatWouldBreakThePolicyTextIsRefused() throws {
+        // Fails on the code before: these parsed as URL prefixes, and their line breaks and '#'
+        // reached filter-data's policy text (a line of the sender's choosing, or an entry cut short).
+        let school = try Self.school()
+        let injected = ["example.com/x\r\nunknown allow", "a.example/x\naudience person 4", "example.com/#", "example.com/a b"]
+        let state = try verify(
+            try Self.envelope(sequence: 5, items: injected.enumerated().map { Self.item("i\($0.offset)", "block", targets: [$0.element]) }))
+            .get()
+        let outcome = Self.bounds(school).check(state, now: 1_500)
+        #expect(outcome.accepted.isEmpty && outcome.refused.count == injected.count && outcome.refused.allSatisfy { $0.code == "live.target" })
+    }
+
     // MARK: Kept across restarts
 
     @Test func theStateHeldIsKeptAcrossAReloadAndItsItemsEndAtTheirTime() throws {

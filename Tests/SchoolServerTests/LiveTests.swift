@@ -292,6 +292,11 @@ import Testing
             for body in [#"{"action":"allow","minutes":5}"#, #"{"action":"allow","targets":["a b"],"minutes":5}"#, #"{"action":"allow","targets":["a.example"]}"#, #"{"action":"exam","minutes":5}"#] {
                 #expect(try await Self.addRule(server, room: "lab2", token: admin, body).status == 400, "\(body)")
             }
+            // A target that would break a policy's lines is no site (fails on the code before: 201).
+            for target in [#"example.com/x\r\nunknown allow"#, #"a.example/x\naudience person 4"#, "example.com/#", "example.com/a b"] {
+                let answer = try await Self.addRule(server, room: "lab2", token: admin, #"{"action":"block","targets":[""# + target + #""],"minutes":5}"#)
+                #expect(answer.status == 400 && answer.text.contains("is not a site"), "\(target): \(answer.text)")
+            }
             #expect(try await server.storage.liveItems(scope: .room("lab2"), now: server.clock.now).count == 1)
         }
     }

@@ -17,6 +17,26 @@ import VerdictCore
         #expect(try RulePattern("shop.example/a/type:b") == .urlPrefix(HostName("shop.example"), path: "/a/type:b"))
     }
 
+    /// Entries are written one to a line in filter-data's policy text, where `#` starts a comment.
+    /// Fails on the code before: a URL prefix's path was never checked, and these parsed.
+    @Test(arguments: [
+        "example.com/x\r\nunknown allow", "a.example/x\naudience person 4", "example.com/#", "example.com/a b", "example.com/a\tb",
+        "example.com/a\u{7f}", "example.com/a\u{0}b", "example.com/a#b", "#example.com", "192.0.2.7/a\nb", "exa mple.com",
+    ])
+    func spacesControlCharactersAndHashAreRefused(text: String) {
+        #expect(throws: RulePattern.ParseError.self) { try RulePattern(text) }
+        #expect(throws: RulePattern.ParseError.self) { try RulePattern(text, urlList: true) }
+    }
+
+    @Test func theRefusalNamesTheEntryWithItsControlCharactersEscaped() throws {
+        #expect(throws: RulePattern.ParseError.badCharacter("example.com/x\\r\\nunknown\\u{7F}allow")) {
+            try RulePattern("example.com/x\r\nunknown\u{7f}allow")
+        }
+        // Spaces around an entry are still trimmed, and a policy's own '# comment' never reaches the parser.
+        #expect(try RulePattern(" example.com/a\r\n") == .urlPrefix(HostName("example.com"), path: "/a"))
+        #expect(throws: PolicyText.ParseError.self) { try PolicyText.parse("block all\nallow example.com/a\u{7f}\n") }
+    }
+
     @Test func descriptionsRoundTrip() throws {
         for text in ["example.com", "=www.example.com", "*.example.com", "10.0.0.0/8", "2001:db8::/32", "example.com/path"] {
             #expect(try RulePattern(text).description == text)

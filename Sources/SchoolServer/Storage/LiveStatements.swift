@@ -103,6 +103,8 @@ extension SQLStorage {
 
     public func addLiveItem(_ new: NewLiveItem, now: Int64) async throws -> StoredLiveItem {
         let id = "lr-" + Secrets.randomBase32(count: 12).lowercased()
+        // Targets are kept one to a line: a target is a RulePattern's text, which never holds a
+        // line break (RulePattern refuses control characters), so the lines read back as written.
         return try await engine.transaction { session in
             let sequence = try await nextLiveSequence(session)
             try await session.run(
