@@ -253,6 +253,28 @@ import VerdictCore
         #expect(outcome.accepted.isEmpty && outcome.refused.count == injected.count && outcome.refused.allSatisfy { $0.code == "live.target" })
     }
 
+    @Test func anItemCannotStartSoLateThatItNeverEnds() throws {
+        // Fails on the code before: from and until near Int64.max passed (90 minutes long, ends
+        // after now) and the item was in force for ever, as an item is in force from its arrival.
+        let school = try Self.school()
+        let state = try verify(
+            try Self.envelope(
+                sequence: 5,
+                items: [
+                    Self.item("for-ever", from: Int64.max - 60, until: Int64.max),
+                    Self.item("next-week", from: 1_500 + 7 * 86_400, until: 1_500 + 7 * 86_400 + 600),
+                    // The latest end accepted: live.longest (90 min) and the 5 minutes a server's clock may be ahead.
+                    Self.item("latest", from: 1_500 + 300, until: 1_500 + 5_400 + 300),
+                    Self.item("one-later", from: 1_500 + 301, until: 1_500 + 5_400 + 301),
+                    Self.item("backwards", from: 2_000, until: 1_900),
+                ])
+        ).get()
+        let outcome = Self.bounds(school).check(state, now: 1_500)
+        #expect(outcome.accepted.map(\.id) == ["latest"])
+        #expect(outcome.refused.map(\.item) == ["for-ever", "next-week", "one-later", "backwards"])
+        #expect(outcome.refused.allSatisfy { $0.code == "live.duration" })
+    }
+
     // MARK: Kept across restarts
 
     @Test func theStateHeldIsKeptAcrossAReloadAndItsItemsEndAtTheirTime() throws {

@@ -352,6 +352,14 @@ public struct LiveBounds: Sendable {
             return refuse(
                 "live.duration", "it lasts \(item.until - item.from) s (from \(item.from) to \(item.until)), longer than live.longest (\(live.longestSeconds) s)")
         }
+        // An item is in force from its arrival (not from `from`), so its end is bounded by this
+        // machine's clock too: a `from` far in the future would otherwise let `until` be anything.
+        let latest = now.addingReportingOverflow(live.longestSeconds + LiveState.issuedAheadLimit)
+        guard latest.overflow || item.until <= latest.partialValue else {
+            return refuse(
+                "live.duration",
+                "it ends at \(item.until), more than live.longest (\(live.longestSeconds) s) and \(LiveState.issuedAheadLimit) s after this machine's clock (\(now))")
+        }
         let scope: LiveItem.Scope
         switch item.scope.kind {
         case "room":
