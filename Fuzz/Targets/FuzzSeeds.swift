@@ -111,7 +111,14 @@ extension FuzzTarget {
                 {"id":"lr-3","sequence":41,"action":"pause","targets":[],"scope":{"kind":"everyone"},"from":1764359000,"until":1764363600,"by":"Ada"}],
                 "requests":[{"id":"rq-1","state":"approved","message":"ok","until":1764363600}]}
                 """
-            seeds = [[0] + Array(payload.utf8), [1] + Array(#"{"payload":"e30=","signature":"AA==","key":"ed25519:AA=="}"#.utf8)]
+            // Times at the ends of Int64: `until - from` trapped for a `from` of Int64.min, and a
+            // `from` near Int64.max kept an item in force for ever (both found in review).
+            let extremes = """
+                {"format":1,"machine":"m-fuzz","room":"lab1","sequence":43,"issued":1764360000,"items":[
+                {"id":"lr-4","sequence":42,"action":"block","targets":["example.org"],"scope":{"kind":"room","value":"lab1"},"from":-9223372036854775808,"until":1764363600,"by":"Ada"},
+                {"id":"lr-5","sequence":42,"action":"allow","targets":["example.org"],"scope":{"kind":"everyone"},"from":9223372036854775000,"until":9223372036854775807,"by":"Ada"}]}
+                """
+            seeds = [[0] + Array(payload.utf8), [0] + Array(extremes.utf8), [1] + Array(#"{"payload":"e30=","signature":"AA==","key":"ed25519:AA=="}"#.utf8)]
         case .inspect:
             // The host's choice (InspectFuzzing.hosts; 7: a length and the Host from the input), then the target.
             let requests: [(UInt8, String)] = [

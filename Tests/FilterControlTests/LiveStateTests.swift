@@ -275,6 +275,22 @@ import VerdictCore
         #expect(outcome.refused.allSatisfy { $0.code == "live.duration" })
     }
 
+    @Test func timesBeforeNineteenSeventyAreRefusedNotATrap() throws {
+        // Fails on the code before: `until - from` overflowed for from = Int64.min and filter-control trapped.
+        let school = try Self.school()
+        let state = try verify(
+            try Self.envelope(
+                sequence: 5,
+                items: [
+                    Self.item("min", from: Int64.min, until: 3_000), Self.item("negative", from: -1, until: 3_000),
+                    Self.item("both", from: Int64.min, until: Int64.min), Self.item("until", from: 1_000, until: -5),
+                ])
+        ).get()
+        let outcome = Self.bounds(school).check(state, now: 1_500)
+        #expect(outcome.accepted.isEmpty && outcome.refused.map(\.code) == Array(repeating: "live.duration", count: 4))
+        #expect(outcome.refused.first?.message.contains("before 1970") == true)
+    }
+
     // MARK: Kept across restarts
 
     @Test func theStateHeldIsKeptAcrossAReloadAndItsItemsEndAtTheirTime() throws {

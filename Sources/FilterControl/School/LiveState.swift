@@ -347,8 +347,17 @@ public struct LiveBounds: Sendable {
         guard live.actions.contains(action) else {
             return refuse("live.action", "the school's live.actions does not allow \(action.rawValue)")
         }
+        // Before any arithmetic on them: `until - from` traps for a `from` near Int64.min, and a
+        // server that sent one would stop filter-control at every start (the state is kept and sent again).
+        guard item.from >= 0, item.until >= 0 else {
+            return refuse("live.duration", "its times are before 1970 (from \(item.from) to \(item.until))")
+        }
         guard item.until > now else { return refuse("live.ended", "it ended at \(item.until), before now (\(now))") }
-        guard item.from <= item.until, item.until - item.from <= live.longestSeconds else {
+        // Both are 0 or more, so neither difference below can overflow.
+        guard item.from <= item.until else {
+            return refuse("live.duration", "it ends (\(item.until)) before it starts (\(item.from))")
+        }
+        guard item.until - item.from <= live.longestSeconds else {
             return refuse(
                 "live.duration", "it lasts \(item.until - item.from) s (from \(item.from) to \(item.until)), longer than live.longest (\(live.longestSeconds) s)")
         }
