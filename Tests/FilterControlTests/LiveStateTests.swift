@@ -153,6 +153,11 @@ import VerdictCore
             held: LiveState.Order(issued: 1_000, sequence: 42), now: 1_500)
         #expect(refusalCode(replayed) == "live.sequence", "an older time, whatever its sequence")
         #expect(refusalCode(try verify(try Self.envelope(sequence: 43, issued: 1_500 + 301, items: []))) == "live.issued")
+        // Negative numbers (a taken-over server's): the machine would send the sequence back as `after`.
+        // Fails on the code before, which accepted both.
+        #expect(refusalCode(try verify(try Self.envelope(sequence: -1, issued: 1_200, items: []), held: nil)) == "live.payload")
+        #expect(refusalCode(try verify(try Self.envelope(sequence: 43, issued: -1, items: []), held: nil)) == "live.payload")
+        #expect(refusalCode(try verify(try Self.envelope(sequence: 0, issued: 1_200, items: []), held: nil)) == nil)
         #expect(throws: Never.self) { try verify(try Self.envelope(sequence: 43, issued: 1_500 + 300, items: [])).get() }
         // Without live: nothing is accepted.
         let none = LiveState.verify(try Self.envelope(sequence: 1, items: []), policy: nil, machine: Self.machine, held: LiveState.Order(issued: 0, sequence: 0), now: 1_500)

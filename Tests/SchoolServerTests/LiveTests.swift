@@ -189,6 +189,10 @@ import Testing
             // Holding a number this server never gave (a taken-over server's, a restored database): the current state at once.
             let ahead = try Self.payload(try await Self.poll(server, setup.machine, after: first.sequence + 1_000_000, wait: 30), key: setup.live.key)
             #expect(ahead.sequence == first.sequence)
+            // A negative one too (a taken-over server's): fails on the code before, which answered 400 to every poll.
+            let negative = try Self.payload(try await Self.poll(server, setup.machine, after: -1, wait: 30), key: setup.live.key)
+            #expect(negative.sequence == first.sequence)
+            #expect(try Self.payload(try await Self.poll(server, setup.machine, after: Int64.min, wait: 30), key: setup.live.key).sequence == first.sequence)
 
             // Held, and woken by a rule added to its room.
             async let held = Self.poll(server, setup.machine, after: first.sequence, wait: 30)

@@ -248,6 +248,11 @@ public struct LiveState: Sendable, Hashable {
             .failure(Refusal(code: "live.payload", message: "the live state's payload: " + message, sequence: payload.sequence))
         }
         guard payload.format == 1 else { return refuse("format \(payload.format), this machine reads format 1") }
+        // A negative sequence held would be sent back as `after`, which the server once refused
+        // for ever (400); a negative time is no time a server issues a state at.
+        guard payload.sequence >= 0, payload.issued >= 0 else {
+            return refuse("sequence \(payload.sequence) and issued \(payload.issued) must not be negative")
+        }
         let items = payload.items ?? []
         let requests = payload.requests ?? []
         guard items.count <= maximumItems else { return refuse("\(items.count) items, more than \(maximumItems)") }

@@ -154,7 +154,7 @@ struct MachineRoutes {
 
 extension MachineRoutes {
     struct LiveRequest: Decodable {
-        /// The live sequence the machine holds (0 at first).
+        /// The live sequence the machine holds (0 at first; any Int64 is read).
         let after: Int64
         /// How long to hold the request when nothing is newer, 0 to 30 seconds.
         let wait: Int
@@ -172,7 +172,8 @@ extension MachineRoutes {
     func liveState(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
         guard let machine = context.machine else { throw APIError.signatureInvalid }
         let body = try await decode(LiveRequest.self, request, context)
-        guard body.after >= 0 else { throw APIError.badRequest("after must not be negative") }
+        // Any number: a machine that took a negative one from a taken-over server (machines
+        // refuse them now, older ones did not) gets the current state, as for any number but the view's.
         guard (0...Self.longestWait).contains(body.wait) else { throw APIError.badRequest("wait must be from 0 to \(Self.longestWait) seconds") }
         let deadline = ContinuousClock.now.advanced(by: .seconds(body.wait))
         while true {
