@@ -358,8 +358,9 @@ import VerdictCore
         }
         #expect(refusal.code == "live.sequence" && channel.store.sequence == 42 && applied.withLock { $0 } == 1)
         #expect(reported.withLock { $0 }.last?.code == "live.sequence" && channel.status.statesRefused == 1)
-        // The server is told of the refused state, so it holds the next request until it has another.
-        #expect(channel.after == 41)
+        // Older only by its order: asked for again after the backoff (the server's clock may be
+        // behind the one that issued the state held), so `after` still names the state held.
+        #expect(channel.after == 42)
 
         // A newer state with the refused item again: it is not reported twice.
         server.answer(200, try Self.envelope(sequence: 43, items: [Self.item("b", scope: ("room", "lab3"))]))
@@ -389,6 +390,36 @@ import VerdictCore
         // filter-control stopping cancels the held request: not "cannot reach the server" (demo.sh showed that warning at every stop).
         #expect(await channel.poll() == .nothingNew)
         #expect(channel.status.lastError == nil)
+    }
+
+    @Test func aStateOlderOnlyByItsClockIsAskedForAgain() async throws {
+        // Fails on the code before: the refused sequence became `after`, so the server, whose
+        // sequence it was, held every later request until something changed in the room.
+        let folder = try temporaryFolder()
+        let server = FakeLiveServer()
+        let school = try Self.school()
+        let now = Mutex<Int64>(1_500)
+        let channel = LiveChannel(
+            transport: server, store: LiveStateStore(path: folder + "/" + LiveStateStore.fileName), machine: Self.machine,
+            context: { LiveChannel.Context(policy: school, lockedCategory: Self.bounds(school).lockedCategory) }, applied: {}, report: { _ in },
+            clock: { Date(timeIntervalSince1970: TimeInterval(now.withLock { $0 })) }, logger: Logger(label: "test"))
+        // A state dated 299 s ahead (a taken-over server, or an instance whose clock is ahead) is held.
+        server.answer(200, try Self.envelope(sequence: 1_000_000, issued: 1_500 + 299, items: [Self.item("rogue")]))
+        #expect(await channel.poll() == .applied(sequence: 1_000_000, accepted: 1, refused: 0))
+        // The real server's state is older by its time: refused, and not named as seen.
+        server.answer(200, try Self.envelope(sequence: 7, issued: 1_500, items: [Self.item("real")]))
+        guard case .refused(let refusal) = await channel.poll() else {
+            Issue.record("an older state was not refused")
+            return
+        }
+        #expect(refusal.code == "live.sequence")
+        #expect(channel.after == 1_000_000, "the server is asked again for its current state")
+        #expect(server.requests.last == #"{"after":1000000,"wait":25}"#)
+        // Once the server's clock passes the held state's, its answer (stamped with its time) is accepted.
+        now.withLock { $0 = 1_900 }
+        server.answer(200, try Self.envelope(sequence: 7, issued: 1_900, items: [Self.item("real")]))
+        #expect(await channel.poll() == .applied(sequence: 7, accepted: 1, refused: 0))
+        #expect(channel.store.items(inForceAt: 1_900).map(\.id) == ["real"])
     }
 
     @Test func aStateRefusedWholeIsNotAskedForAgainUntilThePolicyChanges() async throws {

@@ -208,7 +208,11 @@ public final class LiveChannel: Sendable {
             state = verified
         case .failure(let refusal):
             if refusal.code == "live.sequence", refusal.sequence == held.sequence { return .unchanged }
-            await refuse(refusal, bytes: bytes)
+            // A state ordered before the one held by its issued time, with another sequence: the
+            // server's clock is behind the one that issued the state held (another instance, or a
+            // taken-over server that dated its state ahead). The server stamps every answer with
+            // its time, so a later answer is accepted: asked again after the backoff, not held back.
+            await refuse(refusal, bytes: bytes, holdBack: refusal.code != "live.sequence")
             return .refused(refusal)
         }
         let outcome = context.bounds.check(state, now: now)
@@ -236,12 +240,13 @@ public final class LiveChannel: Sendable {
         return .applied(sequence: state.sequence, accepted: outcome.accepted.count, refused: outcome.refused.count)
     }
 
-    /// A state refused whole: not asked for again; reported once (each item when the policy has no `live:`).
-    private func refuse(_ refusal: LiveState.Refusal, bytes: [UInt8]) async {
+    /// A state refused whole: reported once (each item when the policy has no `live:`); with
+    /// `holdBack`, not asked for again (`after` names it) until the policy changes.
+    private func refuse(_ refusal: LiveState.Refusal, bytes: [UInt8], holdBack: Bool = true) async {
         shared.withLock { shared in
             shared.status.statesRefused += 1
             shared.status.lastRefusal = refusal.message
-            if let sequence = refusal.sequence { shared.refused = sequence }
+            if holdBack, let sequence = refusal.sequence { shared.refused = sequence }
         }
         var reports = [RefusalReport(sequence: refusal.sequence, item: nil, code: refusal.code, message: refusal.message)]
         if refusal.code == "live.no-policy", let items = LiveState.unverifiedItems(bytes) {
