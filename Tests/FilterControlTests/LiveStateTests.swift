@@ -422,6 +422,17 @@ import VerdictCore
         #expect(channel.store.items(inForceAt: 1_900).map(\.id) == ["real"])
     }
 
+    @Test func anEarlyAnswerWithNothingNewIsFollowedByAPause() {
+        // Fails on the code before, which had no pause: a 204 at once (a full hub, a shutdown) was followed by a request at once.
+        for elapsed in [Duration.zero, .milliseconds(300), .seconds(12)] {
+            let pause = LiveChannel.pause(afterNothingNewIn: elapsed, wait: 25)
+            #expect(pause.map { $0 >= .milliseconds(800) && $0 <= .milliseconds(1200) } == true, "\(elapsed)")
+        }
+        #expect(LiveChannel.pause(afterNothingNewIn: .milliseconds(12_500), wait: 25) == nil, "held for half the wait: no pause")
+        #expect(LiveChannel.pause(afterNothingNewIn: .seconds(25), wait: 25) == nil)
+        #expect(LiveChannel.pause(afterNothingNewIn: .seconds(2), wait: 0) != nil, "wait 0 is always answered at once")
+    }
+
     @Test func aStateRefusedWholeIsNotAskedForAgainUntilThePolicyChanges() async throws {
         let folder = try temporaryFolder()
         let server = FakeLiveServer()

@@ -21,7 +21,11 @@ public import VerdictCore
 /// is refused whole is not asked for again (`after` names it, and the
 /// server holds the request until its sequence moves) until the policy
 /// changes (`policyChanged`), so a server that keeps sending a state this
-/// machine cannot accept is not asked in a tight loop. States are ordered
+/// machine cannot accept is not asked in a tight loop; but one refused only
+/// as older than the state held by its issued time is asked for again after
+/// the backoff (clocks that differ: a later answer is accepted). A 204 that
+/// comes early (the server's hub full, a shutdown) is followed by a pause of
+/// about a second, not a request at once. States are ordered
 /// by the time the server issued them, then by sequence (`LiveState.Order`),
 /// and the server answers whenever its sequence is not `after`: a machine
 /// that took a huge sequence from a taken-over server follows the real one
@@ -130,10 +134,16 @@ public final class LiveChannel: Sendable {
         logger.info("school: live channel open", metadata: ["hallpass.school.live.sequence": "\(store.sequence)"])
         var failures = 0
         while !Task.isCancelled {
+            let started = ContinuousClock.now
             let outcome = await poll()
             switch outcome {
-            case .applied, .unchanged, .nothingNew:
+            case .applied:
                 failures = 0
+            case .unchanged, .nothingNew:
+                failures = 0
+                if let pause = Self.pause(afterNothingNewIn: ContinuousClock.now - started, wait: wait) {
+                    await Wakeup.sleep(pause, loop: loop)
+                }
             case .refused:
                 // The server answered; what it sent is not asked for again. A short pause all the same.
                 failures += 1
@@ -143,6 +153,17 @@ public final class LiveChannel: Sendable {
                 await Wakeup.sleep(backoff.delay(afterFailures: failures), loop: loop)
             }
         }
+    }
+
+    /// The pause before the next request after an answer with nothing new that
+    /// came `elapsed` after the request was sent: none when the server held it
+    /// (half of `wait` or more); about a second (±20 %) when it answered early
+    /// (its hub full, a shutdown, `wait` 0), so that the channel does not spend
+    /// the machine's request budget (`machines.requestRate`, which records and
+    /// check-ins share) on requests in a tight loop.
+    static func pause(afterNothingNewIn elapsed: Duration, wait: Int) -> Duration? {
+        guard wait == 0 || elapsed < .seconds(wait) / 2 else { return nil }
+        return .seconds(1) * Double.random(in: 0.8...1.2)
     }
 
     /// One request: asks for a state newer than `after`, and takes what comes.
