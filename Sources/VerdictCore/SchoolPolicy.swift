@@ -485,6 +485,7 @@ public struct SchoolPolicy: Sendable, Hashable {
         var focus: (item: LiveItem, patterns: [RulePattern])? = nil
         for item in moment.live where item.isInForce(now: moment.now) {
             guard item.applies(toGroup: group, audience: audience, person: person) else { continue }
+            if item.user != nil, !liveUserItemsReach(group: group) { continue }
             let patterns = item.targets.compactMap { try? RulePattern($0) }
             switch item.action {
             case .allow: policy.overrideAllow += patterns
@@ -517,6 +518,16 @@ public struct SchoolPolicy: Sendable, Hashable {
         var result = EffectivePolicy(policy: policy, audience: audience, schedules: schedulesInForce, exam: exam, overrides: applied)
         result.live = liveApplied
         return result
+    }
+
+    /// Whether a live item scoped to one user reaches that user in `group`
+    /// (nil: in no group). With `live.groups`, only people of those groups,
+    /// as a group item may name only those: an item for one person is not a
+    /// way around the bound. The machine learns a person's group when it
+    /// places them, so this is judged there, not when the state arrives.
+    public func liveUserItemsReach(group: String?) -> Bool {
+        guard let groups = live?.groups else { return true }
+        return group.map(groups.contains) ?? false
     }
 
     /// Whether the school's `overrides:` lets a machine make this change.

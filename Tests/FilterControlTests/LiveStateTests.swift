@@ -296,6 +296,19 @@ import VerdictCore
         #expect(outcome.refused.first?.message.contains("before 1970") == true)
     }
 
+    @Test func anItemForEveryoneReachesOnlyTheRoomsOfLiveRooms() throws {
+        // Fails on the code before: the everyone scope skipped live.rooms.
+        let school = try Self.school()
+        let inLab3 = try verify(try Self.envelope(sequence: 5, room: "lab3", items: [Self.item("all", "block", scope: ("everyone", ""))])).get()
+        let refused = Self.bounds(school).check(inLab3, now: 1_500)
+        #expect(refused.accepted.isEmpty && refused.refused.map(\.code) == ["live.room"])
+        let inLab1 = try verify(try Self.envelope(sequence: 5, room: "lab1", items: [Self.item("all", "block", scope: ("everyone", ""))])).get()
+        #expect(Self.bounds(school).check(inLab1, now: 1_500).accepted.map(\.id) == ["all"])
+        var anyRoom = school
+        anyRoom.live?.rooms = nil
+        #expect(Self.bounds(anyRoom).check(inLab3, now: 1_500).accepted.map(\.id) == ["all"])
+    }
+
     // MARK: Kept across restarts
 
     @Test func theStateHeldIsKeptAcrossAReloadAndItsItemsEndAtTheirTime() throws {
@@ -522,16 +535,18 @@ final class FakeLiveServer: SchoolTransport {
             items: [
                 LiveStateTests.item("room", "block", targets: ["games.example"], from: now, until: now + 600),
                 LiveStateTests.item("ada", "block", targets: ["news.example"], scope: ("user", "ada"), from: now, until: now + 600),
+                LiveStateTests.item("cy", "allow", targets: ["games.example"], scope: ("user", "cy"), from: now, until: now + 600),
                 LiveStateTests.item("casino", targets: ["v1.casino.example"], from: now, until: now + 600),
             ])
         let state = try LiveState.verify(bytes, policy: context.policy.live, machine: LiveStateTests.machine, held: LiveState.Order(issued: 0, sequence: 0), now: now).get()
         let outcome = context.bounds.check(state, now: now)
-        #expect(outcome.accepted.map(\.id) == ["room", "ada"] && outcome.refused.map(\.code) == ["live.locked"])
+        #expect(outcome.accepted.map(\.id) == ["room", "ada", "cy"] && outcome.refused.map(\.code) == ["live.locked"])
         try school.live.accept(try JSONDecoder().decode(LiveState.Envelope.self, from: Data(bytes)), verified: state, outcome: outcome)
 
         let placements: [UInt32: (audience: Audience, user: LocalUser)] = [
             1001: (.group("year9"), LocalUser(uid: 1001, name: "ada", unixGroups: ["year9"])),
             1002: (.group("year9"), LocalUser(uid: 1002, name: "bob", unixGroups: ["year9"])),
+            1003: (.group("year10"), LocalUser(uid: 1003, name: "cy", unixGroups: ["year10"])),
         ]
         let inForce = await control.policy
         let (set, effective) = await control.computePolicySet(
@@ -544,6 +559,9 @@ final class FakeLiveServer: SchoolTransport {
         }
         #expect(try verdict("news.example", uid: 1001) == .drop && verdict("news.example", uid: 1002) == .allow, "ada's item is hers alone")
         #expect(try verdict("games.example", uid: 1001) == .drop && verdict("games.example", uid: 1002) == .drop)
+        // cy is in year10, which live.groups does not name: an item for cy alone is no way around
+        // the bound (fails on the code before, which gave cy a policy of their own with the item).
+        #expect(set.users[1003] == .group("year10") && set.policies[.person(1003)] == nil && effective[.person(1003)] == nil)
 
         // At the items' end they are out of force, with or without the server.
         let (later, _) = await control.computePolicySet(
@@ -554,7 +572,7 @@ final class FakeLiveServer: SchoolTransport {
 
         // The status shows them.
         let live = try #require(await control.status().live)
-        #expect(live.sequence == 3 && live.items.map(\.id) == ["room", "ada"] && live.items[1].scope == "user ada" && live.keys == 1)
+        #expect(live.sequence == 3 && live.items.map(\.id) == ["room", "ada", "cy"] && live.items[1].scope == "user ada" && live.keys == 1)
         #expect(live.refusedInState.count == 1)
     }
 }

@@ -156,6 +156,18 @@ import VerdictCore
         #expect(year9.policy.locked == ["adult"], "locked reaches every policy")
     }
 
+    @Test func aUsersItemReachesOnlyThePeopleOfLiveGroups() throws {
+        // Fails on the code before: the user scope skipped live.groups.
+        var school = school()
+        school.live?.groups = ["year9"]
+        let moment = moment(item("u", .allow, ["chess.example"], scope: .user("ada")))
+        #expect(school.effectivePolicy(for: .group("year9"), at: moment, person: "ada").live == ["u"])
+        #expect(school.effectivePolicy(for: .group("staff"), at: moment, person: "ada").live.isEmpty)
+        #expect(school.effectivePolicy(for: .ungrouped, at: moment, person: "ada").policy.overrideAllow.isEmpty)
+        school.live?.groups = nil
+        #expect(school.effectivePolicy(for: .ungrouped, at: moment, person: "ada").live == ["u"], "no live.groups: anyone")
+    }
+
     @Test func anItemEndsAtItsTime() throws {
         let school = school()
         let block = item("a", .block, ["news.example"], until: 2_000)

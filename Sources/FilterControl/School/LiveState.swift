@@ -385,6 +385,10 @@ public struct LiveBounds: Sendable {
             }
             scope = .room(room)
         case "everyone":
+            // Everyone, on the machines of the rooms live items may address.
+            if let rooms = live.rooms, !rooms.contains(room) {
+                return refuse("live.room", "an item for everyone reaches the rooms in the school's live.rooms, and this machine is in '\(room)'")
+            }
             scope = .everyone
         case "group":
             guard policy.groups.contains(where: { $0.name == item.scope.value }) else {

@@ -303,7 +303,8 @@ public actor Control {
         let persons = Set(live.compactMap(\.user))
         if !persons.isEmpty {
             for (uid, placed) in placements where placed.audience != .system {
-                guard let name = placed.user.name, persons.contains(name) else { continue }
+                guard let name = placed.user.name, persons.contains(name), policy.school.liveUserItemsReach(group: placed.audience.groupName)
+                else { continue }
                 let result = policy.effectivePolicy(for: placed.audience, at: moment, person: name)
                 policies[.person(uid)] = result.policy
                 effective[.person(uid)] = result
