@@ -29,15 +29,22 @@ enum LiveFuzzing {
         } else {
             envelope = rest
         }
-        guard case .success(let state) = LiveState.verify(envelope, policy: school.live, machine: "m-fuzz", held: LiveState.Order(issued: 0, sequence: 0), now: 1_764_360_000)
+        let held = LiveState.Order(issued: 0, sequence: 0)
+        guard case .success(let state) = LiveState.verify(envelope, policy: school.live, machine: "m-fuzz", held: held, now: 1_764_360_000)
         else { return }
-        require(state.machine == "m-fuzz" && state.sequence > 0, "a state for another machine or an old sequence verified")
+        // States are ordered by (issued, sequence): a sequence of 0 is after the one held when issued is later.
+        require(state.machine == "m-fuzz", "a state for another machine verified")
+        require(state.sequence >= 0 && state.issued >= 0, "a negative sequence or time verified")
+        require(state.order > held && state.issued <= 1_764_360_000 + LiveState.issuedAheadLimit, "a state not after the one held verified")
         require(state.items.count <= LiveState.maximumItems, "more items than the bound")
         let bounds = LiveBounds(policy: school) { pattern in pattern.description.contains("adult") ? "adult" : nil }
         let outcome = bounds.check(state, now: 1_764_360_000)
         require(outcome.accepted.count + outcome.refused.count == state.items.count, "an item was neither accepted nor refused")
         for item in outcome.accepted {
+            require(item.from >= 0 && item.from <= item.until, "an item with times out of order verified")
             require(item.until > 1_764_360_000 && item.until - item.from <= LivePolicy.defaultLongestSeconds, "an item outside the bounds")
+            require(
+                item.until <= 1_764_360_000 + LivePolicy.defaultLongestSeconds + LiveState.issuedAheadLimit, "an item in force longer than the bounds")
             if item.action == .allow || item.action == .focus {
                 require(!item.targets.contains { $0.contains("adult") }, "an allow of a locked target was accepted")
             }
