@@ -74,8 +74,12 @@ public struct LiveItem: Sendable, Hashable, Codable {
     /// The server's sequence when the item was made (of two focus items, the later one wins).
     public var sequence: Int64
     public var action: LiveAction
-    /// `RulePattern` texts: the sites of an allow, block or focus; none for pause and exam.
-    public var targets: [String]
+    /// The sites of an allow, block or focus; none for pause and exam. Parsed
+    /// once, when the item is made (the state accepted or checked again), not
+    /// at every policy tick for every audience.
+    public var patterns: [RulePattern]
+    /// The targets as written (`RulePattern` texts).
+    public var targets: [String] { patterns.map(\.description) }
     public var scope: Scope
     /// Unix seconds.
     public var from: Int64
@@ -86,14 +90,24 @@ public struct LiveItem: Sendable, Hashable, Codable {
     /// The access request it answers, if any.
     public var request: String?
 
+    /// An item of `targets` (`RulePattern` texts; one that does not parse is left out).
     public init(
         id: String, sequence: Int64, action: LiveAction, targets: [String], scope: Scope, from: Int64, until: Int64, by: String,
+        reason: String? = nil, request: String? = nil
+    ) {
+        self.init(
+            id: id, sequence: sequence, action: action, patterns: targets.compactMap { try? RulePattern($0) }, scope: scope, from: from,
+            until: until, by: by, reason: reason, request: request)
+    }
+
+    public init(
+        id: String, sequence: Int64, action: LiveAction, patterns: [RulePattern], scope: Scope, from: Int64, until: Int64, by: String,
         reason: String? = nil, request: String? = nil
     ) {
         self.id = id
         self.sequence = sequence
         self.action = action
-        self.targets = targets
+        self.patterns = patterns
         self.scope = scope
         self.from = from
         self.until = until
@@ -121,6 +135,33 @@ public struct LiveItem: Sendable, Hashable, Codable {
     public var user: String? {
         if case .user(let name) = scope { return name }
         return nil
+    }
+
+    // Written with the targets as text, and read back through the parser.
+    enum CodingKeys: String, CodingKey { case id, sequence, action, targets, scope, from, until, by, reason, request }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            id: try container.decode(String.self, forKey: .id), sequence: try container.decode(Int64.self, forKey: .sequence),
+            action: try container.decode(LiveAction.self, forKey: .action), targets: try container.decode([String].self, forKey: .targets),
+            scope: try container.decode(Scope.self, forKey: .scope), from: try container.decode(Int64.self, forKey: .from),
+            until: try container.decode(Int64.self, forKey: .until), by: try container.decode(String.self, forKey: .by),
+            reason: try container.decodeIfPresent(String.self, forKey: .reason), request: try container.decodeIfPresent(String.self, forKey: .request))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(sequence, forKey: .sequence)
+        try container.encode(action, forKey: .action)
+        try container.encode(targets, forKey: .targets)
+        try container.encode(scope, forKey: .scope)
+        try container.encode(from, forKey: .from)
+        try container.encode(until, forKey: .until)
+        try container.encode(by, forKey: .by)
+        try container.encodeIfPresent(reason, forKey: .reason)
+        try container.encodeIfPresent(request, forKey: .request)
     }
 }
 

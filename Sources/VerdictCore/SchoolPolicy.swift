@@ -486,7 +486,7 @@ public struct SchoolPolicy: Sendable, Hashable {
         for item in moment.live where item.isInForce(now: moment.now) {
             guard item.applies(toGroup: group, audience: audience, person: person) else { continue }
             if item.user != nil, !liveUserItemsReach(group: group) { continue }
-            let patterns = item.targets.compactMap { try? RulePattern($0) }
+            let patterns = item.patterns
             switch item.action {
             case .allow: policy.overrideAllow += patterns
             case .block: policy.overrideBlock += patterns

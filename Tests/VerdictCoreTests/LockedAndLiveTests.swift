@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import VerdictCore
 
@@ -213,5 +214,17 @@ import VerdictCore
         #expect(parsed == set)
         #expect(parsed.placement(uid: 1001) == .audience(.person(1001)))
         #expect(throws: PolicyText.ParseError.self) { try PolicySet.parse("user 5 @5\naudience ungrouped\nblock all\n") }
+    }
+}
+
+/// A live item's targets, parsed once when the item is made.
+@Suite struct LiveItemTests {
+    @Test func anItemKeepsItsTargetsParsedAndWritesThemAsText() throws {
+        let item = LiveItem(
+            id: "a", sequence: 1, action: .allow, targets: ["Docs.Example.org/Path", "not a name"], scope: .everyone, from: 0, until: 10, by: "Ada")
+        #expect(item.patterns == [try RulePattern("docs.example.org/path")] && item.targets == ["docs.example.org/path"])
+        let text = try JSONEncoder().encode(item)
+        #expect(String(decoding: text, as: UTF8.self).contains(#""targets":["docs.example.org\/path"]"#))
+        #expect(try JSONDecoder().decode(LiveItem.self, from: text) == item)
     }
 }

@@ -431,7 +431,7 @@ public struct LiveBounds: Sendable {
         }
         return .success(
             LiveItem(
-                id: item.id, sequence: item.sequence, action: action, targets: patterns.map(\.description), scope: scope, from: item.from,
+                id: item.id, sequence: item.sequence, action: action, patterns: patterns, scope: scope, from: item.from,
                 until: item.until, by: item.by, reason: item.reason, request: item.request))
     }
 }

@@ -109,19 +109,33 @@ public final class LiveStateStore: Sendable {
     @discardableResult
     public func reevaluate(policy: SchoolPolicy, bounds: LiveBounds, machine: String, now: Int64) -> LiveState.Refusal? {
         state.withLock { state in
-            guard let envelope = state.file.envelope else { return nil }
-            switch LiveState.verify(envelope, policy: policy.live, machine: machine, held: nil, now: now) {
-            case .success(let verified):
-                let outcome = bounds.check(verified, now: now)
-                // An item that ended since it arrived is simply over, not refused.
-                state.held = Held(
-                    sequence: state.file.sequence, issued: state.file.issued, room: verified.room, items: outcome.accepted,
-                    refused: outcome.refused.filter { $0.code != "live.ended" }, requests: verified.requests)
-                return nil
-            case .failure(let refusal):
-                state.held = Held(sequence: state.file.sequence, issued: state.file.issued)
-                return refusal
-            }
+            let (held, refusal) = Self.evaluate(state.file, policy: policy, bounds: bounds, machine: machine, now: now)
+            state.held = held
+            return refusal
+        }
+    }
+
+    /// What `reevaluate` would hold under `policy`, without holding it: a
+    /// reload builds its policy set from these before the new policy is in force.
+    public func evaluate(policy: SchoolPolicy, bounds: LiveBounds, machine: String, now: Int64) -> (held: Held, refusal: LiveState.Refusal?) {
+        let file = state.withLock { $0.file }
+        return Self.evaluate(file, policy: policy, bounds: bounds, machine: machine, now: now)
+    }
+
+    private static func evaluate(
+        _ file: File, policy: SchoolPolicy, bounds: LiveBounds, machine: String, now: Int64
+    ) -> (held: Held, refusal: LiveState.Refusal?) {
+        guard let envelope = file.envelope else { return (Held(sequence: file.sequence, issued: file.issued), nil) }
+        switch LiveState.verify(envelope, policy: policy.live, machine: machine, held: nil, now: now) {
+        case .success(let verified):
+            let outcome = bounds.check(verified, now: now)
+            // An item that ended since it arrived is simply over, not refused.
+            let held = Held(
+                sequence: file.sequence, issued: file.issued, room: verified.room, items: outcome.accepted,
+                refused: outcome.refused.filter { $0.code != "live.ended" }, requests: verified.requests)
+            return (held, nil)
+        case .failure(let refusal):
+            return (Held(sequence: file.sequence, issued: file.issued), refusal)
         }
     }
 

@@ -284,12 +284,16 @@ public actor Control {
     /// approved for them alone) gets a policy of their own, `.person(uid)`:
     /// their group's, plus their items. Their records still name their group
     /// (`groupNames` keeps the placement's audience).
+    ///
+    /// `live`: the live items as checked against `policy` (a reload's, not yet
+    /// in force); nil: those held.
     func computePolicySet(
-        now: Date, policy: PolicyInForce, placements: [UInt32: (audience: Audience, user: LocalUser)], policyClock: PolicyClock
+        now: Date, policy: PolicyInForce, placements: [UInt32: (audience: Audience, user: LocalUser)], policyClock: PolicyClock,
+        live liveChecked: [LiveItem]? = nil
     ) -> (PolicySet, [Audience: EffectivePolicy]) {
         let seconds = Int64(now.timeIntervalSince1970)
         let state = policyState.current(now: seconds)
-        let live = school?.live.items(inForceAt: seconds) ?? []
+        let live = (liveChecked ?? school?.live.items(inForceAt: seconds) ?? []).filter { $0.isInForce(now: seconds) }
         let moment = PolicyMoment(
             time: policyClock.localTime(at: now), now: seconds, manualExam: state.exam, overrides: overridesInForce(state), live: live)
         var policies: [Audience: Policy] = [:]
@@ -625,8 +629,18 @@ public actor Control {
         let resolved = (try? await NIOThreadPool.singleton.runIfActive { known.map { users.user(uid: $0) } }) ?? []
         let newPlacements = Dictionary(uniqueKeysWithValues: resolved.map { ($0.uid, (newPolicy.school.audience(of: $0), $0)) })
         let newClock = PolicyClock(zoneName: newPolicy.school.timeZone)
+        // The live items held, checked against the new policy's bounds and the new store before
+        // the set is built: filter-data never gets items checked under the policy going out.
+        let now = clock()
+        let liveChecked = school.map { school in
+            school.live.evaluate(
+                policy: newPolicy.school, bounds: Control.liveContext(policy: newPolicy.school, store: newStore).bounds,
+                machine: school.identity.machine, now: Int64(now.timeIntervalSince1970)
+            ).held.items
+        }
         let (set, effective) = computePolicySet(
-            now: clock(), policy: newPolicy, placements: newPlacements.mapValues { (audience: $0.0, user: $0.1) }, policyClock: newClock)
+            now: now, policy: newPolicy, placements: newPlacements.mapValues { (audience: $0.0, user: $0.1) }, policyClock: newClock,
+            live: liveChecked)
 
         let answer: DataSupervisor.RulesAnswer
         do {
@@ -655,10 +669,15 @@ public actor Control {
         policySet = set
         refusedPolicySet = nil
         self.effective = effective
+        // The live items held, checked as the set was (logged when the state no longer verifies).
+        recheckLiveState()
+        liveChannel?.policyChanged()
+        let live = school?.live.items(inForceAt: Int64(clock().timeIntervalSince1970)) ?? []
         pageView.withLock { view in
             view.engines = PolicyEngines(rules: newStore, set: set)
             view.clock = newClock
             view.locked = newPolicy.school.locked
+            view.live = live
         }
         if let responder { blockPage?.use(responder) }
         BlockPageSetup.reloadAuthority(configuration: configuration, server: blockPage, logger: logger)
@@ -674,10 +693,6 @@ public actor Control {
         if newPolicy.fromBundle { text += " (the school's policy from the bundle)" }
         if case .pending = answer { text += "; filter-data is restarting and starts with them" }
         await judgeOpenConnections(set: set)
-        // The live items held, checked again against the new policy's bounds and the new store.
-        recheckLiveState()
-        liveChannel?.policyChanged()
-        await applyPolicy(reason: "live items checked against the new policy")
         return AdminReply(exitCode: 0, output: text + "\n", code: newStore.version == previous ? "reload.current" : "reload.installed")
     }
 

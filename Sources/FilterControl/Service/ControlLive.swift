@@ -13,7 +13,12 @@ extension Control {
 
     /// The policy in force and the look-up of locked categories in the store in force.
     func liveContext() -> LiveChannel.Context {
-        LiveChannel.Context(policy: policy.school, lockedCategory: Control.lockedCategory(store: store, locked: policy.school.locked))
+        Control.liveContext(policy: policy.school, store: store)
+    }
+
+    /// The same for a policy and store not (yet) in force (a reload's).
+    nonisolated static func liveContext(policy: SchoolPolicy, store: RuleStore) -> LiveChannel.Context {
+        LiveChannel.Context(policy: policy, lockedCategory: lockedCategory(store: store, locked: policy.locked))
     }
 
     /// The locked category a rule of `store` puts a target in: the target is
