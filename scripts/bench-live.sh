@@ -12,6 +12,11 @@
 # blocks a name of its own in the room and then ends the block; on every
 # real machine a probe as a person (a uid of the lab's, 61000) notes when the
 # name was first refused and first served again (scripts/lib/live-probe.py).
+# Then REQUEST_ROUNDS times (default 10) that person asks for a blocked
+# name on a machine's block page (a machine each round), the teacher
+# approves it for the room through the API once GET /api/v1/requests lists
+# it, and the probe notes when the site is served; the student's waiting
+# page reloads itself every 2 s, so when it would load the site follows.
 # Prints and keeps (bench-out/live/result.json): the rule's and the end's
 # p50, p99 and max over every machine and round, from just before the API
 # request to the moment the machine's person met the change; the simulated
@@ -27,6 +32,7 @@ cd "$(dirname "$0")/.."
 labs=${LABS:-30}
 sims=${SIMS:-2970}
 rounds=${ROUNDS:-10}
+request_rounds=${REQUEST_ROUNDS:-10}
 
 scripts/install-deps.sh >/dev/null
 venv=.build/bench-venv
@@ -131,7 +137,8 @@ EOF
 hs() { "$bin/hallpass-server" "$@" --config "$work/server.yaml"; }
 hs init >"$work/init.log" 2>&1
 key=$(hs live-key 2>/dev/null | grep '^ed25519:')
-echo "blocked.test" >"$work/demo.txt"
+# blocked.test, and a name of its own for each access request the benchmark makes
+{ echo "blocked.test"; for i in $(seq 0 99); do echo "req-$i.test"; done; } >"$work/demo.txt"
 cat >"$work/policy.yaml" <<EOF
 live:
   keys: [ "$key" ]
@@ -165,6 +172,11 @@ rules:
   directory: $folder/lib
 policy:
   unknown: allow
+blockPage:
+  organization: "bench-live school"
+  requestAccess:
+    text: "Ask your teacher"
+    url: builtin
 log:
   file: $folder/audit.jsonl
   journald: false
@@ -185,5 +197,5 @@ echo "== $sims simulated machines hold their live request; $rounds rounds of a r
 lab_list=$(for i in $(seq "$labs"); do printf 'hpl%sl%s,' "$$" "$i"; done)
 ip netns exec "$server" "$venv/bin/python" scripts/lib/live-bench.py --server "$url" --server-pid "$server_pid" \
     --api-token "$api_token" --sim-token "$sim_token" --sims "$sims" --labs "$lab_list" --room lab1 --nginx "$address" \
-    --rounds "$rounds" | tee "$out/result.json"
+    --rounds "$rounds" --request-rounds "$request_rounds" | tee "$out/result.json"
 echo "   load average: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -84,7 +84,7 @@ public struct BlockPageRenderer: Sendable {
     public var languages: [String] { strings.languages }
 
     /// How often a page whose request waits reloads itself, in seconds.
-    public static let pendingRefreshSeconds = 5
+    public static let pendingRefreshSeconds = 2
 
     /// The block page (status 403). With the built-in form: the form, which
     /// carries `formToken`; or, when `request.accessRequest` says so, where
@@ -110,7 +110,7 @@ public struct BlockPageRenderer: Sendable {
                 shown["approved"] = true
                 // Back to the address the student asked for (http(s) only: it is the page's own request).
                 if Self.isWebAddress(request.url) {
-                    context["refresh"] = "1;url=" + request.url
+                    context["refresh"] = "0;url=" + request.url
                     shown["url"] = request.url
                 }
                 showsForm = false

@@ -197,14 +197,14 @@ import VerdictCore
         var request = casinoRequest
         request.accessRequest = AccessRequestStatus(id: "0badc0de", state: .pending)
         let waiting = renderer.blockPage(for: request, acceptLanguage: nil, formToken: "t").text
-        #expect(waiting.contains("<meta http-equiv=\"refresh\" content=\"5\">"))
+        #expect(waiting.contains("<meta http-equiv=\"refresh\" content=\"2\">"))
         #expect(waiting.elementText(id: "request-pending")?.contains("waiting for a teacher") == true)
         #expect(!waiting.contains("<form"))
         #expect(!waiting.contains("<script"))
 
         request.accessRequest = AccessRequestStatus(id: "0badc0de", state: .approved, message: "for the project")
         let approved = renderer.blockPage(for: request, acceptLanguage: "ko").text
-        #expect(approved.contains("<meta http-equiv=\"refresh\" content=\"1;url=http://casino.example/play?game=1\">"))
+        #expect(approved.contains("<meta http-equiv=\"refresh\" content=\"0;url=http://casino.example/play?game=1\">"))
         #expect(approved.contains("id=\"request-open\" href=\"http://casino.example/play?game=1\""))
         #expect(approved.elementText(id: "request-message") == "for the project")
         #expect(approved.contains("요청이 승인되었습니다") && !approved.contains("<form"))
@@ -232,7 +232,7 @@ import VerdictCore
         #expect(response.status == 200)
         #expect(response.text.contains("<h1>요청을 보냈습니다</h1>"))
         #expect(response.text.elementText(id: "request-id") == "R-17")
-        #expect(response.text.contains("<meta http-equiv=\"refresh\" content=\"5;url=http://casino.example/play?game=1\">"))
+        #expect(response.text.contains("<meta http-equiv=\"refresh\" content=\"2;url=http://casino.example/play?game=1\">"))
         #expect(response.text.elementText(id: "blocked-host") == "casino.example")
     }
 

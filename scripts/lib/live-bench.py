@@ -14,6 +14,14 @@ first served again. The latency of a sample is that moment minus the
 moment just before the API request was sent (one clock: every namespace
 shares this machine's).
 
+Then, --request-rounds times, a person on a real machine (a machine each
+round) asks for a blocked name on the block page (its form, with the page's
+token and a reason, as a browser posts it); the time until GET
+/api/v1/requests lists it (the console's pages ask the same every 2 s); the
+teacher approves it for the room; the time until the probe is served the
+site, and until the student's waiting page would load it (it reloads
+itself every 2 s from the moment it was shown).
+
 Prints one JSON object: the samples' p50, p99 and max for the rule and for
 its end, how many probes timed out, the simulated machines' held polls
 (answers with a state, empty answers, failures) and the server's resident
@@ -24,6 +32,8 @@ import asyncio
 import base64
 import importlib.util
 import json
+import math
+import re
 import os
 import random
 import ssl
@@ -33,6 +43,8 @@ import time
 import aiohttp
 
 here = os.path.dirname(os.path.abspath(__file__))
+# The block page's refresh while a request waits (BlockPageRenderer.pendingRefreshSeconds).
+PAGE_REFRESH = 2.0
 spec = importlib.util.spec_from_file_location("fleet_sim", os.path.join(here, "fleet-sim.py"))
 fleet_sim = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(fleet_sim)
@@ -86,6 +98,57 @@ async def probe(args, namespace, name, until):
     return process, first
 
 
+async def run(*argv):
+    """A command's exit status and standard output."""
+    process = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+    output, _ = await process.communicate()
+    return process.returncode, output.decode(errors="replace")
+
+
+def as_person(args, namespace):
+    return ["ip", "netns", "exec", namespace, "setpriv", "--reuid=%d" % args.uid, "--regid=%d" % args.uid, "--clear-groups"]
+
+
+async def request_round(args, session, bearer, namespace, name):
+    """One access request: asked on the block page, seen at the server, approved, in force. Returns the timings."""
+    page = ["curl", "-sS", "-m", "5", "--resolve", "%s:80:127.0.0.1" % name]
+    _, body = await run(*as_person(args, namespace), *page, "http://%s/" % name)
+    match = re.search(r'name="token" value="([^"]+)"', body)
+    if not match:
+        raise RuntimeError("no request form on %s's block page for %s: %s" % (namespace, name, body[:300]))
+    asked = time.time()
+    status, answer = await run(
+        *as_person(args, namespace), *page, "-o", "/dev/null", "-w", "%{http_code}", "--data-urlencode", "host=" + name,
+        "--data-urlencode", "url=http://%s/" % name, "--data-urlencode", "reason=bench-live", "--data-urlencode", "token=" + match.group(1),
+        "http://%s/request-access" % name)
+    shown = time.time()  # the "received" page, which reloads itself every 2 s from here
+    if answer.strip() != "200":
+        raise RuntimeError("the request form was refused: %s" % answer)
+    request_id = None
+    while request_id is None:
+        async with session.get(args.server + "/api/v1/requests?state=pending&room=" + args.room, headers=bearer) as response:
+            listed = json.loads(await response.text())
+        request_id = next((item["id"] for item in listed.get("requests", []) if item.get("host") == name), None)
+        if request_id is None:
+            if time.time() - asked > 30:
+                raise RuntimeError("the request for %s did not reach the server in 30 s" % name)
+            await asyncio.sleep(0.02)
+    at_server = time.time()
+    process, first = await probe(args, namespace, name, "reachable")
+    if first != "ready":
+        raise RuntimeError("the probe for %s said %s" % (name, first))
+    approved = time.time()
+    body = json.dumps({"scope": "room", "minutes": 10, "message": "bench-live"})
+    async with session.post(args.server + "/api/v1/requests/%s/approve" % request_id, data=body, headers=bearer) as response:
+        if response.status != 200:
+            raise RuntimeError("the approval was refused (%d): %s" % (response.status, (await response.text())[:300]))
+    enforced = float(await finish(process))
+    # The student's page loads the site at its first reload after the machine has the approval.
+    ticks = max(0, math.ceil((enforced - shown) / PAGE_REFRESH))
+    page_loads = shown + ticks * PAGE_REFRESH
+    return at_server - asked, enforced - approved, page_loads - approved
+
+
 async def finish(process):
     line = (await process.stdout.readline()).decode().strip()
     await process.wait()
@@ -126,6 +189,7 @@ async def main():
     parser.add_argument("--nginx", required=True, help="the sites' address, as the lab machines reach it")
     parser.add_argument("--uid", type=int, default=61000)
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--request-rounds", type=int, default=10, help="access requests asked and approved, one lab machine each")
     args = parser.parse_args()
     labs = [name for name in args.labs.split(",") if name]
 
@@ -187,11 +251,20 @@ async def main():
                     except ValueError:
                         timeouts[kind] += 1
             memory_held = max(memory_held, memory(args.server_pid), key=lambda fields: fields.get("VmRSS", 0))
+        to_server, to_enforced, to_page = [], [], []
+        for round_number in range(args.request_rounds):
+            name = "req-%d.test" % round_number
+            server_s, enforced_s, page_s = await request_round(args, session, bearer, labs[round_number % len(labs)], name)
+            to_server.append(server_s)
+            to_enforced.append(enforced_s)
+            to_page.append(page_s)
         stop.set()
         result = {
             "sims": args.sims, "labs": len(labs), "rounds": args.rounds, "enrolledSeconds": round(enrolled_in, 1),
             "heldBeforeFirstRule": held_before,
             "rule": summary(rule_latencies), "end": summary(end_latencies), "probeFailures": timeouts,
+            "request.toServer": summary(to_server), "request.approvalToSite": summary(to_enforced),
+            "request.approvalToPage": summary(to_page),
             "sims.states": holders.states, "sims.empty": holders.empty, "sims.failures": holders.failures,
             "serverMemoryMB": memory_held,
         }
