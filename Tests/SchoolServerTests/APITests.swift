@@ -59,16 +59,25 @@ struct RunningServer: Sendable {
 }
 
 actor PortBox {
-    private var port: Int?
-    private var waiting: [CheckedContinuation<Int, Never>] = []
-    func set(_ value: Int) {
-        port = value
-        for continuation in waiting { continuation.resume(returning: value) }
+    struct NeverListened: Error, CustomStringConvertible {
+        var reason: String
+        var description: String { "the server ended before it listened: \(reason)" }
+    }
+
+    private var port: Result<Int, NeverListened>?
+    private var waiting: [CheckedContinuation<Int, any Error>] = []
+    func set(_ value: Int) { settle(.success(value)) }
+    /// The server's run ended (or failed) before it listened: whoever waits for the port is told, not left waiting.
+    func ended(_ reason: String) { settle(.failure(NeverListened(reason: reason))) }
+    private func settle(_ result: Result<Int, NeverListened>) {
+        guard port == nil else { return }
+        port = result
+        for continuation in waiting { continuation.resume(with: result.mapError { $0 as any Error }) }
         waiting = []
     }
-    func wait() async -> Int {
-        if let port { return port }
-        return await withCheckedContinuation { waiting.append($0) }
+    func wait() async throws -> Int {
+        if let port { return try port.get() }
+        return try await withCheckedThrowingContinuation { waiting.append($0) }
     }
 }
 
@@ -123,8 +132,16 @@ func withRunningServer(
                 try moreRoutes(router, publisher, configuration, storage, clock)
             }, console: console, live: live))
     try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await app.run() }
-        let port = await ports.wait()
+        group.addTask {
+            do {
+                try await app.run()
+                await ports.ended("its run returned")
+            } catch {
+                await ports.ended("\(error)")
+                throw error
+            }
+        }
+        let port = try await ports.wait()
         let server = RunningServer(
             client: PinnedHTTPSClient(port: port, fingerprint: certificate.fingerprint), storage: storage, clock: clock,
             fingerprint: certificate.fingerprint)

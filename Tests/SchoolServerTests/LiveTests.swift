@@ -10,7 +10,8 @@ import Testing
 /// The live channel (docs/server.md, "The live channel"), on both engines:
 /// the live key, the signed state, the long poll, room rules and their
 /// bounds, and the wake-up across two server instances on one PostgreSQL.
-@Suite struct LiveTests {
+// A hang (a server that never stops) fails the suite instead of holding CI for its 90 minutes.
+@Suite(.timeLimit(.minutes(10))) struct LiveTests {
     /// A policy whose live: names `key`: 60 minutes at most, no pause, lab2 only, adult locked.
     static func policy(key: String) -> String {
         """
@@ -389,8 +390,16 @@ import Testing
                     onListening: { await ports.set($0) }, live: live))
             let group = ServiceGroup(configuration: .init(services: [app], logger: testLogger))
             try await withThrowingTaskGroup(of: Void.self) { tasks in
-                tasks.addTask { try await group.run() }
-                let port = await ports.wait()
+                tasks.addTask {
+                    do {
+                        try await group.run()
+                        await ports.ended("its run returned")
+                    } catch {
+                        await ports.ended("\(error)")
+                        throw error
+                    }
+                }
+                let port = try await ports.wait()
                 let server = RunningServer(
                     client: PinnedHTTPSClient(port: port, fingerprint: certificate.fingerprint), storage: storage, clock: clock,
                     fingerprint: certificate.fingerprint)

@@ -58,9 +58,17 @@ final class PostgresEngine: SQLEngine {
         let connection = try await PostgresConnection.connect(
             configuration: try Self.connectionConfiguration(location), id: 1, logger: logger)
         do {
-            try await connection.listen(on: channel) { notifications in
-                await ready()
-                for try await notification in notifications { await changed(notification.payload) }
+            // Closing the connection is what ends the wait for notifications: a
+            // cancelled task (the server stopping, a test's server cancelled as
+            // it starts) must not wait on a LISTEN that nothing will ever answer.
+            try await withTaskCancellationHandler {
+                try Task.checkCancellation()
+                try await connection.listen(on: channel) { notifications in
+                    await ready()
+                    for try await notification in notifications { await changed(notification.payload) }
+                }
+            } onCancel: {
+                let _: EventLoopFuture<Void> = connection.close()
             }
         } catch {
             try? await connection.close()
