@@ -32,13 +32,17 @@ import Testing
                     TestNetwork.packageRoot + "/scripts/lib/oidc-provider/run.sh", "--port", String(port), "--folder", folder + "/state",
                     "--redirect-uri", OpenIDIntegrationTests.redirectURL, "--password", OpenIDIntegrationTests.password,
                 ], logPath: folder + "/provider.log")
-            for _ in 0..<600 {
+            // Django's start (migrations, the test users) takes seconds, and far more while the
+            // whole unit suite runs beside it on two cores: up to 3 minutes before it is a failure.
+            for _ in 0..<1800 {
                 if log.contains("oidc-provider ready") { return }
                 guard process.isRunning else { break }
                 usleep(100_000)
             }
+            let how = process.exitStatus.map { "it exited with status \($0)" } ?? "it was not ready after 180 s"
             stop()
-            throw TestNetworkError("the OpenID provider did not start (scripts/install-deps.sh makes its virtualenv); its log:\n\(log.suffix(4000))")
+            throw TestNetworkError(
+                "the OpenID provider did not start (\(how); scripts/install-deps.sh makes its virtualenv); its log:\n\(log.suffix(4000))")
         }
 
         var log: String { (try? String(contentsOfFile: folder + "/provider.log", encoding: .utf8)) ?? "" }

@@ -17,7 +17,7 @@ shares this machine's).
 Then, --request-rounds times, a person on a real machine (a machine each
 round) asks for a blocked name on the block page (its form, with the page's
 token and a reason, as a browser posts it); the time until GET
-/api/v1/requests lists it (the console's pages ask the same every 2 s); the
+/api/v1/requests lists it (the console's request list asks the same every second); the
 teacher approves it for the room; the time until the probe is served the
 site, and until the student's waiting page would load it (it reloads
 itself every 2 s from the moment it was shown).

@@ -16,6 +16,8 @@
 # Needs the virtualenv scripts/install-deps.sh makes (.build/oidc-provider-venv),
 # or HALLPASS_OIDC_PYTHON naming a Python with Django, django-oidc-provider and gunicorn.
 set -euo pipefail
+# Whatever stops it says where: the tests show this script's output when the provider does not start.
+trap 'echo "oidc-provider: stopped at line $LINENO of run.sh (status $?)" >&2' ERR
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 python=${HALLPASS_OIDC_PYTHON:-$root/.build/oidc-provider-venv/bin/python}
