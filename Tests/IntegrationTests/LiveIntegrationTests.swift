@@ -202,7 +202,11 @@ extension FilterIntegrationTests {
         try #require(added.status == 0, "\(added.output)")
         let browser = try WebDriver(namespace: network.server, folder: network.folder + "/browser", log: network.folder + "/chromedriver.log")
         defer { browser.quit() }
-        try browser.open("\(school.url)/console/sign-in")
+        // As a person does: the console first, which sends the browser to its sign-in page.
+        try browser.open("\(school.url)/console/")
+        try browser.waitUntil("the sign-in page", seconds: 30) {
+            try browser.currentURL.contains("/console/sign-in") && (try? browser.element("#login")) != nil
+        }
         try browser.type("ms.lovelace", into: "#login")
         try browser.type(teacherPassword, into: "#password")
         try browser.click("#sign-in-form button[type=submit]")
