@@ -75,6 +75,16 @@ actor PortBox {
         for continuation in waiting { continuation.resume(with: result.mapError { $0 as any Error }) }
         waiting = []
     }
+    /// Runs the server, telling whoever waits for the port when the run ends or fails before it listened.
+    func running(_ run: @Sendable () async throws -> Void) async throws {
+        do {
+            try await run()
+            ended("its run returned")
+        } catch {
+            ended("\(error)")
+            throw error
+        }
+    }
     func wait() async throws -> Int {
         if let port { return try port.get() }
         return try await withCheckedThrowingContinuation { waiting.append($0) }
@@ -132,15 +142,7 @@ func withRunningServer(
                 try moreRoutes(router, publisher, configuration, storage, clock)
             }, console: console, live: live))
     try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask {
-            do {
-                try await app.run()
-                await ports.ended("its run returned")
-            } catch {
-                await ports.ended("\(error)")
-                throw error
-            }
-        }
+        group.addTask { try await ports.running { try await app.run() } }
         let port = try await ports.wait()
         let server = RunningServer(
             client: PinnedHTTPSClient(port: port, fingerprint: certificate.fingerprint), storage: storage, clock: clock,

@@ -390,15 +390,7 @@ import Testing
                     onListening: { await ports.set($0) }, live: live))
             let group = ServiceGroup(configuration: .init(services: [app], logger: testLogger))
             try await withThrowingTaskGroup(of: Void.self) { tasks in
-                tasks.addTask {
-                    do {
-                        try await group.run()
-                        await ports.ended("its run returned")
-                    } catch {
-                        await ports.ended("\(error)")
-                        throw error
-                    }
-                }
+                tasks.addTask { try await ports.running { try await group.run() } }
                 let port = try await ports.wait()
                 let server = RunningServer(
                     client: PinnedHTTPSClient(port: port, fingerprint: certificate.fingerprint), storage: storage, clock: clock,
