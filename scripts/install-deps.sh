@@ -46,6 +46,8 @@ if [ "$tests" = 1 ]; then
     # hallpass-server's storage suite on PostgreSQL: a cluster the tests make with
     # initdb/pg_ctl in their own folder (Debian's server; its own cluster is not used)
     packages+=(postgresql)
+    # hallpass-server's reports: pdfinfo and pdftotext read back the PDFs it writes
+    packages+=(poppler-utils)
 fi
 if [ "$matrix" = 1 ]; then
     # scripts/bypass-matrix.sh: DoH and DoT (dnsdist, kdig), OpenVPN, WireGuard in user space (the kernel
