@@ -1,7 +1,7 @@
 # hallpass: build, install and package for lab machines (README, "Installing").
 #
 #   make deps         Debian packages needed to build and run (root)
-#   make              release build of filterctl, filter-control, filter-data
+#   make              release build of filterctl, filter-control, filter-data, hallpass-proxy
 #   make install      install them, the systemd unit, filter-data's system user
 #                     (_hallpass, made by systemd-sysusers), the man pages, filterctl's
 #                     completions, hallpass's own protection lists (what
@@ -83,6 +83,7 @@ build:
 	$(SWIFT) build $(SWIFTFLAGS) --product filterctl
 	$(SWIFT) build $(SWIFTFLAGS) --product filter-control
 	$(SWIFT) build $(SWIFTFLAGS) --product filter-data
+	$(SWIFT) build $(SWIFTFLAGS) --product hallpass-proxy
 
 # Apart from build: a lab machine does not need the server's dependencies
 # (Hummingbird, the database drivers) built.
@@ -94,8 +95,8 @@ install: build
 	    $(dir $(BASHCOMP)) $(dir $(ZSHCOMP))
 	# -s: without their debug symbols the programs are a fraction of the size.
 	install -s -m 0755 $(BUILT)/filterctl $(BINDIR)/filterctl
-	# filter-control starts the filter-data next to it.
-	install -s -m 0755 $(BUILT)/filter-control $(BUILT)/filter-data $(SBINDIR)/
+	# filter-control starts the filter-data and the hallpass-proxy next to it.
+	install -s -m 0755 $(BUILT)/filter-control $(BUILT)/filter-data $(BUILT)/hallpass-proxy $(SBINDIR)/
 	sed -e 's|/usr/local/|$(PREFIX)/|g' -e 's|/etc/hallpass/|$(SYSCONFDIR)/hallpass/|g' \
 	    -e 's|/var/lib/hallpass|$(STATEDIR)|g' packaging/hallpass.service > $(DESTDIR)$(UNITDIR)/hallpass.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/hallpass.service
@@ -131,7 +132,7 @@ install: build
 
 uninstall:
 	if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl disable --now hallpass || true; fi
-	rm -f $(BINDIR)/filterctl $(SBINDIR)/filter-control $(SBINDIR)/filter-data $(DESTDIR)$(UNITDIR)/hallpass.service
+	rm -f $(BINDIR)/filterctl $(SBINDIR)/filter-control $(SBINDIR)/filter-data $(SBINDIR)/hallpass-proxy $(DESTDIR)$(UNITDIR)/hallpass.service
 	rm -f $(DESTDIR)$(SYSUSERSDIR)/hallpass.conf
 	rm -f $(MANDIR)/man8/filterctl.8 $(MANDIR)/man8/filter-control.8 $(MANDIR)/man8/filter-data.8 $(MANDIR)/man5/hallpass.yaml.5
 	rm -f $(BASHCOMP) $(ZSHCOMP)
@@ -201,5 +202,6 @@ deb-from-debug:
 	$(SWIFT) build --product filterctl
 	$(SWIFT) build --product filter-control
 	$(SWIFT) build --product filter-data
+	$(SWIFT) build --product hallpass-proxy
 	$(SWIFT) build --product hallpass-server
 	HALLPASS_DEB_COMPRESSION='-Zgzip -z1' $(MAKE) deb SWIFTFLAGS='$(STATIC_RELINK)'

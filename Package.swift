@@ -46,6 +46,7 @@ let package = Package(
         .executable(name: "filterctl", targets: ["filterctl"]),
         .executable(name: "filter-control", targets: ["FilterControlMain"]),
         .executable(name: "filter-data", targets: ["FilterDataMain"]),
+        .executable(name: "hallpass-proxy", targets: ["HallpassProxyMain"]),
         .executable(name: "hallpass-bench", targets: ["HallpassBench"]),
         // The fuzz targets' entry points, for the libFuzzer package in Fuzz/ (docs/fuzzing.md).
         .library(name: "HallpassFuzzTargets", targets: ["HallpassFuzzTargets"]),
@@ -184,16 +185,48 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The sandbox (libseccomp) of filter-data and hallpass-proxy: one lock-down, a
+        // profile each. scripts/check-links.sh checks that no other program links it.
+        .target(
+            name: "HallpassSandbox",
+            dependencies: ["CSeccomp", "CHallpassSys", .product(name: "SystemPackage", package: "swift-system")],
+            swiftSettings: strict
+        ),
         // What only filter-data itself runs: the NFQUEUE socket (libnetfilter_queue,
-        // libmnl) and the sandbox (libseccomp). scripts/check-links.sh checks that
-        // no other program links those libraries.
+        // libmnl). scripts/check-links.sh checks that no other program links those libraries.
         .target(
             name: "FilterDataKernel",
             dependencies: [
-                "FilterData", "HallpassWire", "CNetfilterQueue", "CSeccomp", "CHallpassSys",
+                "FilterData", "HallpassWire", "CNetfilterQueue", "HallpassSandbox", "CHallpassSys",
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strict
+        ),
+
+        // MARK: The inspection proxy (docs/inspection.md)
+        // hallpass-proxy: where the kernel sends connections to the addresses of inspected
+        // names. It reads the ClientHello with filter-data's parser and splices what is not
+        // inspected as a plain byte relay (SwiftNIO); inspected names are refused until
+        // termination exists. Its own user and sandbox (HallpassSandbox's proxy profile).
+        .target(
+            name: "InspectionProxy",
+            dependencies: [
+                "FilterData", "VerdictCore", "SharedStore", "HallpassIPC", "HallpassWire", "HallpassSystem", "CHallpassSys",
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "HallpassProxyMain",
+            dependencies: ["InspectionProxy", "HallpassSandbox", "FilterData", "HallpassIPC", "HallpassSystem", "CHallpassSys", "SharedStore", "VerdictCore",
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strict,
+            linkerSettings: daemonLinking
         ),
 
         // MARK: Block page
@@ -288,7 +321,7 @@ let package = Package(
         .executableTarget(
             name: "FilterDataMain",
             dependencies: [
-                "FilterData", "FilterDataKernel", "HallpassIPC", "HallpassSystem", .product(name: "SystemPackage", package: "swift-system"),
+                "FilterData", "FilterDataKernel", "HallpassSandbox", "HallpassIPC", "HallpassSystem", .product(name: "SystemPackage", package: "swift-system"),
             ],
             swiftSettings: strict,
             linkerSettings: daemonLinking
@@ -389,6 +422,7 @@ let package = Package(
         .testTarget(name: "VerdictCoreTests", dependencies: ["VerdictCore"]),
         .testTarget(name: "HallpassSystemTests", dependencies: ["HallpassSystem", .product(name: "SystemPackage", package: "swift-system")]),
         .testTarget(name: "SharedStoreTests", dependencies: ["SharedStore", "VerdictCore"]),
+        .testTarget(name: "InspectionProxyTests", dependencies: ["InspectionProxy", "FilterData", "VerdictCore", "HallpassIPC"]),
         .testTarget(name: "HallpassIPCTests", dependencies: ["HallpassIPC", "HallpassWire", "VerdictCore", "HallpassTestSupport"]),
         .testTarget(
             name: "FilterDataTests",
@@ -461,7 +495,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "FilterControl", "FilterData", "FilterDataKernel", "VerdictCore", "SharedStore", "CHallpassSys", "HallpassIPC", "HallpassWire", "HallpassSystem",
+                "FilterControl", "FilterData", "FilterDataKernel", "HallpassSandbox", "InspectionProxy", "VerdictCore", "SharedStore", "CHallpassSys", "HallpassIPC", "HallpassWire", "HallpassSystem",
                 // The console's OpenID client against a real provider (scripts/lib/oidc-provider).
                 "SchoolServer",
                 // The audit log sent to rsyslog from a test namespace (an event loop whose thread is in it).

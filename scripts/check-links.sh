@@ -15,6 +15,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-$(swift build --show-bin-path)}
 kernel_libraries=(libnetfilter_queue libnfnetlink libmnl libseccomp)
+# hallpass-proxy is sandboxed too (HallpassSandbox: libseccomp), with no queue.
+queue_libraries=(libnetfilter_queue libnfnetlink libmnl)
 
 needed() {  # the shared libraries a program names (readelf's NEEDED entries), one a line
     readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]$/\1/p'
@@ -24,7 +26,7 @@ links() {  # whether program $1 names library $2 (any version)
 }
 
 status=0
-for program in filterctl filter-control filter-data; do
+for program in filterctl filter-control filter-data hallpass-proxy; do
     [ -x "$bin/$program" ] || { echo "check-links.sh: no $program in $bin (build first)" >&2; exit 66; }
 done
 for program in filterctl filter-control; do
@@ -35,6 +37,16 @@ for program in filterctl filter-control; do
         fi
     done
 done
+for library in "${queue_libraries[@]}"; do
+    if links hallpass-proxy "$library"; then
+        echo "check-links.sh: hallpass-proxy links $library; only filter-data may (FilterDataKernel)" >&2
+        status=1
+    fi
+done
+if ! links hallpass-proxy libseccomp; then
+    echo "check-links.sh: hallpass-proxy does not link libseccomp: its sandbox is missing (HallpassSandbox)" >&2
+    status=1
+fi
 # The other side: filter-data still links them, so the check above looks at real programs.
 for library in "${kernel_libraries[@]}"; do
     if ! links filter-data "$library"; then
@@ -54,5 +66,5 @@ for program in filterctl filter-control; do
         status=1
     fi
 done
-[ "$status" = 0 ] && echo "check-links.sh: filterctl and filter-control link none of ${kernel_libraries[*]}; filter-data links them; only filterctl and filter-control link libzstd"
+[ "$status" = 0 ] && echo "check-links.sh: filterctl and filter-control link none of ${kernel_libraries[*]}; filter-data links them; hallpass-proxy links libseccomp alone of them; only filterctl and filter-control link libzstd"
 exit "$status"

@@ -12,8 +12,8 @@ packages=(
     pkg-config libnetfilter-queue-dev libmnl-dev libseccomp-dev make debhelper dpkg-dev
     # build: libzstd for bundle deltas (filterctl and hallpass-server make them, filter-control applies them)
     libzstd-dev
-    # run: kernel rules
-    iptables iproute2
+    # run: kernel rules, and the address sets of the inspection proxy
+    iptables iproute2 ipset
 )
 tests=1
 matrix=0

@@ -199,6 +199,84 @@ int hp_socket_destroy(int family, uint8_t protocol, hp_ip_address local, hp_ip_a
     return hp_nl_transact(NETLINK_SOCK_DIAG, &message.header);
 }
 
+int64_t hp_socket_uid(int family, uint8_t protocol, hp_ip_address local, hp_ip_address remote, uint16_t local_port, uint16_t remote_port) {
+    struct {
+        struct nlmsghdr header;
+        struct inet_diag_req_v2 request;
+    } message;
+    memset(&message, 0, sizeof(message));
+    message.header.nlmsg_len = sizeof(message);
+    message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    message.header.nlmsg_flags = NLM_F_REQUEST;
+    message.request.sdiag_family = (uint8_t)family;
+    message.request.sdiag_protocol = protocol;
+    message.request.idiag_states = ~0U;
+    message.request.id.idiag_sport = htons(local_port);
+    message.request.id.idiag_dport = htons(remote_port);
+    size_t address_length = family == AF_INET ? 4 : 16;
+    memcpy(message.request.id.idiag_src, local.bytes, address_length);
+    memcpy(message.request.id.idiag_dst, remote.bytes, address_length);
+    message.request.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
+    message.request.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (fd < 0) return -errno;
+    struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+    int64_t result = -ENOENT;
+    if (sendto(fd, &message, sizeof(message), 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0) {
+        result = -errno;
+    } else {
+        // One answer: the socket (inet_diag_msg), or an error.
+        unsigned char answer[1024] __attribute__((aligned(NLMSG_ALIGNTO)));
+        ssize_t count = recv(fd, answer, sizeof(answer), 0);
+        if (count < 0) {
+            result = -errno;
+        } else {
+            struct nlmsghdr *header = (struct nlmsghdr *)answer;
+            if (NLMSG_OK(header, (unsigned int)count)) {
+                if (header->nlmsg_type == NLMSG_ERROR) {
+                    int error = ((struct nlmsgerr *)NLMSG_DATA(header))->error;
+                    result = error < 0 ? error : -ENOENT;
+                } else if (header->nlmsg_type == SOCK_DIAG_BY_FAMILY && header->nlmsg_len >= NLMSG_LENGTH(sizeof(struct inet_diag_msg))) {
+                    result = ((struct inet_diag_msg *)NLMSG_DATA(header))->idiag_uid;
+                }
+            }
+        }
+    }
+    close(fd);
+    return result;
+}
+
+int hp_tcp_listener(int family, hp_ip_address address, uint16_t port, int backlog) {
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return -errno;
+    int one = 1;
+    int rc;
+    if (family == AF_INET6) {
+        struct sockaddr_in6 socket_address;
+        memset(&socket_address, 0, sizeof(socket_address));
+        socket_address.sin6_family = AF_INET6;
+        socket_address.sin6_port = htons(port);
+        memcpy(&socket_address.sin6_addr, address.bytes, 16);
+        if (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) != 0) goto fail;
+        if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) goto fail;
+        rc = bind(fd, (struct sockaddr *)&socket_address, sizeof(socket_address));
+    } else {
+        struct sockaddr_in socket_address;
+        memset(&socket_address, 0, sizeof(socket_address));
+        socket_address.sin_family = AF_INET;
+        socket_address.sin_port = htons(port);
+        memcpy(&socket_address.sin_addr, address.bytes, 4);
+        if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) goto fail;
+        rc = bind(fd, (struct sockaddr *)&socket_address, sizeof(socket_address));
+    }
+    if (rc != 0 || listen(fd, backlog) != 0) goto fail;
+    return fd;
+fail:;
+    int error = errno;
+    close(fd);
+    return -error;
+}
+
 int hp_enter_network_namespace(int fd) { return setns(fd, CLONE_NEWNET); }
 
 int hp_connect_unix_as(const char *path, uid_t uid, gid_t gid) {

@@ -30,6 +30,25 @@ public struct Configuration: Sendable, Hashable {
         public var user: String = DataUser.packageUser
     }
 
+    /// The inspection proxy, `hallpass-proxy` (docs/inspection.md): where the
+    /// kernel sends connections to the addresses of inspected names.
+    public struct Proxy: Sendable, Hashable {
+        /// The port it listens on, on 127.0.0.1 and ::1. Below 1024 by default:
+        /// only root binds it, so no local user can listen there first while
+        /// the proxy restarts and get the connections the kernel redirects.
+        public var port: UInt16 = 1023
+        /// The system user it runs as once sandboxed, as `queue.user` is filter-data's.
+        public var user: String = "_hallpass-proxy"
+        /// The most connections it relays at once; more are refused (a reset).
+        public var connections: Int = 4096
+        /// A relayed connection with no byte either way for this long is closed (seconds).
+        public var idleTimeout: Int = 600
+        /// The line of `port` in the file, for `unprivilegedPortProblems`.
+        public var portLine: Int?
+
+        public init() {}
+    }
+
     public struct Rules: Sendable, Hashable {
         public var directory: String = "/var/lib/hallpass"
         /// `https://...` (a bundle folder URL) or `file:///...`; nil: use what is installed.
@@ -111,6 +130,7 @@ public struct Configuration: Sendable, Hashable {
     }
 
     public var queue = Queue()
+    public var proxy = Proxy()
     public var rules = Rules()
     public var policy = Policy()
     /// The policy keys written in this file's `policy:` (to tell an
@@ -155,8 +175,23 @@ extension Configuration {
         self.init()
         guard let root else { return }
         let top = try ConfigNode(root, key: "").mapping(allowed: [
-            "queue", "rules", "policy", "blockPage", "admin", "log", "notify", "metrics", "school",
+            "queue", "proxy", "rules", "policy", "blockPage", "admin", "log", "notify", "metrics", "school",
         ])
+        if let proxy = top["proxy"] {
+            let fields = try proxy.mapping(allowed: ["port", "user", "connections", "idleTimeout"])
+            if let port = fields["port"] {
+                self.proxy.port = try port.integer(in: 1...65535).narrowed()
+                self.proxy.portLine = port.node.mark?.line
+            }
+            if let user = fields["user"] {
+                let name = try user.string()
+                guard DataUser.isUserName(name) else { throw user.error("'\(name)' is not a user name (letters, digits, '_', '.', '-', at most 32, not all digits)") }
+                guard name != "root" else { throw user.error("hallpass-proxy never runs as root") }
+                self.proxy.user = name
+            }
+            if let connections = fields["connections"] { self.proxy.connections = try connections.integer(in: 16...65_536) }
+            if let idle = fields["idleTimeout"] { self.proxy.idleTimeout = try idle.duration(minimum: 10) }
+        }
 
         if let queue = top["queue"] {
             let fields = try queue.mapping(allowed: ["number", "failMode", "peekBytes", "user"])
@@ -344,6 +379,13 @@ extension Configuration {
         }
         if free(page.httpsPort), rewrite {
             problems.append(problem("httpsPort", page.httpsPort, "filter-control serves the page there all the same"))
+        }
+        if free(proxy.port) {
+            problems.append(
+                ConfigurationError(
+                    key: "proxy.port", line: proxy.portLine,
+                    message: "port \(proxy.port) can be taken by any local user (net.ipv4.ip_unprivileged_port_start is \(bound)),"
+                        + " who would get the connections the kernel sends to the inspection proxy while it restarts; use a port below \(bound) (the default is 1023)"))
         }
         return problems
     }

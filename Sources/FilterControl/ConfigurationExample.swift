@@ -24,6 +24,18 @@ extension Configuration {
           # error. Never root.
           user: _hallpass
 
+        proxy:
+          # The inspection proxy, hallpass-proxy (docs/inspection.md): the kernel sends TCP 443 to the
+          # addresses of the names the school's policy inspects (inspect:) here, on 127.0.0.1 and ::1.
+          # Keep it below 1024: only root can listen there, so no local user takes it while it restarts.
+          port: 1023
+          # The system user it runs as once sandboxed (systemd-sysusers makes it). Never root.
+          user: _hallpass-proxy
+          # The most connections it relays at once; more are refused with a reset.
+          connections: 4096
+          # A relayed connection quiet both ways for this long is closed.
+          idleTimeout: 10m
+
         rules:
           # The shared rule folder: one subfolder per installed version and a 'current' link.
           directory: /var/lib/hallpass

@@ -50,6 +50,29 @@ import SharedStore
 /// udp                                     -> NFQUEUE
 /// ```
 ///
+/// The inspection proxy (docs/inspection.md) gets its connections from two
+/// sets of addresses, `hallpass-inspect4` and `hallpass-inspect6` (ipset
+/// `hash:ip` with a timeout per address, at most 65,536 each), which
+/// filter-data fills from the DNS answers of inspected names. The rule
+///
+/// ```
+/// udp dport 443, destination in the set   -> DROP     (QUIC falls back to TCP, which the proxy gets)
+/// ```
+///
+/// comes right after the loopback rule of `HALLPASS_OUT`, and a chain of
+/// the nat table, `HALLPASS_NAT` on its OUTPUT hook, sends TCP 443 to them
+/// to the proxy:
+///
+/// ```
+/// mark = allow                            -> RETURN   (the proxy's own connections, filter-control's)
+/// tcp dport 443, destination in the set   -> REDIRECT to the proxy's port (127.0.0.1 or ::1)
+/// ```
+///
+/// A redirected connection still passes `HALLPASS_OUT` (its packets keep
+/// the interface they were routed to), so filter-data judges its name for
+/// the person who opened it, as any other; the proxy's own connection to
+/// the server carries the allow mark and is judged by nobody again.
+///
 /// Only packets that can carry data are queued, so a TCP flow usually
 /// costs one trip to user space: its first payload packet. Tiny segments
 /// still all reach user space until the flow is decided. The chain is
@@ -68,15 +91,20 @@ import SharedStore
 public struct KernelRules: Sendable {
     public static let chain = "HALLPASS_OUT"
     public static let inputChain = "HALLPASS_IN"
+    /// The nat table's chain that redirects inspected addresses to the proxy.
+    public static let natChain = "HALLPASS_NAT"
 
     public var queue: UInt16
     public var failOpen: Bool
     public var marks: FlowMarks
+    /// The port the inspection proxy listens on (127.0.0.1 and ::1).
+    public var proxyPort: UInt16
 
-    public init(queue: UInt16, failOpen: Bool, marks: FlowMarks = FlowMarks()) {
+    public init(queue: UInt16, failOpen: Bool, marks: FlowMarks = FlowMarks(), proxyPort: UInt16 = Configuration.Proxy().port) {
         self.queue = queue
         self.failOpen = failOpen
         self.marks = marks
+        self.proxyPort = proxyPort
     }
 
     public enum Family: String, Sendable, CaseIterable {
@@ -85,6 +113,15 @@ public struct KernelRules: Sendable {
         var restoreCommand: String { self == .ipv4 ? "iptables-restore" : "ip6tables-restore" }
         var saveCommand: String { self == .ipv4 ? "iptables-save" : "ip6tables-save" }
         var command: String { self == .ipv4 ? "iptables" : "ip6tables" }
+        /// The ipset of this family's inspected addresses.
+        var inspectionSet: String { self == .ipv4 ? InspectionSets.ipv4 : InspectionSets.ipv6 }
+    }
+
+    /// The `ipset restore -exist` input that makes both sets (a set already there is kept, with its addresses).
+    static var setsInput: String {
+        [(InspectionSets.ipv4, "inet"), (InspectionSets.ipv6, "inet6")].map { name, family in
+            "create \(name) hash:ip family \(family) timeout \(InspectionSets.maximumTimeout) maxelem \(InspectionSets.maximumEntries)\n"
+        }.joined()
     }
 
     /// `iptables -m bpf --bytecode` text: the count, then each instruction's code, jt, jf and k.
@@ -195,6 +232,7 @@ public struct KernelRules: Sendable {
             *filter
             :\(chain) - [0:0]
             -A \(chain) -o lo -j RETURN
+            -A \(chain) -p udp --dport 443 -m set --match-set \(family.inspectionSet) dst -j DROP
             -A \(chain) -p tcp ! --dport 53 ! --syn -m connmark --mark \(allow)/\(mask) -j RETURN
             -A \(chain) -p tcp ! --dport 53 -m mark --mark 0x0/\(mask) -m connmark --mark 0x0/\(mask) -m bpf --bytecode "\(KernelRules.payloadProgram(family))" -j \(queueTarget)
             -A \(chain) -p tcp ! --dport 53 -m mark --mark 0x0/\(mask) -m connmark --mark 0x0/\(mask) -j RETURN
@@ -225,6 +263,11 @@ public struct KernelRules: Sendable {
             -A \(KernelRules.inputChain) -i lo -j RETURN
             -A \(KernelRules.inputChain) -p udp --sport 53 -m connmark --mark \(answer)/\(answer) -j \(queueTarget)
             COMMIT
+            *nat
+            :\(KernelRules.natChain) - [0:0]
+            -A \(KernelRules.natChain) -m mark --mark \(allow)/\(mask) -j RETURN
+            -A \(KernelRules.natChain) -p tcp --dport 443 -m set --match-set \(family.inspectionSet) dst -j REDIRECT --to-ports \(proxyPort)
+            COMMIT
 
             """
     }
@@ -240,11 +283,13 @@ public struct KernelRules: Sendable {
 
     /// Installs the chains and the OUTPUT and INPUT jumps for both families.
     public func install() throws {
+        // The sets first: a rule that names a set the kernel does not have is refused.
+        try KernelRules.run("ipset", ["restore", "-exist"], input: KernelRules.setsInput, waiting: false)
         for family in Family.allCases {
             try KernelRules.run(family.restoreCommand, ["--noflush"], input: restoreInput(family))
             // Insert each jump once: a second install must not add a second jump.
-            for (hook, chain) in KernelRules.jumps where !KernelRules.jumpExists(family, hook: hook, chain: chain) {
-                try KernelRules.run(family.command, ["-I", hook, "1", "-j", chain])
+            for (table, hook, chain) in KernelRules.allJumps where !KernelRules.jumpExists(family, table: table, hook: hook, chain: chain) {
+                try KernelRules.run(family.command, ["-t", table, "-I", hook, "1", "-j", chain])
             }
         }
     }
@@ -258,50 +303,57 @@ public struct KernelRules: Sendable {
     /// what can go goes one command at a time.
     public static func remove() {
         for family in Family.allCases {
-            guard let saved = try? run(family.saveCommand, ["-t", "filter"], waiting: false) else {
-                removeOneByOne(family)
-                continue
+            for table in ["filter", "nat"] {
+                guard let saved = try? run(family.saveCommand, ["-t", table], waiting: false) else {
+                    removeOneByOne(family, table: table)
+                    continue
+                }
+                guard let input = removalInput(saved: saved, table: table) else { continue }
+                if (try? run(family.restoreCommand, ["--noflush"], input: input)) == nil { removeOneByOne(family, table: table) }
             }
-            guard let input = removalInput(saved: saved) else { continue }
-            if (try? run(family.restoreCommand, ["--noflush"], input: input)) == nil { removeOneByOne(family) }
         }
+        // Once no rule names them (the kernel refuses to destroy a set in use).
+        for set in [InspectionSets.ipv4, InspectionSets.ipv6] { _ = try? run("ipset", ["destroy", set], waiting: false) }
     }
 
     /// The `iptables-restore --noflush` input that removes what `saved` (the
-    /// filter table, as iptables-save writes it) holds of hallpass: every
+    /// table `table`, as iptables-save writes it) holds of hallpass: every
     /// jump to its chains from their hooks, and the chains; nil when none is there.
-    static func removalInput(saved: String) -> String? {
+    static func removalInput(saved: String, table: String = "filter") -> String? {
         let lines = saved.split(separator: "\n")
         var removal: [String] = []
-        for (hook, chain) in jumps {
+        let jumps = allJumps.filter { $0.table == table }
+        for (_, hook, chain) in jumps {
             let jump = "-A \(hook) -j \(chain)"
             removal += lines.filter { $0 == jump }.map { _ in "-D \(hook) -j \(chain)" }
         }
-        for (_, chain) in jumps where lines.contains(where: { $0.hasPrefix(":\(chain) ") }) {
+        for (_, _, chain) in jumps where lines.contains(where: { $0.hasPrefix(":\(chain) ") }) {
             removal += ["-F \(chain)", "-X \(chain)"]
         }
         guard !removal.isEmpty else { return nil }
-        return (["*filter"] + removal + ["COMMIT"]).joined(separator: "\n") + "\n"
+        return (["*" + table] + removal + ["COMMIT"]).joined(separator: "\n") + "\n"
     }
 
-    private static func removeOneByOne(_ family: Family) {
-        for (hook, chain) in jumps {
-            while (try? run(family.command, ["-D", hook, "-j", chain])) != nil {}
-            _ = try? run(family.command, ["-F", chain])
-            _ = try? run(family.command, ["-X", chain])
+    private static func removeOneByOne(_ family: Family, table: String) {
+        for (_, hook, chain) in allJumps where allJumps.contains(where: { $0.table == table && $0.chain == chain }) {
+            while (try? run(family.command, ["-t", table, "-D", hook, "-j", chain])) != nil {}
+            _ = try? run(family.command, ["-t", table, "-F", chain])
+            _ = try? run(family.command, ["-t", table, "-X", chain])
         }
     }
 
-    /// The hooks and the chains they jump to.
+    /// The hooks of the filter table and the chains they jump to.
     static let jumps = [("OUTPUT", chain), ("INPUT", inputChain)]
+    /// Every jump: the filter table's and the nat table's.
+    static let allJumps: [(table: String, hook: String, chain: String)] = jumps.map { ("filter", $0.0, $0.1) } + [("nat", "OUTPUT", natChain)]
 
     /// Whether the OUTPUT jump is in place for `family`.
     public static func isInstalled(_ family: Family) -> Bool {
         jumpExists(family, hook: "OUTPUT", chain: chain)
     }
 
-    static func jumpExists(_ family: Family, hook: String, chain: String) -> Bool {
-        (try? run(family.command, ["-C", hook, "-j", chain])) != nil
+    static func jumpExists(_ family: Family, table: String = "filter", hook: String, chain: String) -> Bool {
+        (try? run(family.command, ["-t", table, "-C", hook, "-j", chain])) != nil
     }
 
     /// The kernel's counters for `queue` (from /proc/net/netfilter/nfnetlink_queue):

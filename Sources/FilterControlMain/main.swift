@@ -52,6 +52,9 @@ struct FilterControlCommand: AsyncParsableCommand {
     @Option(name: .customLong("data-binary"), help: "The filter-data executable (default: next to this one).")
     var dataBinary: String?
 
+    @Option(name: .customLong("proxy-binary"), help: "The hallpass-proxy executable, the inspection proxy (default: next to this one).")
+    var proxyBinary: String?
+
     @Flag(
         name: .customLong("remove-rules"),
         help: ArgumentHelp(
@@ -65,13 +68,14 @@ struct FilterControlCommand: AsyncParsableCommand {
 
     func run() async throws {
         if removeRules { return try FilterControlCommand.removeKernelRules() }
-        let binary = dataBinary ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-            .deletingLastPathComponent().appendingPathComponent("filter-data").path
+        let folder = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+        let binary = dataBinary ?? folder.appendingPathComponent("filter-data").path
         HallpassLogging.bootstrap(identifier: "filter-control")
         let logger = Logger(label: "hallpass.filter-control")
         // Read and taken out of the environment before filter-data is started, so it does not inherit it.
         let notifier = SystemdNotifier.fromEnvironment()
-        let options = Control.Options(configPath: config, store: store, runtimeDirectory: runtimeDirectory, dataBinary: binary)
+        var options = Control.Options(configPath: config, store: store, runtimeDirectory: runtimeDirectory, dataBinary: binary)
+        options.proxyBinary = proxyBinary ?? folder.appendingPathComponent("hallpass-proxy").path
         let application: FilterControlApplication
         do {
             application = try await FilterControlApplication.build(

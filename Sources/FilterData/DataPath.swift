@@ -55,6 +55,8 @@ public final class DataPath<Queue: PacketQueue, Clock: NanosecondClock> {
     public private(set) var reports = FlowReportBatch()
     /// TCP flows decided since their entries were last forgotten (see `forgetDecidedFlows`).
     private var decided: [FlowKey] = []
+    /// The sequence numbers of the kernel set requests (`selectForInspection`).
+    private var setRequests: UInt32 = 0
 
     public init(
         queue: Queue, clock: Clock, inspector: FlowInspector<RuleStore>, control: DataEnd? = nil,
@@ -179,10 +181,13 @@ public final class DataPath<Queue: PacketQueue, Clock: NanosecondClock> {
             let question = HeldQuestion(for: inspection)
         else {
             var verdict = verdict(for: inspection)
-            // A query whose answer is to be changed goes on with the mark that brings the answer back.
-            if let action = DNSAnswerAction(for: inspection, engines: inspector.engines) {
+            // A query whose answer is to be changed, or whose addresses go to the
+            // inspection proxy, goes on with the mark that brings the answer back.
+            let action = DNSAnswerAction(for: inspection, engines: inspector.engines)
+            let inspect = inspection.selectsForInspection(engines: inspector.engines)
+            if action != nil || inspect {
                 verdict = .repeatWithMark(marks.dnsAnswer)
-                expectAnswer(to: bytes, inspection, action: action, now: now)
+                expectAnswer(to: bytes, inspection, action: action, inspect: inspect, now: now)
             }
             queue.setVerdict(verdict, for: packet.id)
             concluded(inspection, now: now)
@@ -310,9 +315,10 @@ public final class DataPath<Queue: PacketQueue, Clock: NanosecondClock> {
     private func give(_ verdict: KernelVerdict, to packets: [UInt32], of key: FlowKey, inspection: Inspection?, now: UInt64) {
         for packet in packets {
             if let id = heldDNSIDs.removeValue(forKey: packet), let inspection, let name = inspection.facts.host,
-                let action = DNSAnswerAction(for: inspection, engines: inspector.engines)
+                case let action = DNSAnswerAction(for: inspection, engines: inspector.engines),
+                case let inspect = inspection.selectsForInspection(engines: inspector.engines), action != nil || inspect
             {
-                answerPlans.expect(.init(flow: key, id: id), name: name, action: action, now: now)
+                answerPlans.expect(.init(flow: key, id: id), name: name, action: action, inspect: inspect, now: now)
                 queue.setVerdict(.repeatWithMark(marks.dnsAnswer), for: packet)
             } else {
                 queue.setVerdict(verdict, for: packet)
@@ -410,17 +416,49 @@ public final class DataPath<Queue: PacketQueue, Clock: NanosecondClock> {
     // MARK: DNS answers
 
     /// Keeps the judgement of a query whose answer is to be changed.
-    private func expectAnswer(to packet: Span<UInt8>, _ inspection: Inspection, action: DNSAnswerAction, now: UInt64) {
+    private func expectAnswer(to packet: Span<UInt8>, _ inspection: Inspection, action: DNSAnswerAction?, inspect: Bool, now: UInt64) {
         guard let key = inspection.flow, let name = inspection.facts.host, let id = PacketBytes.dnsMessageID(packet) else { return }
-        answerPlans.expect(.init(flow: key, id: id), name: name, action: action, now: now)
+        answerPlans.expect(.init(flow: key, id: id), name: name, action: action, inspect: inspect, now: now)
     }
 
     /// The verdict for a DNS answer: changed as its query's judgement asked
     /// (the addresses of a blocked name become the block page's), else as it is.
     private func answer(_ packet: Span<UInt8>, now: UInt64) -> KernelVerdict {
         guard let response = DNSResponsePacket(packet, port: inspector.settings.dnsPort), let query = response.ip.flowKey?.reversed,
-            let action = answerPlans.take(.init(flow: query, id: response.header.id), name: response.question, now: now)
+            let outcome = answerPlans.takeOutcome(.init(flow: query, id: response.header.id), name: response.question, now: now)
         else { return .accept }
+        let verdict = outcome.action.map { changed(packet, response: response, by: $0) } ?? .accept
+        if outcome.inspect {
+            // The addresses the program will see: the rewritten answer's (SafeSearch's), or the answer's own.
+            if case .acceptRewritten(let bytes) = verdict {
+                selectForInspection(bytes.span)
+            } else {
+                selectForInspection(packet)
+            }
+        }
+        return verdict
+    }
+
+    /// Puts the A and AAAA addresses of an answer (a whole IP packet) into
+    /// the inspection proxy's kernel sets, each for its TTL (bounded), before
+    /// the answer goes on.
+    private func selectForInspection(_ packet: Span<UInt8>) {
+        guard let ip = try? IPPacketParser.parse(packet), case .success(let records) = DNSMessageParser.addressRecords(in: packet.extracting(ip.payload))
+        else { return }
+        let base = ip.payload.lowerBound
+        for record in records {
+            let start = base + record.addressOffset
+            guard start + record.addressLength <= packet.count,
+                let address = IPAddress(networkBytes: packet.extracting(start..<(start + record.addressLength)))
+            else { continue }
+            setRequests &+= 1
+            queue.sendSetRequest(InspectionSets.addRequest(address, timeout: InspectionSets.timeout(forTTL: record.timeToLive), sequence: setRequests))
+            counters.inspectionAddresses += 1
+        }
+    }
+
+    /// The answer changed by `action`.
+    private func changed(_ packet: Span<UInt8>, response: DNSResponsePacket, by action: DNSAnswerAction) -> KernelVerdict {
         switch action {
         case .pointAtBlockPage:
             // The policy may have changed since the query (blockedDNS: drop): then the answer passes.

@@ -26,6 +26,16 @@ public protocol PacketQueue: AnyObject {
     /// Queues a verdict for the packet; `flushVerdicts` sends what is queued.
     func setVerdict(_ verdict: KernelVerdict, for packetID: UInt32)
     func flushVerdicts() throws(QueueSocketError)
+    /// Sends a request to the kernel's address sets (an ipset `add`, InspectionSets)
+    /// at once, before the verdicts in hand: an address selected by a DNS
+    /// answer is in its set before the answer reaches the program that asked.
+    /// A refusal comes back later as a netlink error, counted like a verdict's.
+    func sendSetRequest(_ request: [UInt8])
+}
+
+extension PacketQueue {
+    /// A queue with no kernel behind it (a capture's replay) selects nothing.
+    public func sendSetRequest(_ request: [UInt8]) {}
 }
 
 /// A monotonic clock in nanoseconds (DataPath's deadlines and ages).

@@ -5,6 +5,7 @@
 public import FilterData
 import CNetfilterQueue
 import CHallpassSys
+import HallpassSandbox
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -281,5 +282,17 @@ import Glibc
         // unsafe: sendto reads the batch's own bytes inside the closure.
         let sent = unsafe verdictBatch.withUnsafeBytes { unsafe mnl_socket_sendto(socket, $0.baseAddress, $0.count) }
         if sent < 0 { throw QueueSocketError(operation: "send verdicts", errno: errno) }
+    }
+
+    /// Sends an ipset request (InspectionSets) on this socket at once: the
+    /// queue's netlink socket reaches every netfilter subsystem, and the
+    /// kernel applies the request within the send, so the address is in its
+    /// set before any verdict sent after it. A refusal (a full set) comes
+    /// back as a netlink error message, counted by `receive`; a failed send
+    /// is counted there too.
+    public func sendSetRequest(_ request: [UInt8]) {
+        // unsafe: sendto reads the request's own bytes inside the closure.
+        let sent = unsafe request.withUnsafeBytes { unsafe mnl_socket_sendto(socket, $0.baseAddress, $0.count) }
+        if sent < 0 { counters.netlinkErrors += 1 }
     }
 }

@@ -19,6 +19,7 @@
 import CHallpassSys
 import FilterData
 import FilterDataKernel
+import HallpassSandbox
 import HallpassIPC
 import HallpassSystem
 import SystemPackage

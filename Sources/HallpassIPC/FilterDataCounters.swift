@@ -48,6 +48,8 @@ public struct FilterDataCounters: Sendable, Hashable {
     /// DNS answers for blocked names pointed at the block page, and those with no address to rewrite.
     public var dnsRewrites: UInt64 = 0
     public var dnsRewritesEmpty: UInt64 = 0
+    /// Addresses of inspected names put into the kernel sets that send their connections to the proxy.
+    public var inspectionAddresses: UInt64 = 0
     /// Decisions reported to filter-control, and those dropped because the channel stayed full.
     public var reportsSent: UInt64 = 0
     public var reportsDropped: UInt64 = 0
@@ -73,7 +75,7 @@ public struct FilterDataCounters: Sendable, Hashable {
         ("questions", \.questions), ("answers", \.answers), ("askTimeouts", \.askTimeouts),
         ("holdOverflows", \.holdOverflows), ("ruleSwaps", \.ruleSwaps), ("ruleSwapsRefused", \.ruleSwapsRefused),
         ("invalidControlMessages", \.invalidControlMessages), ("dnsRewrites", \.dnsRewrites),
-        ("dnsRewritesEmpty", \.dnsRewritesEmpty), ("reportsSent", \.reportsSent), ("reportsDropped", \.reportsDropped),
+        ("dnsRewritesEmpty", \.dnsRewritesEmpty), ("inspectionAddresses", \.inspectionAddresses), ("reportsSent", \.reportsSent), ("reportsDropped", \.reportsDropped),
         ("verdictsSent", \.verdictsSent), ("netlinkErrors", \.netlinkErrors), ("receiveOverruns", \.receiveOverruns),
         ("roundTrips", \.roundTrips), ("roundTripP50Micros", \.roundTripP50Micros), ("roundTripP99Micros", \.roundTripP99Micros),
     ]

@@ -96,6 +96,10 @@ public struct Policy: Sendable, Hashable {
     public var locked: Set<String> = []
     /// Encrypted DNS, ECH, tunnels, QUIC and SafeSearch (`safeSearch:`, `bypass:`).
     public var bypass = BypassPolicy()
+    /// What is inspected (the school's `inspect:`, docs/inspection.md): filter-data
+    /// selects the addresses of inspected names for the proxy, and the proxy
+    /// splices or refuses by it. The same for every moment of a day (no `during:`).
+    public var inspection = InspectionPolicy()
 
     /// While an exam runs, the people it applies to reach only `allow`.
     public struct Exam: Sendable, Hashable {

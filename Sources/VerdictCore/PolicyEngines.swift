@@ -6,10 +6,16 @@ public struct PolicyEngines<Rules: RuleSource>: Sendable {
     public private(set) var set: PolicySet
     public private(set) var engines: [Audience: VerdictEngine<Rules>]
     public let rules: Rules
+    /// Each audience's inspection plan (its policy's `inspection`), built once with the engines.
+    public let inspectionPlans: [Audience: InspectionPlan]
+    /// One plan of each distinct inspection that inspects anything: empty when
+    /// no audience inspects anything, so a DNS answer costs one check then.
+    private let inspectingPlans: [InspectionPlan]
 
     public init(rules: Rules, set: PolicySet, answers: LookupAnswers = LookupAnswers()) {
         self.rules = rules
         self.set = set
+        (inspectionPlans, inspectingPlans) = Self.plans(set.policies)
         var engines: [Audience: VerdictEngine<Rules>] = [:]
         let safeSearchAddresses = set.safeSearchTargets.mapValues { Set($0.addresses) }
         for (audience, policy) in set.policies {
@@ -26,6 +32,37 @@ public struct PolicyEngines<Rules: RuleSource>: Sendable {
         self.rules = engine.rules
         self.set = PolicySet(single: engine.policy)
         self.engines = [.ungrouped: engine, .system: engine]
+        (inspectionPlans, inspectingPlans) = Self.plans(set.policies)
+    }
+
+    private static func plans(_ policies: [Audience: Policy]) -> ([Audience: InspectionPlan], [InspectionPlan]) {
+        var built: [InspectionPolicy: InspectionPlan] = [:]
+        var plans: [Audience: InspectionPlan] = [:]
+        for (audience, policy) in policies {
+            if built[policy.inspection] == nil { built[policy.inspection] = InspectionPlan(policy: policy.inspection) }
+            plans[audience] = built[policy.inspection]
+        }
+        return (plans, built.values.filter(\.inspectsAnything))
+    }
+
+    /// Whether some audience inspects `host`. The kernel's selection of
+    /// addresses for the proxy is one for the whole machine (a stub resolver
+    /// asks for everyone, as a system user), so it takes the names any
+    /// audience inspects; the proxy then splices the connections of the
+    /// people whose own plan does not inspect the name.
+    public func inspectedForSomeone(_ host: HostName) -> Bool {
+        inspectingPlans.contains { $0.choice(for: host).isInspect }
+    }
+
+    /// Whether any audience inspects anything at all.
+    public var inspectsAnything: Bool { !inspectingPlans.isEmpty }
+
+    /// The inspection plan for a connection of `uid`; nil when filter-control must be asked first.
+    public func inspectionPlan(for uid: UInt32?) -> InspectionPlan? {
+        switch set.placement(uid: uid) {
+        case .audience(let audience): inspectionPlans[audience] ?? inspectionPlans[.ungrouped]
+        case .unknown: nil
+        }
     }
 
     /// People in no group: what decides when a flow's user does not matter

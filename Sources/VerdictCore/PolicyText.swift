@@ -27,6 +27,15 @@
 /// proxy 10.0.0.8:3128 [2001:db8::8]:3128   # the school's proxies (absent: none)
 /// sshServers 10.0.0.5:22                   # the school's SSH servers (absent: none)
 /// safeSearch google youtube-strict   # or: safeSearch none
+/// inspectHosts youtube.com =www.google.com   # inspect: (docs/inspection.md); absent: nothing inspected
+/// inspectURLs no                 # the bundle's URL entries do not apply (absent: they do)
+/// inspectSearchTerms yes
+/// inspectVideos allow dQw4w9WgXcQ   # and: inspectVideos block, inspectChannels allow|block
+/// inspectYouTubeRestrict strict
+/// inspectGoogleDomains school.example
+/// inspectMicrosoftTenants 72f988bf-86f1-41af-91ab-2d7cd011db47 school.example
+/// neverInspect credit-union.example
+/// inspectAnyway dl.google.com
 /// ```
 /// A file without the bypass lines gets their defaults (every way around
 /// the filter blocked, QUIC allowed, no SafeSearch).
@@ -74,7 +83,90 @@ public enum PolicyText {
         if !bypass.sshServers.isEmpty { lines.append((["sshServers"] + bypass.sshServers.map(\.description)).joined(separator: " ")) }
         let engines = SafeSearchEngine.allCases.filter(bypass.safeSearch.contains).map(\.rawValue)
         lines.append("safeSearch " + (engines.isEmpty ? "none" : engines.joined(separator: " ")))
+        lines += renderInspection(policy.inspection)
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// The `inspect` lines: none for a policy that inspects nothing and
+    /// changes none of the defaults.
+    static func renderInspection(_ inspection: InspectionPolicy) -> [String] {
+        var lines: [String] = []
+        func list(_ key: String, _ values: [String]) {
+            if !values.isEmpty { lines.append(([key] + values).joined(separator: " ")) }
+        }
+        list("inspectHosts", inspection.hosts.map(\.description))
+        if !inspection.urls { lines.append("inspectURLs no") }
+        if inspection.searchTerms { lines.append("inspectSearchTerms yes") }
+        let youtube = inspection.youtube
+        list("inspectVideos allow", youtube.allowVideos.sorted())
+        list("inspectVideos block", youtube.blockVideos.sorted())
+        list("inspectChannels allow", youtube.allowChannels.sorted())
+        list("inspectChannels block", youtube.blockChannels.sorted())
+        let headers = inspection.headers
+        if let mode = headers.youtubeRestrict { lines.append("inspectYouTubeRestrict \(mode.rawValue)") }
+        if let domains = headers.googleAllowedDomains { lines.append((["inspectGoogleDomains"] + domains).joined(separator: " ")) }
+        if let tenants = headers.microsoftTenants {
+            lines.append((["inspectMicrosoftTenants", tenants.context] + tenants.allow).joined(separator: " "))
+        }
+        list("neverInspect", inspection.neverInspect.map(\.description))
+        list("inspectAnyway", inspection.inspectAnyway)
+        return lines
+    }
+
+    /// Reads one `inspect...` line into `inspection`; false when `key` is no such line.
+    static func parseInspection(_ key: Substring, _ values: ArraySlice<Substring>, into inspection: inout InspectionPolicy, line number: Int)
+        throws(ParseError) -> Bool
+    {
+        func names() throws(ParseError) -> [RulePattern] {
+            try values.map { value throws(ParseError) in
+                guard let pattern = try? RulePattern(value), case .domain = pattern else {
+                    throw ParseError(line: number, reason: "'\(value)' is not a host name pattern")
+                }
+                return pattern
+            }
+        }
+        func yesNo() throws(ParseError) -> Bool {
+            guard values.count == 1, values.first == "yes" || values.first == "no" else {
+                throw ParseError(line: number, reason: "expected '\(key) yes|no'")
+            }
+            return values.first == "yes"
+        }
+        switch key {
+        case "inspectHosts": inspection.hosts = try names()
+        case "neverInspect": inspection.neverInspect = try names()
+        case "inspectAnyway": inspection.inspectAnyway = values.map { String($0).lowercased() }
+        case "inspectURLs": inspection.urls = try yesNo()
+        case "inspectSearchTerms": inspection.searchTerms = try yesNo()
+        case "inspectVideos", "inspectChannels":
+            guard let which = values.first, which == "allow" || which == "block" else {
+                throw ParseError(line: number, reason: "expected '\(key) allow|block ID...'")
+            }
+            let ids = Set(values.dropFirst().map(String.init))
+            let valid = key == "inspectVideos" ? ids.allSatisfy(YouTubeID.isVideoID) : ids.allSatisfy { YouTubeID.isChannelID($0) || YouTubeID.handle($0) == $0 }
+            guard valid else { throw ParseError(line: number, reason: "'\(key)' names something that is not a YouTube \(key == "inspectVideos" ? "video" : "channel")") }
+            switch (key, which) {
+            case ("inspectVideos", "allow"): inspection.youtube.allowVideos = ids
+            case ("inspectVideos", _): inspection.youtube.blockVideos = ids
+            case (_, "allow"): inspection.youtube.allowChannels = ids
+            default: inspection.youtube.blockChannels = ids
+            }
+        case "inspectYouTubeRestrict":
+            guard values.count == 1, let mode = RestrictHeaders.YouTubeMode(rawValue: String(values.first!)) else {
+                throw ParseError(line: number, reason: "expected 'inspectYouTubeRestrict strict|moderate'")
+            }
+            inspection.headers.youtubeRestrict = mode
+        case "inspectGoogleDomains":
+            guard !values.isEmpty else { throw ParseError(line: number, reason: "expected 'inspectGoogleDomains DOMAIN...'") }
+            inspection.headers.googleAllowedDomains = values.map(String.init)
+        case "inspectMicrosoftTenants":
+            guard values.count >= 2, RestrictHeaders.isGUID(values.first!) else {
+                throw ParseError(line: number, reason: "expected 'inspectMicrosoftTenants CONTEXT TENANT...'")
+            }
+            inspection.headers.microsoftTenants = .init(allow: values.dropFirst().map(String.init), context: String(values.first!))
+        default:
+            return false
+        }
+        return true
     }
 
     // Lines and fields are split on scalars, not Characters: a combining mark
@@ -202,7 +294,9 @@ public enum PolicyText {
                 }
                 policy.bypass.safeSearch = engines
             default:
-                throw ParseError(line: number, reason: "unknown key '\(key)'")
+                guard try parseInspection(key, values, into: &policy.inspection, line: number) else {
+                    throw ParseError(line: number, reason: "unknown key '\(key)'")
+                }
             }
         }
         return policy

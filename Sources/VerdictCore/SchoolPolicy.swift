@@ -515,6 +515,7 @@ public struct SchoolPolicy: Sendable, Hashable {
         if let focus { policy.focus = Policy.Focus(allow: focus.patterns, until: focus.item.until) }
         if let exam { policy.exam = Policy.Exam(allow: self.exam?.allow ?? [], until: exam.until) }
         policy.locked = locked
+        policy.inspection = inspection(for: audience)
         var result = EffectivePolicy(policy: policy, audience: audience, schedules: schedulesInForce, exam: exam, overrides: applied)
         result.live = liveApplied
         return result

@@ -49,6 +49,13 @@ final class FakePacketQueue: PacketQueue {
         queued.removeAll()
     }
 
+    /// Kernel set requests, in order, each with the number of verdicts flushed before it.
+    private(set) var setRequests: [(request: [UInt8], afterVerdicts: Int)] = []
+
+    func sendSetRequest(_ request: [UInt8]) {
+        setRequests.append((request, sent.count))
+    }
+
     /// The verdict sent for a packet; nil while it has none (held, or not flushed yet).
     func verdict(for id: UInt32) -> KernelVerdict? {
         sent.last { $0.id == id }?.verdict

@@ -71,6 +71,18 @@ int hp_conntrack_set_mark(int family, uint8_t protocol, hp_ip_address source, hp
 /// an RST), a UDP socket reports an error. 0, or a negative errno.
 int hp_socket_destroy(int family, uint8_t protocol, hp_ip_address local, hp_ip_address remote, uint16_t local_port, uint16_t remote_port);
 
+/// The uid of the local socket with this 4-tuple (sock_diag SOCK_DIAG_BY_FAMILY,
+/// one exact lookup, no dump): the inspection proxy asks who opened a
+/// connection the kernel redirected to it (`local` is the client's end, `remote`
+/// the address it connected to). The uid, or a negative errno (-ENOENT: no such socket).
+int64_t hp_socket_uid(int family, uint8_t protocol, hp_ip_address local, hp_ip_address remote, uint16_t local_port, uint16_t remote_port);
+
+/// A listening TCP socket (close-on-exec, non-blocking) on `address` and
+/// `port` (SO_REUSEADDR; IPv6 only, for AF_INET6): the inspection proxy makes
+/// its listeners with this before its sandbox, which has no bind or listen.
+/// The descriptor, or a negative errno.
+int hp_tcp_listener(int family, hp_ip_address address, uint16_t port, int backlog);
+
 /// setns(fd, CLONE_NEWNET) for the calling thread (tests run code inside a test namespace).
 int hp_enter_network_namespace(int fd);
 

@@ -40,10 +40,14 @@ public final class DataSupervisor: Sendable {
         public var executable: String
         /// Arguments besides --store, --policy and --control-fd.
         public var arguments: [String]
+        /// The process's name in the log: `filter-data`, or `hallpass-proxy`, which
+        /// speaks the same control channel and is run the same way.
+        public var name: String
 
-        public init(executable: String, arguments: [String]) {
+        public init(executable: String, arguments: [String], name: String = "filter-data") {
             self.executable = executable
             self.arguments = arguments
+            self.name = name
         }
     }
 
@@ -137,8 +141,10 @@ public final class DataSupervisor: Sendable {
         launch: Launch, store: String, policy: String, answerer: NeedRulesAnswerer, log: @escaping @Sendable (String) -> Void,
         onEvent: @escaping @Sendable (SupervisorEvent) -> Void = { _ in }, onAnswered: @escaping @Sendable (Duration) -> Void = { _ in }
     ) {
+        var settings = Machine.Settings()
+        settings.name = launch.name
         self.init(
-            launch: launch, files: .init(store: store, policy: policy), settings: .init(), answerer: answerer, log: log, onEvent: onEvent,
+            launch: launch, files: .init(store: store, policy: policy), settings: settings, answerer: answerer, log: log, onEvent: onEvent,
             onAnswered: onAnswered)
     }
 
@@ -180,7 +186,7 @@ public final class DataSupervisor: Sendable {
     /// filter-data the same way.
     public func run() async {
         guard wakeUp != nil else {
-            log("cannot start filter-data: no descriptor left for the supervisor's wake-up pipe")
+            log("cannot start \(launch.name): no descriptor left for the supervisor's wake-up pipe")
             finish()
             return
         }
@@ -364,7 +370,7 @@ public final class DataSupervisor: Sendable {
             } catch .closed {
                 // filter-data is ending: its exit comes next.
             } catch {
-                log("cannot send to filter-data: \(error)")
+                log("cannot send to \(launch.name): \(error)")
                 return .notSent(command)
             }
         case .endChannel:
@@ -375,7 +381,7 @@ public final class DataSupervisor: Sendable {
         case .signal(let pid, let signal):
             guard let child = running.child, child.pid == pid else { return nil }
             if let refused = child.send(signal == .kill ? SIGKILL : SIGTERM) {
-                log(signal == .kill ? "cannot kill filter-data \(pid): \(refused)" : "cannot send SIGTERM to filter-data \(pid): \(refused)")
+                log(signal == .kill ? "cannot kill \(launch.name) \(pid): \(refused)" : "cannot send SIGTERM to \(launch.name) \(pid): \(refused)")
             }
         case .arm(let timer, let deadline):
             shared.withLock { $0.deadlines[.timer(timer)] = deadline }
@@ -430,7 +436,7 @@ public final class DataSupervisor: Sendable {
         do {
             output = try ChildOutput()
         } catch {
-            return .spawnFailed("cannot make filter-data's output pipe: \(error)")
+            return .spawnFailed("cannot make \(launch.name)'s output pipe: \(error)")
         }
         let arguments = launch.arguments + ["--store", files.store, "--policy", files.policy, "--control-fd", String(Self.controlDescriptor)]
         let process: ChildProcess
@@ -495,7 +501,7 @@ public final class DataSupervisor: Sendable {
                 _ = try Poll.wait(&ready, timeoutMilliseconds: next.map(Self.milliseconds(until:)) ?? -1)
             } catch {
                 // Not seen in practice (poll's own failures: no memory, a bad descriptor).
-                if !pollFailureLogged { log("the supervisor cannot wait for filter-data: \(error)") }
+                if !pollFailureLogged { log("the supervisor cannot wait for \(launch.name): \(error)") }
                 pollFailureLogged = true
             }
             wakeUp.drain()
@@ -546,7 +552,7 @@ public final class DataSupervisor: Sendable {
         while true {
             let message: DataEvent?
             do {
-                message = try channel.receive { [log] error in log("filter-data sent a bad message: \(error)") }
+                message = try channel.receive { [log, launch] error in log("\(launch.name) sent a bad message: \(error)") }
             } catch {
                 return false
             }

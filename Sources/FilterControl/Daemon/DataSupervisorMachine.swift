@@ -106,6 +106,8 @@ struct DataSupervisorMachine<Instant: InstantProtocol>: Sendable where Instant.D
     }
 
     struct Settings: Sendable {
+        /// The process's name in the log (`filter-data`, `hallpass-proxy`).
+        var name = "filter-data"
         var healthInterval: Duration = .seconds(1)
         /// No answer for this long: filter-data is killed and started again.
         var unresponsiveAfter: Duration = .seconds(5)
@@ -201,7 +203,7 @@ struct DataSupervisorMachine<Instant: InstantProtocol>: Sendable where Instant.D
             self.pid = pid
             run = Run(pid: pid, startedAt: now, lastHeard: now)
             phase = .running
-            var actions: [Action] = [.log("filter-data started (pid \(pid))")]
+            var actions: [Action] = [.log("\(settings.name) started (pid \(pid))")]
             if stopAfterSpawn { return actions + beginStop(now: now) }
             actions += unsent.map { .send($0) }
             unsent = []
@@ -227,13 +229,13 @@ struct DataSupervisorMachine<Instant: InstantProtocol>: Sendable where Instant.D
             lastExit = description
             switch phase {
             case .stopping, .killing:
-                return [.log("filter-data stopped (\(description))")] + finish()
+                return [.log("\(settings.name) stopped (\(description))")] + finish()
             default:
                 if run.startedAt.duration(to: now) >= settings.stableAfter { failuresInARow = 0 }
                 // What the dead process was sent is in the files of the next start.
                 awaitingStart = sent + awaitingStart
                 sent = []
-                var actions: [Action] = [cancel(.healthCheck), .log("filter-data exited (\(description)); restarting")]
+                var actions: [Action] = [cancel(.healthCheck), .log("\(settings.name) exited (\(description)); restarting")]
                 actions += refreshes.map { .answerRefresh($0.ticket, false) }
                 refreshes = []
                 return actions + scheduleRestart(now: now)
@@ -244,20 +246,22 @@ struct DataSupervisorMachine<Instant: InstantProtocol>: Sendable where Instant.D
             rulesVersion = version
             let answered = awaitingStart.compactMap { $0.ticket.map { Action.answerHandOver($0, .loaded(version: version)) } }
             awaitingStart = []
-            return [.log("filter-data \(pid) is filtering with rules version \(version)")] + answered
+            // "is filtering" is filter-data's alone (the tests and people wait for that line).
+            let state = settings.name == "filter-data" ? "is filtering" : "runs"
+            return [.log("\(settings.name) \(pid) \(state) with rules version \(version)")] + answered
 
         case .rulesLoaded(let version):
             guard heard(now: now) else { return [] }
             rulesVersion = version
             lastRulesRefusal = nil
-            var actions: [Action] = [.log("filter-data now uses rules version \(version)")]
+            var actions: [Action] = [.log("\(settings.name) now uses rules version \(version)")]
             if !sent.isEmpty, let ticket = sent.removeFirst().ticket { actions.append(.answerHandOver(ticket, .loaded(version: version))) }
             return actions
 
         case .rulesRefused(let reason):
             guard heard(now: now) else { return [] }
             lastRulesRefusal = reason
-            var actions: [Action] = [.log("filter-data refused the new rules: \(reason); the old rules stay in force")]
+            var actions: [Action] = [.log("\(settings.name) refused the new rules: \(reason); the old rules stay in force")]
             if !sent.isEmpty {
                 let refused = sent.removeFirst()
                 // Refused files are not kept: later starts use what filter-data had.
@@ -376,7 +380,7 @@ struct DataSupervisorMachine<Instant: InstantProtocol>: Sendable where Instant.D
                 // Once per silence: the exit that follows starts a new filter-data.
                 self.run?.lastHeard = now
                 return [
-                    .log("filter-data \(run.pid) has not answered for \(settings.unresponsiveAfter.components.seconds) seconds; killing it"),
+                    .log("\(settings.name) \(run.pid) has not answered for \(settings.unresponsiveAfter.components.seconds) seconds; killing it"),
                     .signal(pid: run.pid, .kill), arm(.healthCheck, at: next),
                 ]
             }
@@ -387,7 +391,7 @@ struct DataSupervisorMachine<Instant: InstantProtocol>: Sendable where Instant.D
             phase = .killing
             return [.signal(pid: run.pid, .kill), arm(.stopEscalation, at: now.advanced(by: settings.killGrace))]
         case (.stopEscalation, .killing):
-            let pid = run.map { "filter-data \($0.pid)" } ?? "filter-data"
+            let pid = run.map { "\(settings.name) \($0.pid)" } ?? settings.name
             return [.log("\(pid) did not stop; going on without it")] + finish()
         default:
             return []

@@ -20,6 +20,9 @@ public actor Control {
         public var store: String?
         public var runtimeDirectory: String
         public var dataBinary: String
+        /// The inspection proxy's executable (`hallpass-proxy`); nil: no proxy runs
+        /// (the kernel still selects inspected addresses, whose TCP 443 then fails).
+        public var proxyBinary: String?
 
         public init(configPath: String, store: String?, runtimeDirectory: String, dataBinary: String) {
             self.configPath = configPath
@@ -73,6 +76,8 @@ public actor Control {
     /// Downloads and installs bundles; nil with `--store`.
     private(set) var updater: RuleUpdater?
     let supervisor: DataSupervisor
+    /// The inspection proxy's supervisor (the same kind, running hallpass-proxy); nil without one.
+    let proxySupervisor: DataSupervisor?
     /// The user filter-data runs as (`queue.user`, looked up once at start).
     let dataUser: DataUser
     /// This network namespace's `net.ipv4.ip_unprivileged_port_start`, read
@@ -120,6 +125,7 @@ public actor Control {
         var policyState: PolicyStateStore
         var updater: RuleUpdater?
         var supervisor: DataSupervisor
+        var proxySupervisor: DataSupervisor? = nil
         var dataUser: DataUser
         var unprivilegedPortStart: Int
         var audit: AuditLog?
@@ -163,6 +169,7 @@ public actor Control {
         policyState = parts.policyState
         updater = parts.updater
         supervisor = parts.supervisor
+        proxySupervisor = parts.proxySupervisor
         dataUser = parts.dataUser
         unprivilegedPortStart = parts.unprivilegedPortStart
         audit = parts.audit
@@ -382,9 +389,16 @@ public actor Control {
         }
         let answer = await supervisor.apply(store: store, policy: candidatePolicyPath, waitingAtMost: timeout)
         if case .refused(let why) = answer { throw .refused(why) }
+        // The proxy takes what filter-data took (the same files). Its refusal is
+        // logged, not the hand-over's: it keeps the rules it had.
+        if let proxySupervisor {
+            let proxyAnswer = await proxySupervisor.apply(store: store, policy: candidatePolicyPath, waitingAtMost: .seconds(1))
+            if case .refused(let why) = proxyAnswer { logger.error("hallpass-proxy refused the new rules, it keeps the old: \(why)") }
+        }
         do {
             try writePolicySet(set)
             supervisor.useAtNextStart(store: store ?? storePath, policy: policyPath)
+            proxySupervisor?.useAtNextStart(store: store ?? storePath, policy: policyPath)
         } catch {
             // filter-data has the set; a later start reads the candidate, which stays.
             logger.warning("\(error.message); filter-data's next start reads \(candidatePolicyPath)")
@@ -494,7 +508,9 @@ public actor Control {
     /// filter-data asks which group `uid` is in: resolved through NSS, off the actor's executor.
     func place(uid: UInt32) async {
         if let known = placements[uid] {
-            supervisor.send(.userPlacement(uid: uid, audience: placement(of: uid) ?? known.audience))
+            let message = ControlCommand.userPlacement(uid: uid, audience: placement(of: uid) ?? known.audience)
+            supervisor.send(message)
+            proxySupervisor?.send(message)
             return
         }
         let users = self.users
@@ -512,7 +528,9 @@ public actor Control {
         {
             await applyPolicy(reason: "a person with live items of their own")
         }
-        supervisor.send(.userPlacement(uid: uid, audience: placement(of: uid) ?? audience))
+        let message = ControlCommand.userPlacement(uid: uid, audience: placement(of: uid) ?? audience)
+        supervisor.send(message)
+        proxySupervisor?.send(message)
     }
 
     /// Where the set in force places `uid`, when it has a policy for it (a person's own).

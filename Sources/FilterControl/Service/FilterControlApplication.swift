@@ -81,10 +81,22 @@ public struct FilterControlApplication: Sendable {
                 log: { [logger] line in logger.warning("\(line)") }),
             log: { [logger] line in logger.info("\(line)", metadata: ["hallpass.source": "filter-data"]) }, onEvent: events.deliver,
             onAnswered: { metrics?.answered(after: $0) })
+        let proxySupervisor = try options.proxyBinary.map { binary throws(Control.StartError) in
+            DataSupervisor(
+                launch: .init(executable: binary, arguments: try proxyArguments(configuration, logger: logger), name: "hallpass-proxy"),
+                store: rules.storePath, policy: options.runtimeDirectory + "/policy",
+                answerer: NeedRulesAnswerer(lookup: NoLookup(), log: { [logger] line in logger.warning("\(line)") }),
+                log: { [logger] line in logger.info("\(line)", metadata: ["hallpass.source": "hallpass-proxy"]) },
+                onEvent: { event in
+                    // The proxy asks which group a user is in, as filter-data does; it reports no decisions.
+                    if case .askUser = event { events.deliver(event) }
+                })
+        }
         let groupNames = GroupNames()
         let school = makeSchoolParts(configuration, logger: logger)
         let parts = Control.Parts(
-            rules: rules, requests: requests, policyState: policyState, updater: updater, supervisor: supervisor, dataUser: dataUser,
+            rules: rules, requests: requests, policyState: policyState, updater: updater, supervisor: supervisor, proxySupervisor: proxySupervisor,
+            dataUser: dataUser,
             unprivilegedPortStart: unprivilegedPortStart,
             audit: try makeAuditLog(configuration, groupNames: groupNames, outbox: school?.outbox, logger: logger),
             notifier: makeNotifier(configuration, unprivilegedPortStart: unprivilegedPortStart, logger: logger), metrics: metrics,
@@ -257,6 +269,24 @@ public struct FilterControlApplication: Sendable {
         ] + user.arguments
     }
 
+    /// hallpass-proxy's command line (`proxy:`): its port, bounds and user.
+    static func proxyArguments(_ configuration: Configuration, logger: Logger) throws(Control.StartError) -> [String] {
+        let proxy = configuration.proxy
+        let user: DataUser
+        switch DataUser.lookUp(proxy.user) {
+        case .found(let found): user = found
+        case .missing(let fallback, _):
+            let warning =
+                "proxy.user: this machine has no user \(proxy.user); hallpass-proxy runs as nobody (uid 65534), which other services share:"
+                + " 'systemd-sysusers' makes it again (proxy.user: nobody runs as nobody without this line)"
+            logger.error("\(warning)")
+            user = fallback
+        case .privileged:
+            throw Control.StartError(message: "proxy.user: \(proxy.user) is root's or has root's group; hallpass-proxy never runs as root", status: 78)
+        }
+        return ["--port", String(proxy.port), "--connections", String(proxy.connections), "--idle-timeout", String(proxy.idleTimeout)] + user.arguments
+    }
+
     /// The audit log (`log:`), nil when every output is off.
     static func makeAuditLog(
         _ configuration: Configuration, groupNames: GroupNames, outbox: RecordOutbox? = nil, logger: Logger
@@ -299,6 +329,7 @@ public struct FilterControlApplication: Sendable {
     public func services(admin: any Service, metrics: (any Service)?) -> [any Service] {
         var services: [any Service] = [
             DataSupervisorService(control: control, logger: logger),
+            ProxySupervisorService(control: control),
             ReadinessService(control: control, notifier: notifier, logger: logger),
             PolicyClockService(control: control),
             SafeSearchService(control: control, logger: logger),
@@ -333,7 +364,8 @@ public struct FilterControlApplication: Sendable {
             logger.error("\(error.message)")
             return error.status
         }
-        let rules = KernelRules(queue: configuration.queue.number, failOpen: configuration.queue.failMode == .open)
+        let rules = KernelRules(
+            queue: configuration.queue.number, failOpen: configuration.queue.failMode == .open, proxyPort: configuration.proxy.port)
         if KernelRules.Family.allCases.contains(where: { KernelRules.isInstalled($0) }) {
             // An earlier filter-control ended without removing them (killed outside
             // systemd, whose ExecStopPost would have): install rewrites the chains

@@ -29,6 +29,25 @@ struct DataSupervisorService: Service {
     }
 }
 
+/// Runs the inspection proxy (hallpass-proxy) as filter-data is run, and
+/// stops it before filter-data (services stop in reverse order): the
+/// connections it relays end, then filtering ends, then the kernel rules go.
+struct ProxySupervisorService: Service {
+    let control: Control
+
+    func run() async throws {
+        guard let supervisor = control.proxySupervisor else {
+            try? await gracefulShutdown()
+            return
+        }
+        await withGracefulShutdownHandler {
+            await supervisor.run()
+        } onGracefulShutdown: {
+            supervisor.stop()
+        }
+    }
+}
+
 /// The school's clock: every second the policy in force is worked out again
 /// (schedules switch at the minute, exams and overrides end at their time, a
 /// stepped clock is simply read again); a change reaches filter-data and

@@ -64,3 +64,16 @@ extension DNSAnswerAction {
         try rewrite(packet.span, targets: targets)
     }
 }
+
+extension Inspection {
+    /// Whether the answer to this DNS query selects its addresses for the
+    /// inspection proxy: an allowed A or AAAA query for a name some
+    /// audience inspects (`PolicyEngines.inspectedForSomeone`). One check
+    /// of a flag when no audience inspects anything.
+    public func selectsForInspection<Rules>(engines: PolicyEngines<Rules>) -> Bool {
+        guard kind == .dns, engines.inspectsAnything, finality == .packetDecision, direction == .clientToServer, verdict == .allow,
+            findings.dnsType == 1 || findings.dnsType == 28, let host = facts.host
+        else { return false }
+        return engines.inspectedForSomeone(host)
+    }
+}

@@ -36,8 +36,17 @@ public struct DNSAnswerPlans: Sendable {
 
     struct Plan: Sendable {
         var name: HostName
-        var action: DNSAnswerAction
+        var action: DNSAnswerAction?
+        /// The answer's addresses go into the kernel sets of the inspection proxy.
+        var inspect: Bool
         var expires: UInt64
+    }
+
+    /// What is done with an answer: changed by `action` (nil: not changed),
+    /// and with `inspect`, its addresses selected for the inspection proxy.
+    public struct Outcome: Sendable, Hashable {
+        public var action: DNSAnswerAction?
+        public var inspect: Bool
     }
 
     public let capacity: Int
@@ -58,21 +67,22 @@ public struct DNSAnswerPlans: Sendable {
     /// Entries of the order list still held (answered plans leave theirs until dropped).
     var bookkeepingCount: Int { order.count }
 
-    /// Remembers that the answer to the query `key` about `name` gets `action`.
-    public mutating func expect(_ key: Key, name: HostName, action: DNSAnswerAction, now: UInt64) {
+    /// Remembers that the answer to the query `key` about `name` gets `action`
+    /// (and with `inspect`, that its addresses are selected for the proxy).
+    public mutating func expect(_ key: Key, name: HostName, action: DNSAnswerAction?, inspect: Bool = false, now: UInt64) {
         removeExpired(now: now)
         // Bounded twice over: plans, and the order list (answered plans leave
         // their entry behind until it is dropped).
         while plans.count >= capacity || order.count - orderStart >= 2 * capacity, orderStart < order.count { dropOldest() }
         let expires = now &+ lifetimeNanoseconds
-        plans[key] = Plan(name: name, action: action, expires: expires)
+        plans[key] = Plan(name: name, action: action, inspect: inspect, expires: expires)
         order.append((key, expires))
     }
 
-    /// The action for the answer to `key` about `name`, once: the plan is
+    /// What is done with the answer to `key` about `name`, once: the plan is
     /// used up. Nil when no plan waits (the answer passes unchanged), when
     /// it expired, or when the answer is about another name.
-    public mutating func take(_ key: Key, name: HostName?, now: UInt64) -> DNSAnswerAction? {
+    public mutating func takeOutcome(_ key: Key, name: HostName?, now: UInt64) -> Outcome? {
         guard let plan = plans[key] else { return nil }
         guard plan.expires > now else {
             plans[key] = nil
@@ -80,7 +90,12 @@ public struct DNSAnswerPlans: Sendable {
         }
         guard plan.name == name else { return nil }
         plans[key] = nil
-        return plan.action
+        return Outcome(action: plan.action, inspect: plan.inspect)
+    }
+
+    /// `takeOutcome`'s change of the answer alone.
+    public mutating func take(_ key: Key, name: HostName?, now: UInt64) -> DNSAnswerAction? {
+        takeOutcome(key, name: name, now: now)?.action
     }
 
     /// Forgets plans whose answers did not come in time.

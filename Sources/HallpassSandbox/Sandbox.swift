@@ -1,19 +1,14 @@
-// filter-data's sandbox. With NetfilterQueueSocket.swift, the only file of the
-// data path that imports C modules.
-import HallpassWire
+// The sandbox of hallpass's two confined processes, filter-data and
+// hallpass-proxy: one way of locking down, two allow-lists (`Profile`).
+// The only file of either that calls libseccomp.
 import CHallpassSys
 import CSeccomp
-// SOCK_STREAM and SOCK_DGRAM (the probes below): in the release build (whole module)
-// <sys/socket.h> reaches this module through CNetfilterQueue's shim, which includes it,
-// and a file that does not import CNetfilterQueue does not see them (make deb failed
-// with "cannot find 'SOCK_STREAM' in scope"; the debug build compiles file by file).
-import CNetfilterQueue
 #if canImport(Glibc)
 import Glibc
 #endif
 import SystemPackage
 
-/// Locks filter-data down once its queue socket and rule store are open
+/// Locks a process down once its sockets and rule store are open
 /// (FIELD-NOTES gives the order: sockets, then signal handlers, then
 /// privileges, then the seccomp filter):
 ///
@@ -30,7 +25,48 @@ import SystemPackage
 ///    `open`/`openat` only without write, create, truncate or append flags;
 ///    `clone` only for threads (`clone3` answers ENOSYS so the C library
 ///    falls back to `clone`, whose flags a filter can see); `ioctl` only TCGETS.
+///
+/// The proxy's profile (`Profile.proxy`) adds what relaying TCP takes and no
+/// more: `socket` for AF_INET, AF_INET6 and AF_NETLINK only (its connections
+/// to servers, and the sock_diag question of who opened a connection),
+/// `connect`, `accept4`, socket options and names, `shutdown`, and the epoll,
+/// eventfd and timerfd calls of its event loop, and `listen` on its own two
+/// listeners only (made before the lock-down). Still no `bind`, `execve`, or
+/// writes to files.
 public enum Sandbox {
+    /// The system calls a process may make, besides the conditional ones every profile has.
+    public struct Profile: Sendable {
+        public var name: String
+        var allowed: [String]
+        /// The address families `socket` may make; empty: no `socket` at all.
+        var socketFamilies: [Int32]
+        /// Whether `prctl(PR_SET_NAME)` is allowed (an event loop names its threads).
+        var threadNames: Bool
+        /// The descriptors `listen` may be called on (its own listeners, which
+        /// SwiftNIO sets listening again when it adopts them); none: no `listen`.
+        var listeners: [Int32] = []
+
+        /// filter-data: its queue socket, memory, time, threads.
+        public static let filterData = Profile(name: "filter-data", allowed: Sandbox.allowed, socketFamilies: [], threadNames: false)
+
+        /// hallpass-proxy: filter-data's, and TCP relaying on an event loop;
+        /// `listen` only on `listeners`, the sockets it bound before.
+        public static func proxy(listeners: [Int32]) -> Profile {
+            var profile = proxyBase
+            profile.listeners = listeners
+            return profile
+        }
+
+        static let proxyBase = Profile(
+            name: "hallpass-proxy",
+            allowed: Sandbox.allowed + [
+                "connect", "accept", "accept4", "setsockopt", "getsockopt", "getsockname", "getpeername", "shutdown", "readv",
+                "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2", "eventfd", "eventfd2", "pipe2", "timerfd_create", "timerfd_settime",
+                "timerfd_gettime", "sched_getparam", "sched_setscheduler", "setpriority", "sysinfo", "getrusage",
+            ],
+            socketFamilies: [AF_INET, AF_INET6, AF_NETLINK], threadNames: true)
+    }
+
     public struct Failure: Error, CustomStringConvertible, Sendable {
         public var step: String
         public var errno: Int32
@@ -57,7 +93,7 @@ public enum Sandbox {
             self.gid = gid
         }
     }
-    static let netAdmin: UInt64 = 1 << 12  // CAP_NET_ADMIN
+    public static let netAdmin: UInt64 = 1 << 12  // CAP_NET_ADMIN
     static let lastCapability = 40  // CAP_CHECKPOINT_RESTORE in Linux 5.9+
 
     /// System calls a running filter-data makes: the queue socket, memory,
@@ -75,7 +111,7 @@ public enum Sandbox {
     ]
 
     /// Applies every step; on failure the process must exit (it is half locked down).
-    public static func lockDown(as identity: Identity = .nobody) throws(Failure) {
+    public static func lockDown(as identity: Identity = .nobody, profile: Profile = .filterData) throws(Failure) {
         // 1. Bounding set: needs CAP_SETPCAP, which root still has here.
         for capability in 0...lastCapability where capability != 12 {
             if hp_capbset_drop(Int32(capability)) != 0, errno != EINVAL { throw Failure(step: "drop capability \(capability)", errno: errno) }
@@ -91,10 +127,10 @@ public enum Sandbox {
         // 3.
         guard hp_set_no_new_privs() == 0 else { throw Failure(step: "no_new_privs", errno: errno) }
         // 4.
-        try loadSeccompFilter()
+        try loadSeccompFilter(profile)
     }
 
-    static func loadSeccompFilter() throws(Failure) {
+    static func loadSeccompFilter(_ profile: Profile) throws(Failure) {
         // unsafe: libseccomp's filter context, released by the defer below and used only before it.
         guard let filter = unsafe seccomp_init(hp_scmp_act_errno(UInt16(EPERM))) else { throw Failure(step: "seccomp_init", errno: ENOMEM) }
         defer { unsafe seccomp_release(filter) }
@@ -107,7 +143,16 @@ public enum Sandbox {
             let result = unsafe conditions.withUnsafeBufferPointer { unsafe seccomp_rule_add_array(filter, action, number, UInt32($0.count), $0.baseAddress) }
             guard result == 0 else { throw Failure(step: "seccomp rule for \(name)", errno: -result) }
         }
-        for name in allowed { try add(name) }
+        for name in profile.allowed { try add(name) }
+        for family in profile.socketFamilies {
+            try add("socket", [scmp_arg_cmp(arg: 0, op: SCMP_CMP_EQ, datum_a: UInt64(family), datum_b: 0)])
+        }
+        for descriptor in profile.listeners {
+            try add("listen", [scmp_arg_cmp(arg: 0, op: SCMP_CMP_EQ, datum_a: UInt64(descriptor), datum_b: 0)])
+        }
+        if profile.threadNames {
+            try add("prctl", [scmp_arg_cmp(arg: 0, op: SCMP_CMP_EQ, datum_a: 15 /* PR_SET_NAME */, datum_b: 0)])
+        }
         // Opening files only to read them (a new rule store after a rules change).
         let writeFlags = UInt64(O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND)
         try add("openat", [scmp_arg_cmp(arg: 2, op: SCMP_CMP_MASKED_EQ, datum_a: writeFlags, datum_b: 0)])

@@ -1,0 +1,110 @@
+// What the proxy's event loop and its control thread share: the engines
+// (each audience's inspection plan), who is in which group, the questions
+// waiting for filter-control, and the counters.
+public import FilterData
+public import HallpassIPC
+public import NIOCore
+public import SharedStore
+import Synchronization
+public import VerdictCore
+
+/// The proxy's counters, written from the event loop, read by the control thread.
+public final class ProxyCounters: Sendable {
+    public struct Values: Sendable, Hashable {
+        public var accepted: UInt64 = 0
+        public var active = 0
+        public var spliced: UInt64 = 0
+        public var refused: [RefusalReason: UInt64] = [:]
+        /// Connections to the original destination that failed (refused, unreachable, timed out).
+        public var upstreamFailures: UInt64 = 0
+        public var idleClosed: UInt64 = 0
+    }
+
+    private let values = Mutex(Values())
+
+    public init() {}
+
+    public var now: Values { values.withLock { $0 } }
+
+    func update(_ change: (inout Values) -> Void) {
+        values.withLock { change(&$0) }
+    }
+
+    public func refuse(_ reason: RefusalReason) {
+        update { $0.refused[reason, default: 0] += 1 }
+    }
+
+    /// `name=value ...`, for the proxy's log line.
+    public var summary: String {
+        let values = now
+        var fields = ["accepted=\(values.accepted)", "active=\(values.active)", "spliced=\(values.spliced)"]
+        fields += RefusalReason.allCases.map { "refused.\($0.rawValue)=\(values.refused[$0] ?? 0)" }
+        fields += ["upstreamFailures=\(values.upstreamFailures)", "idleClosed=\(values.idleClosed)"]
+        return fields.joined(separator: " ")
+    }
+}
+
+public final class ProxyState: Sendable {
+    private let engines: Mutex<PolicyEngines<RuleStore>>
+    /// Connections waiting to learn their user's group, by uid.
+    private let waiting = Mutex<[UInt32: [EventLoopPromise<Void>]]>([:])
+    /// The channel to filter-control; nil when run by hand.
+    public let control: DataEnd?
+    public let counters = ProxyCounters()
+
+    public init(engines: PolicyEngines<RuleStore>, control: DataEnd?) {
+        self.engines = Mutex(engines)
+        self.control = control
+    }
+
+    public var rulesVersion: UInt64 { engines.withLock { $0.rules.version } }
+
+    /// The engines now (a `rules` or `policy` message replaces them whole).
+    public var current: PolicyEngines<RuleStore> { engines.withLock { $0 } }
+
+    /// New engines from filter-control; the users placed so far stay placed.
+    public func replace(_ new: PolicyEngines<RuleStore>) {
+        engines.withLock { $0 = new }
+        wakeEveryone()
+    }
+
+    /// The plan for a connection of `uid` (nil uid: no local socket found, a
+    /// system flow, as filter-data judges one); nil when filter-control must say
+    /// which group the user is in first.
+    public func plan(for uid: UInt32?) -> InspectionPlan? {
+        engines.withLock { $0.inspectionPlan(for: uid) }
+    }
+
+    /// filter-control placed `uid`: the connections waiting for it go on.
+    public func place(uid: UInt32, in audience: Audience) {
+        engines.withLock { $0.place(uid: uid, in: audience) }
+        let promises = waiting.withLock { $0.removeValue(forKey: uid) } ?? []
+        for promise in promises { promise.succeed() }
+    }
+
+    /// Waits for filter-control to place `uid` (asked once for every connection
+    /// that waits), at most `timeout`; fails at once without a control channel.
+    public func waitForPlacement(of uid: UInt32, on loop: any EventLoop, timeout: TimeAmount) -> EventLoopFuture<Void> {
+        guard let control else { return loop.makeFailedFuture(PlacementTimeout()) }
+        let promise = loop.makePromise(of: Void.self)
+        let first = waiting.withLock { waiting in
+            let first = waiting[uid] == nil
+            waiting[uid, default: []].append(promise)
+            return first
+        }
+        if first, (try? control.send(.askUser(uid))) == nil { promise.fail(PlacementTimeout()) }
+        loop.scheduleTask(in: timeout) { promise.fail(PlacementTimeout()) }
+        return promise.futureResult
+    }
+
+    /// Every waiting connection tries again (new engines may place its user).
+    private func wakeEveryone() {
+        let all = waiting.withLock { waiting in
+            defer { waiting = [:] }
+            return waiting.values.flatMap { $0 }
+        }
+        for promise in all { promise.succeed() }
+    }
+
+    struct PlacementTimeout: Error {}
+}
