@@ -385,7 +385,8 @@ extension Configuration {
                 ConfigurationError(
                     key: "proxy.port", line: proxy.portLine,
                     message: "port \(proxy.port) can be taken by any local user (net.ipv4.ip_unprivileged_port_start is \(bound)),"
-                        + " who would get the connections the kernel sends to the inspection proxy while it restarts; use a port below \(bound) (the default is 1023)"))
+                        + " who would get the connections the kernel sends to the inspection proxy while it restarts; "
+                        + (bound > 1023 ? "use a port below \(bound) (the default is 1023)" : "raise net.ipv4.ip_unprivileged_port_start (Linux's default is 1024) or choose a port below it")))
         }
         return problems
     }

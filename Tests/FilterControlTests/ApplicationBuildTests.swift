@@ -63,7 +63,7 @@ import Testing
         }
         #expect(
             names == [
-                "DrainingService", "DataSupervisorService", "ReadinessService", "PolicyClockService", "SafeSearchService",
+                "DrainingService", "DataSupervisorService", "ProxySupervisorService", "ReadinessService", "PolicyClockService", "SafeSearchService",
                 "RuleRefreshService", "SignalService", "admin", "metrics",
             ])
     }

@@ -112,26 +112,28 @@ import Testing
         let defaults = try Configuration(yaml: "")
         // Linux's default: nothing of the defaults is anyone's.
         #expect(defaults.unprivilegedPortProblems(unprivilegedPortStart: 1024).isEmpty)
-        // Ports from 100 up are anyone's: 80 is fine, 443 is not.
-        #expect(defaults.unprivilegedPortProblems(unprivilegedPortStart: 100).map(\.key) == ["blockPage.httpsPort"])
-        #expect(try Configuration(yaml: "blockPage:\n  httpsPort: 99\n").unprivilegedPortProblems(unprivilegedPortStart: 100).isEmpty)
+        // Ports from 100 up are anyone's: 80 is fine, 443 is not, nor the inspection proxy's 1023.
+        #expect(defaults.unprivilegedPortProblems(unprivilegedPortStart: 100).map(\.key) == ["blockPage.httpsPort", "proxy.port"])
+        #expect(try Configuration(yaml: "blockPage:\n  httpsPort: 99\nproxy:\n  port: 98\n").unprivilegedPortProblems(unprivilegedPortStart: 100).isEmpty)
+        let proxy = try Configuration(yaml: "proxy:\n  port: 3129\n").unprivilegedPortProblems(unprivilegedPortStart: 1024)
+        #expect(proxy.map(\.key) == ["proxy.port"] && proxy.first?.line == 2 && proxy.first?.message.contains("inspection proxy") == true, "\(proxy)")
         // From 80 up (rootless containers set this up): port and httpPort are one listener, named once;
         // without a line, since the file does not set them, and saying what to raise.
         let at80 = defaults.unprivilegedPortProblems(unprivilegedPortStart: 80)
-        #expect(at80.map(\.key) == ["blockPage.httpPort", "blockPage.httpsPort"], "\(at80)")
+        #expect(at80.map(\.key) == ["blockPage.httpPort", "blockPage.httpsPort", "proxy.port"], "\(at80)")
         #expect(at80.allSatisfy { $0.line == nil && $0.message.contains("is 80") && $0.message.contains("raise net.ipv4.ip_unprivileged_port_start") })
         #expect(defaults.blockPage.pageURL(unprivilegedPortStart: 80) == "http://127.0.0.1/")
         // Everything anyone's (a container's default): the 0.1.0 example names all three, the page
         // is still served on httpPort.
         let old = try Configuration(yaml: Self.exampleOf010)
         let at0 = old.unprivilegedPortProblems(unprivilegedPortStart: 0)
-        #expect(at0.map(\.key) == ["blockPage.port", "blockPage.httpPort", "blockPage.httpsPort"], "\(at0)")
-        #expect(at0.allSatisfy { $0.line != nil && $0.message.contains("is 0") })
+        #expect(at0.map(\.key) == ["blockPage.port", "blockPage.httpPort", "blockPage.httpsPort", "proxy.port"], "\(at0)")
+        #expect(at0.allSatisfy { ($0.line != nil || $0.key == "proxy.port") && $0.message.contains("is 0") })
         #expect(old.blockPage.pagePort(unprivilegedPortStart: 0) == 80)
         // Without DNS rewriting httpPort and httpsPort are listened on only for the page itself.
         let drop = try Configuration(yaml: "policy:\n  blockedDNS: drop\nblockPage:\n  httpsPort: 8443\n")
         #expect(drop.unprivilegedPortProblems(unprivilegedPortStart: 1024).isEmpty)
-        #expect(drop.unprivilegedPortProblems(unprivilegedPortStart: 0).map(\.key) == ["blockPage.httpPort"])
+        #expect(drop.unprivilegedPortProblems(unprivilegedPortStart: 0).map(\.key) == ["blockPage.httpPort", "proxy.port"])
     }
 
     @Test func theBoundIsReadFromProcAnd1024WhenItCannotBe() throws {

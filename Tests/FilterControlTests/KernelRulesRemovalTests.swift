@@ -49,4 +49,39 @@ struct KernelRulesRemovalTests {
         #expect(KernelRules.removalInput(saved: saved) == nil)
         #expect(KernelRules.removalInput(saved: "") == nil)
     }
+
+    @Test func theNatTablesChainGoesWithItsJump() {
+        let saved = "*nat\n:OUTPUT ACCEPT [0:0]\n:HALLPASS_NAT - [0:0]\n-A OUTPUT -j HALLPASS_NAT\n-A HALLPASS_NAT -j RETURN\nCOMMIT\n"
+        #expect(KernelRules.removalInput(saved: saved, table: "nat") == "*nat\n-D OUTPUT -j HALLPASS_NAT\n-F HALLPASS_NAT\n-X HALLPASS_NAT\nCOMMIT\n")
+        // The filter table's chains are not looked for in the nat table, nor the other way round.
+        #expect(KernelRules.removalInput(saved: saved) == nil)
+    }
+}
+
+/// The rules that send connections to the inspection proxy (docs/inspection.md).
+struct KernelRulesInspectionTests {
+    @Test func tcpToTheSetsGoesToTheProxyAndUDPIsDropped() {
+        let rules = KernelRules(queue: 3, failOpen: true, proxyPort: 1023)
+        for (family, set) in [(KernelRules.Family.ipv4, "hallpass-inspect4"), (.ipv6, "hallpass-inspect6")] {
+            let lines = rules.restoreInput(family).split(separator: "\n").map(String.init)
+            let loopback = lines.firstIndex(of: "-A HALLPASS_OUT -o lo -j RETURN")
+            let drop = lines.firstIndex(of: "-A HALLPASS_OUT -p udp --dport 443 -m set --match-set \(set) dst -j DROP")
+            #expect(loopback != nil && drop == loopback.map { $0 + 1 }, "QUIC to the set is dropped before anything queues it")
+            let nat = lines.drop { $0 != "*nat" }
+            #expect(
+                Array(nat) == [
+                    "*nat", ":HALLPASS_NAT - [0:0]", "-A HALLPASS_NAT -m mark --mark 0x100000/0x300000 -j RETURN",
+                    "-A HALLPASS_NAT -p tcp --dport 443 -m set --match-set \(set) dst -j REDIRECT --to-ports 1023", "COMMIT",
+                ])
+        }
+    }
+
+    @Test func theSetsAreBoundedAndKeptAcrossARestart() {
+        #expect(
+            KernelRules.setsInput == """
+                create hallpass-inspect4 hash:ip family inet timeout 3600 maxelem 65536
+                create hallpass-inspect6 hash:ip family inet6 timeout 3600 maxelem 65536
+
+                """)
+    }
 }

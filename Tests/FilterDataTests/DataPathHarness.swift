@@ -49,6 +49,9 @@ final class FakePacketQueue: PacketQueue {
         queued.removeAll()
     }
 
+    /// How many verdicts have been flushed.
+    var sentCount: Int { sent.count }
+
     /// Kernel set requests, in order, each with the number of verdicts flushed before it.
     private(set) var setRequests: [(request: [UInt8], afterVerdicts: Int)] = []
 
