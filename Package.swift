@@ -422,7 +422,9 @@ let package = Package(
         .testTarget(name: "VerdictCoreTests", dependencies: ["VerdictCore"]),
         .testTarget(name: "HallpassSystemTests", dependencies: ["HallpassSystem", .product(name: "SystemPackage", package: "swift-system")]),
         .testTarget(name: "SharedStoreTests", dependencies: ["SharedStore", "VerdictCore"]),
-        .testTarget(name: "InspectionProxyTests", dependencies: ["InspectionProxy", "FilterData", "VerdictCore", "HallpassIPC"]),
+        .testTarget(
+            name: "InspectionProxyTests",
+            dependencies: ["InspectionProxy", "FilterData", "VerdictCore", "HallpassIPC", .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(name: "HallpassIPCTests", dependencies: ["HallpassIPC", "HallpassWire", "VerdictCore", "HallpassTestSupport"]),
         .testTarget(
             name: "FilterDataTests",

@@ -59,7 +59,9 @@ import SharedStore
 /// udp dport 443, destination in the set   -> DROP     (QUIC falls back to TCP, which the proxy gets)
 /// ```
 ///
-/// comes right after the loopback rule of `HALLPASS_OUT`, and a chain of
+/// comes right after the fast path of allowed TCP connections in
+/// `HALLPASS_OUT` (their packets never see it; an allowed QUIC connection's
+/// do, so one to an address selected later is cut too), and a chain of
 /// the nat table, `HALLPASS_NAT` on its OUTPUT hook, sends TCP 443 to them
 /// to the proxy:
 ///
@@ -232,8 +234,8 @@ public struct KernelRules: Sendable {
             *filter
             :\(chain) - [0:0]
             -A \(chain) -o lo -j RETURN
-            -A \(chain) -p udp --dport 443 -m set --match-set \(family.inspectionSet) dst -j DROP
             -A \(chain) -p tcp ! --dport 53 ! --syn -m connmark --mark \(allow)/\(mask) -j RETURN
+            -A \(chain) -p udp --dport 443 -m set --match-set \(family.inspectionSet) dst -j DROP
             -A \(chain) -p tcp ! --dport 53 -m mark --mark 0x0/\(mask) -m connmark --mark 0x0/\(mask) -m bpf --bytecode "\(KernelRules.payloadProgram(family))" -j \(queueTarget)
             -A \(chain) -p tcp ! --dport 53 -m mark --mark 0x0/\(mask) -m connmark --mark 0x0/\(mask) -j RETURN
             -A \(chain) -m mark --mark \(allow)/\(mask) -m connmark --mark 0x0/\(mask) -j CONNMARK --save-mark --nfmask \(mask) --ctmask \(mask)

@@ -1,5 +1,6 @@
 import FilterData
 import InspectionProxy
+import NIOCore
 import Testing
 import VerdictCore
 
@@ -62,5 +63,16 @@ import VerdictCore
     @Test func theRefusalIsAnAccessDeniedAlert() {
         // A fatal (2) access_denied (49) alert record.
         #expect(ProxyDecisions.accessDeniedAlert == [21, 3, 3, 0, 2, 2, 49])
+    }
+}
+
+/// The socket addresses NIO gives, as hallpass's addresses (the uid lookup's four-tuple).
+@Suite struct ProxySocketAddressTests {
+    @Test func bothFamiliesComeOutInNetworkOrder() throws {
+        let v4 = ProxySockets.address(try SocketAddress(ipAddress: "10.77.3.2", port: 443))
+        #expect(v4?.address == IPAddress("10.77.3.2") && v4?.port == 443)
+        let v6 = ProxySockets.address(try SocketAddress(ipAddress: "fd77:3::2", port: 40_001))
+        #expect(v6?.address == IPAddress("fd77:3::2") && v6?.port == 40_001)
+        #expect(ProxySockets.address(try SocketAddress(unixDomainSocketPath: "/tmp/x")) == nil)
     }
 }

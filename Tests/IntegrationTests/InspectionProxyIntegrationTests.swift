@@ -139,6 +139,9 @@ extension FilterIntegrationTests {
         let proxy = try #require(network.processIDs(runningExecutable: "hallpass-proxy").first, "\(log())")
         let status = try String(contentsOfFile: "/proc/\(proxy)/status", encoding: .utf8)
         #expect(status.contains("Seccomp:\t2") && status.contains("Uid:\t65534\t65534\t65534\t65534"), "\(status)")
+        // Its sandbox refuses what it must (exec, fork, files written, AF_UNIX sockets, bind) and allows TCP.
+        let probes = try shell("\(TestNetwork.binaries)/hallpass-proxy --sandbox-self-test 2>&1")
+        #expect(probes.status == 0 && probes.output.contains("execve: refused") && probes.output.contains("socket(AF_INET): ALLOWED"), "\(probes.output)")
 
         func inSet(_ address: String) throws -> Bool {
             try network.inClient("ipset test \(address.contains(":") ? "hallpass-inspect6" : "hallpass-inspect4") \(address) 2>/dev/null").status == 0
