@@ -167,7 +167,7 @@ echo "package: $deb ($(du -h "$deb" | cut -f1))"
 echo "server package: $server_deb ($(du -h "$server_deb" | cut -f1))"
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "Depends: $depends"
-for library in libnetfilter-queue1 libmnl0 libseccomp2 iptables; do
+for library in libnetfilter-queue1 libmnl0 libseccomp2 iptables ipset; do
     [[ ", $depends" == *", $library"* ]] || fail "the package's Depends does not name $library"
 done
 
