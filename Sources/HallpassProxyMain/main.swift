@@ -166,7 +166,7 @@ lockDown(listeners: listeners)
 
 let state = ProxyState(engines: engines, control: control)
 let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-let server = ProxyServer(state: state, settings: options.settings, group: group, log: { say($0) })
+let server = ProxyServer(state: state, settings: options.settings, group: group)
 let channels: [any Channel]
 do {
     channels = try server.serve(listeners: listeners)

@@ -31,13 +31,11 @@ public final class ProxyServer: Sendable {
     let state: ProxyState
     let settings: ProxySettings
     let group: any EventLoopGroup
-    let log: @Sendable (String) -> Void
 
-    public init(state: ProxyState, settings: ProxySettings, group: any EventLoopGroup, log: @escaping @Sendable (String) -> Void) {
+    public init(state: ProxyState, settings: ProxySettings, group: any EventLoopGroup) {
         self.state = state
         self.settings = settings
         self.group = group
-        self.log = log
     }
 
     /// Serves the listening sockets (made before the sandbox); the channels, to close at the end.
@@ -95,6 +93,8 @@ final class ClientHelloReader: ChannelInboundHandler, RemovableChannelHandler {
     /// A decision is being made or carried out: later bytes wait in `bytes`.
     private var deciding = false
     private var done = false
+    /// The client ended its side (a half-close) before the splice: the server hears it after the bytes.
+    private var clientInputClosed = false
     private var timeout: Scheduled<Void>?
 
     init(server: ProxyServer) {
@@ -128,6 +128,16 @@ final class ClientHelloReader: ChannelInboundHandler, RemovableChannelHandler {
         done = true
         timeout?.cancel()
         context.fireChannelInactive()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, case .inputClosed = event {
+            clientInputClosed = true
+            // Nothing more will come: a hello not whole now never will be.
+            if !deciding { refuse(.incomplete, context: context) }
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -228,6 +238,7 @@ final class ClientHelloReader: ChannelInboundHandler, RemovableChannelHandler {
                 }
                 // The ClientHello (and anything after it) first, exactly as it came.
                 upstream.writeAndFlush(upstream.allocator.buffer(bytes: bytes), promise: nil)
+                if clientInputClosed { upstream.close(mode: .output, promise: nil) }
                 bytes = []
                 context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
             }

@@ -1,7 +1,7 @@
 // What the proxy's event loop and its control thread share: the engines
 // (each audience's inspection plan), who is in which group, the questions
 // waiting for filter-control, and the counters.
-public import FilterData
+import FilterData
 public import HallpassIPC
 public import NIOCore
 public import SharedStore
@@ -93,7 +93,14 @@ public final class ProxyState: Sendable {
             return first
         }
         if first, (try? control.send(.askUser(uid))) == nil { promise.fail(PlacementTimeout()) }
-        loop.scheduleTask(in: timeout) { promise.fail(PlacementTimeout()) }
+        loop.scheduleTask(in: timeout) { [self] in
+            promise.fail(PlacementTimeout())
+            // No answer: the uid is asked about again by the next connection that needs it.
+            waiting.withLock { waiting in
+                waiting[uid]?.removeAll { $0.futureResult === promise.futureResult }
+                if waiting[uid]?.isEmpty == true { waiting[uid] = nil }
+            }
+        }
         return promise.futureResult
     }
 

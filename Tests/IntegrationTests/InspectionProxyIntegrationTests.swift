@@ -178,6 +178,10 @@ extension FilterIntegrationTests {
                 #expect(spliced.status == 0 && spliced.output == "ok \(name)\n", "\(name) over IPv\(ipv6 ? 6 : 4): \(spliced.output)\n\(log())")
             }
         }
+        // A large download through the relay arrives whole (the relay's bounded buffers hold the server back, they lose nothing).
+        let big = try shell("head -c 24000000 /dev/urandom > \(network.folder)/big.bin && sha256sum < \(network.folder)/big.bin")
+        let download = try network.inClient("curl -sS -m 30 -k --pinnedpubkey sha256//\(pin) https://shared.test/big | sha256sum")
+        #expect(big.status == 0 && download.output == big.output, "\(download.output) vs \(big.output)")
         let redirected = try network.inClient("iptables -t nat -L HALLPASS_NAT -v -n -x; ip6tables -t nat -L HALLPASS_NAT -v -n -x").output
         let counts = redirected.split(separator: "\n").filter { $0.contains("REDIRECT") }.compactMap {
             Int($0.split(separator: " ", omittingEmptySubsequences: true).first ?? "")
