@@ -174,7 +174,8 @@ extension Configuration {
           # The per-school key of users: pseudonym (32 random bytes, made at first use when missing; copy the
           # same file to every machine of the school). Default: <rules.directory>/pseudonym.key. (example)
           # pseudonymKey: /etc/hallpass/pseudonym.key
-          # Allowed flows recorded besides every blocked one: none | all.
+          # Allowed flows recorded besides every blocked one: none | all. With none, an allowed flow the
+          # school's safeguarding rules look at (docs/school-policy.md, "Safeguarding") is recorded all the same.
           allowed: none
           # The machine's name in the records (default: its host name). (example)
           # machine: lab2-pc07

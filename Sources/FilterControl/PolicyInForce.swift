@@ -48,7 +48,9 @@ public struct PolicyInForce: Sendable, Hashable {
             ].compactMap { $0 }
         } else {
             // hallpass.yaml's policy for everyone: its keys are the top level and there is nothing else.
-            school = SchoolPolicy(topLevel: PolicyLevel(keys: configuration.policyKeys))
+            // No safeguarding rules either: they are the school's (with a school's policy, its own or the
+            // shipped ones), and a machine on its own records allowed flows only as `log.allowed` says.
+            school = SchoolPolicy(topLevel: PolicyLevel(keys: configuration.policyKeys), safeguarding: .none)
             fromBundle = false
             self.base = base
             localDeny = []

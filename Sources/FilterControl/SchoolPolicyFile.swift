@@ -34,6 +34,11 @@ import Yams
 ///   longest: 2h                      # the default; at most 24h
 ///   rooms: [lab1, lab2]              # default: any
 ///   groups: [students]               # default: any group
+/// safeguarding:                      # which records are alerts for the safeguarding lead
+///   defaults: true                   # the shipped rules too (docs/school-policy.md, "Safeguarding")
+///   repeat: 10m                      # one alert per person and rule within this
+///   rules:
+///     - { id: year7-games, severity: advisory, categories: [games], groups: [year7] }
 /// ```
 extension SchoolPolicy {
     /// The largest policy file a bundle may carry.
@@ -52,7 +57,7 @@ extension SchoolPolicy {
         self.init()
         guard let root else { return }
         let top = try ConfigNode(root, key: "").mapping(allowed: [
-            "timezone", "overrides", "systemUsers", "groups", "schedules", "policy", "exam", "locked", "live",
+            "timezone", "overrides", "systemUsers", "groups", "schedules", "policy", "exam", "locked", "live", "safeguarding",
         ])
 
         if let zone = top["timezone"] {
@@ -159,6 +164,7 @@ extension SchoolPolicy {
                 })
         }
         if let node = top["live"] { live = try Self.livePolicy(node, groups: groups) }
+        if let node = top["safeguarding"] { safeguarding = try Self.safeguardingPolicy(node, groups: groups) }
     }
 
     /// `live:`: the keys (required), the actions, the longest duration, rooms and groups.
@@ -196,6 +202,138 @@ extension SchoolPolicy {
                 })
         }
         return live
+    }
+
+    /// `safeguarding:`: whether the shipped rules apply, the repeat limit, the
+    /// school's rules. Every entry is checked as the matcher will read it; the
+    /// bounds keep a policy's rules small enough to judge every record with.
+    private static func safeguardingPolicy(_ node: ConfigNode, groups: [PolicyGroup]) throws(ConfigurationError) -> SafeguardingPolicy {
+        let fields = try node.mapping(allowed: ["defaults", "repeat", "rules"])
+        let defaults = try fields["defaults"]?.boolean() ?? true
+        let limits = SafeguardingPolicy.self
+        let durations = Int(limits.durationRange.lowerBound)...Int(limits.durationRange.upperBound)
+        let repeatSeconds = try fields["repeat"].map { node throws(ConfigurationError) in Int64(try node.duration(in: durations)) }
+        var rules: [SafeguardingRule] = []
+        if let list = fields["rules"] {
+            let items = try list.list()
+            guard items.count <= limits.maximumRules else {
+                throw list.error("at most \(limits.maximumRules) rules (there are \(items.count))")
+            }
+            var ids: Set<String> = []
+            for item in items { rules.append(try safeguardingRule(item, groups: groups, durations: durations, ids: &ids)) }
+        }
+        return SafeguardingPolicy(defaults: defaults, repeatSeconds: repeatSeconds ?? limits.defaultRepeatSeconds, rules: rules)
+    }
+
+    private static func safeguardingRule(
+        _ node: ConfigNode, groups: [PolicyGroup], durations: ClosedRange<Int>, ids: inout Set<String>
+    ) throws(ConfigurationError) -> SafeguardingRule {
+        let matchers = ["categories", "names", "urls", "searchTerms", "reasons"]
+        let fields = try node.mapping(allowed: ["id", "severity"] + matchers + ["flows", "groups", "attempts"])
+        guard let idNode = fields["id"] else { throw node.error("a rule needs an id: 1 to 40 of a-z, 0-9 and '-' (shown in alerts)") }
+        let id = try idNode.string()
+        guard (1...SafeguardingPolicy.maximumIDLength).contains(id.utf8.count),
+            id.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D })
+        else { throw idNode.error("'\(id.prefix(60))' is not a rule id: 1 to 40 of a-z, 0-9 and '-'") }
+        guard ids.insert(id).inserted else { throw idNode.error("another rule has the id '\(id)'") }
+        guard let severityNode = fields["severity"] else { throw node.error("the rule '\(id)' needs a severity: danger, caution or advisory") }
+        var rule = SafeguardingRule(id: id, severity: try severityNode.choice(SafeguardingSeverity.self))
+
+        if let list = fields["categories"] {
+            rule.categories = Set(
+                try safeguardingEntries(list) { entry, text throws(ConfigurationError) in
+                    let name = text.lowercased()
+                    guard RuleStoreBuilder.isValidCategoryName(name) else { throw entry.error("'\(name)' is not a category name (a-z, 0-9, '-', '_')") }
+                    return name
+                })
+        }
+        if let list = fields["names"] {
+            rule.names = try safeguardingEntries(list) { entry, text throws(ConfigurationError) in
+                let pattern: RulePattern
+                do throws(RulePattern.ParseError) {
+                    pattern = try RulePattern(text)
+                } catch {
+                    throw entry.error(error.description)
+                }
+                guard case .domain = pattern else {
+                    throw entry.error("'\(text)' is not a name (example.com, =example.com, *.example.com); a path goes under urls:, and records are not matched by address")
+                }
+                return pattern
+            }
+        }
+        if let list = fields["urls"] {
+            rule.urls = try safeguardingEntries(list) { entry, text throws(ConfigurationError) in
+                // As UT1's urls files write them: no scheme.
+                var written = Substring(text)
+                for scheme in ["http://", "https://"] where written.lowercased().hasPrefix(scheme) { written = written.dropFirst(scheme.count) }
+                let pattern: RulePattern
+                do throws(RulePattern.ParseError) {
+                    pattern = try RulePattern(written, urlList: true)
+                } catch {
+                    throw entry.error(error.description)
+                }
+                guard case .urlPrefix = pattern else {
+                    throw entry.error("'\(text)' is not a host and a path (example.com/forum/); a whole site goes under names:")
+                }
+                return pattern
+            }
+        }
+        if let list = fields["searchTerms"] {
+            rule.searchTerms = try safeguardingEntries(list) { entry, text throws(ConfigurationError) in
+                guard let phrase = SearchPhrase(text) else { throw entry.error("'\(text)' holds no word to look for") }
+                return phrase
+            }
+        }
+        if let list = fields["reasons"] {
+            rule.reasons = Set(
+                try safeguardingEntries(list) { entry, text throws(ConfigurationError) in
+                    guard Reason.Source(rawValue: text) != nil else {
+                        throw entry.error("'\(text)' is not a reason (\(Reason.Source.allCases.map(\.rawValue).joined(separator: ", ")))")
+                    }
+                    return text
+                })
+        }
+        guard matchers.contains(where: { fields[$0] != nil }) else {
+            throw node.error("the rule '\(id)' matches nothing: give at least one of \(matchers.joined(separator: ", "))")
+        }
+        if let flows = fields["flows"] { rule.flows = try flows.choice(SafeguardingFlows.self) }
+        if let list = fields["groups"] {
+            rule.groups = Set(
+                try safeguardingEntries(list) { entry, text throws(ConfigurationError) in
+                    guard groups.contains(where: { $0.name == text }) else { throw entry.error("no group '\(text)' under groups:") }
+                    return text
+                })
+        }
+        if let attempts = fields["attempts"] {
+            let parts = try attempts.mapping(allowed: ["count", "within"])
+            guard let count = parts["count"], let within = parts["within"] else {
+                throw attempts.error("attempts needs count and within, e.g. { count: 5, within: 10m }")
+            }
+            let range = SafeguardingPolicy.attemptsCountRange
+            rule.attempts = SafeguardingRule.Attempts(count: try count.integer(in: range), withinSeconds: Int64(try within.duration(in: durations)))
+        }
+        return rule
+    }
+
+    /// The entries of one of a rule's lists, each read by `read`: at least
+    /// one (an empty list would match nothing), at most 1,000, each at most 200 bytes.
+    private static func safeguardingEntries<Entry>(
+        _ node: ConfigNode, _ read: (ConfigNode, String) throws(ConfigurationError) -> Entry
+    ) throws(ConfigurationError) -> [Entry] {
+        let items = try node.list()
+        guard !items.isEmpty else { throw node.error("an empty list matches nothing; leave the key out instead") }
+        guard items.count <= SafeguardingPolicy.maximumEntries else {
+            throw node.error("at most \(SafeguardingPolicy.maximumEntries) entries (there are \(items.count))")
+        }
+        var entries: [Entry] = []
+        for item in items {
+            let text = try item.string()
+            guard text.utf8.count <= SafeguardingPolicy.maximumEntryBytes else {
+                throw item.error("an entry is at most \(SafeguardingPolicy.maximumEntryBytes) bytes")
+            }
+            entries.append(try read(item, text))
+        }
+        return entries
     }
 
     /// Group and schedule names: what filterctl and the logs show.

@@ -401,11 +401,15 @@ public struct SchoolPolicy: Sendable, Hashable {
     /// What the school's server may change on a machine at once (`live:`);
     /// nil: no live item is accepted.
     public var live: LivePolicy?
+    /// Which records are safeguarding alerts (`safeguarding:`); without the
+    /// key, the shipped rules. The machine records the allowed flows they
+    /// look at; the school's server makes the alerts.
+    public var safeguarding: SafeguardingPolicy
 
     public init(
         timeZone: String? = nil, groups: [PolicyGroup] = [], schedules: [String: Schedule] = [:], topLevel: PolicyLevel = PolicyLevel(),
         exam: ExamSettings? = nil, overrides: OverridePermission = .allow, systemUsers: String? = nil, locked: Set<String> = [],
-        live: LivePolicy? = nil
+        live: LivePolicy? = nil, safeguarding: SafeguardingPolicy = .shipped
     ) {
         self.timeZone = timeZone
         self.groups = groups
@@ -416,6 +420,7 @@ public struct SchoolPolicy: Sendable, Hashable {
         self.systemUsers = systemUsers
         self.locked = locked
         self.live = live
+        self.safeguarding = safeguarding
     }
 
     /// The lowest uid of a person (Debian's UID_MIN); below it, and `nobody`, are system users.

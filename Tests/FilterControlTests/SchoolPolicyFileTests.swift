@@ -24,6 +24,7 @@ import VerdictCore
         #expect(school.exam?.groups == ["students", "year7"] && school.exam?.during == ["mocks"])
         #expect(school.exam?.allow.map(\.description) == ["exams.lakeside.example", "=moodle.lakeside.example"])
         #expect(school.locked == ["adult"] && school.live == nil)
+        #expect(school.safeguarding.schoolRules.map(\.id) == ["year7-games", "counselling-forum", "bypass-attempts"])
         // A Wednesday mock: students are in the exam, staff are not.
         let moment = PolicyMoment(time: LocalTime(weekday: .wednesday, hour: 9, minute: 30), now: 0)
         #expect(school.effectivePolicy(for: .group("students"), at: moment).exam != nil)

@@ -116,9 +116,11 @@ public final class AuditLog: Sendable {
         }
     }
 
-    /// Takes one decision; never waits. Allowed ones only with `log.allowed: all`.
-    public func record(_ decision: AuditRecord) {
-        if decision.action == .allow, settings.allowed == .none {
+    /// Takes one decision; never waits. Allowed ones only with `log.allowed: all`,
+    /// or when `flagged`: the school's safeguarding rules look at the flow
+    /// (`SafeguardingPolicy.recordsAllowedFlow`), so that its server sees it.
+    public func record(_ decision: AuditRecord, flagged: Bool = false) {
+        if decision.action == .allow, settings.allowed == .none, !flagged {
             state.withLock { $0.skippedAllowed += 1 }
             return
         }

@@ -51,11 +51,17 @@ public actor Control {
     /// The version of `store`, for the records of filter-data's reports, which
     /// are made on the supervisor's thread without a hop into the actor.
     nonisolated let rulesVersionForReports = Atomic<UInt64>(0)
+    /// The policy's safeguarding rules, for the same reports: an allowed flow
+    /// one of them looks at is recorded even with `log.allowed: none`. nil
+    /// when no rule looks at allowed flows (most reports then cost nothing more).
+    nonisolated let safeguardingForReports = Mutex<SafeguardingPolicy?>(nil)
     private(set) var storePath: String
     private var storeOpenedAt = Date()
     /// The installed bundle's folder (the school's policy lives there); nil with `--store`.
     private var bundleFolder: String?
-    private(set) var policy: PolicyInForce
+    private(set) var policy: PolicyInForce {
+        didSet { Self.setSafeguarding(policy, in: safeguardingForReports) }
+    }
     let clock: @Sendable () -> Date
     private var policyClock: PolicyClock
     let policyState: PolicyStateStore
@@ -182,6 +188,12 @@ public actor Control {
                 engines: PolicyEngines(rules: parts.rules.store, set: PolicySet(single: parts.rules.policy.base)), clock: policyClock,
                 locked: parts.rules.policy.school.locked))
         rulesVersionForReports.store(parts.rules.store.version, ordering: .relaxed)
+        Self.setSafeguarding(parts.rules.policy, in: safeguardingForReports)
+    }
+
+    private static func setSafeguarding(_ policy: PolicyInForce, in box: borrowing Mutex<SafeguardingPolicy?>) {
+        let safeguarding = policy.school.safeguarding
+        box.withLock { $0 = safeguarding.allowedFlows.any ? safeguarding : nil }
     }
 
     /// The configuration file, at most this large.
@@ -554,20 +566,53 @@ public actor Control {
         guard audit != nil || notifier != nil else { return }
         // Most reports are of allowed flows, kept above as lines; a record is made only of what is written or told.
         let recordsAllowed = audit?.settings.allowed == .all
+        // Read once a batch, not once a report; nil (no rule looks at allowed flows) costs each allowed report nothing more.
+        let safeguarding = recordsAllowed || audit == nil ? nil : safeguardingForReports.withLock { $0 }
         let version = rulesVersionForReports.load(ordering: .relaxed)
         let now = clock()
         var skipped = 0
         for index in 0..<reports.count {
-            guard recordsAllowed || reports.summary(index)?.verdict != .allow else {
-                skipped += 1
-                continue
+            var flagged = false
+            if !recordsAllowed, let summary = reports.summary(index), summary.verdict == .allow {
+                guard let safeguarding, Self.safeguardingRecords(summary, safeguarding, group: { uid in groupNames.names.withLock { $0[uid] } })
+                else {
+                    skipped += 1
+                    continue
+                }
+                flagged = true
             }
             guard let report = reports.report(index) else { continue }
             let record = AuditRecord(report: report, time: now, rulesVersion: version)
-            audit?.record(record)
+            audit?.record(record, flagged: flagged)
             if record.action == .block { notifier?.consider(record) }
         }
         if skipped > 0 { audit?.skipAllowed(skipped) }
+    }
+
+    /// Whether the safeguarding rules want this allowed flow recorded
+    /// (`SafeguardingPolicy.recordsAllowedFlow`), read from the report's line:
+    /// its category first (a set lookup), then, only when some rule could
+    /// still match, its name, URL (plain HTTP) and the person's group.
+    nonisolated static func safeguardingRecords(
+        _ summary: FlowReport.Fields, _ safeguarding: SafeguardingPolicy, group: (UInt32) -> String?
+    ) -> Bool {
+        let needs = safeguarding.allowedFlows
+        // '-' is a field's none, as FlowReport writes it.
+        func isNone(_ number: Int) -> Bool { summary[number].elementsEqual("-".utf8) }
+        func text(_ number: Int) -> String? { isNone(number) ? nil : String(decoding: summary[number], as: UTF8.self) }
+        let category = text(10)
+        if let category, needs.categories.contains(category) { return true }
+        // A URL only for plain HTTP, as the audit line's `url`.
+        let isHTTP = summary.kind.elementsEqual("http".utf8)
+        guard needs.withoutURL || isHTTP else { return false }
+        let host = text(7)
+        let url = isHTTP ? host.map { "http://" + $0 + (text(12) ?? "/") } : nil
+        guard needs.withoutURL || url != nil else { return false }
+        let uid = isNone(5) ? nil : parseDecimal(summary[5], as: UInt32.self)
+        let facts = SafeguardingFacts(
+            group: uid.flatMap(group), blocked: false, host: host, url: url, category: category, reasonSource: summary.reasonSource?.rawValue,
+            searchTerm: url.flatMap(SearchTerms.extract(url:)))
+        return safeguarding.recordsAllowedFlow(facts)
     }
 
     // MARK: Reload
