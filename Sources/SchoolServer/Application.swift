@@ -33,6 +33,8 @@ public struct ServerParts: Sendable {
     /// The live key and the hub of held live requests; nil: the key in the
     /// state folder (made when missing) and a hub of its own.
     public var live: LiveChannel?
+    /// Poked when records raised safeguarding alerts; the alerts' delivery listens on it.
+    public var alerts: AlertSignal
 
     public init(
         storage: any ServerStorage, certificate: ServerCertificate?, metrics: ServerMetrics, logger: Logger,
@@ -40,9 +42,10 @@ public struct ServerParts: Sendable {
         publisher: Publisher? = nil,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in },
         addRoutes: @escaping @Sendable (Router<ServerRequestContext>, Sessions, Publisher) throws -> Void = { _, _, _ in },
-        console: Bool = true, live: LiveChannel? = nil
+        console: Bool = true, live: LiveChannel? = nil, alerts: AlertSignal = AlertSignal()
     ) {
         self.live = live
+        self.alerts = alerts
         self.addRoutes = addRoutes
         self.console = console
         self.publisher = publisher
@@ -81,7 +84,7 @@ public func buildRouter(configuration: ServerConfiguration, parts: ServerParts, 
     MachineRoutes(
         storage: parts.storage, metrics: parts.metrics, clock: parts.clock, publisher: publisher,
         enrolments: RateLimiter(perMinute: configuration.machines.enrolRate), requests: RateLimiter(perMinute: configuration.machines.requestRate, maxKeys: 100_000),
-        live: live
+        live: live, safeguarding: PublishedSafeguarding(storage: parts.storage, logger: parts.logger), alerts: parts.alerts
     ).add(to: router)
     RoomRoutes(storage: parts.storage, control: control, clock: parts.clock).add(to: router)
     AdminRoutes(storage: parts.storage, staleAfter: configuration.machines.staleAfter, clock: parts.clock).add(to: router)
@@ -92,6 +95,7 @@ public func buildRouter(configuration: ServerConfiguration, parts: ServerParts, 
     ).add(to: router)
     BundleRoutes(storage: parts.storage, cache: publisher.cache).add(to: router)
     AccessRequestRoutes(desk: AccessRequestDesk(storage: parts.storage, live: LiveAccessRequests(control: control), clock: parts.clock)).add(to: router)
+    AlertRoutes(desk: AlertDesk(storage: parts.storage, clock: parts.clock)).add(to: router)
     // The console's sign-in and sessions; its pages add themselves behind the same middleware.
     let sessions = Sessions(storage: parts.storage, settings: configuration.console, clock: parts.clock)
     SignInRoutes(storage: parts.storage, sessions: sessions, configuration: configuration, clock: parts.clock).add(to: router)

@@ -92,7 +92,7 @@ actor PortBox {
 }
 
 func withRunningServer(
-    _ engine: Engine, logger: Logger = testLogger, console: Bool = true, live: LiveChannel? = nil,
+    _ engine: Engine, logger: Logger = testLogger, console: Bool = true, live: LiveChannel? = nil, alerts: AlertSignal = AlertSignal(),
     configure: (inout ServerConfiguration) -> Void = { _ in },
     addRoutes: @escaping @Sendable (Router<ServerRequestContext>, Sessions) -> Void = { _, _ in },
     moreRoutes: @escaping @Sendable (Router<ServerRequestContext>, Publisher, ServerConfiguration, SQLStorage, TestClock) throws -> Void = {
@@ -102,8 +102,8 @@ func withRunningServer(
 ) async throws {
     try await withTestDatabase(engine) { location async throws in
         try await withRunningServer(
-            at: location, logger: logger, console: console, live: live, configure: configure, addRoutes: addRoutes, moreRoutes: moreRoutes,
-            body)
+            at: location, logger: logger, console: console, live: live, alerts: alerts, configure: configure, addRoutes: addRoutes,
+            moreRoutes: moreRoutes, body)
     }
 }
 
@@ -111,7 +111,7 @@ func withRunningServer(
 /// The state folder is a temporary one unless `configure` names another.
 func withRunningServer(
     at location: DatabaseLocation, logger: Logger = testLogger, console: Bool = true, live: LiveChannel? = nil,
-    configure: (inout ServerConfiguration) -> Void = { _ in },
+    alerts: AlertSignal = AlertSignal(), configure: (inout ServerConfiguration) -> Void = { _ in },
     addRoutes: @escaping @Sendable (Router<ServerRequestContext>, Sessions) -> Void = { _, _ in },
     moreRoutes: @escaping @Sendable (Router<ServerRequestContext>, Publisher, ServerConfiguration, SQLStorage, TestClock) throws -> Void = {
         _, _, _, _, _ in
@@ -140,7 +140,7 @@ func withRunningServer(
             addRoutes: { [configuration] router, sessions, publisher in
                 addRoutes(router, sessions)
                 try moreRoutes(router, publisher, configuration, storage, clock)
-            }, console: console, live: live))
+            }, console: console, live: live, alerts: alerts))
     try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await ports.running { try await app.run() } }
         let port = try await ports.wait()

@@ -45,6 +45,11 @@ import Testing
         "GET /api/v1/requests": .token(.answerRequests),
         "POST /api/v1/requests/{id}/approve": .token(.answerRequests),
         "POST /api/v1/requests/{id}/deny": .token(.answerRequests),
+        "GET /api/v1/alerts": .token(.viewAlerts),
+        "GET /api/v1/alerts/{id}": .token(.viewAlerts),
+        "POST /api/v1/alerts/{id}/acknowledge": .token(.triageAlerts),
+        "POST /api/v1/alerts/{id}/escalate": .token(.triageAlerts),
+        "POST /api/v1/alerts/{id}/close": .token(.triageAlerts),
         "GET /metrics": .token(.viewMetrics, wholeSchool: true),
         "GET /health": .fixed(200),
         // An empty body: refused as not JSON, before any token is asked for.
@@ -182,6 +187,9 @@ import Testing
         #expect(Role.safeguarding.may(.controlRoom) && !Role.auditor.may(.controlRoom) && !Role.metrics.may(.controlRoom))
         // Students' access requests: the people who look after them answer, never an auditor or a scraper.
         #expect(Role.allCases.filter { $0.may(.answerRequests) } == [.admin, .safeguarding, .teacher])
+        // Safeguarding alerts: the lead and the admin triage them, an auditor reads them; a teacher is told by the lead.
+        #expect(Role.allCases.filter { $0.may(.viewAlerts) } == [.admin, .safeguarding, .auditor])
+        #expect(Role.allCases.filter { $0.may(.triageAlerts) } == [.admin, .safeguarding])
         #expect(!Permission.allCases.contains { Role.auditor.may($0) && [.editPolicy, .managePeople, .revokeMachine, .enrolMachines].contains($0) })
         #expect(Permission.allCases.filter { Role.metrics.may($0) } == [.viewMetrics])
     }

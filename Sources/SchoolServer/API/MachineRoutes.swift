@@ -15,6 +15,10 @@ struct MachineRoutes {
     let enrolments: RateLimiter
     let requests: RateLimiter
     let live: LiveChannel
+    /// The published policy's safeguarding rules, which the new records are judged by.
+    let safeguarding: PublishedSafeguarding
+    /// Poked when records raised alerts (after their transaction commits).
+    let alerts: AlertSignal
 
     struct EnrolRequest: Decodable {
         let token: String
@@ -131,10 +135,23 @@ struct MachineRoutes {
             guard !record.action.isEmpty else { throw APIError.badRequest("records[\(index)].action is empty") }
             stored.append(StoredRecord(machine: machine.id, timeMilliseconds: time, record: record))
         }
-        let outcome = try await storage.storeRecords(machine: machine.id, records: stored, dropped: dropped, now: clock())
+        // The alerts are made in the records' transaction: stored with them or not at all, once.
+        let rules = try await safeguarding.current()
+        let outcome = try await storage.storeRecords(machine: machine.id, records: stored, dropped: dropped, now: clock(), safeguarding: rules)
         metrics.recordsReceived.increment(by: Int64(stored.count))
         metrics.recordsStored.increment(by: outcome.inserted)
         if dropped > 0 { metrics.recordsDroppedByMachines.increment(by: dropped) }
+        if outcome.suppressed > 0 { metrics.alertsSuppressed.increment(by: outcome.suppressed) }
+        if !outcome.alerts.isEmpty {
+            for alert in outcome.alerts {
+                metrics.alerts(alert.severity).increment()
+                // No host or URL at notice level: the alert's id finds them.
+                context.logger.notice(
+                    "a safeguarding alert",
+                    metadata: ["hallpass.alert": "\(alert.id)", "hallpass.alert.rule": "\(alert.ruleID)", "hallpass.alert.severity": "\(alert.severity.rawValue)"])
+            }
+            alerts.poke()
+        }
         return RecordsResponse(storedThrough: outcome.storedThrough)
     }
 

@@ -76,6 +76,12 @@ public enum Permission: String, Sendable, Hashable, CaseIterable {
     /// Students' access requests: list them and approve or deny them, within
     /// the principal's rooms and groups (admin, safeguarding lead, teacher).
     case answerRequests
+    /// Safeguarding alerts in scope: the queue and each alert (admin,
+    /// safeguarding lead, auditor).
+    case viewAlerts
+    /// Triage of alerts in scope: acknowledge, escalate, close with a note
+    /// (admin, safeguarding lead; an auditor reviews, a teacher is told by them).
+    case triageAlerts
 }
 
 extension Role {
@@ -85,12 +91,14 @@ extension Role {
         switch self {
         case .admin: return true
         case .safeguarding:
-            return [.viewDashboard, .viewRecords, .viewTimeline, .viewMachines, .viewPolicy, .viewAudit, .controlRoom].contains(permission)
+            return [
+                .viewDashboard, .viewRecords, .viewTimeline, .viewMachines, .viewPolicy, .viewAudit, .controlRoom, .viewAlerts, .triageAlerts,
+            ].contains(permission)
         case .teacher:
             return [.viewDashboard, .viewRecords, .viewTimeline, .viewMachines, .controlRoom].contains(permission)
         case .auditor:
             return [
-                .viewDashboard, .viewRecords, .viewTimeline, .viewMachines, .viewPolicy, .viewPeople, .viewAudit, .viewMetrics,
+                .viewDashboard, .viewRecords, .viewTimeline, .viewMachines, .viewPolicy, .viewPeople, .viewAudit, .viewMetrics, .viewAlerts,
             ].contains(permission)
         case .metrics:
             return permission == .viewMetrics

@@ -59,6 +59,16 @@ public enum Secrets {
         return bytes.count == 19 && text.hasPrefix("rq-") && bytes[3...].allSatisfy { ($0 >= 97 && $0 <= 122) || ($0 >= 50 && $0 <= 55) }
     }
 
+    /// A safeguarding alert's id.
+    public static func newAlertID() -> String {
+        "al-" + randomBase32(count: 16)
+    }
+
+    public static func isAlertID(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        return bytes.count == 19 && text.hasPrefix("al-") && bytes[3...].allSatisfy { ($0 >= 97 && $0 <= 122) || ($0 >= 50 && $0 <= 55) }
+    }
+
     static func randomBase32(count: Int) -> String {
         let alphabet = Array("abcdefghijklmnopqrstuvwxyz234567".utf8)
         var generator = SystemRandomNumberGenerator()

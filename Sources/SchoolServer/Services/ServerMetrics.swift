@@ -1,4 +1,5 @@
 public import Prometheus
+import VerdictCore
 
 /// What hallpass-server counts for Prometheus (`GET /metrics`). The
 /// server's own counters are made on the registry directly, so they count
@@ -14,6 +15,7 @@ public struct ServerMetrics: Sendable {
     let recordsRemoved: Counter
     let liveStates: Counter
     let liveItems: Counter
+    let alertsSuppressed: Counter
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -25,6 +27,16 @@ public struct ServerMetrics: Sendable {
         recordsRemoved = registry.makeCounter(descriptor: Self.counter("records_removed", "Records removed by retention."))
         liveStates = registry.makeCounter(descriptor: Self.counter("live_states", "Live states sent to machines."))
         liveItems = registry.makeCounter(descriptor: Self.counter("live_items", "Live items made (room rules and answers to requests)."))
+        alertsSuppressed = registry.makeCounter(
+            descriptor: Self.counter("alerts_suppressed", "Safeguarding rule matches kept quiet by the repeat limit (no alert made)."))
+        // Every severity from the start, at 0: a dashboard sees the series before the first alert.
+        for severity in SafeguardingSeverity.allCases { _ = alerts(severity) }
+    }
+
+    /// Safeguarding alerts made, by severity.
+    func alerts(_ severity: SafeguardingSeverity) -> Counter {
+        registry.makeCounter(
+            descriptor: Self.counter("alerts", "Safeguarding alerts made, by severity."), labels: [("severity", severity.rawValue)])
     }
 
     /// Refusals by their API code (`signature-invalid`, `token-expired`, ...).

@@ -308,6 +308,69 @@ enum Migrations {
                 "CREATE INDEX access_requests_state ON access_requests (state, received_at, id)",
                 "CREATE INDEX access_requests_machine_decided ON access_requests (machine, decided_at)",
             ]),
+        // Safeguarding alerts (docs/server.md, "Safeguarding alerts"). An alert
+        // is made in the transaction that stores its record, for the records
+        // that were new: (machine, record_sequence, rule_id) is unique, so no
+        // record alerts twice for one rule even if it came again after
+        // retention removed it. The queue is read newest first by state or by
+        // person; the delivery reads the undispatched ones (a partial index:
+        // the statement says `dispatched = 0` in its text, as both engines
+        // need to use it). `alert_limits` is the repeat limit, one row per
+        // person and rule, written with one conditional upsert so that two
+        // instances never both alert (last_at in Unix seconds, the server's
+        // clock). `alert_attempts` counts the records of `attempts:` rules
+        // (time in Unix ms, the record's), pruned past each rule's window.
+        Step(
+            version: 7, summary: "safeguarding alerts, their repeat limits and attempts",
+            statements: [
+                """
+                CREATE TABLE alerts (
+                    id TEXT PRIMARY KEY,
+                    time BIGINT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    machine TEXT NOT NULL REFERENCES machines (id),
+                    room TEXT NOT NULL,
+                    user_name TEXT,
+                    group_name TEXT,
+                    rule_id TEXT NOT NULL,
+                    severity TEXT NOT NULL,
+                    action TEXT NOT NULL,
+                    host TEXT,
+                    url TEXT,
+                    category TEXT,
+                    search_term TEXT,
+                    record_sequence BIGINT NOT NULL,
+                    state TEXT NOT NULL,
+                    note TEXT,
+                    updated_at BIGINT,
+                    updated_by TEXT,
+                    dispatched BIGINT NOT NULL DEFAULT 0,
+                    UNIQUE (machine, record_sequence, rule_id)
+                )
+                """,
+                "CREATE INDEX alerts_created ON alerts (created_at, id)",
+                "CREATE INDEX alerts_state_created ON alerts (state, created_at, id)",
+                "CREATE INDEX alerts_user_created ON alerts (user_name, created_at, id)",
+                "CREATE INDEX alerts_undispatched ON alerts (created_at, id) WHERE dispatched = 0",
+                """
+                CREATE TABLE alert_limits (
+                    person TEXT NOT NULL,
+                    rule_id TEXT NOT NULL,
+                    last_at BIGINT NOT NULL,
+                    suppressed BIGINT NOT NULL DEFAULT 0,
+                    PRIMARY KEY (person, rule_id)
+                )
+                """,
+                """
+                CREATE TABLE alert_attempts (
+                    person TEXT NOT NULL,
+                    rule_id TEXT NOT NULL,
+                    time BIGINT NOT NULL
+                )
+                """,
+                "CREATE INDEX alert_attempts_key ON alert_attempts (person, rule_id, time)",
+                "CREATE INDEX alert_attempts_time ON alert_attempts (time)",
+            ]),
     ]
 
     static var latest: Int { steps.last?.version ?? 0 }

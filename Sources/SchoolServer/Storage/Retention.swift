@@ -1,3 +1,5 @@
+import VerdictCore
+
 /// Retention's arithmetic and its one pass, apart from the service's timer.
 public enum Retention {
     /// Records from before this moment (Unix ms) are removed: the start of
@@ -18,6 +20,8 @@ public enum Retention {
             removed += try await storage.removeRecords(before: min(endOfDay, cutoff))
         }
         _ = try await storage.removeAccessRequests(before: cutoff / 1000)
+        // Attempts of people who stopped short of a rule's count: no `attempts.within` is longer than a day.
+        _ = try await storage.pruneAlertAttempts(before: now * 1000 - SafeguardingPolicy.durationRange.upperBound * 1000)
         return removed
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 public import Logging
+public import VerdictCore
 
 /// Everything hallpass-server keeps, behind one interface with two engines
 /// (SQLite and PostgreSQL, `SQLStorage` over an `SQLEngine`). The storage
@@ -27,8 +28,12 @@ public protocol ServerStorage: Sendable {
 
     /// Stores each record once (a record whose (machine, sequence) is stored
     /// is ignored), adds `dropped` to the machine's count, and returns the
-    /// machine's stored-through sequence and how many were new. All of it or nothing.
-    func storeRecords(machine: String, records: [StoredRecord], dropped: Int64, now: Int64) async throws -> StoreOutcome
+    /// machine's stored-through sequence and how many were new. With
+    /// `safeguarding`, the records that were new are judged by its rules and
+    /// the alerts they raise are stored with them (Storage/AlertStatements.swift).
+    /// All of it or nothing.
+    func storeRecords(machine: String, records: [StoredRecord], dropped: Int64, now: Int64, safeguarding: SafeguardingPolicy?) async throws
+        -> StoreOutcome
     func records(machine: String) async throws -> [StoredRecord]
     /// One page of the records that match every filter of `query`, in the
     /// order (time, machine, sequence), and the cursor of the next page.
@@ -163,9 +168,32 @@ public protocol ServerStorage: Sendable {
     /// where every change is made by this process.
     func listenForLiveChanges(ready: @Sendable () async -> Void, _ changed: @escaping @Sendable (String) async -> Void) async throws -> Bool
 
+    // Safeguarding alerts (Storage/AlertStatements.swift; docs/server.md, "Safeguarding alerts").
+    /// One page of the alerts that match every filter of `query`, newest first, within its scope.
+    func alerts(_ query: AlertQuery) async throws -> AlertPage
+    func alert(id: String) async throws -> StoredAlert?
+    /// Moves an alert to `state` by one triage step; nil when there is no
+    /// such alert or its state does not allow the step (`State.reachedFrom`).
+    func triageAlert(id: String, to state: StoredAlert.State, note: String?, by author: String, now: Int64) async throws -> StoredAlert?
+    /// The oldest alerts the delivery has not taken, at most `limit`.
+    func undispatchedAlerts(limit: Int) async throws -> [StoredAlert]
+    /// Marks alerts taken by the delivery; returns those this call marked.
+    func markAlertsDispatched(ids: [String]) async throws -> [String]
+    /// Removes the attempts counted before `before` (Unix ms); returns how many.
+    func pruneAlertAttempts(before: Int64) async throws -> Int64
+    /// The published bundle of the highest version and its policy version; nil before any publication.
+    func publishedPolicyVersion() async throws -> PublishedPolicyVersion?
+
     /// Runs what the engine needs while it is used; returns when the task is cancelled.
     func run() async
     func close() async
+}
+
+extension ServerStorage {
+    /// Stores records without judging them for alerts (tools and tests that store records alone).
+    public func storeRecords(machine: String, records: [StoredRecord], dropped: Int64, now: Int64) async throws -> StoreOutcome {
+        try await storeRecords(machine: machine, records: records, dropped: dropped, now: now, safeguarding: nil)
+    }
 }
 
 /// Opens the storage `location` names, runs its engine while `body` runs,
@@ -324,12 +352,18 @@ public final class SQLStorage: ServerStorage {
         "action", "category", "rule", "reason", "rules_version", "received_at",
     ]
 
-    public func storeRecords(machine: String, records: [StoredRecord], dropped: Int64, now: Int64) async throws -> StoreOutcome {
+    public func storeRecords(machine: String, records: [StoredRecord], dropped: Int64, now: Int64, safeguarding: SafeguardingPolicy?)
+        async throws -> StoreOutcome
+    {
         let highest = records.map(\.record.sequence).max() ?? 0
         return try await engine.transaction { session in
             // A hundred rows a statement: 1,700 parameters, well within both engines' limits.
             var start = 0
             var inserted: Int64 = 0
+            // The records that were new (for the alerts), each sequence once: a post that
+            // names one twice stores it once.
+            var new: [StoredRecord] = []
+            var newSequences: Set<Int64> = []
             while start < records.count {
                 let chunk = records[start..<min(start + 100, records.count)]
                 var placeholders: [String] = []
@@ -347,23 +381,35 @@ public final class SQLStorage: ServerStorage {
                     ]
                 }
                 // RETURNING lists the rows inserted, not those already there.
-                inserted += Int64(
-                    try await session.query(
-                        "INSERT INTO records (\(Self.recordColumns.joined(separator: ", "))) VALUES \(placeholders.joined(separator: ", "))"
-                            + " ON CONFLICT (machine, sequence) DO NOTHING RETURNING sequence",
-                        binds
-                    ).count)
+                let stored = try await session.query(
+                    "INSERT INTO records (\(Self.recordColumns.joined(separator: ", "))) VALUES \(placeholders.joined(separator: ", "))"
+                        + " ON CONFLICT (machine, sequence) DO NOTHING RETURNING sequence",
+                    binds)
+                inserted += Int64(stored.count)
+                if safeguarding != nil {
+                    let sequences = Set(try stored.map { try $0.integer("sequence") })
+                    for record in chunk where sequences.contains(record.record.sequence) && newSequences.insert(record.record.sequence).inserted {
+                        new.append(record)
+                    }
+                }
                 start += 100
             }
             let rows = try await session.run(
                 """
                 UPDATE machines SET stored_through = CASE WHEN stored_through < $2 THEN $2 ELSE stored_through END,
                     records_dropped = records_dropped + $3
-                WHERE id = $1 RETURNING stored_through
+                WHERE id = $1 RETURNING stored_through, room
                 """,
                 SQLValue(machine), SQLValue(highest), SQLValue(dropped))
             guard let row = rows.first else { throw StorageError.failed("no machine \(machine) to store records for") }
-            return StoreOutcome(storedThrough: try row.integer("stored_through"), inserted: inserted)
+            var outcome = StoreOutcome(storedThrough: try row.integer("stored_through"), inserted: inserted)
+            if let safeguarding, !new.isEmpty {
+                let raised = try await Self.raiseAlerts(
+                    session, machine: machine, room: try row.text("room"), records: new, safeguarding: safeguarding, now: now)
+                outcome.alerts = raised.alerts
+                outcome.suppressed = raised.suppressed
+            }
+            return outcome
         }
     }
 

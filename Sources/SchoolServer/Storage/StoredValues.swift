@@ -183,9 +183,15 @@ public struct StoreOutcome: Sendable, Hashable {
     public var storedThrough: Int64
     /// How many of the posted records were new (the rest were stored already).
     public var inserted: Int64
+    /// The safeguarding alerts the new records raised, stored with them.
+    public var alerts: [StoredAlert]
+    /// The rule matches the repeat limit kept quiet (no alert made).
+    public var suppressed: Int64
 
-    public init(storedThrough: Int64, inserted: Int64) {
+    public init(storedThrough: Int64, inserted: Int64, alerts: [StoredAlert] = [], suppressed: Int64 = 0) {
         self.storedThrough = storedThrough
         self.inserted = inserted
+        self.alerts = alerts
+        self.suppressed = suppressed
     }
 }
