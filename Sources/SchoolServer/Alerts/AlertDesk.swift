@@ -65,8 +65,8 @@ public struct AlertDesk: Sendable {
         try await storage.audit(
             NewAuditEvent(
                 time: now, actor: principal.author, action: "alert.\(step.rawValue)", target: moved.id, reason: note,
-                detail: "rule=\(moved.ruleID) severity=\(moved.severity.rawValue) from=\(alert.state.rawValue) room=\(moved.room)"
-                    + (moved.user.map { " user=\($0)" } ?? "")))
+                // No student's name: the audit trail is read by roles that see pseudonyms (the alert's id leads to it).
+                detail: "rule=\(moved.ruleID) severity=\(moved.severity.rawValue) from=\(alert.state.rawValue) room=\(moved.room)"))
         return moved
     }
 
