@@ -345,8 +345,9 @@ let package = Package(
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 // The console's local passwords (bcrypt).
                 .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
-                // Atomic writes of the TLS key and certificate.
+                // Atomic writes of the TLS key and certificate; the pipes of the alerts' sendmail.
                 "HallpassSystem",
+                .product(name: "SystemPackage", package: "swift-system"),
                 // server.yaml, read as hallpass.yaml is.
                 "HallpassConfig",
                 // Publishing: the policy checked as machines read it (FilterControl's

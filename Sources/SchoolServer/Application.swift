@@ -35,6 +35,9 @@ public struct ServerParts: Sendable {
     public var live: LiveChannel?
     /// Poked when records raised safeguarding alerts; the alerts' delivery listens on it.
     public var alerts: AlertSignal
+    /// The alerts' outbox and its worker (docs/server.md, "Alerts"); nil:
+    /// the one `alerts:` and `console.url` describe (`AlertDeliveryService.make`).
+    public var delivery: AlertDeliveryService?
 
     public init(
         storage: any ServerStorage, certificate: ServerCertificate?, metrics: ServerMetrics, logger: Logger,
@@ -42,10 +45,11 @@ public struct ServerParts: Sendable {
         publisher: Publisher? = nil,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in },
         addRoutes: @escaping @Sendable (Router<ServerRequestContext>, Sessions, Publisher) throws -> Void = { _, _, _ in },
-        console: Bool = true, live: LiveChannel? = nil, alerts: AlertSignal = AlertSignal()
+        console: Bool = true, live: LiveChannel? = nil, alerts: AlertSignal = AlertSignal(), delivery: AlertDeliveryService? = nil
     ) {
         self.live = live
         self.alerts = alerts
+        self.delivery = delivery
         self.addRoutes = addRoutes
         self.console = console
         self.publisher = publisher
@@ -229,6 +233,13 @@ public func buildApplication(configuration: ServerConfiguration, parts: ServerPa
             logger: parts.logger, clock: parts.clock),
         LiveService(storage: parts.storage, ready: ready, channel: live, logger: parts.logger),
     ]
+    // The alerts' worker starts once the schema is in place and, stopping
+    // before the storage, finishes the attempt under way first.
+    // Joined with the alerts of the ingest: `outbox:` the alerts table's
+    // undispatched alerts, and the ingest's signal calling `wake()`.
+    let delivery = try parts.delivery
+        ?? AlertDeliveryService.make(configuration: configuration, storage: parts.storage, metrics: parts.metrics, logger: parts.logger, clock: parts.clock)
+    services.append(AfterStorage(ready: ready, service: delivery))
     if let openID { services.append(OpenIDClientService(client: openID)) }
     var app = Application(
         router: try buildRouter(configuration: configuration, parts: parts, openID: openID),
@@ -246,4 +257,16 @@ public func buildApplication(configuration: ServerConfiguration, parts: ServerPa
         try await ready.wait()
     }
     return app
+}
+
+/// Runs `service` once the storage's schema is in place (a service that
+/// is also used before the server runs, so does not wait by itself).
+struct AfterStorage<Wrapped: Service>: Service {
+    let ready: StorageReadiness
+    let service: Wrapped
+
+    func run() async throws {
+        try await ready.wait()
+        try await service.run()
+    }
 }

@@ -30,16 +30,18 @@ struct User: AsyncParsableCommand {
         @Option(help: "admin, safeguarding, teacher or auditor.") var role: String
         @OptionGroup var scope: ScopeOptions
         @Option(help: "The person's name as the console shows it (default: the login).") var name: String?
+        @Option(help: "Where the person's alert emails go (a safeguarding lead's danger alerts).") var email: String?
         @Flag(name: .customLong("password-stdin"), help: "Read the password from the first line of standard input.") var passwordStdin = false
 
         func run() async throws {
             let configuration = try options.load()
             let role = try personRole(role)
             if let refusal = StoredPerson.refusal(role: role, scope: scope.scope) { throw ValidationError(refusal) }
+            if let email, let refusal = ServerAdministration.emailRefusal(email) { throw ValidationError("--email: \(refusal)") }
             let password = try readPassword(fromStandardInput: passwordStdin)
             let person = try await withAccounts(configuration) { storage in
                 try await ServerAdministration.addPerson(
-                    storage: storage, login: login, displayName: name, role: role, scope: scope.scope, password: password,
+                    storage: storage, login: login, displayName: name, role: role, scope: scope.scope, password: password, email: email,
                     author: operatorAuthor(), now: now())
             }
             print("added \(person.login): \(person.role.rawValue), \(ServerAdministration.scopeText(person.scope))")
@@ -59,13 +61,15 @@ struct User: AsyncParsableCommand {
     struct SetAccount: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "set",
-            abstract: "Change an account's role, scope (--room and --group replace it; --whole-school clears it), name, or disable it.")
+            abstract: "Change an account's role, scope (--room and --group replace it; --whole-school clears it), name, email, or disable it.")
         @OptionGroup var options: ConfigOption
         @Argument(help: "The login.") var login: String
         @Option(help: "admin, safeguarding, teacher or auditor.") var role: String?
         @OptionGroup var scope: ScopeOptions
         @Flag(name: .customLong("whole-school"), help: "No scope: the whole school (not for a teacher).") var wholeSchool = false
         @Option(help: "The person's name as the console shows it.") var name: String?
+        @Option(help: "Where the person's alert emails go.") var email: String?
+        @Flag(name: .customLong("no-email"), help: "Remove the person's email address (no alert emails).") var noEmail = false
         @Flag(help: "Disable the account (its sessions end) or enable it again (which also lifts a lockout).") var state: AccountState?
 
         enum AccountState: String, EnumerableFlag {
@@ -75,7 +79,10 @@ struct User: AsyncParsableCommand {
         func run() async throws {
             let configuration = try options.load()
             guard !(wholeSchool && scope.given) else { throw ValidationError("give --room/--group or --whole-school, not both") }
+            guard !(noEmail && email != nil) else { throw ValidationError("give --email or --no-email, not both") }
+            if let email, let refusal = ServerAdministration.emailRefusal(email) { throw ValidationError("--email: \(refusal)") }
             var change = ServerAdministration.PersonChange()
+            if noEmail { change.email = .some(nil) } else if let email { change.email = email }
             change.role = try role.map(personRole)
             change.scope = wholeSchool ? .school : scope.given ? scope.scope : nil
             change.displayName = name

@@ -95,4 +95,50 @@ import Testing
             #expect(noToken.status == 403 && y == nil)
         }
     }
+
+    /// A person's email address (where their alert emails go): given when the
+    /// account is added, changed or removed with the row's form, checked as
+    /// `hallpass-server user` checks it; an admin may change their own.
+    @Test(arguments: Engine.allCases)
+    func anAdminGivesAndChangesEmailAddresses(engine: Engine) async throws {
+        try await withRunningServer(engine) { server async throws in
+            _ = try await ServerAdministration.addPerson(
+                storage: server.storage, login: "it", displayName: nil, role: .admin, scope: .school, password: Self.password,
+                author: "cli:test", now: server.clock.now)
+            let admin = try await Self.signIn(server, "it")
+
+            let added = try await Self.post(
+                server, "/console/people", admin,
+                [("login", "dora"), ("role", "safeguarding"), ("email", " dora@school.example "), ("password", Self.password)])
+            #expect(added.header("Location") == "/console/people?done=person-added")
+            #expect(try await server.storage.person(login: "dora")?.email == "dora@school.example")
+            let page = try await server.client.request(.GET, "/console/people", headers: [admin.cookie])
+            #expect(page.text.contains(#"name="email" type="email" value="dora@school.example""#))
+
+            // A header's worth of text is not an address: refused, nothing added.
+            let forged = try await Self.post(
+                server, "/console/people", admin,
+                [("login", "eve"), ("role", "safeguarding"), ("email", "eve@school.example\r\nBcc: all@school.example"), ("password", Self.password)])
+            #expect(forged.header("Location") == "/console/people?error=email")
+            #expect(try await server.storage.person(login: "eve") == nil)
+            let refusal = try await server.client.request(.GET, "/console/people?error=email", headers: [admin.cookie])
+            #expect(refusal.text.contains("An email address is one plain address"))
+
+            // The row's form: changed, then removed (empty); a form without the field keeps it.
+            let changed = try await Self.post(
+                server, "/console/people/dora", admin, [("role", "safeguarding"), ("email", "dsl@school.example"), ("enabled", "yes")])
+            #expect(changed.header("Location") == "/console/people?done=person-changed")
+            #expect(try await server.storage.person(login: "dora")?.email == "dsl@school.example")
+            _ = try await Self.post(server, "/console/people/dora", admin, [("role", "safeguarding"), ("enabled", "yes"), ("rooms", "lab1")])
+            #expect(try await server.storage.person(login: "dora")?.email == "dsl@school.example")
+            _ = try await Self.post(server, "/console/people/dora", admin, [("role", "safeguarding"), ("email", ""), ("enabled", "yes"), ("rooms", "lab1")])
+            #expect(try await server.storage.person(login: "dora")?.email == nil)
+            // Their own address, an admin may change.
+            let own = try await Self.post(server, "/console/people/it", admin, [("role", "admin"), ("email", "it@school.example"), ("enabled", "yes")])
+            #expect(own.header("Location") == "/console/people?done=person-changed")
+            #expect(try await server.storage.person(login: "it")?.email == "it@school.example")
+            let trail = try await server.storage.auditEvents(AuditQuery(action: "person.change", limit: 50)).events.compactMap(\.event.detail)
+            #expect(trail.contains("email dsl@school.example") && trail.contains("no email"))
+        }
+    }
 }

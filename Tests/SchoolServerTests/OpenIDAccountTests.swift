@@ -46,6 +46,20 @@ import Testing
             _ = try await ServerAdministration.changePerson(
                 storage: storage, login: "governor", .init(disabled: true), author: "t", now: 1_005)
             #expect(try await routes.account(for: identity("governor", .auditor), now: 1_006, logger: testLogger) == nil)
+
+            // The provider's email: taken by a new account and by one without an address; an address an admin gave stays.
+            var dana = identity("dana", .safeguarding)
+            dana.email = "dana@school.test"
+            #expect(try await routes.account(for: dana, now: 1_007, logger: testLogger)?.email == "dana@school.test")
+            #expect(try await routes.account(for: identity("alice", .admin), now: 1_008, logger: testLogger)?.email == nil)
+            var alice = identity("alice", .admin)
+            alice.email = "alice@school.test"
+            #expect(try await routes.account(for: alice, now: 1_009, logger: testLogger)?.email == "alice@school.test")
+            #expect(try await storage.person(login: "alice")?.email == "alice@school.test")
+            _ = try await ServerAdministration.changePerson(
+                storage: storage, login: "dana", .init(email: "dsl@school.test"), author: "t", now: 1_010)
+            #expect(try await routes.account(for: dana, now: 1_011, logger: testLogger)?.email == "dsl@school.test")
+            #expect(try await storage.person(login: "dana")?.email == "dsl@school.test")
         }
     }
 }

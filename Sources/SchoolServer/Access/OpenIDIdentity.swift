@@ -16,8 +16,12 @@ public struct VerifiedIdentity: Sendable, Hashable {
     public var subject: String
     /// Where the person was going when the sign-in began (a local path).
     public var returnTo: String
+    /// The `email` claim, when it is an address the server sends to and the
+    /// provider does not say it is unverified (`email_verified: false`).
+    public var email: String?
 
-    public init(login: String, name: String, role: Role?, scope: Scope, subject: String, returnTo: String) {
+    public init(login: String, name: String, role: Role?, scope: Scope, subject: String, returnTo: String, email: String? = nil) {
+        self.email = email
         self.login = login
         self.name = name
         self.role = role
@@ -52,12 +56,17 @@ extension OpenIDConfiguration {
         if name.isEmpty { name = login }
         if name.count > 200 { name = String(name.prefix(200)) }
 
+        var email: String?
+        if let claimed = claims["email"]?.string, MailAddress.refusal(claimed) == nil, claims["email_verified"] != .bool(false) {
+            email = claimed
+        }
+
         let values = Set(claims[rolesClaim]?.strings ?? [])
         let matching = roles.filter { values.contains($0.value) }
         guard let first = matching.first else {
             switch unmatched {
             case .people:
-                return VerifiedIdentity(login: login, name: name, role: nil, scope: .school, subject: subject, returnTo: returnTo)
+                return VerifiedIdentity(login: login, name: name, role: nil, scope: .school, subject: subject, returnTo: returnTo, email: email)
             case .refuse:
                 let held = values.isEmpty ? "none" : values.sorted().prefix(10).joined(separator: ", ")
                 throw ServerError(
@@ -70,7 +79,7 @@ extension OpenIDConfiguration {
             sameRole.contains(where: { $0.scope.isWholeSchool })
             ? Scope.school
             : Scope(rooms: sameRole.flatMap(\.scope.rooms), groups: sameRole.flatMap(\.scope.groups))
-        return VerifiedIdentity(login: login, name: name, role: first.role, scope: scope, subject: subject, returnTo: returnTo)
+        return VerifiedIdentity(login: login, name: name, role: first.role, scope: scope, subject: subject, returnTo: returnTo, email: email)
     }
 
     /// The console's logins: 1 to 64 of a-z, 0-9, '.', '_', '-', '@' (as the people table takes them).

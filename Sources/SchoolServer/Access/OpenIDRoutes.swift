@@ -17,7 +17,9 @@ import NIOCore
 /// belongs to a local account is refused (a provider must not take over a
 /// password account of the same name), and so is a disabled account. With
 /// `unmatched: people` a person the mapping gives no role signs in only when
-/// an admin made the account with a role.
+/// an admin made the account with a role. An account without an email
+/// address takes the provider's `email` claim (for alert emails); one an
+/// admin gave an address keeps it.
 public struct OpenIDRoutes: Sendable {
     let client: OpenIDClient
     let storage: any ServerStorage
@@ -167,18 +169,27 @@ public struct OpenIDRoutes: Sendable {
                         time: now, actor: "oidc:\(identity.login)", action: "person.change", target: person.login,
                         detail: "from the provider's claims: \(before) -> \(role.rawValue) \(Self.describe(identity.scope))"))
             }
+            if person.email == nil, let email = identity.email {
+                person.email = email
+                _ = try await storage.updatePerson(person)
+                try await storage.audit(
+                    NewAuditEvent(
+                        time: now, actor: "oidc:\(identity.login)", action: "person.change", target: person.login,
+                        detail: "email \(email), from the provider's claims"))
+            }
             return person
         }
         guard let role = identity.role, StoredPerson.refusal(role: role, scope: identity.scope) == nil else { return nil }
         let person = StoredPerson(
             login: identity.login, displayName: identity.name, role: role, scope: identity.scope, method: .oidc,
-            createdBy: "oidc:\(identity.login)", createdAt: now)
+            createdBy: "oidc:\(identity.login)", createdAt: now, email: identity.email)
         // Made at the same moment by another sign-in or an admin: that account decides, at the next sign-in.
         guard try await storage.addPerson(person) else { return nil }
         try await storage.audit(
             NewAuditEvent(
                 time: now, actor: "oidc:\(identity.login)", action: "person.add", target: person.login,
-                detail: "first sign-in through the provider: \(role.rawValue) \(Self.describe(identity.scope))"))
+                detail: "first sign-in through the provider: \(role.rawValue) \(Self.describe(identity.scope))"
+                    + (identity.email.map { ", email \($0)" } ?? "")))
         return person
     }
 

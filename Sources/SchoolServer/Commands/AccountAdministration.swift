@@ -14,9 +14,15 @@ extension ServerAdministration {
         return nil
     }
 
+    /// Why `email` is not an address a person's alerts may go to; nil when it may.
+    public static func emailRefusal(_ email: String) -> String? {
+        MailAddress.refusal(email)
+    }
+
     /// `user add`: a local account.
     public static func addPerson(
-        storage: any ServerStorage, login: String, displayName: String?, role: Role, scope: Scope, password: String, author: String, now: Int64
+        storage: any ServerStorage, login: String, displayName: String?, role: Role, scope: Scope, password: String, email: String? = nil,
+        author: String, now: Int64
     ) async throws -> StoredPerson {
         guard StoredPerson.isLogin(login) else {
             throw ServerError(code: "user.login", message: "a login is 1 to 64 of a-z, 0-9, '.', '_', '-', '@'")
@@ -27,20 +33,23 @@ extension ServerAdministration {
         guard (1...200).contains(name.count), name.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7f }) else {
             throw ServerError(code: "user.name", message: "a name is 1 to 200 characters without control characters")
         }
+        if let email, let refusal = emailRefusal(email) { throw ServerError(code: "user.email", message: refusal) }
         let person = StoredPerson(
             login: login, displayName: name, role: role, scope: scope, method: .local,
-            passwordHash: try await SignInRoutes.hashPassword(password), createdBy: author, createdAt: now)
+            passwordHash: try await SignInRoutes.hashPassword(password), createdBy: author, createdAt: now, email: email)
         guard try await storage.addPerson(person) else {
             throw ServerError(code: "user.exists", message: "there is a person \(login) already (hallpass-server user list)")
         }
         try await storage.audit(
-            NewAuditEvent(time: now, actor: author, action: "person.add", target: login, detail: describe(role: role, scope: scope)))
+            NewAuditEvent(
+                time: now, actor: author, action: "person.add", target: login,
+                detail: describe(role: role, scope: scope) + (email.map { ", email \($0)" } ?? "")))
         return person
     }
 
-    /// `user list`: login, role, scope, method, state, last sign-in.
+    /// `user list`: login, role, method, state, last sign-in, email, scope.
     public static func peopleTable(storage: any ServerStorage, now: Int64) async throws -> String {
-        var lines = ["LOGIN                 ROLE          METHOD  STATE     LAST SIGN-IN          SCOPE"]
+        var lines = ["LOGIN                 ROLE          METHOD  STATE     LAST SIGN-IN          EMAIL                           SCOPE"]
         for person in try await storage.people() {
             let state =
                 person.disabledAt != nil ? "disabled" : (person.lockedUntil.map { $0 > now } ?? false) ? "locked" : "active"
@@ -48,7 +57,7 @@ extension ServerAdministration {
             lines.append(
                 [
                     person.login.padded(22), person.role.rawValue.padded(14), person.method.rawValue.padded(8), state.padded(10), seen.padded(22),
-                    scopeText(person.scope),
+                    (person.email ?? "-").padded(32), scopeText(person.scope),
                 ].joined())
         }
         return lines.joined(separator: "\n")
@@ -62,12 +71,15 @@ extension ServerAdministration {
         public var displayName: String?
         /// true: disabled (and signed out everywhere); false: enabled again (and unlocked).
         public var disabled: Bool?
+        /// `.some(nil)`: the address removed.
+        public var email: String??
 
-        public init(role: Role? = nil, scope: Scope? = nil, displayName: String? = nil, disabled: Bool? = nil) {
+        public init(role: Role? = nil, scope: Scope? = nil, displayName: String? = nil, disabled: Bool? = nil, email: String?? = nil) {
             self.role = role
             self.scope = scope
             self.displayName = displayName
             self.disabled = disabled
+            self.email = email
         }
     }
 
@@ -92,6 +104,11 @@ extension ServerAdministration {
             }
             person.displayName = name
             changed.append("name")
+        }
+        if let email = change.email, email != person.email {
+            if let email, let refusal = emailRefusal(email) { throw ServerError(code: "user.email", message: refusal) }
+            person.email = email
+            changed.append(email.map { "email \($0)" } ?? "no email")
         }
         if let disabled = change.disabled {
             if disabled && person.disabledAt == nil {

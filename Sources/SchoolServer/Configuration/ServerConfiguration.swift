@@ -82,6 +82,9 @@ public struct ServerConfiguration: Sendable, Hashable {
         public var lockoutDuration: Int = 15 * 60
         /// Sign-in attempts from one address in a minute, at most.
         public var signInRate: Int = 20
+        /// `console.url`: the console as people's browsers reach it, for the
+        /// links in alert emails; nil: `https://HOSTNAME:PORT` (`consoleURL`).
+        public var url: String? = nil
         public init() {}
     }
 
@@ -100,6 +103,8 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var machines = Machines()
     public var records = Records()
     public var publishing = Publishing()
+    /// `alerts:`: how safeguarding alerts are emailed and posted (AlertsConfiguration.swift).
+    public var alerts = AlertsConfiguration()
     /// `signIn.oidc`: the school's OpenID provider for the console (OpenIDConfiguration.swift); nil: none.
     public var openID: OpenIDConfiguration? = nil
     /// The console's pages: `console.schoolName`, `pseudonyms`, `language`, `strings`.
@@ -229,7 +234,7 @@ extension ServerConfiguration {
         }
         guard let root else { return }
         let top = try ConfigNode(root, key: "", document: ConfigurationError.serverDocument).mapping(
-            allowed: ["listen", "tls", "database", "machines", "records", "publishing", "console", "signIn"])
+            allowed: ["listen", "tls", "database", "machines", "records", "publishing", "console", "signIn", "alerts"])
         if let listen = try top["listen"]?.mapping(allowed: ["address", "port", "plainHTTP"]) {
             if let address = listen["address"] {
                 let text = try address.string()
@@ -272,6 +277,7 @@ extension ServerConfiguration {
         if let consoleNode = top["console"] {
             try readConsole(consoleNode)
         }
+        if let alertsNode = top["alerts"] { alerts = try AlertsConfiguration(alertsNode) }
         if let signIn = try top["signIn"]?.mapping(allowed: ["local", "oidc"]) {
             if let local = signIn["local"] { self.signIn.local = try local.boolean() }
             openID = try Self.openID(signIn)
@@ -320,8 +326,9 @@ extension ServerConfiguration {
 
     private mutating func readConsole(_ node: ConfigNode) throws(ConfigurationError) {
         // The sessions' keys here, the pages' keys (ConsolePageSettings) beside them.
-        let console = try node.mapping(allowed: ["idleTimeout", "sessionLifetime", "lockout", "signInRate"] + ConsolePageSettings.keys)
+        let console = try node.mapping(allowed: ["idleTimeout", "sessionLifetime", "lockout", "signInRate", "url"] + ConsolePageSettings.keys)
         try consolePages.read(console)
+        if let url = console["url"] { self.console.url = try Self.consoleURL(url) }
         if let idle = console["idleTimeout"] { self.console.idleTimeout = try idle.duration(in: 60...(24 * 3600)) }
         if let lifetime = console["sessionLifetime"] { self.console.sessionLifetime = try lifetime.duration(in: 300...(30 * 86_400)) }
         if let lockout = try console["lockout"]?.mapping(allowed: ["failures", "duration"]) {

@@ -227,6 +227,7 @@ enum ConsoleBuiltInStrings {
         peopleErrorSelf = You cannot change your own role or scope, or disable yourself: ask another admin.
         peopleErrorNoChange = Nothing was changed.
         peopleErrorScope = A room or group name is at most 256 characters.
+        peopleErrorEmail = An email address is one plain address such as dsl@school.example, without spaces, commas or angle brackets.
         flashRolledBack = Policy version {version} is saved with the content of the version chosen.
 
         # People.
@@ -236,6 +237,8 @@ enum ConsoleBuiltInStrings {
         peopleRole = Role
         peopleRooms = Rooms
         peopleGroups = Groups
+        peopleEmail = Email
+        peopleEmailHelp = Where the person's alert emails go: a safeguarding lead receives the danger alerts of their rooms and groups.
         peopleMethod = Sign-in
         peopleStatus = Status
         peopleLastSignIn = Last sign-in
@@ -522,6 +525,7 @@ enum ConsoleBuiltInStrings {
         peopleErrorSelf = 자신의 역할이나 범위를 바꾸거나 자신을 비활성화할 수 없습니다. 다른 관리자에게 요청하세요.
         peopleErrorNoChange = 바뀐 것이 없습니다.
         peopleErrorScope = 교실이나 그룹 이름은 256자 이하입니다.
+        peopleErrorEmail = 이메일 주소는 dsl@school.example처럼 공백, 쉼표, 꺾쇠괄호가 없는 주소 하나입니다.
         flashRolledBack = 선택한 버전의 내용으로 정책 버전 {version}을 저장했습니다.
 
         peopleCaption = 콘솔 계정
@@ -530,6 +534,8 @@ enum ConsoleBuiltInStrings {
         peopleRole = 역할
         peopleRooms = 교실
         peopleGroups = 그룹
+        peopleEmail = 이메일
+        peopleEmailHelp = 경고 이메일을 받을 주소입니다. 학생 보호 책임자는 자기 교실과 그룹의 위험 경고를 받습니다.
         peopleMethod = 로그인 방식
         peopleStatus = 상태
         peopleLastSignIn = 마지막 로그인

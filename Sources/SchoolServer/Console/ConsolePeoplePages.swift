@@ -12,10 +12,14 @@ public struct ConsolePerson: Sendable, Hashable {
     public var disabled: Bool
     /// Unix seconds.
     public var lastSignInAt: Int64?
+    /// Where the person's alert emails go.
+    public var email: String?
 
     public init(
-        login: String, displayName: String?, role: Role, scope: Scope, method: String, disabled: Bool, lastSignInAt: Int64?
+        login: String, displayName: String?, role: Role, scope: Scope, method: String, disabled: Bool, lastSignInAt: Int64?,
+        email: String? = nil
     ) {
+        self.email = email
         self.login = login
         self.displayName = displayName
         self.role = role
@@ -92,6 +96,7 @@ struct PeoplePage {
         let roleLabel: String
         let rooms: String
         let groups: String
+        let email: String
         let method: String
         let status: String
         let enabled: Bool
@@ -110,13 +115,15 @@ struct PeoplePage {
     static let errorKeys = [
         "login": "peopleErrorLogin", "role": "peopleErrorRole", "password": "peopleErrorPassword", "exists": "peopleErrorExists",
         "name": "peopleErrorName", "self": "peopleErrorSelf", "no-change": "peopleErrorNoChange", "scope": "peopleErrorScope",
+        "email": "peopleErrorEmail",
     ]
 
     static func make(principal: Principal, people: [ConsolePerson], time: ConsoleTime, t: [String: String], error: String? = nil) -> PeoplePage {
         let rows = people.enumerated().map { index, person in
             Row(
                 index: index, login: person.login, name: person.displayName ?? "", roleLabel: ConsoleRenderer.roleLabel(person.role, t),
-                rooms: person.scope.rooms.joined(separator: ", "), groups: person.scope.groups.joined(separator: ", "), method: person.method,
+                rooms: person.scope.rooms.joined(separator: ", "), groups: person.scope.groups.joined(separator: ", "), email: person.email ?? "",
+                method: person.method,
                 status: person.disabled ? (t["peopleDisabled"] ?? "") : (t["peopleActive"] ?? ""), enabled: !person.disabled,
                 lastSignIn: person.lastSignInAt.map { time.dateTime($0 * 1000) } ?? (t["never"] ?? ""),
                 changeAction: "/console/people/" + ConsoleForm.encode(person.login),

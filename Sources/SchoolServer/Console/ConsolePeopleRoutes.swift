@@ -9,7 +9,7 @@ import Logging
 /// code (`error=`) whose sentence the page shows; nothing the person typed
 /// travels in the link.
 extension ConsoleRoutes {
-    /// `POST /console/people`: login, name, role, rooms, groups (comma-separated), password.
+    /// `POST /console/people`: login, name, role, rooms, groups (comma-separated), email, password.
     /// With a password the account signs in here; without one, through the
     /// school's OpenID provider, under the same login.
     func addPerson(_ principal: Principal, _ form: ConsoleForm) async throws -> Response {
@@ -20,13 +20,15 @@ extension ConsoleRoutes {
         guard let scope = Self.scope(form) else { return Self.redirect("/console/people?error=scope") }
         let name = form["name"].map { $0.trimmingCharacters(in: .whitespaces) }.flatMap { $0.isEmpty ? nil : $0 }
         let password = form["password"] ?? ""
+        let email = form.text("email")
+        if let email, ServerAdministration.emailRefusal(email) != nil { return Self.redirect("/console/people?error=email") }
         do {
             if password.isEmpty {
-                try await addOpenIDPerson(login: login, name: name, role: role, scope: scope, author: principal.author)
+                try await addOpenIDPerson(login: login, name: name, role: role, scope: scope, email: email, author: principal.author)
             } else {
                 _ = try await ServerAdministration.addPerson(
-                    storage: storage, login: login, displayName: name, role: role, scope: scope, password: password, author: principal.author,
-                    now: clock())
+                    storage: storage, login: login, displayName: name, role: role, scope: scope, password: password, email: email,
+                    author: principal.author, now: clock())
             }
         } catch let error as ServerError {
             return Self.redirect("/console/people?error=" + Self.peopleErrorCode(error))
@@ -34,9 +36,10 @@ extension ConsoleRoutes {
         return Self.redirect("/console/people?done=person-added")
     }
 
-    /// `POST /console/people/{login}`: role, rooms, groups, `enabled=yes`
-    /// (absent: disabled). An admin cannot change their own role or scope or
-    /// disable themselves, so that a school is never left without an admin by a slip.
+    /// `POST /console/people/{login}`: role, rooms, groups, email (empty:
+    /// none; absent: kept), `enabled=yes` (absent: disabled). An admin cannot
+    /// change their own role or scope or disable themselves, so that a school
+    /// is never left without an admin by a slip; their own email they may.
     func changePerson(_ context: ServerRequestContext, _ principal: Principal, _ form: ConsoleForm) async throws -> Response {
         guard let login = context.parameters.get("login"), StoredPerson.isLogin(login), let person = try await storage.person(login: login) else {
             return Self.redirect("/console/people?error=login")
@@ -53,6 +56,11 @@ extension ConsoleRoutes {
         if role != person.role { change.role = role }
         if scope != person.scope { change.scope = scope }
         if disabled != (person.disabledAt != nil) { change.disabled = disabled }
+        if form["email"] != nil {
+            let email = form.text("email")
+            if let email, ServerAdministration.emailRefusal(email) != nil { return Self.redirect("/console/people?error=email") }
+            if email != person.email { change.email = .some(email) }
+        }
         do {
             _ = try await ServerAdministration.changePerson(storage: storage, login: login, change, author: principal.author, now: clock())
         } catch let error as ServerError {
@@ -63,7 +71,7 @@ extension ConsoleRoutes {
     }
 
     /// An account that signs in only through the school's OpenID provider: no password kept.
-    func addOpenIDPerson(login: String, name: String?, role: Role, scope: Scope, author: String) async throws {
+    func addOpenIDPerson(login: String, name: String?, role: Role, scope: Scope, email: String? = nil, author: String) async throws {
         guard StoredPerson.isLogin(login) else { throw ServerError(code: "user.login", message: "login") }
         if let refusal = StoredPerson.refusal(role: role, scope: scope) { throw ServerError(code: "user.role", message: refusal) }
         let shown = name ?? login
@@ -73,12 +81,13 @@ extension ConsoleRoutes {
         let now = clock()
         guard
             try await storage.addPerson(
-                StoredPerson(login: login, displayName: shown, role: role, scope: scope, method: .oidc, createdBy: author, createdAt: now))
+                StoredPerson(
+                    login: login, displayName: shown, role: role, scope: scope, method: .oidc, createdBy: author, createdAt: now, email: email))
         else { throw ServerError(code: "user.exists", message: "exists") }
         try await storage.audit(
             NewAuditEvent(
                 time: now, actor: author, action: "person.add", target: login,
-                detail: "\(role.rawValue), signs in through the school's provider"))
+                detail: "\(role.rawValue), signs in through the school's provider" + (email.map { ", email \($0)" } ?? "")))
     }
 
     /// The rooms and groups of a form (comma-separated, blanks dropped); nil when one is not a name.
@@ -120,7 +129,8 @@ extension ConsoleRoutes.Sources {
                 try await storage.people().map { person in
                     ConsolePerson(
                         login: person.login, displayName: person.displayName, role: person.role, scope: person.scope,
-                        method: person.method.rawValue, disabled: person.disabledAt != nil, lastSignInAt: person.lastSignInAt)
+                        method: person.method.rawValue, disabled: person.disabledAt != nil, lastSignInAt: person.lastSignInAt,
+                        email: person.email)
                 }
             },
             auditEvents: { asked in

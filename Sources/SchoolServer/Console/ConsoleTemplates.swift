@@ -634,11 +634,11 @@ enum ConsoleTemplates {
         <div class="scroll">
         <table id="people">
         <caption class="visually-hidden">{{t.peopleCaption}}</caption>
-        <thead><tr><th scope="col">{{t.peopleLogin}}</th><th scope="col">{{t.peopleName}}</th><th scope="col">{{t.peopleRole}}</th><th scope="col">{{t.peopleRooms}}</th><th scope="col">{{t.peopleGroups}}</th><th scope="col">{{t.peopleMethod}}</th><th scope="col">{{t.peopleStatus}}</th><th scope="col">{{t.peopleLastSignIn}}</th>{{#canManage}}<th scope="col">{{t.peopleChange}}</th>{{/canManage}}</tr></thead>
+        <thead><tr><th scope="col">{{t.peopleLogin}}</th><th scope="col">{{t.peopleName}}</th><th scope="col">{{t.peopleRole}}</th><th scope="col">{{t.peopleRooms}}</th><th scope="col">{{t.peopleGroups}}</th><th scope="col">{{t.peopleEmail}}</th><th scope="col">{{t.peopleMethod}}</th><th scope="col">{{t.peopleStatus}}</th><th scope="col">{{t.peopleLastSignIn}}</th>{{#canManage}}<th scope="col">{{t.peopleChange}}</th>{{/canManage}}</tr></thead>
         <tbody>
         {{#rows}}
         <tr>
-        <th scope="row">{{login}}</th><td>{{name}}</td><td>{{roleLabel}}</td><td>{{rooms}}</td><td>{{groups}}</td><td>{{method}}</td><td>{{status}}</td><td class="nowrap">{{lastSignIn}}</td>
+        <th scope="row">{{login}}</th><td>{{name}}</td><td>{{roleLabel}}</td><td>{{rooms}}</td><td>{{groups}}</td><td>{{email}}</td><td>{{method}}</td><td>{{status}}</td><td class="nowrap">{{lastSignIn}}</td>
         {{#canManage}}
         <td>
         <form method="post" action="{{changeAction}}" class="row-form">
@@ -649,6 +649,8 @@ enum ConsoleTemplates {
         <input id="rooms-{{index}}" name="rooms" value="{{rooms}}">
         <label for="groups-{{index}}">{{t.peopleGroups}}</label>
         <input id="groups-{{index}}" name="groups" value="{{groups}}">
+        <label for="email-{{index}}">{{t.peopleEmail}}</label>
+        <input id="email-{{index}}" name="email" type="email" value="{{email}}" maxlength="254" autocomplete="off">
         <label for="enabled-{{index}}">{{t.peopleEnabled}}</label>
         <input type="checkbox" id="enabled-{{index}}" name="enabled" value="yes"{{#enabled}} checked{{/enabled}}>
         <button type="submit">{{t.peopleSave}}<span class="visually-hidden"> {{login}}</span></button>
@@ -678,6 +680,9 @@ enum ConsoleTemplates {
         <label for="new-groups">{{t.peopleGroups}}</label>
         <input id="new-groups" name="groups" aria-describedby="scope-help">
         <p class="note" id="scope-help">{{t.peopleScopeHelp}}</p>
+        <label for="new-email">{{t.peopleEmail}}</label>
+        <input id="new-email" name="email" type="email" maxlength="254" autocomplete="off" aria-describedby="email-help">
+        <p class="note" id="email-help">{{t.peopleEmailHelp}}</p>
         <label for="new-password">{{t.password}}</label>
         <input id="new-password" name="password" type="password" autocomplete="new-password" aria-describedby="password-help">
         <p class="note" id="password-help">{{t.peoplePasswordHelp}}</p>

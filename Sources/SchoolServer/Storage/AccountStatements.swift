@@ -10,13 +10,13 @@ extension SQLStorage {
         let rows = try await engine.run(
             """
             INSERT INTO people (login, display_name, role, scope_rooms, scope_groups, method, password_hash, failed_attempts,
-                locked_until, disabled_at, created_by, created_at, last_sign_in_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (login) DO NOTHING RETURNING login
+                locked_until, disabled_at, created_by, created_at, last_sign_in_at, email)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT (login) DO NOTHING RETURNING login
             """,
             SQLValue(person.login), SQLValue(person.displayName), SQLValue(person.role.rawValue), SQLValue(Self.lines(person.scope.rooms)),
             SQLValue(Self.lines(person.scope.groups)), SQLValue(person.method.rawValue), SQLValue(person.passwordHash),
             SQLValue(person.failedAttempts), SQLValue(person.lockedUntil), SQLValue(person.disabledAt), SQLValue(person.createdBy),
-            SQLValue(person.createdAt), SQLValue(person.lastSignInAt))
+            SQLValue(person.createdAt), SQLValue(person.lastSignInAt), SQLValue(person.email))
         return !rows.isEmpty
     }
 
@@ -29,15 +29,16 @@ extension SQLStorage {
     }
 
     public func updatePerson(_ person: StoredPerson) async throws -> Bool {
+        // The whole account is written, its email too: callers change a person read just before.
         let rows = try await engine.run(
             """
             UPDATE people SET display_name = $2, role = $3, scope_rooms = $4, scope_groups = $5, method = $6, password_hash = $7,
-                failed_attempts = $8, locked_until = $9, disabled_at = $10
+                failed_attempts = $8, locked_until = $9, disabled_at = $10, email = $11
             WHERE login = $1 RETURNING login
             """,
             SQLValue(person.login), SQLValue(person.displayName), SQLValue(person.role.rawValue), SQLValue(Self.lines(person.scope.rooms)),
             SQLValue(Self.lines(person.scope.groups)), SQLValue(person.method.rawValue), SQLValue(person.passwordHash),
-            SQLValue(person.failedAttempts), SQLValue(person.lockedUntil), SQLValue(person.disabledAt))
+            SQLValue(person.failedAttempts), SQLValue(person.lockedUntil), SQLValue(person.disabledAt), SQLValue(person.email))
         return !rows.isEmpty
     }
 
@@ -196,7 +197,8 @@ extension SQLStorage {
             scope: Scope(rooms: names(row.optionalText("scope_rooms")), groups: names(row.optionalText("scope_groups"))), method: method,
             passwordHash: row.optionalText("password_hash"), failedAttempts: Int(try row.integer("failed_attempts")),
             lockedUntil: row.optionalInteger("locked_until"), disabledAt: row.optionalInteger("disabled_at"),
-            createdBy: try row.text("created_by"), createdAt: try row.integer("created_at"), lastSignInAt: row.optionalInteger("last_sign_in_at"))
+            createdBy: try row.text("created_by"), createdAt: try row.integer("created_at"), lastSignInAt: row.optionalInteger("last_sign_in_at"),
+            email: row.optionalText("email"))
     }
 
     static func session(_ row: SQLRow) throws -> StoredSession {

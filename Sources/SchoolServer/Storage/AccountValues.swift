@@ -28,11 +28,14 @@ public struct StoredPerson: Sendable, Hashable {
     public var createdBy: String
     public var createdAt: Int64
     public var lastSignInAt: Int64?
+    /// Where the person's alert emails go (docs/server.md, "Alerts"): checked
+    /// with `MailAddress.refusal`; nil: none.
+    public var email: String?
 
     public init(
         login: String, displayName: String, role: Role, scope: Scope = .school, method: SignInMethod, passwordHash: String? = nil,
         failedAttempts: Int = 0, lockedUntil: Int64? = nil, disabledAt: Int64? = nil, createdBy: String, createdAt: Int64,
-        lastSignInAt: Int64? = nil
+        lastSignInAt: Int64? = nil, email: String? = nil
     ) {
         self.login = login
         self.displayName = displayName
@@ -46,6 +49,7 @@ public struct StoredPerson: Sendable, Hashable {
         self.createdBy = createdBy
         self.createdAt = createdAt
         self.lastSignInAt = lastSignInAt
+        self.email = email
     }
 
     /// Who the person is when signed in.

@@ -371,6 +371,40 @@ enum Migrations {
                 "CREATE INDEX alert_attempts_key ON alert_attempts (person, rule_id, time)",
                 "CREATE INDEX alert_attempts_time ON alert_attempts (time)",
             ]),
+        // The outbox of alert emails and webhooks (docs/server.md, "Alerts").
+        // No foreign key to `alerts`: each delivery carries the message it
+        // sends (`message`, the AlertMessage as JSON), fixed when the alert
+        // is enqueued, so the worker renders it without reading the alert
+        // again and a triage step does not change what is being sent.
+        // One row per (alert, channel, target): a second enqueue of one alert
+        // (two server instances, or a crash between writing the deliveries
+        // and marking the alert dispatched) adds nothing. The worker takes
+        // the waiting rows that are due (state, next_attempt_at) with a lease.
+        // People get an email address for the alerts they receive.
+        Step(
+            version: 8, summary: "alert deliveries, people's email addresses",
+            statements: [
+                """
+                CREATE TABLE alert_deliveries (
+                    id TEXT PRIMARY KEY,
+                    alert_id TEXT NOT NULL,
+                    channel TEXT NOT NULL,
+                    target TEXT NOT NULL,
+                    state TEXT NOT NULL,
+                    attempts BIGINT NOT NULL DEFAULT 0,
+                    next_attempt_at BIGINT NOT NULL,
+                    last_error TEXT,
+                    sent_at BIGINT,
+                    lease_until BIGINT,
+                    lease_owner TEXT,
+                    created_at BIGINT NOT NULL,
+                    message TEXT NOT NULL,
+                    UNIQUE (alert_id, channel, target)
+                )
+                """,
+                "CREATE INDEX alert_deliveries_due ON alert_deliveries (state, next_attempt_at)",
+                "ALTER TABLE people ADD COLUMN email TEXT",
+            ]),
     ]
 
     static var latest: Int { steps.last?.version ?? 0 }

@@ -93,7 +93,7 @@ public protocol ServerStorage: Sendable {
     /// Every person, by login.
     func people() async throws -> [StoredPerson]
     /// Writes the person's name, role, scope, method, password hash, failures,
-    /// lock and disabling; false when there is no such login.
+    /// lock, disabling and email; false when there is no such login.
     func updatePerson(_ person: StoredPerson) async throws -> Bool
     /// Removes the person and their sessions, in one transaction; false when there is no such login.
     func removePerson(login: String) async throws -> Bool
@@ -183,6 +183,22 @@ public protocol ServerStorage: Sendable {
     func pruneAlertAttempts(before: Int64) async throws -> Int64
     /// The published bundle of the highest version and its policy version; nil before any publication.
     func publishedPolicyVersion() async throws -> PublishedPolicyVersion?
+
+    // Alert deliveries (Storage/AlertDeliveryStatements.swift; docs/server.md, "Alerts").
+    /// Adds the deliveries of an alert that are not there yet (by alert,
+    /// channel and target), in one transaction; returns how many were added.
+    func addAlertDeliveries(_ deliveries: [NewAlertDelivery], now: Int64) async throws -> Int
+    /// Leases at most `limit` waiting deliveries that are due at `now` and
+    /// held by nobody (no lease, or one that ended) to `owner` until
+    /// `leaseUntil`, in one statement; returns them. Two workers never get one delivery at once.
+    func claimAlertDeliveries(owner: String, now: Int64, leaseUntil: Int64, limit: Int) async throws -> [StoredAlertDelivery]
+    /// Writes the outcome of an attempt and ends the lease, if `owner` still
+    /// holds it and the delivery is waiting; false otherwise (nothing changed).
+    func finishAlertDelivery(id: String, owner: String, _ outcome: AlertDeliveryOutcome, now: Int64) async throws -> Bool
+    /// The deliveries of one alert, oldest first.
+    func alertDeliveries(alertID: String) async throws -> [StoredAlertDelivery]
+    /// How many deliveries are in each (channel, state).
+    func alertDeliveryCounts() async throws -> [AlertDeliveryCount]
 
     /// Runs what the engine needs while it is used; returns when the task is cancelled.
     func run() async
