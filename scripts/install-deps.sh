@@ -48,6 +48,9 @@ if [ "$tests" = 1 ]; then
     packages+=(postgresql)
     # hallpass-server's reports: pdfinfo and pdftotext read back the PDFs it writes
     packages+=(poppler-utils)
+    # the alerts' delivery: msmtp as the sendmail command, and a real SMTP server
+    # (aiosmtpd, for Debian's python3) writing a Maildir on loopback
+    packages+=(msmtp python3-aiosmtpd)
 fi
 if [ "$matrix" = 1 ]; then
     # scripts/bypass-matrix.sh: DoH and DoT (dnsdist, kdig), OpenVPN, WireGuard in user space (the kernel
