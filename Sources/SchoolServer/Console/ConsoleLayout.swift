@@ -5,11 +5,12 @@ import NIOCore
 
 /// The parts of the console the menu links to, each behind one permission.
 enum ConsoleSection: String, Sendable, CaseIterable {
-    case dashboard, records, machines, rooms, policy, people, audit
+    case dashboard, alerts, records, machines, rooms, policy, people, audit
 
     var permission: Permission {
         switch self {
         case .dashboard: .viewDashboard
+        case .alerts: .viewAlerts
         case .records: .viewRecords
         case .machines: .viewMachines
         case .rooms: .controlRoom
@@ -145,6 +146,7 @@ struct ConsoleRenderer: Sendable {
             "publish-pending": "flashPublishPending", "rolled-back": "flashRolledBack", "person-added": "flashPersonAdded",
             "person-changed": "flashPersonChanged", "rule-added": "flashRuleAdded", "rules-ended": "flashRulesEnded",
             "request-approved": "flashRequestApproved", "request-denied": "flashRequestDenied",
+            "alert-acknowledge": "flashAlertAcknowledge", "alert-escalate": "flashAlertEscalate", "alert-close": "flashAlertClose",
         ]
         guard let done = viewer.done, let key = keys[done], let text = t[key] else { return nil }
         let version = viewer.doneVersion.flatMap { Int64($0) }.map { String($0) } ?? ""

@@ -98,7 +98,7 @@ public struct ConsoleRoutes: Sendable {
         self.localSignIn = configuration.signIn.local
         self.hooks = hooks
         self.sources = sources
-        var sections: Set<ConsoleSection> = [.dashboard, .records, .machines, .policy]
+        var sections: Set<ConsoleSection> = [.dashboard, .alerts, .records, .machines, .policy]
         if sources.people != nil { sections.insert(.people) }
         if sources.auditEvents != nil { sections.insert(.audit) }
         if rooms != nil { sections.insert(.rooms) }
@@ -145,6 +145,7 @@ public struct ConsoleRoutes: Sendable {
         }
         if let roomControl { addRooms(to: console, control: roomControl) }
         if let requestDesk { addRequests(to: console, desk: requestDesk) }
+        addAlerts(to: console)
         if let people = sources.people {
             console.get("people") { request, context in
                 try await page(request, context, .viewPeople) { principal, viewer in

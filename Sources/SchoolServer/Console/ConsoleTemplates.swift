@@ -728,6 +728,86 @@ enum ConsoleTemplates {
         {{/page}}{{/content}}{{/layout}}
         """
 
+    /// The queue of safeguarding alerts (ids for the tests: `alerts`, `alert-ID`).
+    static let alerts = """
+        {{<layout}}{{$content}}{{#page}}
+        {{#scopeText}}
+        <p class="note" id="scope">{{scopeText}}</p>
+        {{/scopeText}}
+        {{#deliveries}}<p class="error" role="alert" id="alert-deliveries">{{deliveries}}</p>{{/deliveries}}
+        <form method="get" action="/console/alerts" class="filters" role="search" aria-label="{{t.alertFilters}}">
+        <div><label for="alert-state">{{t.alertStateLabel}}</label><select id="alert-state" name="state">
+        {{#states}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/states}}
+        </select></div>
+        <div><label for="alert-severity">{{t.alertSeverity}}</label><select id="alert-severity" name="severity">
+        {{#severities}}<option value="{{value}}"{{#selected}} selected{{/selected}}>{{label}}</option>{{/severities}}
+        </select></div>
+        <div class="buttons"><button type="submit">{{t.show}}</button></div>
+        </form>
+        {{#hasRows}}
+        <div class="scroll">
+        <table id="alerts">
+        <caption class="visually-hidden">{{t.titleAlerts}}</caption>
+        <thead><tr><th scope="col">{{t.time}}</th><th scope="col">{{t.alertSeverity}}</th><th scope="col">{{t.alertRule}}</th><th scope="col">{{t.user}}</th><th scope="col">{{t.group}}</th><th scope="col">{{t.room}}</th><th scope="col">{{t.alertWhat}}</th><th scope="col">{{t.alertFlow}}</th><th scope="col">{{t.alertStateLabel}}</th></tr></thead>
+        <tbody>
+        {{#rows}}<tr id="alert-{{id}}" data-alert="{{id}}"><td class="nowrap"><a href="{{href}}">{{time}}</a></td><td><span class="severity severity-{{severity}}">{{severityLabel}}</span></td><td>{{rule}}</td><td>{{user}}</td><td>{{group}}</td><td>{{room}}</td><td class="wrap">{{what}}</td><td>{{action}}</td><td><span class="state alert-{{state}}">{{stateLabel}}</span></td></tr>{{/rows}}
+        </tbody>
+        </table>
+        </div>
+        {{/hasRows}}
+        {{^hasRows}}<p id="no-alerts">{{t.alertsNone}}</p>{{/hasRows}}
+        {{#next}}<nav class="pages" aria-label="{{t.pagesLabel}}"><a href="{{next}}" rel="next" id="next-page">{{t.nextPage}}</a></nav>{{/next}}
+        {{/page}}{{/content}}{{/layout}}
+        """
+
+    /// One alert: what the record showed, where its email and webhook
+    /// stand, and the triage forms (`acknowledge-form`, `escalate-form`, `close-form`).
+    static let alert = """
+        {{<layout}}{{$content}}{{#page}}
+        {{#problem}}<p class="error" role="alert" id="triage-error">{{problem}}</p>{{/problem}}
+        <dl class="pairs" id="alert-fields">
+        {{#pairs}}<dt>{{label}}</dt><dd class="wrap">{{value}}</dd>{{/pairs}}
+        </dl>
+        {{#timeline}}<p><a href="{{timeline}}" id="timeline-link">{{t.alertTimeline}}</a></p>{{/timeline}}
+        <section aria-labelledby="deliveries-heading">
+        <h2 id="deliveries-heading">{{t.alertDeliveries}}</h2>
+        {{#hasDeliveries}}
+        <table id="deliveries">
+        <thead><tr><th scope="col">{{t.deliveryChannel}}</th><th scope="col">{{t.deliveryTarget}}</th><th scope="col">{{t.alertStateLabel}}</th><th scope="col" class="number">{{t.deliveryAttempts}}</th><th scope="col">{{t.deliveryDetail}}</th></tr></thead>
+        <tbody>
+        {{#deliveries}}<tr><td>{{channel}}</td><td class="wrap">{{target}}</td><td><span class="state delivery-{{state}}">{{stateLabel}}</span></td><td class="number">{{attempts}}</td><td class="wrap">{{detail}}</td></tr>{{/deliveries}}
+        </tbody>
+        </table>
+        {{/hasDeliveries}}
+        {{^hasDeliveries}}<p id="no-deliveries">{{t.alertNoDeliveries}}</p>{{/hasDeliveries}}
+        </section>
+        {{#canClose}}
+        <section aria-labelledby="triage-heading">
+        <h2 id="triage-heading">{{t.alertTriage}}</h2>
+        {{#canAcknowledge}}
+        <form method="post" action="{{acknowledgePath}}" class="row-form" id="acknowledge-form">
+        <input type="hidden" name="csrf" value="{{layout.csrf}}">
+        <label for="acknowledge-note">{{t.alertNote}}</label><input id="acknowledge-note" name="note" maxlength="2000">
+        <span></span><button type="submit" id="acknowledge-button">{{t.alertAcknowledge}}</button>
+        </form>
+        {{/canAcknowledge}}
+        {{#canEscalate}}
+        <form method="post" action="{{escalatePath}}" class="row-form" id="escalate-form">
+        <input type="hidden" name="csrf" value="{{layout.csrf}}">
+        <label for="escalate-note">{{t.alertNote}}</label><input id="escalate-note" name="note" maxlength="2000">
+        <span></span><button type="submit" class="secondary" id="escalate-button">{{t.alertEscalate}}</button>
+        </form>
+        {{/canEscalate}}
+        <form method="post" action="{{closePath}}" class="row-form" id="close-form">
+        <input type="hidden" name="csrf" value="{{layout.csrf}}">
+        <label for="close-note">{{t.alertCloseNote}}</label><textarea id="close-note" name="note" maxlength="2000" required></textarea>
+        <span></span><button type="submit" class="secondary" id="close-button">{{t.alertClose}}</button>
+        </form>
+        </section>
+        {{/canClose}}
+        {{/page}}{{/content}}{{/layout}}
+        """
+
     /// The rooms of the principal's scope.
     static let rooms = """
         {{<layout}}{{$content}}{{#page}}
@@ -846,7 +926,7 @@ enum ConsoleTemplates {
     static let all: [String: String] = [
         "layout": layout, "sign-in": signIn, "dashboard": dashboard, "records": records, "timeline": timeline, "machines": machines,
         "policy": policy, "policy-version": policyVersion, "policy-diff": policyDiff, "people": people, "audit": audit, "message": message,
-        "rooms": rooms, "room": room,
+        "rooms": rooms, "room": room, "alerts": alerts, "alert": alert,
     ]
 
     /// The library the pages render from, compiled once per process. The
