@@ -35,7 +35,7 @@ public struct ServerParts: Sendable {
     public var live: LiveChannel?
     /// Poked when records raised safeguarding alerts; the alerts' delivery listens on it.
     public var alerts: AlertSignal
-    /// The alerts' outbox and its worker (docs/server.md, "Alerts"); nil:
+    /// The alerts' outbox and its worker (docs/server.md, "Alert delivery"); nil:
     /// the one `alerts:` and `console.url` describe (`AlertDeliveryService.make`).
     public var delivery: AlertDeliveryService?
 

@@ -5,7 +5,7 @@ import Logging
 import Synchronization
 import Testing
 
-/// The alerts' delivery (docs/server.md, "Alerts"): the email as written
+/// The alerts' delivery (docs/server.md, "Alert delivery"): the email as written
 /// (MIME, encoded-words, no header from data, HTML escaped), the webhook's
 /// signature against a vector computed outside Swift, the retry schedule,
 /// the outbox's lease on both engines, `alerts:` and `console.url` in

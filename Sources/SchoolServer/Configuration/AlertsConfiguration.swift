@@ -3,7 +3,7 @@ public import HallpassConfig
 import Yams
 
 /// `alerts:` in server.yaml: how safeguarding alerts leave the server
-/// (docs/server.md, "Alerts"). Email goes through the host's sendmail
+/// (docs/server.md, "Alert delivery"). Email goes through the host's sendmail
 /// interface (msmtp, Postfix or Exim, as Debian sets them up); a webhook, if
 /// set, gets each alert as JSON signed with HMAC-SHA256. Every key is
 /// checked as the rest of the file is.

@@ -30,7 +30,7 @@ public enum AlertRetrySchedule {
     }
 }
 
-/// Who an alert goes to (docs/server.md, "Alerts"): by email, when its
+/// Who an alert goes to (docs/server.md, "Alert delivery"): by email, when its
 /// severity is one of `alerts.email`, every safeguarding account that is
 /// enabled, has an address and whose scope holds the alert's room or group,
 /// and for a danger alert the group's `alerts.escalation` list; by webhook,

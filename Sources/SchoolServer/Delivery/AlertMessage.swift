@@ -1,7 +1,7 @@
 import Foundation
 
 /// One safeguarding alert as it is delivered: what the email and the
-/// webhook say (docs/server.md, "Alerts"). `AlertDeliveryService.enqueue`
+/// webhook say (docs/server.md, "Alert delivery"). `AlertDeliveryService.enqueue`
 /// takes it; the alerts of the ingest are turned into these where they are
 /// read (`AlertOutbox`). Every field that comes from a record is the
 /// record's, unchecked: the email and the webhook escape it where they write it.

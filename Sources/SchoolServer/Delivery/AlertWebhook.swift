@@ -7,7 +7,7 @@ import NIOHTTP1
 import NIOPosix
 import Synchronization
 
-/// An alert as the webhook's POST (docs/server.md, "Alerts"): JSON with
+/// An alert as the webhook's POST (docs/server.md, "Alert delivery"): JSON with
 /// every field (null when the alert has none) and a link to the alert in
 /// the console, signed so that the receiver knows it came from this server
 /// and when: `Hallpass-Timestamp: UNIX` and

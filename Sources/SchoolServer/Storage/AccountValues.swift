@@ -28,7 +28,7 @@ public struct StoredPerson: Sendable, Hashable {
     public var createdBy: String
     public var createdAt: Int64
     public var lastSignInAt: Int64?
-    /// Where the person's alert emails go (docs/server.md, "Alerts"): checked
+    /// Where the person's alert emails go (docs/server.md, "Alert delivery"): checked
     /// with `MailAddress.refusal`; nil: none.
     public var email: String?
 

@@ -371,7 +371,7 @@ enum Migrations {
                 "CREATE INDEX alert_attempts_key ON alert_attempts (person, rule_id, time)",
                 "CREATE INDEX alert_attempts_time ON alert_attempts (time)",
             ]),
-        // The outbox of alert emails and webhooks (docs/server.md, "Alerts").
+        // The outbox of alert emails and webhooks (docs/server.md, "Alert delivery").
         // No foreign key to `alerts`: each delivery carries the message it
         // sends (`message`, the AlertMessage as JSON), fixed when the alert
         // is enqueued, so the worker renders it without reading the alert

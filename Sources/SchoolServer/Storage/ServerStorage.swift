@@ -184,7 +184,7 @@ public protocol ServerStorage: Sendable {
     /// The published bundle of the highest version and its policy version; nil before any publication.
     func publishedPolicyVersion() async throws -> PublishedPolicyVersion?
 
-    // Alert deliveries (Storage/AlertDeliveryStatements.swift; docs/server.md, "Alerts").
+    // Alert deliveries (Storage/AlertDeliveryStatements.swift; docs/server.md, "Alert delivery").
     /// Adds the deliveries of an alert that are not there yet (by alert,
     /// channel and target), in one transaction; returns how many were added.
     func addAlertDeliveries(_ deliveries: [NewAlertDelivery], now: Int64) async throws -> Int
