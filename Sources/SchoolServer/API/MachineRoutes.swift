@@ -136,7 +136,7 @@ struct MachineRoutes {
             stored.append(StoredRecord(machine: machine.id, timeMilliseconds: time, record: record))
         }
         // The alerts are made in the records' transaction: stored with them or not at all, once.
-        let rules = try await safeguarding.current()
+        let rules = stored.isEmpty ? nil : try await safeguarding.current()
         let outcome = try await storage.storeRecords(machine: machine.id, records: stored, dropped: dropped, now: clock(), safeguarding: rules)
         metrics.recordsReceived.increment(by: Int64(stored.count))
         metrics.recordsStored.increment(by: outcome.inserted)
