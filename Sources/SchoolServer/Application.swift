@@ -238,8 +238,11 @@ public func buildApplication(configuration: ServerConfiguration, parts: ServerPa
     // Joined with the alerts of the ingest: `outbox:` the alerts table's
     // undispatched alerts, and the ingest's signal calling `wake()`.
     let delivery = try parts.delivery
-        ?? AlertDeliveryService.make(configuration: configuration, storage: parts.storage, metrics: parts.metrics, logger: parts.logger, clock: parts.clock)
+        ?? AlertDeliveryService.make(
+            configuration: configuration, storage: parts.storage, outbox: StoredAlertOutbox(storage: parts.storage), metrics: parts.metrics,
+            logger: parts.logger, clock: parts.clock)
     services.append(AfterStorage(ready: ready, service: delivery))
+    services.append(AlertWakeService(relay: AlertSignalRelay(signal: parts.alerts, delivery: delivery)))
     if let openID { services.append(OpenIDClientService(client: openID)) }
     var app = Application(
         router: try buildRouter(configuration: configuration, parts: parts, openID: openID),
