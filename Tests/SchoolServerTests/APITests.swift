@@ -98,12 +98,13 @@ func withRunningServer(
     moreRoutes: @escaping @Sendable (Router<ServerRequestContext>, Publisher, ServerConfiguration, SQLStorage, TestClock) throws -> Void = {
         _, _, _, _, _ in
     },
+    delivery: (@Sendable (any ServerStorage) -> AlertDeliveryService)? = nil,
     _ body: @Sendable (RunningServer) async throws -> Void
 ) async throws {
     try await withTestDatabase(engine) { location async throws in
         try await withRunningServer(
             at: location, logger: logger, console: console, live: live, alerts: alerts, configure: configure, addRoutes: addRoutes,
-            moreRoutes: moreRoutes, body)
+            moreRoutes: moreRoutes, delivery: delivery, body)
     }
 }
 
@@ -116,6 +117,7 @@ func withRunningServer(
     moreRoutes: @escaping @Sendable (Router<ServerRequestContext>, Publisher, ServerConfiguration, SQLStorage, TestClock) throws -> Void = {
         _, _, _, _, _ in
     },
+    delivery: (@Sendable (any ServerStorage) -> AlertDeliveryService)? = nil,
     _ body: @Sendable (RunningServer) async throws -> Void
 ) async throws {
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("hallpass-server-tls-\(UUID().uuidString.prefix(8))").path
@@ -140,7 +142,7 @@ func withRunningServer(
             addRoutes: { [configuration] router, sessions, publisher in
                 addRoutes(router, sessions)
                 try moreRoutes(router, publisher, configuration, storage, clock)
-            }, console: console, live: live, alerts: alerts))
+            }, console: console, live: live, alerts: alerts, delivery: delivery?(storage)))
     try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await ports.running { try await app.run() } }
         let port = try await ports.wait()

@@ -243,15 +243,26 @@ import VerdictCore
 
     @Test(arguments: Engine.allCases)
     func recordsAlertAtIngestAndTheRolesAndScopesAreKept(engine: Engine) async throws {
-        let signal = AlertSignal()
-        try await withRunningServer(engine, alerts: signal) { server async throws in
+        // The server's own worker, with an outbox that takes nothing and
+        // tells the test each time it looks; it looks at its start and, its
+        // interval an hour, otherwise only when the ingest's poke wakes it.
+        let (looks, looked) = AsyncStream.makeStream(of: Int.self)
+        let delivery: @Sendable (any ServerStorage) -> AlertDeliveryService = { storage in
+            var settings = AlertDeliveryService.Settings(alerts: AlertsConfiguration(), consoleURL: "https://console.example", pseudonyms: false)
+            settings.interval = .seconds(3600)
+            return AlertDeliveryService(
+                settings: settings, storage: storage, sendmail: SendmailCommand(command: ["/bin/false"]),
+                outbox: WatchingOutbox(storage: storage, looked: looked), metrics: ServerMetrics(), logger: testLogger, clock: { 0 })
+        }
+        try await withRunningServer(engine, delivery: delivery) { server async throws in
+            var looking = looks.makeAsyncIterator()
+            #expect(await looking.next() == 0, "the worker's first look, at its start")
             let lab2 = try await server.enrol(TestMachine(), room: "lab2")
             let lab3 = try await server.enrol(TestMachine(), room: "lab3")
             let alice = Self.records([(1, "alice", "7a", "drogue"), (2, "alice", "7a", "games")])
             #expect(try await server.post("/api/v1/machine/records", alice, signedBy: lab2).status == 200)
-            // The poke comes after the commit; the worker (here, the test) finds the alert.
-            var pokes = signal.pokes.makeAsyncIterator()
-            #expect(await pokes.next() != nil)
+            // The poke comes after the commit: the worker, woken, finds the alert.
+            #expect(await looking.next() == 1)
             #expect(try await server.storage.undispatchedAlerts(limit: 10).map(\.ruleID) == ["drugs"])
             // Posted twice: no second alert, no poke.
             #expect(try await server.post("/api/v1/machine/records", alice, signedBy: lab2).status == 200)
@@ -372,4 +383,18 @@ import VerdictCore
             #expect(text.contains("hallpass_server_alerts_suppressed_total 0"))
         }
     }
+}
+
+/// An outbox that dispatches nothing (the alerts stay for the test to read)
+/// and yields how many undispatched alerts it saw each time the worker looked.
+struct WatchingOutbox: AlertOutbox {
+    let storage: any ServerStorage
+    let looked: AsyncStream<Int>.Continuation
+
+    func undispatched(limit: Int) async throws -> [AlertMessage] {
+        looked.yield(try await storage.undispatchedAlerts(limit: limit).count)
+        return []
+    }
+
+    func markDispatched(ids: [String]) async throws {}
 }
