@@ -249,7 +249,7 @@ public func buildApplication(configuration: ServerConfiguration, parts: ServerPa
         server: server,
         configuration: .init(
             address: .hostname(configuration.listen.address, port: configuration.listen.port), serverName: "hallpass-server"),
-        services: services,
+        services: services.map { LoggedService(service: $0, logger: parts.logger) },
         onServerRunning: { channel in
             await onListening(channel.localAddress?.port ?? configuration.listen.port)
         },
@@ -271,5 +271,25 @@ struct AfterStorage<Wrapped: Service>: Service {
     func run() async throws {
         try await ready.wait()
         try await service.run()
+    }
+}
+
+/// A service of the group, with its end logged (at debug): which of them
+/// has not ended is what a stop that hangs needs to say, and the service
+/// group says nothing of the services that end after it cancelled them.
+struct LoggedService: Service, CustomStringConvertible {
+    let service: any Service
+    let logger: Logger
+
+    var description: String { "\(type(of: service))" }
+
+    func run() async throws {
+        do {
+            try await service.run()
+            logger.debug("service ended", metadata: ["hallpass.service": "\(type(of: service))"])
+        } catch {
+            logger.debug("service ended: \(error)", metadata: ["hallpass.service": "\(type(of: service))"])
+            throw error
+        }
     }
 }

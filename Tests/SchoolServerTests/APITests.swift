@@ -131,7 +131,9 @@ func withRunningServer(
     // Never the system's /var/lib/hallpass-server (PostgreSQL's default state folder).
     configuration.stateDirectoryOverride = folder + "/state"
     configure(&configuration)
-    let storage = try await SQLStorage.open(location, logger: testLogger)
+    let lines = RecordingLogHandler.Lines()
+    let logger = RecordingLogHandler.recording(logger, into: lines)
+    let storage = try await SQLStorage.open(location, logger: logger)
     let clock = TestClock(1_764_320_400)
     let ports = PortBox()
     let app = try buildApplication(
@@ -149,13 +151,18 @@ func withRunningServer(
         let server = RunningServer(
             client: PinnedHTTPSClient(port: port, fingerprint: certificate.fingerprint), storage: storage, clock: clock,
             fingerprint: certificate.fingerprint)
+        var failure: (any Error)?
         do {
             try await body(server)
         } catch {
-            group.cancelAll()
-            throw error
+            failure = error
         }
+        let watchdog = StopWatchdog("the server on port \(port)", lines: lines)
+        defer { watchdog.done() }
         group.cancelAll()
+        // The server's run ends (its error, a cancellation, is not the test's).
+        while let _ = await group.nextResult() {}
+        if let failure { throw failure }
     }
 }
 

@@ -14,6 +14,8 @@ final class PostgresEngine: SQLEngine {
     /// Open once `run()` has started the pool: a query asked before waits
     /// here rather than at the pool, which would log a warning for each.
     private let started = StartGate()
+    /// The queries and transactions under way, which the pool outlives.
+    private let work = WorkInFlight()
 
     /// The engine for `location`, once one connection of its own has reached
     /// the database and logged in. The pool would retry a server that is
@@ -78,24 +80,70 @@ final class PostgresEngine: SQLEngine {
     }
 
     func query(_ sql: String, _ binds: [SQLValue]) async throws -> [SQLRow] {
+        try work.begin()
+        defer { work.end() }
         await started.wait()
         return try await PostgresEngine.rows(client.query(PostgresEngine.query(sql, binds), logger: logger))
     }
 
     func transaction<T: Sendable>(_ body: @Sendable (any SQLSession) async throws -> T) async throws -> T {
+        try work.begin()
+        defer { work.end() }
         await started.wait()
         return try await client.withTransaction(logger: logger) { connection in
             try await body(PostgresSession(connection: connection, logger: logger))
         }
     }
 
+    /// Runs the pool until the task is cancelled, then stops it only once
+    /// the queries under way have ended (or `drainSeconds` have passed).
+    ///
+    /// A server's services are all cancelled at once when its run is
+    /// cancelled (a service that failed, a test's server). postgres-nio
+    /// 1.33's pool, cancelled while it was still opening a connection for
+    /// a waiting query, left that query waiting for ever, and sometimes its
+    /// own `run()` with it ("Connection creation failed: CancellationError"):
+    /// the server never stopped. With the pool still running, each query's
+    /// own cancellation ends it as postgres-nio means it to, and the pool
+    /// stops with nothing waiting on it. A pool that still does not end
+    /// within `drainSeconds` of that is left behind, logged, rather than
+    /// keeping the server from stopping (the process ends next).
     func run() async {
-        // Opened just before the client's run, which marks itself running at
-        // its first step: no suspension lies between, while a waiting query
-        // has to be scheduled again before it reaches the pool.
-        started.open()
-        await client.run()
+        let client = client
+        let started = started
+        let pool = Task {
+            // Opened just before the client's run, which marks itself running at
+            // its first step: no suspension lies between, while a waiting query
+            // has to be scheduled again before it reaches the pool.
+            started.open()
+            await client.run()
+        }
+        let ended = EndSignal()
+        Task {
+            await pool.value
+            ended.fire()
+        }
+        await withTaskCancellationHandler {
+            await ended.wait()
+        } onCancel: {
+            let work = work
+            let logger = logger
+            Task {
+                work.close()
+                if await !work.drained(within: .seconds(Self.drainSeconds)) {
+                    logger.warning("stopping the PostgreSQL pool with queries still under way after \(Self.drainSeconds) s")
+                }
+                pool.cancel()
+                try? await Task.sleep(for: .seconds(Self.drainSeconds))
+                if !ended.hasFired {
+                    logger.error("the PostgreSQL pool did not stop within \(Self.drainSeconds) s of being asked; left behind")
+                    ended.fire()
+                }
+            }
+        }
     }
+
+    static let drainSeconds: Int64 = 10
 
     /// Connects once, logs in, and closes: a clear error for a server that
     /// is down, does not answer, or refuses the login.
@@ -228,6 +276,69 @@ final class StartGate: Sendable {
                 return state.isOpen
             }
             if isOpen { continuation.resume() }
+        }
+    }
+}
+
+/// The engine's queries under way: counted so that the pool stops after
+/// them, and refused once the engine is closing (a query asked then would
+/// wait on a pool that is about to stop).
+final class WorkInFlight: Sendable {
+    private let state = Mutex<(count: Int, closing: Bool)>((0, false))
+
+    func begin() throws(CancellationError) {
+        let refused = state.withLock { state in
+            if state.closing { return true }
+            state.count += 1
+            return false
+        }
+        if refused { throw CancellationError() }
+    }
+
+    func end() {
+        state.withLock { $0.count -= 1 }
+    }
+
+    func close() {
+        state.withLock { $0.closing = true }
+    }
+
+    /// Whether every query under way ended within `limit` (looked at every
+    /// 100 ms: this is a stop, once, not a path that needs waking).
+    func drained(within limit: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while state.withLock({ $0.count }) > 0 {
+            if ContinuousClock.now >= deadline { return false }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        return true
+    }
+}
+
+/// Fired once; `wait()` returns from then on.
+final class EndSignal: Sendable {
+    private let state = Mutex<(fired: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
+
+    var hasFired: Bool { state.withLock { $0.fired } }
+
+    func fire() {
+        let waiting = state.withLock { state in
+            if state.fired { return [CheckedContinuation<Void, Never>]() }
+            state.fired = true
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state in
+                if state.fired { return true }
+                state.waiting.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
         }
     }
 }
