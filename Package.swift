@@ -206,21 +206,28 @@ let package = Package(
         // MARK: The inspection proxy (docs/inspection.md)
         // hallpass-proxy: where the kernel sends connections to the addresses of inspected
         // names. It reads the ClientHello with filter-data's parser and splices what is not
-        // inspected as a plain byte relay (SwiftNIO); inspected names are refused until
-        // termination exists. Its own user and sandbox (HallpassSandbox's proxy profile).
+        // inspected as a plain byte relay (SwiftNIO); an inspected name is terminated (NIOSSL,
+        // with leaves from the interception CA), its HTTP/1.1 requests decided one by one and
+        // forwarded over TLS checked against the system's trust store, or answered with the
+        // block page (BlockPage's renderer). Its own user and sandbox (HallpassSandbox's proxy profile).
         .target(
             name: "InspectionProxy",
             dependencies: [
-                "FilterData", "VerdictCore", "SharedStore", "HallpassIPC", "HallpassWire", "HallpassSystem", "CHallpassSys",
+                "FilterData", "VerdictCore", "SharedStore", "HallpassIPC", "HallpassWire", "HallpassSystem", "CHallpassSys", "BlockPage",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strict
         ),
         .executableTarget(
             name: "HallpassProxyMain",
-            dependencies: ["InspectionProxy", "HallpassSandbox", "FilterData", "HallpassIPC", "HallpassSystem", "CHallpassSys", "SharedStore", "VerdictCore",
+            dependencies: ["InspectionProxy", "HallpassSandbox", "FilterData", "HallpassIPC", "HallpassSystem", "CHallpassSys", "SharedStore", "VerdictCore", "BlockPage",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -425,7 +432,14 @@ let package = Package(
         .testTarget(name: "SharedStoreTests", dependencies: ["SharedStore", "VerdictCore"]),
         .testTarget(
             name: "InspectionProxyTests",
-            dependencies: ["InspectionProxy", "FilterData", "VerdictCore", "HallpassIPC", .product(name: "NIOCore", package: "swift-nio")]),
+            dependencies: [
+                "InspectionProxy", "FilterData", "VerdictCore", "HallpassIPC", "BlockPage", .product(name: "NIOCore", package: "swift-nio"),
+                // The requests' heads, and TLS handshakes with the leaves on loopback.
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+            ]),
         .testTarget(name: "HallpassIPCTests", dependencies: ["HallpassIPC", "HallpassWire", "VerdictCore", "HallpassTestSupport"]),
         .testTarget(
             name: "FilterDataTests",
@@ -448,6 +462,8 @@ let package = Package(
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
+                // The interception CA's leaves are signed for keys the tests make.
+                .product(name: "Crypto", package: "swift-crypto"),
             ]),
         .testTarget(
             name: "FilterControlTests",

@@ -204,6 +204,7 @@ public struct BlockPageRenderer: Sendable {
         for (name, value) in optional {
             if let value, !value.isEmpty { context[name] = value.prefix(characters: Self.displayedValueCharacters) }
         }
+        if request.inspected { context["inspected"] = true }
         return context
     }
 

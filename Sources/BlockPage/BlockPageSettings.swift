@@ -57,6 +57,8 @@ public struct BlockedRequest: Sendable, Equatable {
     /// false: the form is not offered (a name in a locked category, which
     /// no request can open).
     public var offersRequest: Bool
+    /// The request was read by the inspection proxy: the page says the site is inspected and why.
+    public var inspected: Bool
 
     public init(
         host: String,
@@ -66,7 +68,8 @@ public struct BlockedRequest: Sendable, Equatable {
         reason: String? = nil,
         user: String? = nil,
         accessRequest: AccessRequestStatus? = nil,
-        offersRequest: Bool = true
+        offersRequest: Bool = true,
+        inspected: Bool = false
     ) {
         self.host = host
         self.url = url
@@ -76,6 +79,7 @@ public struct BlockedRequest: Sendable, Equatable {
         self.user = user
         self.accessRequest = accessRequest
         self.offersRequest = offersRequest
+        self.inspected = inspected
     }
 }
 

@@ -19,6 +19,8 @@ enum BuiltInStrings {
         ruleLabel = Rule
         reasonLabel = Reason
         help = If you need this page for schoolwork, ask your teacher.
+        # On a page of a site the school inspects (docs/inspection.md): what is read there, and why.
+        inspectedNotice = This site is one of the few the school inspects: to apply its rules for pages, videos and searches, the filter reads the address of each page you open here, not only the site's name, and records what it blocks. Other sites are not read this way.
 
         # The built-in request-access form (its heading is blockPage.requestAccess.text).
         formReasonLabel = Why do you need this page?
@@ -68,6 +70,7 @@ enum BuiltInStrings {
         ruleLabel = 규칙
         reasonLabel = 사유
         help = 수업에 필요한 페이지라면 선생님께 말씀해 주세요.
+        inspectedNotice = 이 사이트는 학교가 검사하는 몇 안 되는 사이트 중 하나입니다. 페이지, 동영상, 검색에 대한 학교 규칙을 적용하기 위해 필터가 사이트 이름뿐 아니라 여기에서 여는 각 페이지의 주소를 읽고, 차단한 내용을 기록합니다. 다른 사이트는 이렇게 읽지 않습니다.
 
         formReasonLabel = 이 페이지가 필요한 이유
         formSubmit = 요청 보내기

@@ -107,6 +107,9 @@ enum BuiltInTemplates {
         </form>
         {{/form}}
         <p class="help">{{t.help}}</p>
+        {{#inspected}}
+        <p class="help" id="inspection-notice">{{t.inspectedNotice}}</p>
+        {{/inspected}}
         </main>
         </body>
         </html>

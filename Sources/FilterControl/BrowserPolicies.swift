@@ -2,7 +2,8 @@
 // lab machine, so that they do not route around the filter by themselves:
 // DNS over HTTPS off and locked, Encrypted Client Hello off, SafeSearch and
 // YouTube's Restricted Mode forced when the policy asks for them, QUIC off
-// when the policy blocks it, and the block page's local CA trusted.
+// when the policy blocks it, and the block page's local CA and the
+// inspection proxy's interception CA trusted.
 //
 // Key names, checked against the browsers' own references:
 // - Chromium and Google Chrome (chromium/src
@@ -36,10 +37,13 @@ public struct BrowserPolicySettings: Sendable, Hashable {
     public var bypass: BypassPolicy
     /// The block page's local CA certificate (PEM), when one exists.
     public var caCertificatePEM: String?
+    /// The interception CA's certificate (PEM, `proxy.ca`), when the policy inspects names and it exists.
+    public var interceptionCertificatePEM: String?
 
-    public init(bypass: BypassPolicy = BypassPolicy(), caCertificatePEM: String? = nil) {
+    public init(bypass: BypassPolicy = BypassPolicy(), caCertificatePEM: String? = nil, interceptionCertificatePEM: String? = nil) {
         self.bypass = bypass
         self.caCertificatePEM = caCertificatePEM
+        self.interceptionCertificatePEM = interceptionCertificatePEM
     }
 }
 
@@ -93,6 +97,8 @@ public struct BrowserPolicies: Sendable {
     public static let firefoxPath = "/etc/firefox/policies/policies.json"
     /// The CA certificate Firefox installs from (the CA's own folder is readable by root only).
     public static let firefoxCertificatePath = "/etc/firefox/policies/hallpass-ca.pem"
+    /// The interception CA's certificate, for Firefox the same way.
+    public static let firefoxInterceptionCertificatePath = "/etc/firefox/policies/hallpass-inspect-ca.pem"
     /// The record of the files written and their SHA-256.
     public static let recordPath = "/var/lib/hallpass/browser-policies.json"
 
@@ -129,20 +135,33 @@ public struct BrowserPolicies: Sendable {
             chromium["ForceYouTubeRestrict"] = .integer(1)
         }
         var files: [BrowserPolicyFile] = []
-        if let pem = settings.caCertificatePEM {
+        // Each CA that exists, the block page's first: Chromium and Chrome take the
+        // certificates themselves, Firefox the paths of the copies written beside its policies.
+        var certificates: [JSONValue] = []
+        var installed: [JSONValue] = []
+        for (pem, path, what) in [
+            (settings.caCertificatePEM, firefoxCertificatePath, "the block page CA"),
+            (settings.interceptionCertificatePEM, firefoxInterceptionCertificatePath, "the interception CA"),
+        ] {
+            guard let pem else { continue }
             guard let der = certificateBase64(pem) else {
-                throw BrowserPolicyError(code: "browser-policies.ca", message: "the block page CA is not a PEM certificate")
+                throw BrowserPolicyError(code: "browser-policies.ca", message: "\(what) is not a PEM certificate")
             }
-            chromium["CACertificates"] = .array([.string(der)])
-            firefox["Certificates"] = .object(["Install": .array([.string(firefoxCertificatePath)])])
+            certificates.append(.string(der))
+            installed.append(.string(path))
+        }
+        if !certificates.isEmpty {
+            chromium["CACertificates"] = .array(certificates)
+            firefox["Certificates"] = .object(["Install": .array(installed)])
         }
         let chromiumJSON = JSONValue.object(chromium).encoded()
         files.append(BrowserPolicyFile(browser: "Chromium", path: chromiumPath, contents: chromiumJSON))
         files.append(BrowserPolicyFile(browser: "Google Chrome", path: chromePath, contents: chromiumJSON))
         files.append(BrowserPolicyFile(browser: "Firefox ESR", path: firefoxPath, contents: JSONValue.object(["policies": .object(firefox)]).encoded()))
-        if let pem = settings.caCertificatePEM {
+        for (pem, path) in [(settings.caCertificatePEM, firefoxCertificatePath), (settings.interceptionCertificatePEM, firefoxInterceptionCertificatePath)] {
+            guard let pem else { continue }
             let text = pem.hasSuffix("\n") ? pem : pem + "\n"
-            files.append(BrowserPolicyFile(browser: "Firefox ESR", path: firefoxCertificatePath, contents: Array(text.utf8)))
+            files.append(BrowserPolicyFile(browser: "Firefox ESR", path: path, contents: Array(text.utf8)))
         }
         return files
     }

@@ -43,6 +43,13 @@ public struct Configuration: Sendable, Hashable {
         public var connections: Int = 4096
         /// A relayed connection with no byte either way for this long is closed (seconds).
         public var idleTimeout: Int = 600
+        /// The interception CA's folder (`ca-key.pem` 0600 and `ca.pem`, folder 0700,
+        /// root's): filter-control makes it when the policy first inspects a name and
+        /// hands the key to the proxy over its control channel (docs/inspection.md).
+        public var ca: String = "/var/lib/hallpass/inspect-ca"
+        /// The certificates the servers of inspected names are checked against
+        /// (hallpass's own CAs are left out whatever the file holds).
+        public var trustFile: String = "/etc/ssl/certs/ca-certificates.crt"
         /// The line of `port` in the file, for `unprivilegedPortProblems`.
         public var portLine: Int?
 
@@ -178,7 +185,7 @@ extension Configuration {
             "queue", "proxy", "rules", "policy", "blockPage", "admin", "log", "notify", "metrics", "school",
         ])
         if let proxy = top["proxy"] {
-            let fields = try proxy.mapping(allowed: ["port", "user", "connections", "idleTimeout"])
+            let fields = try proxy.mapping(allowed: ["port", "user", "connections", "idleTimeout", "ca", "trustFile"])
             if let port = fields["port"] {
                 self.proxy.port = try port.integer(in: 1...65535).narrowed()
                 self.proxy.portLine = port.node.mark?.line
@@ -191,6 +198,8 @@ extension Configuration {
             }
             if let connections = fields["connections"] { self.proxy.connections = try connections.integer(in: 16...65_536) }
             if let idle = fields["idleTimeout"] { self.proxy.idleTimeout = try idle.duration(minimum: 10) }
+            if let ca = fields["ca"] { self.proxy.ca = try ca.absolutePath() }
+            if let trustFile = fields["trustFile"] { self.proxy.trustFile = try trustFile.absolutePath() }
         }
 
         if let queue = top["queue"] {

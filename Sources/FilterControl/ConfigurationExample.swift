@@ -35,6 +35,12 @@ extension Configuration {
           connections: 4096
           # A relayed connection quiet both ways for this long is closed.
           idleTimeout: 10m
+          # The interception CA, which filter-control makes when the policy first inspects a name
+          # (key 0600, root's) and hands to the proxy at its start. 'filterctl browser-policies install'
+          # puts its certificate into the browsers; run it again when the CA is made again (the log says so).
+          ca: /var/lib/hallpass/inspect-ca
+          # What the servers of inspected names are checked against (hallpass's own CAs are left out).
+          trustFile: /etc/ssl/certs/ca-certificates.crt
 
         rules:
           # The shared rule folder: one subfolder per installed version and a 'current' link.

@@ -524,6 +524,9 @@ public final class DataPath<Queue: PacketQueue, Clock: NanosecondClock> {
             swapRules(store: nil, policy: policyPath, now: now)
         case .ping(let number):
             try? control?.send(.pong(number, counters: report()))
+        case .interception:
+            // The proxy's alone: filter-control never sends it here, and filter-data holds no CA.
+            break
         }
     }
 

@@ -17,6 +17,9 @@
 //     answer HOST TTL CATEGORY... the lookup's categories of HOST (none: known, but in no category)
 //     noanswer HOST               no answer for HOST: its waiting flows get policy.askDefault now
 //     ping N                      health check; filter-data answers pong N with its counters
+//     intercept KEY CERT UNTRUSTED...  hallpass-proxy only: the interception CA (its P-256 key's 32
+//                                 bytes and its certificate's DER, in hex), and the SHA-256 (hex)
+//                                 of the public keys (SPKI) its checks of servers must not trust
 //
 //   filter-data -> filter-control (DataEvent)
 //     hello PID VERSION           running, sandboxed, with this rules version
@@ -60,6 +63,8 @@ public enum ControlCommand: ControlChannelMessage, Hashable {
     case answer(host: HostName, categories: [String], timeToLive: UInt32)
     case noAnswer(host: HostName)
     case ping(UInt64)
+    /// hallpass-proxy's interception CA and the keys it must not trust upstream (hallpass's own CAs).
+    case interception(InterceptionHandover)
 
     public var encoded: [UInt8] {
         switch self {
@@ -70,6 +75,8 @@ public enum ControlCommand: ControlChannelMessage, Hashable {
             ControlFields.encode(["answer", host.description, String(timeToLive)] + categories)
         case .noAnswer(let host): ControlFields.encode(["noanswer", host.description])
         case .ping(let number): ControlFields.encode(["ping", String(number)])
+        case .interception(let handover):
+            ControlFields.encode(["intercept", Hex.encode(handover.key), Hex.encode(handover.certificate)] + handover.untrustedKeys.map(Hex.encode))
         }
     }
 
@@ -102,6 +109,19 @@ public enum ControlCommand: ControlChannelMessage, Hashable {
         case "ping":
             try fields.expect(1)
             self = .ping(try ControlFields.number(values[0]))
+        case "intercept":
+            guard values.count >= 2, values.count <= 2 + InterceptionHandover.maximumUntrustedKeys else {
+                throw ControlMessageError(reason: "'intercept' takes a key, a certificate and up to \(InterceptionHandover.maximumUntrustedKeys) key hashes")
+            }
+            guard let key = Hex.decode(values[0]), key.count == 32, let certificate = Hex.decode(values[1]), !certificate.isEmpty else {
+                throw ControlMessageError(reason: "'intercept' needs a 32-byte key and a certificate, in hex")
+            }
+            var untrusted: [[UInt8]] = []
+            for value in values.dropFirst(2) {
+                guard let hash = Hex.decode(value), hash.count == 32 else { throw ControlMessageError(reason: "'intercept' key hashes are SHA-256, in hex") }
+                untrusted.append(hash)
+            }
+            self = .interception(InterceptionHandover(key: key, certificate: certificate, untrustedKeys: untrusted))
         default:
             throw ControlMessageError(reason: "unknown message '\(fields.name.prefix(32))' for filter-data")
         }
@@ -185,6 +205,66 @@ public enum DataEvent: ControlChannelMessage, Hashable {
         default:
             throw ControlMessageError(reason: "unknown message '\(fields.name.prefix(32))' for filter-control")
         }
+    }
+}
+
+/// What filter-control hands hallpass-proxy at its start and when the CA
+/// changes: the interception CA, and the public keys that must never make a
+/// server's certificate trusted (hallpass's own CAs, should an admin have put
+/// them in the system's trust store).
+public struct InterceptionHandover: Sendable, Hashable {
+    /// The CA's P-256 private key, its 32 bytes.
+    public var key: [UInt8]
+    /// The CA certificate, DER.
+    public var certificate: [UInt8]
+    /// SHA-256 of each untrusted key's SubjectPublicKeyInfo (DER).
+    public var untrustedKeys: [[UInt8]]
+
+    public static let maximumUntrustedKeys = 8
+
+    public init(key: [UInt8], certificate: [UInt8], untrustedKeys: [[UInt8]]) {
+        self.key = key
+        self.certificate = certificate
+        self.untrustedKeys = untrustedKeys
+    }
+
+    /// Whether its message fits a datagram (a CA constrained to very many names would not).
+    public var fits: Bool { ControlCommand.interception(self).encoded.count <= controlMessageMaximumSize }
+}
+
+/// Lower-case hexadecimal, for the bytes of the `intercept` message.
+enum Hex {
+    static func encode(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    static func decode(_ text: String) -> [UInt8]? {
+        let utf8 = Array(text.utf8)
+        guard utf8.count % 2 == 0 else { return nil }
+        func value(_ digit: UInt8) -> UInt8? {
+            switch digit {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(utf8.count / 2)
+        var index = 0
+        while index < utf8.count {
+            guard let high = value(utf8[index]), let low = value(utf8[index + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+            index += 2
+        }
+        return bytes
     }
 }
 

@@ -9,12 +9,16 @@ public struct FlowReport: Sendable, Hashable {
     public var uid: UInt32?
     public var kind: String
     public var host: String?
-    /// The HTTP request's path (plain HTTP only).
+    /// The HTTP request's path and query (plain HTTP, and requests the proxy inspected).
     public var path: String?
     public var verdict: Verdict
     public var reason: Reason
+    /// The search terms of an inspected request (`inspect.searchTerms`), joined by " | "; nil for none.
+    public var searchTerm: String?
 
-    public init(flow: FlowKey, uid: UInt32?, kind: String, host: String?, path: String?, verdict: Verdict, reason: Reason) {
+    public init(
+        flow: FlowKey, uid: UInt32?, kind: String, host: String?, path: String?, verdict: Verdict, reason: Reason, searchTerm: String? = nil
+    ) {
         self.flow = flow
         self.uid = uid
         self.kind = kind
@@ -22,9 +26,12 @@ public struct FlowReport: Sendable, Hashable {
         self.path = path
         self.verdict = verdict
         self.reason = reason
+        self.searchTerm = searchTerm
     }
 
-    /// `PROTO SRC SPORT DST DPORT UID KIND HOST VERDICT SOURCE CATEGORY RULE PATH`, tab-separated, '-' for none.
+    /// `PROTO SRC SPORT DST DPORT UID KIND HOST VERDICT SOURCE CATEGORY RULE PATH [SEARCHTERM]`,
+    /// tab-separated, '-' for none; the search term only when there is one (filter-data's
+    /// lines never have it, so its reports stay as they were).
     var line: String {
         var bytes: [UInt8] = []
         appendLine(to: &bytes)
@@ -35,6 +42,24 @@ public struct FlowReport: Sendable, Hashable {
     public func appendLine(to bytes: inout [UInt8]) {
         FlowReport.appendLine(
             to: &bytes, flow: flow, uid: uid, kind: kind, host: host.map { Array($0.utf8) }, path: path, verdict: verdict, reason: reason)
+        if let searchTerm, !searchTerm.isEmpty {
+            bytes.append(0x09)
+            FlowReport.appendField(searchTerm.utf8, to: &bytes)
+        }
+    }
+
+    /// One field: at most 256 bytes, without the bytes that separate fields and lines.
+    static func appendField(_ text: some Collection<UInt8>, to bytes: inout [UInt8]) {
+        let start = bytes.count
+        for byte in text where byte != 0x09 && byte != 0x0A && byte != 0x0D {
+            bytes.append(byte)
+        }
+        if bytes.count - start > 256 {
+            var end = start + 256
+            while end > start, bytes[end] & 0xC0 == 0x80 { end -= 1 }
+            bytes.removeSubrange(end...)
+        }
+        if bytes.count == start { bytes.append(UInt8(ascii: "-")) }
     }
 
     /// Writes a report's line from its parts (filter-data writes one as it
@@ -112,6 +137,7 @@ public struct FlowReport: Sendable, Hashable {
         self.init(
             flow: FlowKey(protocolNumber: proto, source: source, sourcePort: sourcePort, destination: destination, destinationPort: destinationPort),
             uid: uid, kind: text(6), host: optional(7), path: optional(12), verdict: verdict,
-            reason: Reason(source: reasonSource, category: optional(10), rule: optional(11)))
+            reason: Reason(source: reasonSource, category: optional(10), rule: optional(11)),
+            searchTerm: fields.hasSearchTerm ? optional(13) : nil)
     }
 }

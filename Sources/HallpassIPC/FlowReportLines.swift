@@ -117,16 +117,19 @@ public struct FlowReportLines: Sendable, Hashable {
 }
 
 extension FlowReport {
-    /// The 13 fields of a report line, found without copying: where its 12
-    /// tabs are, and the protocol and verdict read. Small (the tabs as 16-bit
-    /// offsets), because it is made and passed on for every report
-    /// filter-control reads: 13 ranges of Int were 208 bytes copied each time.
+    /// The 13 fields of a report line (14 with a search term), found without
+    /// copying: where its tabs are, and the protocol and verdict read. Small
+    /// (the tabs as 16-bit offsets), because it is made and passed on for
+    /// every report filter-control reads: 13 ranges of Int were 208 bytes
+    /// copied each time.
     public struct Fields: Sendable {
         public let line: ArraySlice<UInt8>
         /// The offsets of the tabs from the line's start.
-        private var tabs: InlineArray<12, UInt16>
+        private var tabs: InlineArray<13, UInt16>
+        /// 12, or 13 when the line ends with a search term.
+        private var tabCount: UInt8
 
-        /// Nil when the line does not have 13 tab-separated fields, or is
+        /// Nil when the line does not have 13 or 14 tab-separated fields, or is
         /// longer than a report line can be (each of its fields is cut to 256
         /// bytes: far under 64 KiB).
         public init?(line: ArraySlice<UInt8>) {
@@ -137,18 +140,22 @@ extension FlowReport {
             // The tabs are found on the line's span (no index checks against the slice, no retains).
             let span = line.span
             for offset in span.indices where span[offset] == 0x09 {
-                guard count < 12 else { return nil }
+                guard count < 13 else { return nil }
                 tabs[count] = UInt16(offset)
                 count += 1
             }
-            guard count == 12 else { return nil }
+            guard count == 12 || count == 13 else { return nil }
+            tabCount = UInt8(count)
         }
 
-        /// Field `number` (0: protocol ... 12: path).
+        /// Whether the line has the 14th field, the search term.
+        public var hasSearchTerm: Bool { tabCount == 13 }
+
+        /// Field `number` (0: protocol ... 12: path, 13: the search term when `hasSearchTerm`).
         public subscript(number: Int) -> ArraySlice<UInt8> {
             let base = line.startIndex
             let start = number == 0 ? base : base + Int(tabs[number - 1]) + 1
-            let end = number == 12 ? line.endIndex : base + Int(tabs[number])
+            let end = number == Int(tabCount) ? line.endIndex : base + Int(tabs[number])
             return line[start..<end]
         }
 

@@ -1,25 +1,34 @@
 // hallpass-proxy: the inspection proxy (docs/inspection.md).
 //
 //   hallpass-proxy --store FILE [--policy FILE] [--port N] [--connections N] [--idle-timeout SECONDS]
-//                  [--control-fd N] [--uid N --gid N]
+//                  [--control-fd N] [--uid N --gid N] [--trust-file FILE]
+//                  [--organization NAME] [--language TAG] [--templates FOLDER]
+//                  [--request-text TEXT --request-url TEMPLATE]
 //   hallpass-proxy --sandbox-self-test
 //
 // The kernel rules send it TCP 443 to the addresses of names the school's
 // policy inspects. For each connection it reads the original destination
 // and the ClientHello (filter-data's parser), and the group of the user
 // who opened it; a name that group does not inspect is spliced to the
-// original destination as a plain byte relay, an inspected name is refused
-// (a TLS alert): inspection itself is not built yet, and an inspected host
-// is never passed unseen.
+// original destination as a plain byte relay. An inspected name is
+// terminated with a leaf from the interception CA filter-control hands over
+// on the control channel, and each of its HTTP/1.1 requests is decided:
+// forwarded over TLS to the original destination, whose certificate must
+// verify against `--trust-file` (the system's trust store, hallpass's own CAs
+// left out), or answered with the block page in the school's name
+// (`--organization` and the other block page settings). Until a CA is
+// handed over, inspected names are refused (a TLS alert), never passed unseen.
 //
 // filter-control starts it as it starts filter-data (its supervisor, the
 // same control channel on descriptor 3: rules, placements of users, health
-// checks) and ends it by ending the channel or with SIGTERM. Started as root,
-// it opens its listeners (127.0.0.1 and ::1, `--port`), installs its stop
-// handlers and locks itself down before any thread starts: its own user
-// (`--uid`, `--gid`; 65534 without them), only CAP_NET_ADMIN (for the allow
-// mark on its own connections), no_new_privs, and HallpassSandbox's proxy
-// profile (no exec, no files written, sockets for TCP and sock_diag only).
+// checks, the CA) and ends it by ending the channel or with SIGTERM. Started
+// as root, it reads the trust store and the block page's templates, opens its
+// listeners (127.0.0.1 and ::1, `--port`), installs its stop handlers and
+// locks itself down before any thread starts: its own user (`--uid`, `--gid`;
+// 65534 without them), only CAP_NET_ADMIN (for the allow mark on its own
+// connections), no_new_privs, and HallpassSandbox's proxy profile (no exec,
+// no files written, sockets for TCP and sock_diag only).
+import BlockPage
 import CHallpassSys
 import FilterData
 import HallpassIPC
@@ -52,6 +61,12 @@ struct Options {
     var controlDescriptor: Int32?
     var identity = Sandbox.Identity.nobody
     var sandboxSelfTest = false
+    /// The certificates servers are checked against.
+    var trustFile = "/etc/ssl/certs/ca-certificates.crt"
+    /// The block page's settings, as filter-control passes them.
+    var page = BlockPageSettings(organization: "hallpass")
+    var requestText: String?
+    var requestURL: String?
 
     init(_ arguments: [String]) {
         var index = 0
@@ -83,9 +98,16 @@ struct Options {
                 guard let id = UInt32(value()), id != 0 else { fail("\(option) takes a user or group id other than 0: hallpass-proxy never runs as root", status: 64) }
                 if option == "--uid" { uid = id } else { gid = id }
             case "--sandbox-self-test": sandboxSelfTest = true
+            case "--trust-file": trustFile = value()
+            case "--organization": page.organization = value()
+            case "--language": page.defaultLanguage = value()
+            case "--templates": page.templateFolder = value()
+            case "--request-text": requestText = value()
+            case "--request-url": requestURL = value()
             case "--help", "-h":
                 say(
                     "usage: hallpass-proxy --store FILE [--policy FILE] [--port N] [--connections N] [--idle-timeout SECONDS] [--control-fd N] [--uid N --gid N]"
+                        + " [--trust-file FILE] [--organization NAME] [--language TAG] [--templates FOLDER] [--request-text TEXT --request-url TEMPLATE]"
                 )
                 exit(0)
             default:
@@ -97,6 +119,10 @@ struct Options {
         if uid != nil || gid != nil {
             guard let uid, let gid, let identity = Sandbox.Identity(uid: uid, gid: gid) else { fail("--uid and --gid go together", status: 64) }
             self.identity = identity
+        }
+        if requestText != nil || requestURL != nil {
+            guard let requestText, let requestURL else { fail("--request-text and --request-url go together", status: 64) }
+            page.requestAccess = .link(text: requestText, urlTemplate: requestURL)
         }
     }
 }
@@ -150,6 +176,23 @@ if let descriptor = options.controlDescriptor {
     control = DataEnd(descriptor: FileDescriptor(rawValue: descriptor))
 }
 
+// What the sandbox leaves readable anyway, read now: the trust store (the
+// servers of inspected names are checked against it) and the block page's
+// templates and strings (their errors said now, the built-in pages used then).
+let trustRoots = Interception.readTrustRoots(file: options.trustFile)
+if trustRoots.isEmpty {
+    say("no certificates in \(options.trustFile): no server of an inspected name can be checked, and every request to one gets the block page")
+}
+let pages: ProxyPages
+do {
+    pages = ProxyPages(renderer: try BlockPageRenderer(settings: options.page))
+} catch {
+    say("the block page's settings cannot be used (\(error)); inspected requests get the built-in page")
+    var builtIn = BlockPageSettings(organization: options.page.organization)
+    builtIn.requestAccess = options.page.requestAccess
+    pages = (try? BlockPageRenderer(settings: builtIn)).map(ProxyPages.init(renderer:)) ?? .builtIn
+}
+
 // The listeners, while still root (a port below 1024), before any thread.
 var listeners: [Int32] = []
 for address in ["127.0.0.1", "::1"] {
@@ -164,7 +207,7 @@ guard hp_install_stop_handlers() == 0 else { fail("cannot install signal handler
 // user reach only the calling thread and the threads it starts afterwards.
 lockDown(listeners: listeners)
 
-let state = ProxyState(engines: engines, control: control)
+let state = ProxyState(engines: engines, control: control, trustRoots: trustRoots, pages: pages)
 let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
 let server = ProxyServer(state: state, settings: options.settings, group: group)
 let channels: [any Channel]
@@ -186,7 +229,7 @@ while hp_stop_requested() == 0 {
         _ = control.wait(timeoutMilliseconds: 1000)
         do {
             while let message = try control.receive(invalid: { say("filter-control sent a bad message: \($0)") }) {
-                if let answer = state.apply(message) { try? control.send(answer) }
+                if let answer = state.apply(message, log: say) { try? control.send(answer) }
             }
         } catch {
             controlClosed = true

@@ -1,7 +1,7 @@
 // The proxy's side of its control channel with filter-control: the same
 // messages as filter-data's (HallpassIPC), of which it takes the rules and
-// policy hand-overs, the placements of users and the health checks, and
-// asks which group a user is in.
+// policy hand-overs, the placements of users, the health checks and the
+// interception CA, and asks which group a user is in.
 import FilterData
 public import HallpassIPC
 import SharedStore
@@ -9,7 +9,8 @@ import VerdictCore
 
 extension ProxyState {
     /// Applies one message from filter-control; the answer to send, if any.
-    public func apply(_ message: ControlCommand) -> DataEvent? {
+    /// `log` gets what the proxy's log says about it (the CA taken or refused).
+    public func apply(_ message: ControlCommand, log: (String) -> Void = { _ in }) -> DataEvent? {
         switch message {
         case .useRules(let store, let policy):
             return load(store: store, policy: policy)
@@ -27,6 +28,19 @@ extension ProxyState {
             return .pong(number, counters: counters)
         case .answer, .noAnswer:
             // needRules answers are filter-data's: the proxy asks about no name.
+            return nil
+        case .interception(let handover):
+            do {
+                let interception = try Interception(handover: handover, trustRoots: trustRoots)
+                use(interception)
+                log(
+                    "interception CA \(interception.leaves.authority.fingerprint) in use (names: \(interception.leaves.authority.permittedNames.joined(separator: ", "))); "
+                        + "servers are checked against \(trustRoots.count - interception.untrustedRootsLeftOut) certificates of the trust store"
+                        + (interception.untrustedRootsLeftOut > 0 ? ", \(interception.untrustedRootsLeftOut) of hallpass's own left out" : ""))
+            } catch {
+                // The CA in use (if any) stays; without one, inspected names stay refused.
+                log("the interception CA filter-control handed over cannot be used: \(error)")
+            }
             return nil
         }
     }

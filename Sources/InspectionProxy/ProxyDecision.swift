@@ -3,10 +3,12 @@
 public import FilterData
 public import VerdictCore
 
-/// Splice or refuse, and why.
+/// Splice, inspect or refuse, and why.
 public enum ProxyDecision: Sendable, Hashable, CustomStringConvertible {
     /// Relay the bytes both ways, the ClientHello first and unchanged.
     case splice(SpliceReason)
+    /// Terminate TLS with a leaf for this name (the ClientHello's) and decide each request.
+    case inspect(HostName)
     case refuse(RefusalReason)
     /// The ClientHello is not complete yet: read on.
     case readMore
@@ -14,6 +16,7 @@ public enum ProxyDecision: Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .splice(let reason): "splice (\(reason))"
+        case .inspect(let name): "inspect \(name)"
         case .refuse(let reason): "refuse (\(reason.rawValue))"
         case .readMore: "read more"
         }
@@ -22,9 +25,10 @@ public enum ProxyDecision: Sendable, Hashable, CustomStringConvertible {
 
 /// Why a connection the kernel sent to the proxy is refused.
 public enum RefusalReason: String, Sendable, Hashable, CaseIterable {
-    /// The name is to be inspected, and inspection is not built yet: the
-    /// connection is refused rather than passed unseen (docs/inspection.md).
-    case inspected
+    /// The name is to be inspected, and the proxy has no interception CA
+    /// (filter-control hands it over at the proxy's start; none when it could
+    /// not make one): the connection is refused rather than passed unseen.
+    case noAuthority
     /// The first bytes are no TLS ClientHello (or a malformed one): nothing
     /// says where the connection goes, so nothing is spliced blind.
     case notTLS
@@ -45,10 +49,11 @@ public enum ProxyDecisions {
     ///
     /// A ClientHello whose name the plan splices (not inspected, on the
     /// never-inspect list, no name or an address) is spliced; an inspected
-    /// name is refused. Anything that is not a ClientHello is refused too: the
+    /// name is inspected, or refused while the proxy has no interception CA
+    /// (`canInspect` false). Anything that is not a ClientHello is refused too: the
     /// kernel sends the proxy only TCP 443 to the addresses of inspected names,
     /// where a client that hides its name must not pass unseen.
-    public static func decide(_ bytes: Span<UInt8>, plan: InspectionPlan) -> ProxyDecision {
+    public static func decide(_ bytes: Span<UInt8>, plan: InspectionPlan, canInspect: Bool) -> ProxyDecision {
         switch ClientHelloParser.parse(recordStream: bytes) {
         case .needMoreData:
             return bytes.count >= ClientHelloParser.maximumRecordStreamLength ? .refuse(.incomplete) : .readMore
@@ -58,7 +63,10 @@ public enum ProxyDecisions {
             return .refuse(.incomplete)
         case .clientHello(let hello):
             switch plan.choice(serverName: hello.serverName ?? []) {
-            case .inspect: return .refuse(.inspected)
+            case .inspect:
+                // `choice` inspects only a host name.
+                guard canInspect, let name = try? HostName(bytes: hello.serverName ?? []) else { return .refuse(.noAuthority) }
+                return .inspect(name)
             case .splice(let reason): return .splice(reason)
             }
         }

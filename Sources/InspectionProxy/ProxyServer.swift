@@ -1,9 +1,14 @@
 // The proxy's relay on SwiftNIO: each connection the kernel sends it is read
 // until its ClientHello is whole (filter-data's parser, ProxyDecisions), then
 // spliced to where the client meant to go, the ClientHello first and byte
-// for byte, with no TLS state; or refused (a TLS alert, then the close).
+// for byte, with no TLS state; or, for a name its person's plan inspects,
+// terminated and read request by request (InspectedConnection); or refused
+// (a TLS alert, then the close).
+import HallpassIPC
 public import NIOCore
+import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import VerdictCore
 
 public struct ProxySettings: Sendable {
@@ -84,6 +89,7 @@ public final class ProxyServer: Sendable {
 /// Reads a connection's first bytes until they decide it, then splices or refuses it.
 final class ClientHelloReader: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
     private let server: ProxyServer
@@ -177,9 +183,13 @@ final class ClientHelloReader: ChannelInboundHandler, RemovableChannelHandler {
                 }
             return
         }
-        switch ProxyDecisions.decide(bytes.span, plan: plan) {
+        let interception = server.state.interception
+        switch ProxyDecisions.decide(bytes.span, plan: plan, canInspect: interception != nil) {
         case .splice:
             splice(to: destination, context: context)
+        case .inspect(let name):
+            guard let interception else { return refuse(.noAuthority, context: context) }
+            inspect(name, interception: interception, uid: uid, destination: destination, context: context)
         case .refuse(let reason):
             refuse(reason, context: context)
         case .readMore:
@@ -202,6 +212,40 @@ final class ClientHelloReader: ChannelInboundHandler, RemovableChannelHandler {
         context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: alert))).assumeIsolated().whenComplete { _ in
             context.close(promise: nil)
         }
+    }
+
+    /// Terminates TLS with a leaf for `name`: the TLS server, the HTTP codec
+    /// and the request handler join the pipeline after this reader, which
+    /// hands them the bytes read so far (the ClientHello first) and leaves.
+    private func inspect(_ name: HostName, interception: Interception, uid: UInt32?, destination: SocketAddress, context: ChannelHandlerContext) {
+        done = true
+        timeout?.cancel()
+        let server = self.server
+        server.state.counters.update { $0.inspected += 1 }
+        let flow: FlowKey? = context.channel.remoteAddress.flatMap(ProxySockets.address).flatMap { client in
+            ProxySockets.address(destination).map {
+                FlowKey(protocolNumber: 6, source: client.address, sourcePort: client.port, destination: $0.address, destinationPort: $0.port)
+            }
+        }
+        let facts = InspectedConnectionFacts(serverName: name, flow: flow, uid: uid)
+        do {
+            let pipeline = context.pipeline.syncOperations
+            try pipeline.addHandler(NIOSSLServerHandler(context: interception.serverContext), position: .last)
+            try pipeline.addHandler(IdleStateHandler(allTimeout: server.settings.idleTimeout), position: .last)
+            try pipeline.configureHTTPServerPipeline(
+                position: .last, withPipeliningAssistance: true, withErrorHandling: true, withOutboundHeaderValidation: true,
+                withEncoderConfiguration: .init(), withDecoderLimitConfiguration: InspectedRequests.requestLimits)
+            try pipeline.addHandler(
+                InspectedRequestHandler(server: server, interception: interception, connection: facts, destination: destination), position: .last)
+        } catch {
+            context.close(promise: nil)
+            return
+        }
+        // The ClientHello (and anything after it) to the TLS server, as if it had just come.
+        context.fireChannelRead(wrapInboundOut(context.channel.allocator.buffer(bytes: bytes)))
+        context.fireChannelReadComplete()
+        bytes = []
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
 
     /// Connects to the destination, sends it every byte read so far, and

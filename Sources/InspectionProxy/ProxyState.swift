@@ -1,9 +1,12 @@
 // What the proxy's event loop and its control thread share: the engines
 // (each audience's inspection plan), who is in which group, the questions
-// waiting for filter-control, and the counters.
+// waiting for filter-control, the interception CA and what it takes to
+// terminate TLS, the pages it answers with, and the counters.
+public import BlockPage
 import FilterData
 public import HallpassIPC
 public import NIOCore
+public import NIOSSL
 public import SharedStore
 import Synchronization
 public import VerdictCore
@@ -18,6 +21,14 @@ public final class ProxyCounters: Sendable {
         /// Connections to the original destination that failed (refused, unreachable, timed out).
         public var upstreamFailures: UInt64 = 0
         public var idleClosed: UInt64 = 0
+        /// Connections terminated for inspection, and their requests forwarded and blocked.
+        public var inspected: UInt64 = 0
+        public var requestsAllowed: UInt64 = 0
+        public var requestsBlocked: UInt64 = 0
+        /// Requests blocked because the server's certificate did not verify.
+        public var certificateFailures: UInt64 = 0
+        /// Records filter-control could not take (its channel full).
+        public var reportsDropped: UInt64 = 0
     }
 
     private let values = Mutex(Values())
@@ -40,6 +51,10 @@ public final class ProxyCounters: Sendable {
         var fields = ["accepted=\(values.accepted)", "active=\(values.active)", "spliced=\(values.spliced)"]
         fields += RefusalReason.allCases.map { "refused.\($0.rawValue)=\(values.refused[$0] ?? 0)" }
         fields += ["upstreamFailures=\(values.upstreamFailures)", "idleClosed=\(values.idleClosed)"]
+        fields += [
+            "inspected=\(values.inspected)", "requestsAllowed=\(values.requestsAllowed)", "requestsBlocked=\(values.requestsBlocked)",
+            "certificateFailures=\(values.certificateFailures)", "reportsDropped=\(values.reportsDropped)",
+        ]
         return fields.joined(separator: " ")
     }
 }
@@ -51,10 +66,34 @@ public final class ProxyState: Sendable {
     /// The channel to filter-control; nil when run by hand.
     public let control: DataEnd?
     public let counters = ProxyCounters()
+    /// What terminating takes, from the CA filter-control handed over; nil until it has.
+    private let interceptionNow = Mutex<Interception?>(nil)
+    /// The certificates servers are checked against (the system's trust store, read at start).
+    public let trustRoots: [NIOSSLCertificate]
+    /// The block page and error pages the proxy answers with, in the school's name.
+    public let pages: ProxyPages
 
-    public init(engines: PolicyEngines<RuleStore>, control: DataEnd?) {
+    public init(engines: PolicyEngines<RuleStore>, control: DataEnd?, trustRoots: [NIOSSLCertificate] = [], pages: ProxyPages = .builtIn) {
         self.engines = Mutex(engines)
         self.control = control
+        self.trustRoots = trustRoots
+        self.pages = pages
+    }
+
+    /// What terminating an inspected connection takes now; nil: inspected names are refused.
+    public var interception: Interception? { interceptionNow.withLock { $0 } }
+
+    /// Uses the CA handed over from now on (connections terminated before keep theirs).
+    public func use(_ interception: Interception) {
+        interceptionNow.withLock { $0 = interception }
+    }
+
+    /// Sends a decision's record to filter-control (nothing without a channel); a full channel drops it, counted.
+    public func report(_ report: FlowReport) {
+        guard let control else { return }
+        if (try? control.send(.reports(FlowReportLines(CollectionOfOne(report))))) == nil {
+            counters.update { $0.reportsDropped += 1 }
+        }
     }
 
     public var rulesVersion: UInt64 { engines.withLock { $0.rules.version } }
@@ -114,4 +153,22 @@ public final class ProxyState: Sendable {
     }
 
     struct PlacementTimeout: Error {}
+}
+
+/// The pages the proxy answers inspected requests with: the block page's
+/// renderer, with the school's settings (filter-control passes them on the
+/// command line); the request-access link leads to the block page's own
+/// address, which offers the form there.
+public struct ProxyPages: Sendable {
+    public let renderer: BlockPageRenderer
+
+    public init(renderer: BlockPageRenderer) {
+        self.renderer = renderer
+    }
+
+    /// The built-in pages in English, without a request link, as "hallpass".
+    public static var builtIn: ProxyPages {
+        // The built-in settings always load: the built-in strings define every key, in English.
+        ProxyPages(renderer: try! BlockPageRenderer(settings: BlockPageSettings(organization: "hallpass")))
+    }
 }

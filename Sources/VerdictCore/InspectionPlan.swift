@@ -70,6 +70,22 @@ public struct InspectionPlan: Sendable {
     /// Whether anything is inspected at all (the proxy and the kernel redirect are needed).
     public var inspectsAnything: Bool { !hosts.isEmpty || !headerHosts.isEmpty }
 
+    /// The names whose subtrees hold every name some plan of `policies`
+    /// inspects, for the interception CA's name constraints (an X.509 dNSName
+    /// constraint permits a name and every name below it): each `hosts` entry
+    /// and each header rule's host by its name (`=www.google.com` and
+    /// `*.example.org` become www.google.com and example.org, a little wider
+    /// than the entry), sorted, each once, none below another of the list.
+    public static func constraintNames(_ policies: some Sequence<InspectionPolicy>) -> [String] {
+        var names = Set<String>()
+        for policy in policies where policy.inspectsAnything {
+            for pattern in policy.hosts + policy.headers.hostPatterns {
+                if case .domain(let host, _) = pattern { names.insert(host.description) }
+            }
+        }
+        return names.sorted().filter { name in !names.contains { name.hasSuffix("." + $0) } }
+    }
+
     /// Inspect or splice a connection whose ClientHello names `serverName` (bytes as sent).
     public func choice(serverName: some Collection<UInt8>) -> HostChoice {
         guard serverName.count <= 1024, let host = try? HostName(bytes: serverName) else { return .splice(.notAName) }

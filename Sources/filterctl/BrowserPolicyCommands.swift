@@ -13,11 +13,13 @@ struct BrowserPoliciesCommand: ParsableCommand {
             From the policy in force (the installed bundle's policy.yaml, else hallpass.yaml's policy:):
             DNS over HTTPS off and locked and Encrypted Client Hello off (unless policy.bypass allows them),
             QUIC off when policy.bypass.quic is block, Google SafeSearch and YouTube's Restricted Mode forced
-            as policy.safeSearch says, and the block page's local CA trusted when it exists. Files:
-            \(BrowserPolicies.chromiumPath), \(BrowserPolicies.chromePath), \(BrowserPolicies.firefoxPath)
-            (and the CA beside it). A file hallpass did not write, or that changed since, is never
-            overwritten or removed (the record is \(BrowserPolicies.recordPath)). Run install again after
-            the policy or the CA changes.
+            as policy.safeSearch says, the block page's local CA trusted when it exists, and the
+            inspection proxy's interception CA (proxy.ca) when the policy inspects names and
+            filter-control has made it. Files: \(BrowserPolicies.chromiumPath), \(BrowserPolicies.chromePath),
+            \(BrowserPolicies.firefoxPath) (and the CAs beside it). A file hallpass did not write, or that
+            changed since, is never overwritten or removed (the record is \(BrowserPolicies.recordPath)).
+            Run install again after the policy or a CA changes (filter-control's log says when it made
+            the interception CA again).
             """,
         subcommands: [Install.self, Show.self, Remove.self])
 
@@ -54,7 +56,34 @@ struct BrowserPoliciesCommand: ParsableCommand {
             }
             let caFile = onMachine(configuration.blockPage.ca + "/" + LocalCertificateAuthority.certificateFile)
             let pem = try? String(contentsOfFile: caFile, encoding: .utf8)
-            return (BrowserPolicySettings(bypass: keys.applied(to: BypassPolicy()), caCertificatePEM: pem), source)
+            // The interception CA only while the policy inspects something: a policy that stops
+            // inspecting takes it out of the browsers at the next install.
+            var interceptionPEM: String? = nil
+            if inspects(policyPath: policyPath, configuration: configuration) {
+                let interceptionFile = onMachine(configuration.proxy.ca + "/" + InterceptionAuthority.certificateFile)
+                interceptionPEM = try? String(contentsOfFile: interceptionFile, encoding: .utf8)
+                if interceptionPEM == nil {
+                    FileHandle.standardError.write(Data(
+                        "filterctl: the policy inspects names but \(interceptionFile) does not exist yet: filter-control makes it when it runs with this policy; run install again then\n".utf8))
+                }
+            }
+            return (
+                BrowserPolicySettings(bypass: keys.applied(to: BypassPolicy()), caCertificatePEM: pem, interceptionCertificatePEM: interceptionPEM),
+                source
+            )
+        }
+
+        /// Whether the school's policy (`--policy` or the bundle's, else hallpass.yaml's) inspects any name.
+        private func inspects(policyPath: String, configuration: Configuration) -> Bool {
+            let school: SchoolPolicy
+            if let text = try? String(contentsOfFile: policyPath, encoding: .utf8) {
+                // A policy that does not read was refused above, with its key and line.
+                guard let read = try? SchoolPolicy(yaml: text) else { return false }
+                school = read
+            } else {
+                school = PolicyInForce(bundlePolicy: nil, configuration: configuration).school
+            }
+            return !InspectionPlan.constraintNames(school.audiences.map { school.inspection(for: $0) }).isEmpty
         }
 
         private func read(_ text: String, path: String) throws -> BypassPolicyKeys {

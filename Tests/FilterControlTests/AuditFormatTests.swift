@@ -54,6 +54,24 @@ func sampleRecord(time: Date = Date(timeIntervalSince1970: 1_740_820_502.25), us
         #expect(allowed[.action] == "allow" && allowed[.url] == nil && allowed[.uid] == "7", "a TLS flow's path is never a URL")
     }
 
+    /// A request the inspection proxy read: its HTTPS URL and its search term,
+    /// after `url` in every output (`HALLPASS_SEARCH_TERM` in the journal).
+    @Test func anInspectedRequestHasItsURLAndSearchTerm() throws {
+        var report = sampleReport(kind: "https", host: "www.google.com", path: "/search?q=cute+cats", verdict: .allow)
+        report.searchTerm = "cute cats"
+        let line = AuditLine(AuditRecord(report: report, time: Date(timeIntervalSince1970: 0)), machine: "m", uid: nil, user: nil, group: nil)
+        #expect(line[.kind] == "https" && line[.url] == "https://www.google.com/search?q=cute+cats" && line[.searchTerm] == "cute cats")
+        let json = String(decoding: AuditFormat.jsonLine(line), as: UTF8.self)
+        #expect(json.contains(#""url":"https://www.google.com/search?q=cute+cats","searchTerm":"cute cats","destination""#), "\(json)")
+        #expect(try JSONDecoder().decode(AuditLine.self, from: Data(json.utf8)) == line)
+        #expect(AuditFormat.journalFieldName(.searchTerm) == "HALLPASS_SEARCH_TERM")
+        let server = String(decoding: AuditFormat.serverRecord(line, sequence: 3), as: UTF8.self)
+        #expect(server.contains(#""searchTerm":"cute cats""#))
+        // A TLS flow's record has neither.
+        let tls = AuditLine(AuditRecord(report: sampleReport(), time: Date()), machine: "m", uid: nil, user: nil, group: nil)
+        #expect(tls[.url] == nil && tls[.searchTerm] == nil)
+    }
+
     @Test func linesThatAreNotRecordsAreRefused() {
         let good = String(decoding: AuditFormat.jsonLine(sampleRecord()), as: UTF8.self)
         #expect((try? JSONDecoder().decode(AuditLine.self, from: Data(good.utf8))) != nil)

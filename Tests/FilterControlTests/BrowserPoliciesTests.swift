@@ -68,6 +68,37 @@ import VerdictCore
         #expect(try Self.json(try BrowserPolicies.files(for: BrowserPolicySettings(bypass: bypass))[0])["ForceYouTubeRestrict"] as? Int == 1)
     }
 
+    @Test func theInterceptionCABesideTheBlockPagesCA() throws {
+        let interception = Self.caPEM.replacingOccurrences(of: "MIIBhTCCASug", with: "MIIBhTCCASuh")
+        let files = try BrowserPolicies.files(for: BrowserPolicySettings(caCertificatePEM: Self.caPEM, interceptionCertificatePEM: interception))
+        let certificates = try #require(try Self.json(files[0])["CACertificates"] as? [String])
+        #expect(certificates.count == 2 && certificates[0].hasPrefix("MIIBhTCCASug") && certificates[1].hasPrefix("MIIBhTCCASuh"))
+        #expect(try Self.json(files[1])["CACertificates"] as? [String] == certificates, "Google Chrome's too")
+        let firefox = try #require(try Self.json(files[2])["policies"] as? [String: Any])
+        let install = try #require((firefox["Certificates"] as? [String: Any])?["Install"] as? [String])
+        #expect(install == [BrowserPolicies.firefoxCertificatePath, BrowserPolicies.firefoxInterceptionCertificatePath])
+        #expect(files.first { $0.path == BrowserPolicies.firefoxInterceptionCertificatePath }?.text == interception)
+        // The interception CA alone (no block page CA).
+        let alone = try BrowserPolicies.files(for: BrowserPolicySettings(interceptionCertificatePEM: interception))
+        #expect((try Self.json(alone[0])["CACertificates"] as? [String])?.count == 1)
+        #expect(alone.map(\.path).contains(BrowserPolicies.firefoxInterceptionCertificatePath) && !alone.map(\.path).contains(BrowserPolicies.firefoxCertificatePath))
+    }
+
+    @Test func aPolicyThatStopsInspectingTakesTheInterceptionCAOut() throws {
+        let policies = BrowserPolicies(root: root)
+        let interception = Self.caPEM.replacingOccurrences(of: "MIIBhTCCASug", with: "MIIBhTCCASuh")
+        _ = try policies.install(BrowserPolicySettings(interceptionCertificatePEM: interception))
+        #expect(FileManager.default.fileExists(atPath: onRoot(BrowserPolicies.firefoxInterceptionCertificatePath)))
+        let report = try policies.install(BrowserPolicySettings())
+        #expect(report.files.contains { $0.path == BrowserPolicies.firefoxInterceptionCertificatePath && $0.outcome == .removed })
+        #expect(!FileManager.default.fileExists(atPath: onRoot(BrowserPolicies.firefoxInterceptionCertificatePath)))
+        #expect(!(try String(contentsOfFile: onRoot(BrowserPolicies.chromiumPath), encoding: .utf8)).contains("CACertificates"))
+        // remove takes everything back.
+        _ = try policies.install(BrowserPolicySettings(interceptionCertificatePEM: interception))
+        _ = try policies.remove()
+        #expect(!FileManager.default.fileExists(atPath: onRoot(BrowserPolicies.firefoxInterceptionCertificatePath)))
+    }
+
     @Test func allowedBypassesAreNotTurnedOff() throws {
         var bypass = BypassPolicy()
         bypass.encryptedDNS = .allow

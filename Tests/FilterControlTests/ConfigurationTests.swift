@@ -48,6 +48,14 @@ import VerdictCore
         #expect(configuration.rules.trustedKeys.count == 1)
     }
 
+    @Test func theProxysCAAndTrustStore() throws {
+        let defaults = try Configuration(yaml: Configuration.example)
+        #expect(defaults.proxy.ca == "/var/lib/hallpass/inspect-ca" && defaults.proxy.trustFile == "/etc/ssl/certs/ca-certificates.crt")
+        let set = try Configuration(yaml: "proxy:\n  ca: /srv/inspect-ca\n  trustFile: /srv/roots.pem\n")
+        #expect(set.proxy.ca == "/srv/inspect-ca" && set.proxy.trustFile == "/srv/roots.pem")
+        #expect(throws: ConfigurationError.self) { try Configuration(yaml: "proxy:\n  ca: relative/folder\n") }
+    }
+
     @Test func anEmptyFileGivesTheDefaults() throws {
         let configuration = try Configuration(yaml: "")
         #expect(configuration == Configuration())

@@ -13,6 +13,8 @@ import VerdictCore
             .answer(host: try HostName("nobody.example"), categories: [], timeToLive: 60),
             .noAnswer(host: try HostName("xn--bcher-kva.example")),
             .ping(42),
+            .interception(InterceptionHandover(key: Array(0..<32), certificate: [0x30, 0x82, 0x01, 0x00, 0xFF], untrustedKeys: [Array(repeating: 0xAB, count: 32)])),
+            .interception(InterceptionHandover(key: Array(repeating: 0, count: 32), certificate: [1], untrustedKeys: [])),
             // A field ending in a carriage return before the next line feed (found by the control fuzzer).
             .answer(host: try HostName("e.example"), categories: ["a\r", "b"], timeToLive: 3),
         ]
@@ -41,6 +43,10 @@ import VerdictCore
                            uid: nil, kind: "quic", host: nil, path: nil, verdict: .drop, reason: Reason(source: .bypass, category: "unreadableQUIC", rule: "quic")),
                 FlowReport(flow: FlowKey(protocolNumber: 6, source: IPAddress("0.0.0.0")!, sourcePort: 1, destination: IPAddress("255.255.255.255")!, destinationPort: 80),
                            uid: 4_294_967_295, kind: "http", host: "blocked.test", path: "/a path/ü?q=1", verdict: .drop, reason: Reason(source: .category, category: "adult", rule: "blocked.test")),
+                // An inspected request's, with its search terms.
+                FlowReport(flow: FlowKey(protocolNumber: 6, source: IPAddress("10.0.0.1")!, sourcePort: 40_001, destination: IPAddress("203.0.113.9")!, destinationPort: 443),
+                           uid: 1000, kind: "https", host: "www.google.com", path: "/search?q=cute+cats", verdict: .allow, reason: Reason(source: .unknownHost),
+                           searchTerm: "cute cats | kittens"),
             ])),
         ]
         for event in events {
@@ -76,7 +82,12 @@ import VerdictCore
             "answer\nok.example\n-1", "answer\nok.example", "ping\n", "ask\nnew.example\ntls\n1.2.3.4\n99999\n-",
             "pong\n1\nnovalue", "pong\n1\nx=-3", "pong\n1", "whatever\n1", "noanswer\n", "refused\nonly-code",
             "report\n", "report\n6\t10.0.0.1\t1\t10.0.0.2\t2\t-\ttls\t-\tallow\tunknown\t-\t-",  // 12 fields
-            "report\n6\t10.0.0.1\t1\t10.0.0.2\t2\t-\ttls\t-\tallow\tunknown\t-\t-\t-\t-",  // 14 fields
+            "report\n6\t10.0.0.1\t1\t10.0.0.2\t2\t-\ttls\t-\tallow\tunknown\t-\t-\t-\t-\t-",  // 15 fields
+            // The interception CA: a key of 32 bytes, a certificate, hashes of 32 bytes, all in hex.
+            "intercept", "intercept\n" + String(repeating: "00", count: 32), "intercept\n" + String(repeating: "00", count: 31) + "\n01",
+            "intercept\n" + String(repeating: "0g", count: 32) + "\n01", "intercept\n" + String(repeating: "00", count: 32) + "\n",
+            "intercept\n" + String(repeating: "00", count: 32) + "\n012", "intercept\n" + String(repeating: "00", count: 32) + "\n01\nabcd",
+            "intercept\n" + String(repeating: "00", count: 32) + "\n01" + String(repeating: "\n" + String(repeating: "ab", count: 32), count: 9),
             "report\n256\t10.0.0.1\t1\t10.0.0.2\t2\t-\ttls\t-\tallow\tunknown\t-\t-\t-",
             "report\n6\t10.0.0.1\t65536\t10.0.0.2\t2\t-\ttls\t-\tallow\tunknown\t-\t-\t-",
             "report\n6\t10.0.0.256\t1\t10.0.0.2\t2\t-\ttls\t-\tallow\tunknown\t-\t-\t-",
@@ -114,6 +125,24 @@ import VerdictCore
         }
     }
 
+    @Test func aSearchTermTravelsOnlyWhenThereIsOne() throws {
+        let flow = FlowKey(protocolNumber: 6, source: IPAddress("10.0.0.1")!, sourcePort: 4, destination: IPAddress("10.0.0.2")!, destinationPort: 443)
+        var report = FlowReport(flow: flow, uid: 7, kind: "https", host: "www.google.com", path: "/search?q=a", verdict: .allow, reason: Reason(source: .unknownHost))
+        // Without one the line is filter-data's 13 fields, as it always was.
+        var plain: [UInt8] = []
+        report.appendLine(to: &plain)
+        #expect(plain.filter { $0 == 0x09 }.count == 12)
+        #expect(FlowReport(line: plain[...])?.searchTerm == nil)
+        // With one: a 14th field, its separators dropped and its length bounded like every field's.
+        report.searchTerm = "tab\there\nand " + String(repeating: "x", count: 300)
+        var line: [UInt8] = []
+        report.appendLine(to: &line)
+        #expect(line.filter { $0 == 0x09 }.count == 13)
+        let read = try #require(FlowReport(line: line[...]))
+        #expect(read.searchTerm == "tabhereand " + String(repeating: "x", count: 245))
+        #expect(read.path == "/search?q=a" && read.kind == "https")
+    }
+
     @Test func reportFieldsAreFoundOnALineInsideItsBuffer() throws {
         // A line that does not start at index 0 (as in a batch), with empty fields first, inside and last.
         let buffer = Array("xx\n6\t10.0.0.1\t1\t10.0.0.2\t2\t-\ttls\t\tallow\tunknown\t\tr\t".utf8)
@@ -123,8 +152,11 @@ import VerdictCore
         #expect(Array(fields[11]) == Array("r".utf8))
         #expect(fields.verdict == .allow && fields.reasonSource == .unknownHost && Array(fields.kind) == Array("tls".utf8))
         #expect(fields.protocolNumber == 6)
-        // Twelve tabs exactly: one more or one less is no report line, and neither is a line no report can be as long as.
-        #expect(FlowReport.Fields(line: (buffer + [0x09])[3...]) == nil)
+        #expect(!fields.hasSearchTerm)
+        // Twelve tabs, or thirteen with a search term: more or fewer is no report line, and neither is a line no report can be as long as.
+        let withTerm = try #require(FlowReport.Fields(line: (buffer + Array("\tcute cats".utf8))[3...]))
+        #expect(withTerm.hasSearchTerm && Array(withTerm[13]) == Array("cute cats".utf8) && withTerm[12].isEmpty)
+        #expect(FlowReport.Fields(line: (buffer + [0x09, 0x41, 0x09])[3...]) == nil)
         #expect(FlowReport.Fields(line: buffer[3..<(buffer.count - 1)]) == nil)
         #expect(FlowReport.Fields(line: (buffer + [UInt8](repeating: 0x41, count: 70_000))[3...]) == nil)
     }

@@ -24,14 +24,17 @@ import VerdictCore
 
     static let plan = InspectionPlan(policy: InspectionPolicy(hosts: [try! RulePattern("youtube.com")]))
 
-    func decide(_ bytes: [UInt8], _ plan: InspectionPlan = Self.plan) -> ProxyDecision {
-        ProxyDecisions.decide(bytes.span, plan: plan)
+    func decide(_ bytes: [UInt8], _ plan: InspectionPlan = Self.plan, canInspect: Bool = true) -> ProxyDecision {
+        ProxyDecisions.decide(bytes.span, plan: plan, canInspect: canInspect)
     }
 
     func complete(_ bytes: [UInt8]) -> Bool { ProxyDecisions.helloIsComplete(bytes.span) }
 
-    @Test func anInspectedNameIsRefusedNotPassed() {
-        #expect(decide(Self.hello("www.youtube.com")) == .refuse(.inspected))
+    @Test func anInspectedNameIsInspectedOrWithoutACARefusedNeverPassed() throws {
+        #expect(decide(Self.hello("www.youtube.com")) == .inspect(try HostName("www.youtube.com")))
+        // The name as the ClientHello wrote it, made canonical (the leaf is for the canonical name).
+        #expect(decide(Self.hello("WWW.YouTube.com")) == .inspect(try HostName("www.youtube.com")))
+        #expect(decide(Self.hello("www.youtube.com"), canInspect: false) == .refuse(.noAuthority))
     }
 
     @Test func otherNamesOnTheSameAddressAreSpliced() {

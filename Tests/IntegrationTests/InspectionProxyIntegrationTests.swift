@@ -1,11 +1,11 @@
 import Foundation
 import Testing
 
-/// The inspection proxy's first part (docs/inspection.md): the addresses of
-/// inspected names, from the DNS answers filter-data sees, go into the kernel
-/// sets; TCP 443 to them reaches hallpass-proxy, which splices the names it
-/// does not inspect byte for byte and refuses the inspected ones; UDP 443 to
-/// them is dropped. The school's policy inspects allowed.test and the names
+/// The inspection proxy (docs/inspection.md): the addresses of inspected
+/// names, from the DNS answers filter-data sees, go into the kernel sets; TCP
+/// 443 to them reaches hallpass-proxy, which splices the names it does not
+/// inspect byte for byte and terminates the inspected ones; UDP 443 to them
+/// is dropped. The school's policy inspects allowed.test and the names
 /// below it (less bank.allowed.test, never inspected) and watch.raw.test;
 /// every name resolves, through the server's dnsmasq, to one of two server
 /// addresses: shared.test shares nginx's with allowed.test.
@@ -68,7 +68,7 @@ extension FilterIntegrationTests {
             pass
         """
 
-    @Test func theProxySplicesWhatItDoesNotInspectAndRefusesWhatItWould() throws {
+    @Test func theProxySplicesWhatItDoesNotInspectAndTerminatesWhatItDoes() throws {
         let network = try TestNetwork()
         defer { network.tearDown() }
         try network.startNginx()
@@ -117,6 +117,7 @@ extension FilterIntegrationTests {
               failMode: open
             proxy:
               user: nobody
+              ca: \(network.folder)/inspect-ca
             rules:
               directory: \(network.folder)/lib
               source: file://\(network.folder)/bundle/
@@ -162,12 +163,21 @@ extension FilterIntegrationTests {
             #expect(before.status == 0, "QUIC before the selection: \(before.output)")
         }
 
-        // (d) An inspected name: its lookup selects its addresses (A and AAAA),
-        // and the connection is refused by the proxy, never passed on.
-        let inspected = try curl("watch.allowed.test", ipv6: nil)
-        #expect(inspected.status != 0 && inspected.output.contains("alert access denied"), "\(inspected.output)\n\(log())")
+        // (d) An inspected name: its lookup selects its addresses (A and AAAA), and
+        // the connection is terminated by the proxy, never passed on: the server's
+        // certificate is nginx's self-signed one, which the system's trust store does
+        // not hold, so every request gets the block page (theProxyInspectsRequestsOfInspectedNames
+        // has servers the proxy can check).
+        func inspect(ipv6: Bool?) throws -> (status: Int32, output: String) {
+            let family = ipv6.map { $0 ? "-6 " : "-4 " } ?? ""
+            return try network.inClient("curl -sS -m 5 -k \(family)https://watch.allowed.test/ 2>&1")
+        }
+        let inspected = try inspect(ipv6: nil)
+        #expect(inspected.status == 0 && inspected.output.contains("certificate could not be checked"), "\(inspected.output)\n\(log())")
         #expect(try inSet(network.serverIPv4) && inSet(network.serverIPv6), "\(log())")
-        #expect(try curl("watch.allowed.test", ipv6: true).output.contains("alert access denied"))
+        #expect(try inspect(ipv6: true).output.contains("certificate could not be checked"))
+        // Its leaf is the interception CA's, not the server's key.
+        #expect(try curl("watch.allowed.test").output.contains("public key does not match pinned"), "\(log())")
 
         // (a, c) A name on the same address that is not inspected, and one on the
         // never-inspect list, are spliced: each gets the server's own certificate
@@ -232,5 +242,254 @@ extension FilterIntegrationTests {
         let left = try network.inClient("iptables-save; ip6tables-save; ipset list -n").output
         #expect(!left.contains("HALLPASS") && !left.contains("hallpass-inspect"), "\(left)")
         #expect(log().contains("hallpass-proxy stopped"), "\(log())")
+    }
+
+    /// A certificate authority of the test's own, standing in for the public
+    /// ones of the system's trust store, and a server certificate from it for
+    /// `names`; the key and certificate land in `folder` as `NAME-key.pem`, `NAME.pem`.
+    static func makeTestCA(folder: String, server: String, names: [String]) throws {
+        let sans = names.map { "DNS:" + $0 }.joined(separator: ",")
+        let made = try shell(
+            """
+            set -e
+            cd \(folder)
+            openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=hallpass test root" \
+              -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign \
+              -keyout test-ca-key.pem -out test-ca.pem 2>&1
+            openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=\(names[0])" -keyout \(server)-key.pem -out \(server).csr 2>&1
+            printf 'subjectAltName=%s\\nextendedKeyUsage=serverAuth\\n' '\(sans)' > \(server).ext
+            openssl x509 -req -in \(server).csr -CA test-ca.pem -CAkey test-ca-key.pem -CAcreateserial -days 2 -extfile \(server).ext -out \(server).pem 2>&1
+            """)
+        guard made.status == 0 else { throw TestNetworkError("openssl: \(made.output)") }
+    }
+
+    /// Termination (docs/inspection.md): the school's policy inspects youtube.com,
+    /// www.google.com and badcert.test. Their connections reach the proxy, which
+    /// shows a leaf from the interception CA filter-control made (curl and a real
+    /// Chromium trust it, no certificate error), decides each request, sets
+    /// YouTube-Restrict on what it forwards, checks the servers' certificates
+    /// against `proxy.trustFile` (the test's CA standing in for the system's
+    /// store), answers blocked requests (and a server whose certificate is from
+    /// an unknown CA) with the block page, and records each decision with its URL
+    /// and search term in the audit log.
+    @Test func theProxyInspectsRequestsOfInspectedNames() throws {
+        let network = try TestNetwork()
+        defer { network.tearDown() }
+        let folder = network.folder
+        let other4 = "10.77.\(network.subnet).3"
+        let added = try shell("ip -n \(network.server) addr add \(other4)/24 dev v\(network.id)s")
+        #expect(added.status == 0, "\(added.output)")
+
+        // The servers: www.youtube.com and www.google.com with a certificate from the test's CA
+        // (logging each request with its YouTube-Restrict header), and badcert.test with one
+        // from a CA nobody trusts.
+        try Self.makeTestCA(folder: folder, server: "web", names: ["www.youtube.com", "www.google.com"])
+        let selfSigned = try shell(
+            "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=badcert.test -addext subjectAltName=DNS:badcert.test"
+                + " -keyout \(folder)/bad-key.pem -out \(folder)/bad.pem 2>&1")
+        #expect(selfSigned.status == 0, "\(selfSigned.output)")
+        try """
+            daemon off;
+            master_process off;
+            worker_processes 1;
+            user root;
+            pid \(folder)/nginx.pid;
+            error_log \(folder)/nginx-error.log;
+            events { worker_connections 256; }
+            http {
+              log_format inspected '$host $request_uri restrict=$http_youtube_restrict';
+              access_log \(folder)/access.log inspected;
+              client_body_temp_path \(folder)/body;
+              proxy_temp_path \(folder)/proxy;
+              fastcgi_temp_path \(folder)/fastcgi;
+              uwsgi_temp_path \(folder)/uwsgi;
+              scgi_temp_path \(folder)/scgi;
+              default_type text/html;
+              server {
+                listen \(network.serverIPv4):443 ssl;
+                listen [\(network.serverIPv6)]:443 ssl;
+                server_name _;
+                ssl_certificate \(folder)/web.pem;
+                ssl_certificate_key \(folder)/web-key.pem;
+                location /watch { return 200 "<!doctype html><title>watch</title><p id=video>video $arg_v on $host</p>\\n"; }
+                location / { return 200 "<!doctype html><title>ok</title><p id=page>ok $host $request_uri</p>\\n"; }
+              }
+              server {
+                listen \(other4):443 ssl;
+                server_name _;
+                ssl_certificate \(folder)/bad.pem;
+                ssl_certificate_key \(folder)/bad-key.pem;
+                location / { return 200 "reached badcert.test\\n"; }
+              }
+            }
+            """.write(toFile: folder + "/nginx.conf", atomically: true, encoding: .utf8)
+        try network.start(["ip", "netns", "exec", network.server, "nginx", "-c", folder + "/nginx.conf", "-p", folder], log: "nginx")
+        try network.start(
+            [
+                "ip", "netns", "exec", network.server, "dnsmasq", "--keep-in-foreground", "--log-facility=-", "--no-resolv", "--no-hosts",
+                "--bind-interfaces", "--listen-address=\(network.serverIPv4)",
+                "--address=/youtube.com/\(network.serverIPv4)", "--address=/youtube.com/\(network.serverIPv6)",
+                "--address=/google.com/\(network.serverIPv4)", "--address=/google.com/\(network.serverIPv6)",
+                "--address=/badcert.test/\(other4)",
+                "--pid-file=\(folder)/dnsmasq.pid", "--user=root", "--local-ttl=300",
+            ], log: "dnsmasq")
+        try network.waitFor("nginx and dnsmasq") {
+            let listening = try shell("ip netns exec \(network.server) ss -lntu").output
+            return listening.contains("\(network.serverIPv4):53") && listening.contains("\(other4):443") && listening.contains("\(network.serverIPv4):443")
+        }
+        try network.useServerDNS()
+
+        // The bundle: UT1's layout, an `adult` category with a domain and a URL under www.google.com.
+        let lists = folder + "/ut1"
+        try FileManager.default.createDirectory(atPath: lists + "/adult", withIntermediateDirectories: true)
+        try "adult.test\n".write(toFile: lists + "/adult/domains", atomically: true, encoding: .utf8)
+        try "www.google.com/forbidden\n".write(toFile: lists + "/adult/urls", atomically: true, encoding: .utf8)
+        try """
+            policy:
+              block: [adult]
+              inspect:
+                hosts: [youtube.com, "=www.google.com", "=badcert.test"]
+                youtube:
+                  allowVideos: [ALLOWEDvid1]
+                  blockVideos: [BLOCKEDvid1]
+                searchTerms: capture
+                headers:
+                  youtubeRestrict: strict
+            """.write(toFile: folder + "/policy.yaml", atomically: true, encoding: .utf8)
+        let key = folder + "/signing.pem"
+        let keygen = try shell("\(TestNetwork.binaries)/filterctl bundle keygen --out \(key)")
+        #expect(keygen.status == 0, "\(keygen.output)")
+        let build = try shell(
+            "\(TestNetwork.binaries)/filterctl bundle build --key \(key) --version 1 --expires 30d --out \(folder)/bundle --policy \(folder)/policy.yaml \(lists)")
+        #expect(build.status == 0, "\(build.output)")
+
+        let config = folder + "/hallpass.yaml"
+        try """
+            queue:
+              user: nobody
+              number: 6
+              failMode: open
+            proxy:
+              user: nobody
+              ca: \(folder)/inspect-ca
+              trustFile: \(folder)/test-ca.pem
+            rules:
+              directory: \(folder)/lib
+              source: file://\(folder)/bundle/
+              trustedKeys: [ "\(keygen.output.trimmingCharacters(in: .whitespacesAndNewlines))" ]
+            blockPage:
+              organization: Test School
+              requestAccess: { text: Ask for access, url: builtin }
+            log:
+              file: \(folder)/audit.jsonl
+              journald: false
+              allowed: all
+            admin:
+              socket: \(folder)/control.sock
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let hallpass = try network.start(
+            ["ip", "netns", "exec", network.client, TestNetwork.binaries + "/filter-control", "--config", config, "--runtime-dir", folder + "/run"],
+            log: "filter-control")
+        func log() -> String { network.log("filter-control") }
+        try network.waitFor("filter-data and the proxy with the interception CA") {
+            log().contains("is filtering with rules version 1") && log().contains("interception CA") && log().contains("in use")
+        }
+        // filter-control made the CA: root's key, constrained to the inspected names.
+        let caFolder = folder + "/inspect-ca"
+        let keyMode = try FileManager.default.attributesOfItem(atPath: caFolder + "/ca-key.pem")[.posixPermissions] as? Int
+        #expect(keyMode == 0o600, "the interception CA's key mode: \(String(keyMode ?? 0, radix: 8))")
+        let text = try shell("openssl x509 -in \(caFolder)/ca.pem -noout -text").output
+        #expect(text.contains("X509v3 Name Constraints: critical") && text.contains("DNS:youtube.com") && text.contains("DNS:www.google.com"), "\(text)")
+
+        /// curl through the client's resolver, trusting only the interception CA; `status body`.
+        func fetch(_ url: String, ipv6: Bool = false) throws -> (status: Int32, code: String, body: String) {
+            let out = folder + "/body-\(UUID().uuidString)"
+            let ran = try network.inClient(
+                "curl -sS -m 10 \(ipv6 ? "-6" : "-4") --cacert \(caFolder)/ca.pem -o \(out) -w '%{http_code}' '\(url)' 2>&1")
+            let body = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+            return (ran.status, ran.output.trimmingCharacters(in: .whitespacesAndNewlines), body)
+        }
+
+        // An allowed video: the server's page, through the proxy (no certificate error: curl trusts only the interception CA).
+        let allowed = try fetch("https://www.youtube.com/watch?v=ALLOWEDvid1")
+        #expect(allowed.status == 0 && allowed.code == "200" && allowed.body.contains("video ALLOWEDvid1 on www.youtube.com"), "\(allowed)\n\(log())")
+        // Over IPv6 too, on a kept-alive connection with two requests.
+        let twice = try network.inClient(
+            "curl -sS -m 10 -6 --cacert \(caFolder)/ca.pem 'https://www.youtube.com/watch?v=ALLOWEDvid1' 'https://www.youtube.com/' 2>&1")
+        #expect(twice.status == 0 && twice.output.contains("video ALLOWEDvid1") && twice.output.contains("ok www.youtube.com /"), "\(twice.output)")
+        // A blocked video: the block page, 403, in the school's name, saying the site is inspected.
+        let blocked = try fetch("https://www.youtube.com/watch?v=BLOCKEDvid1")
+        #expect(blocked.status == 0 && blocked.code == "403", "\(blocked)")
+        #expect(blocked.body.contains("Test School") && blocked.body.contains("inspection-notice") && blocked.body.contains("youtube.blockVideos"), "\(blocked.body)")
+        // The request-access link leads to the block page's own address, where the form is.
+        #expect(blocked.body.contains("http://127.0.0.1/?url=https%3A%2F%2Fwww.youtube.com%2Fwatch%3Fv%3DBLOCKEDvid1"), "\(blocked.body)")
+        // Searches, with their terms.
+        let search = try fetch("https://www.youtube.com/results?search_query=cute+cats")
+        #expect(search.code == "200", "\(search)")
+        let google = try fetch("https://www.google.com/search?q=hello+world")
+        #expect(google.code == "200" && google.body.contains("ok www.google.com /search?q=hello+world"), "\(google)")
+        // The UT1 `urls` entry blocks its URL over HTTPS, and not its host.
+        let forbidden = try fetch("https://www.google.com/forbidden/page")
+        #expect(forbidden.code == "403" && forbidden.body.contains("adult"), "\(forbidden)")
+        let home = try fetch("https://www.google.com/")
+        #expect(home.code == "200", "\(home)")
+        // A server whose certificate is from a CA the trust store does not have: the block page, never the page.
+        let badcert = try fetch("https://badcert.test/")
+        #expect(badcert.code == "403" && badcert.body.contains("certificate could not be checked") && !badcert.body.contains("reached"), "\(badcert)\n\(log())")
+
+        // YouTube-Restrict reached the server on YouTube's requests, not on Google's.
+        let access = (try? String(contentsOfFile: folder + "/access.log", encoding: .utf8)) ?? ""
+        let youtubeLines = access.split(separator: "\n").filter { $0.hasPrefix("www.youtube.com ") }
+        #expect(!youtubeLines.isEmpty && youtubeLines.allSatisfy { $0.hasSuffix("restrict=Strict") }, "\(access)")
+        #expect(access.split(separator: "\n").filter { $0.hasPrefix("www.google.com ") }.allSatisfy { $0.hasSuffix("restrict=-") }, "\(access)")
+        // The blocked requests never reached it.
+        #expect(!access.contains("BLOCKEDvid1") && !access.contains("/forbidden"), "\(access)")
+
+        // The audit records: each decision with its URL, the searches with their terms.
+        func records() -> [[String: Any]] {
+            let text = (try? String(contentsOfFile: folder + "/audit.jsonl", encoding: .utf8)) ?? ""
+            return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+                .filter { $0["kind"] as? String == "https" }
+        }
+        try network.waitFor("the audit records of the inspected requests") {
+            records().contains { ($0["url"] as? String)?.contains("forbidden") == true }
+        }
+        let all = records()
+        func record(_ url: String) -> [String: Any]? { all.first { $0["url"] as? String == url } }
+        #expect(record("https://www.youtube.com/results?search_query=cute+cats")?["searchTerm"] as? String == "cute cats", "\(all)")
+        #expect(record("https://www.google.com/search?q=hello+world")?["searchTerm"] as? String == "hello world", "\(all)")
+        let blockedRecord = record("https://www.youtube.com/watch?v=BLOCKEDvid1")
+        #expect(blockedRecord?["action"] as? String == "block" && blockedRecord?["reason"] as? String == "inspect-block", "\(all)")
+        #expect(record("https://www.youtube.com/watch?v=ALLOWEDvid1")?["action"] as? String == "allow", "\(all)")
+        #expect(record("https://www.google.com/forbidden/page")?["category"] as? String == "adult", "\(all)")
+        #expect(record("https://badcert.test/")?["category"] as? String == "certificate", "\(all)")
+
+        // A real Chromium, given the CA by `filterctl browser-policies install` (its CACertificates
+        // policy, mounted over /etc/chromium in a mount namespace of its own): the allowed video
+        // loads, the blocked one shows the block page, with no certificate error.
+        let root = folder + "/root"
+        // --root reads the CA where proxy.ca says, under the root (as on a machine, where the root is /).
+        try FileManager.default.createDirectory(atPath: root + caFolder, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: caFolder + "/ca.pem", toPath: root + caFolder + "/ca.pem")
+        let installed = try shell("\(TestNetwork.binaries)/filterctl browser-policies install --config \(config) --policy \(folder)/policy.yaml --root \(root) 2>&1")
+        #expect(installed.status == 0, "\(installed.output)")
+        let managed = (try? String(contentsOfFile: root + "/etc/chromium/policies/managed/hallpass.json", encoding: .utf8)) ?? ""
+        #expect(managed.contains("CACertificates"), "\(managed)")
+        func chromium(_ url: String) throws -> String {
+            let dom = folder + "/dom-\(UUID().uuidString).html"
+            let command =
+                "mount --bind \(root)/etc/chromium /etc/chromium && HOME=\(folder) chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage"
+                + " --no-first-run --user-data-dir=\(folder)/chromium-profile --timeout=8000 --dump-dom '\(url)' > \(dom) 2>\(dom).log"
+            let ran = try network.inClient("unshare --mount --propagation private sh -c \"\(command)\"")
+            let html = (try? String(contentsOfFile: dom, encoding: .utf8)) ?? ""
+            return html.isEmpty ? "exit \(ran.status): \(ran.output) " + ((try? String(contentsOfFile: dom + ".log", encoding: .utf8)) ?? "") : html
+        }
+        let page = try chromium("https://www.youtube.com/watch?v=ALLOWEDvid1")
+        #expect(page.contains("video ALLOWEDvid1 on www.youtube.com"), "Chromium, the allowed video: \(page)\n\(installed.output)")
+        let blockPage = try chromium("https://www.youtube.com/watch?v=BLOCKEDvid1")
+        #expect(blockPage.contains("inspection-notice") && blockPage.contains("Test School"), "Chromium, the blocked video: \(blockPage)")
+
+        #expect(kill(hallpass.pid, SIGTERM) == 0)
+        #expect(hallpass.wait(atMost: 15) == 0, "\(log())")
     }
 }

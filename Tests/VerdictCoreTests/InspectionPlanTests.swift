@@ -117,6 +117,18 @@ import VerdictCore
         #expect(RestrictHeaders.isGUID("72f988bf-86f1-41af-91ab-2d7cd011db47") && !RestrictHeaders.isGUID("72f988bf-86f1-41af-91ab") && !RestrictHeaders.isGUID("school.example"))
     }
 
+    // MARK: The interception CA's names
+
+    @Test func theCAsNamesCoverEveryInspectedNameOnce() throws {
+        let top = InspectionPolicy(hosts: [try RulePattern("youtube.com"), try RulePattern("=www.google.com"), try RulePattern("*.example.org")])
+        // A group's own hosts, one below another's, and a header rule's hosts.
+        let group = InspectionPolicy(hosts: [try RulePattern("m.youtube.com"), try RulePattern("bing.com")], headers: RestrictHeaders(youtubeRestrict: .strict))
+        #expect(InspectionPlan.constraintNames([top, group, InspectionPolicy()]) == [
+            "bing.com", "example.org", "www.google.com", "www.youtube-nocookie.com", "youtube.com", "youtube.googleapis.com", "youtubei.googleapis.com",
+        ])
+        #expect(InspectionPlan.constraintNames([InspectionPolicy()]).isEmpty, "nothing inspected: no CA")
+    }
+
     // MARK: Requests
 
     /// YouTube in category `video` (blocked), a games site with a UT1-style URL entry, and a news site that is allowed.

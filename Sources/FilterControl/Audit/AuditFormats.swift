@@ -121,6 +121,7 @@ public enum AuditFormat {
     public static func journalFieldName(_ key: AuditLine.Field) -> String {
         switch key {
         case .rulesVersion: "HALLPASS_RULES_VERSION"
+        case .searchTerm: "HALLPASS_SEARCH_TERM"
         default: "HALLPASS_" + key.rawValue.uppercased()
         }
     }

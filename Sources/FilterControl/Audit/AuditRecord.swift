@@ -23,6 +23,8 @@ public struct AuditRecord: Sendable, Hashable {
     /// How the flow showed its name (or that it showed none): the report's kind, or `other` for one the audit log does not know.
     public enum Kind: String, Sendable, Hashable, CaseIterable {
         case dns, http, tls, quic
+        /// An HTTPS request the inspection proxy read (docs/inspection.md): its URL is known.
+        case https
         /// No name: a bare address, a protocol filter-data does not read.
         case other
         /// Ways around the filter filter-data recognized (docs/bypass.md).
@@ -38,10 +40,15 @@ public struct AuditRecord: Sendable, Hashable {
     public var kind: Kind { Kind(rawValue: report.kind) ?? .other }
     /// Every verdict but allow blocks the flow.
     public var action: Action { report.verdict == .allow ? .allow : .block }
-    /// The whole URL, for plain HTTP only (HTTPS paths are never seen).
+    /// The whole URL: for plain HTTP, and for HTTPS requests the proxy
+    /// inspected (other HTTPS paths are never seen).
     public var url: String? {
-        guard kind == .http, let host = report.host else { return nil }
-        return "http://" + host + (report.path ?? "/")
+        guard let host = report.host else { return nil }
+        switch kind {
+        case .http: return "http://" + host + (report.path ?? "/")
+        case .https: return "https://" + host + (report.path ?? "/")
+        default: return nil
+        }
     }
     /// Where the flow went.
     public var destination: String { report.flow.destination.description }
@@ -55,7 +62,7 @@ public struct AuditRecord: Sendable, Hashable {
 public struct AuditLine: Sendable, Hashable {
     /// The field names, in the order every output writes them (docs/fleet.md, "The record").
     public enum Field: String, Sendable, CaseIterable, CodingKey {
-        case time, machine, uid, user, group, kind, host, url, destination, port, action, category, rule, reason, rulesVersion
+        case time, machine, uid, user, group, kind, host, url, searchTerm, destination, port, action, category, rule, reason, rulesVersion
 
         /// Written as JSON numbers.
         public var isNumber: Bool { self == .uid || self == .port || self == .rulesVersion }
@@ -77,6 +84,7 @@ public struct AuditLine: Sendable, Hashable {
         self[.kind] = record.kind.rawValue
         self[.host] = report.host
         self[.url] = record.url
+        self[.searchTerm] = report.searchTerm
         self[.destination] = record.destination
         self[.port] = String(report.flow.destinationPort)
         self[.action] = record.action.rawValue

@@ -43,11 +43,17 @@ public final class DataSupervisor: Sendable {
         /// The process's name in the log: `filter-data`, or `hallpass-proxy`, which
         /// speaks the same control channel and is run the same way.
         public var name: String
+        /// What each start is told first, queued on the channel right after the
+        /// spawn (hallpass-proxy's interception CA, which never goes on a command line).
+        public var greeting: @Sendable () -> [ControlCommand]
 
-        public init(executable: String, arguments: [String], name: String = "filter-data") {
+        public init(
+            executable: String, arguments: [String], name: String = "filter-data", greeting: @escaping @Sendable () -> [ControlCommand] = { [] }
+        ) {
             self.executable = executable
             self.arguments = arguments
             self.name = name
+            self.greeting = greeting
         }
     }
 
@@ -459,6 +465,14 @@ public final class DataSupervisor: Sendable {
         // pair.data, the child's end, and this copy of the output's writing end close
         // here: filter-data holds the only copies, so its exit ends both.
         output.closeWriteEnd()
+        // Waiting in the channel before the child reads anything (a datagram each; the socket holds them).
+        for message in launch.greeting() {
+            do {
+                try pair.control.send(message)
+            } catch {
+                log("cannot send \(launch.name) its first messages: \(error)")
+            }
+        }
         running.child = process
         running.channel = pair.control
         let run = RunEnds(channel: pair.control, output: output, child: process)

@@ -84,6 +84,8 @@ public actor Control {
     let supervisor: DataSupervisor
     /// The inspection proxy's supervisor (the same kind, running hallpass-proxy); nil without one.
     let proxySupervisor: DataSupervisor?
+    /// The interception CA the proxy is handed (`proxy.ca`), made for the policy's inspected names.
+    let interception: ProxyInterception
     /// The user filter-data runs as (`queue.user`, looked up once at start).
     let dataUser: DataUser
     /// This network namespace's `net.ipv4.ip_unprivileged_port_start`, read
@@ -132,6 +134,7 @@ public actor Control {
         var updater: RuleUpdater?
         var supervisor: DataSupervisor
         var proxySupervisor: DataSupervisor? = nil
+        var interception = ProxyInterception()
         var dataUser: DataUser
         var unprivilegedPortStart: Int
         var audit: AuditLog?
@@ -176,6 +179,7 @@ public actor Control {
         updater = parts.updater
         supervisor = parts.supervisor
         proxySupervisor = parts.proxySupervisor
+        interception = parts.interception
         dataUser = parts.dataUser
         unprivilegedPortStart = parts.unprivilegedPortStart
         audit = parts.audit
@@ -264,6 +268,8 @@ public actor Control {
             throw StartError(message: error.message, status: 73)
         }
         connections.load(from: options.runtimeDirectory + "/connections")
+        // Before the proxy starts: its first start is told the CA.
+        prepareInterception()
         if let problem = DataReadable.problem(path: storePath, uid: dataUser.uid, gid: dataUser.gid) {
             logger.warning("\(problem); filter-data starts with these rules (it opens them before its sandbox) but would refuse every reload")
         }
@@ -279,6 +285,16 @@ public actor Control {
     func stopBlockPage() {
         blockPage?.stop()
         blockPage = nil
+    }
+
+    /// Makes the interception CA ready for the policy in force (nothing when it
+    /// inspects no name) and hands a changed one to the running proxy; its
+    /// next starts get it in their greeting.
+    func prepareInterception() {
+        guard proxySupervisor != nil, let command = interception.prepare(configuration: configuration, school: policy.school, logger: logger) else {
+            return
+        }
+        proxySupervisor?.send(command)
     }
 
     /// On stop: the connection records are kept for the next start.
@@ -592,7 +608,8 @@ public actor Control {
     /// Whether the safeguarding rules want this allowed flow recorded
     /// (`SafeguardingPolicy.recordsAllowedFlow`), read from the report's line:
     /// its category first (a set lookup), then, only when some rule could
-    /// still match, its name, URL (plain HTTP) and the person's group.
+    /// still match, its name, URL (plain HTTP, and the requests the inspection
+    /// proxy read) and the person's group.
     nonisolated static func safeguardingRecords(
         _ summary: FlowReport.Fields, _ safeguarding: SafeguardingPolicy, group: (UInt32) -> String?
     ) -> Bool {
@@ -602,17 +619,50 @@ public actor Control {
         func text(_ number: Int) -> String? { isNone(number) ? nil : String(decoding: summary[number], as: UTF8.self) }
         let category = text(10)
         if let category, needs.categories.contains(category) { return true }
-        // A URL only for plain HTTP, as the audit line's `url`.
-        let isHTTP = summary.kind.elementsEqual("http".utf8)
-        guard needs.withoutURL || isHTTP else { return false }
+        // A URL only for plain HTTP and the requests the inspection proxy read, as the audit line's `url`.
+        let scheme: String? =
+            summary.kind.elementsEqual("http".utf8) ? "http" : summary.kind.elementsEqual(AuditRecord.Kind.https.rawValue.utf8) ? "https" : nil
+        guard needs.withoutURL || scheme != nil else { return false }
         let host = text(7)
-        let url = isHTTP ? host.map { "http://" + $0 + (text(12) ?? "/") } : nil
+        let url = scheme.flatMap { scheme in host.map { scheme + "://" + $0 + (text(12) ?? "/") } }
         guard needs.withoutURL || url != nil else { return false }
         let uid = isNone(5) ? nil : parseDecimal(summary[5], as: UInt32.self)
+        // The proxy's own reading of the search terms when it captured them, else the URL's.
+        let searchTerm = summary.hasSearchTerm ? text(13) : url.flatMap(SearchTerms.extract(url:))
         let facts = SafeguardingFacts(
             group: uid.flatMap(group), blocked: false, host: host, url: url, category: category, reasonSource: summary.reasonSource?.rawValue,
-            searchTerm: url.flatMap(SearchTerms.extract(url:)))
+            searchTerm: searchTerm)
         return safeguarding.recordsAllowedFlow(facts)
+    }
+
+    /// Decisions the proxy reported on inspected requests: to the audit log as
+    /// filter-data's are (`log.allowed`, and the safeguarding rules that look
+    /// at allowed flows, with the request's URL and search term). Not to the
+    /// connection records, which judge connections again by name (an allowed
+    /// video on a blocked YouTube would be cut), nor to the metrics, whose
+    /// flows they are not (the proxy's counters are in its log line). A
+    /// blocked request got the block page, so no desktop notice is needed.
+    nonisolated func recordInspected(_ reports: FlowReportLines) {
+        guard let audit else { return }
+        let recordsAllowed = audit.settings.allowed == .all
+        let safeguarding = recordsAllowed ? nil : safeguardingForReports.withLock { $0 }
+        let version = rulesVersionForReports.load(ordering: .relaxed)
+        let now = clock()
+        var skipped = 0
+        for index in 0..<reports.count {
+            var flagged = false
+            if !recordsAllowed, let summary = reports.summary(index), summary.verdict == .allow {
+                guard let safeguarding, Self.safeguardingRecords(summary, safeguarding, group: { uid in groupNames.names.withLock { $0[uid] } })
+                else {
+                    skipped += 1
+                    continue
+                }
+                flagged = true
+            }
+            guard let report = reports.report(index) else { continue }
+            audit.record(AuditRecord(report: report, time: now, rulesVersion: version), flagged: flagged)
+        }
+        if skipped > 0 { audit.skipAllowed(skipped) }
     }
 
     // MARK: Reload
@@ -743,6 +793,8 @@ public actor Control {
             view.live = live
         }
         if let responder { blockPage?.use(responder) }
+        // The policy may inspect a name the CA does not cover yet.
+        prepareInterception()
         BlockPageSetup.reloadAuthority(configuration: configuration, server: blockPage, logger: logger)
         for ignored in newPolicy.ignoredLocalKeys {
             logger.warning("\(ignored) in \(options.configPath) has no effect: the bundle brings the school's policy (docs/school-policy.md)")
@@ -839,6 +891,11 @@ final class ControlEvents: @unchecked Sendable {
         case .askUser(let uid): Task { await control.place(uid: uid) }
         case .reports(let reports): control.record(reports)
         }
+    }
+
+    /// The proxy's reports: decisions on inspected requests.
+    func deliverInspected(_ reports: FlowReportLines) {
+        control?.recordInspected(reports)
     }
 }
 

@@ -81,22 +81,29 @@ public struct FilterControlApplication: Sendable {
                 log: { [logger] line in logger.warning("\(line)") }),
             log: { [logger] line in logger.info("\(line)", metadata: ["hallpass.source": "filter-data"]) }, onEvent: events.deliver,
             onAnswered: { metrics?.answered(after: $0) })
+        let interception = ProxyInterception()
         let proxySupervisor = try options.proxyBinary.map { binary throws(Control.StartError) in
             DataSupervisor(
-                launch: .init(executable: binary, arguments: try proxyArguments(configuration, logger: logger), name: "hallpass-proxy"),
+                launch: .init(
+                    executable: binary, arguments: try proxyArguments(configuration, unprivilegedPortStart: unprivilegedPortStart, logger: logger),
+                    name: "hallpass-proxy", greeting: { [interception] in interception.greeting }),
                 store: rules.storePath, policy: options.runtimeDirectory + "/policy",
                 answerer: NeedRulesAnswerer(lookup: NoLookup(), log: { [logger] line in logger.warning("\(line)") }),
                 log: { [logger] line in logger.info("\(line)", metadata: ["hallpass.source": "hallpass-proxy"]) },
                 onEvent: { event in
-                    // The proxy asks which group a user is in, as filter-data does; it reports no decisions.
-                    if case .askUser = event { events.deliver(event) }
+                    // The proxy asks which group a user is in, as filter-data does, and reports its
+                    // decisions on inspected requests (kept apart: they are no connections to judge again).
+                    switch event {
+                    case .askUser: events.deliver(event)
+                    case .reports(let reports): events.deliverInspected(reports)
+                    }
                 })
         }
         let groupNames = GroupNames()
         let school = makeSchoolParts(configuration, logger: logger)
         let parts = Control.Parts(
             rules: rules, requests: requests, policyState: policyState, updater: updater, supervisor: supervisor, proxySupervisor: proxySupervisor,
-            dataUser: dataUser,
+            interception: interception, dataUser: dataUser,
             unprivilegedPortStart: unprivilegedPortStart,
             audit: try makeAuditLog(configuration, groupNames: groupNames, outbox: school?.outbox, logger: logger),
             notifier: makeNotifier(configuration, unprivilegedPortStart: unprivilegedPortStart, logger: logger), metrics: metrics,
@@ -269,8 +276,14 @@ public struct FilterControlApplication: Sendable {
         ] + user.arguments
     }
 
-    /// hallpass-proxy's command line (`proxy:`): its port, bounds and user.
-    static func proxyArguments(_ configuration: Configuration, logger: Logger) throws(Control.StartError) -> [String] {
+    /// hallpass-proxy's command line (`proxy:`): its port, bounds and user, the
+    /// trust store it checks servers against, and the block page's settings,
+    /// for the page it answers blocked requests with. Its request-access link
+    /// is the school's; with the built-in form, the block page's own address,
+    /// where the form is (the proxy records no requests).
+    static func proxyArguments(_ configuration: Configuration, unprivilegedPortStart: Int = 1024, logger: Logger) throws(Control.StartError)
+        -> [String]
+    {
         let proxy = configuration.proxy
         let user: DataUser
         switch DataUser.lookUp(proxy.user) {
@@ -284,7 +297,15 @@ public struct FilterControlApplication: Sendable {
         case .privileged:
             throw Control.StartError(message: "proxy.user: \(proxy.user) is root's or has root's group; hallpass-proxy never runs as root", status: 78)
         }
-        return ["--port", String(proxy.port), "--connections", String(proxy.connections), "--idle-timeout", String(proxy.idleTimeout)] + user.arguments
+        let page = configuration.blockPage
+        var arguments = ["--port", String(proxy.port), "--connections", String(proxy.connections), "--idle-timeout", String(proxy.idleTimeout)]
+        arguments += ["--trust-file", proxy.trustFile, "--organization", page.organization, "--language", page.language]
+        if let templates = page.templates { arguments += ["--templates", templates] }
+        if let access = page.requestAccess {
+            let url = access.url == "builtin" ? page.pageURL(unprivilegedPortStart: unprivilegedPortStart) + "?url={url}" : access.url
+            arguments += ["--request-text", access.text, "--request-url", url]
+        }
+        return arguments + user.arguments
     }
 
     /// The audit log (`log:`), nil when every output is off.

@@ -116,6 +116,9 @@ public struct MachineRecord: Sendable, Hashable, Codable {
     public var kind: String?
     public var host: String?
     public var url: String?
+    /// The search terms of a request the machine's inspection proxy read. Taken and
+    /// not stored yet: the records table has no column for it.
+    public var searchTerm: String?
     public var destination: String?
     public var port: Int64?
     public var action: String
@@ -126,7 +129,7 @@ public struct MachineRecord: Sendable, Hashable, Codable {
 
     public init(
         sequence: Int64, time: String, uid: Int64? = nil, user: String? = nil, group: String? = nil, kind: String? = nil,
-        host: String? = nil, url: String? = nil, destination: String? = nil, port: Int64? = nil, action: String,
+        host: String? = nil, url: String? = nil, searchTerm: String? = nil, destination: String? = nil, port: Int64? = nil, action: String,
         category: String? = nil, rule: String? = nil, reason: String? = nil, rulesVersion: Int64? = nil
     ) {
         self.sequence = sequence
@@ -137,6 +140,7 @@ public struct MachineRecord: Sendable, Hashable, Codable {
         self.kind = kind
         self.host = host
         self.url = url
+        self.searchTerm = searchTerm
         self.destination = destination
         self.port = port
         self.action = action
