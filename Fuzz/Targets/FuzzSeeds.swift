@@ -47,6 +47,8 @@ extension FuzzTarget {
             let commands: [ControlCommand] = [
                 .useRules(store: "/var/lib/hallpass/rules/current/rules.hpstore", policy: "/run/hallpass/policy"),
                 .answer(host: host, categories: ["games", "social"], timeToLive: 3600), .noAnswer(host: host), .ping(7),
+                // hallpass-proxy's interception CA (hex fields).
+                .interception(InterceptionHandover(key: Array(0..<32), certificate: [0x30, 0x03, 0x02, 0x01, 0x01], untrustedKeys: [Array(repeating: 7, count: 32)])),
             ]
             var counters = FilterDataCounters()
             counters.packets = 10
@@ -55,6 +57,11 @@ extension FuzzTarget {
                 .hello(pid: 1234, rulesVersion: 5), .ask(NeedRulesQuestion(host: host, kind: "tls", destination: "192.0.2.1", port: 443, uid: 1000)),
                 .rulesLoaded(version: 6), .rulesRefused(code: "store.corrupt", message: "the file is damaged"),
                 .pong(7, counters: counters),
+                // An inspected request's record, with its search term (the 14th field).
+                .reports(FlowReportLines([FlowReport(
+                    flow: FlowKey(protocolNumber: 6, source: IPAddress("10.0.0.2")!, sourcePort: 40_000, destination: IPAddress("192.0.2.1")!, destinationPort: 443),
+                    uid: 1000, kind: "https", host: "www.google.com", path: "/search?q=a", verdict: .allow, reason: Reason(source: .unknownHost),
+                    searchTerm: "a")])),
             ]
             seeds = commands.map(\.encoded) + events.map(\.encoded)
         case .store:

@@ -330,7 +330,7 @@ extension FilterIntegrationTests {
                 "--bind-interfaces", "--listen-address=\(network.serverIPv4)",
                 "--address=/youtube.com/\(network.serverIPv4)", "--address=/youtube.com/\(network.serverIPv6)",
                 "--address=/google.com/\(network.serverIPv4)", "--address=/google.com/\(network.serverIPv6)",
-                "--address=/badcert.test/\(other4)",
+                "--address=/badcert.test/\(other4)", "--address=/outside.test/\(other4)",
                 "--pid-file=\(folder)/dnsmasq.pid", "--user=root", "--local-ttl=300",
             ], log: "dnsmasq")
         try network.waitFor("nginx and dnsmasq") {
@@ -488,6 +488,28 @@ extension FilterIntegrationTests {
         #expect(page.contains("video ALLOWEDvid1 on www.youtube.com"), "Chromium, the allowed video: \(page)\n\(installed.output)")
         let blockPage = try chromium("https://www.youtube.com/watch?v=BLOCKEDvid1")
         #expect(blockPage.contains("inspection-notice") && blockPage.contains("Test School"), "Chromium, the blocked video: \(blockPage)")
+
+        // The name constraints hold: a leaf the interception CA's key signs for a name the
+        // policy does not inspect (as a thief of the key would) is refused by Chromium and curl.
+        let outside = try shell(
+            """
+            set -e
+            cd \(folder)
+            openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=outside.test -keyout outside-key.pem -out outside.csr 2>&1
+            printf 'subjectAltName=DNS:outside.test\\nextendedKeyUsage=serverAuth\\n' > outside.ext
+            openssl x509 -req -in outside.csr -CA \(caFolder)/ca.pem -CAkey \(caFolder)/ca-key.pem -CAcreateserial -days 1 -extfile outside.ext -out outside.pem 2>&1
+            """)
+        #expect(outside.status == 0, "\(outside.output)")
+        try network.start(
+            [
+                "ip", "netns", "exec", network.server, "openssl", "s_server", "-accept", "\(other4):8443", "-cert", folder + "/outside.pem",
+                "-key", folder + "/outside-key.pem", "-www", "-quiet",
+            ], log: "outside")
+        try network.waitFor("the server of outside.test") { try shell("ip netns exec \(network.server) ss -ltn").output.contains("\(other4):8443") }
+        let outsideCurl = try network.inClient("curl -sS -m 5 --cacert \(caFolder)/ca.pem --resolve outside.test:8443:\(other4) https://outside.test:8443/ 2>&1")
+        #expect(outsideCurl.status == 60, "curl: \(outsideCurl.output)")
+        let outsidePage = try chromium("https://outside.test:8443/")
+        #expect(outsidePage.contains("ERR_CERT_INVALID") && !outsidePage.contains("s_server"), "Chromium, a name outside the constraints: \(outsidePage.suffix(600))")
 
         #expect(kill(hallpass.pid, SIGTERM) == 0)
         #expect(hallpass.wait(atMost: 15) == 0, "\(log())")
