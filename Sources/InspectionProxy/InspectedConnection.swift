@@ -207,7 +207,7 @@ final class InspectedRequestHandler: ChannelDuplexHandler, RemovableChannelHandl
             return
         }
         let certificate = error.flatMap(UpstreamHandler.certificateProblem)
-        if certificate == nil, error == nil || error is ChannelError, request.onReusedConnection, !request.retried, !request.sentBody,
+        if certificate == nil, error == nil || error is ChannelError || error is IOError, request.onReusedConnection, !request.retried, !request.sentBody,
             request.head.method == .GET || request.head.method == .HEAD, let head = request.upstreamHead
         {
             // A kept-alive connection the server closed as the request went out: once more on a fresh one.
