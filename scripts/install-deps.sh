@@ -36,6 +36,8 @@ if [ "$tests" = 1 ]; then
     packages+=(chromium libnss3-tools fonts-noto-cjk)
     # the console in a real browser: Chromium driven through Debian's chromedriver (WebDriver)
     packages+=(chromium-driver)
+    # the inspection proxy in a second real browser: Firefox ESR, driven through its own Marionette
+    packages+=(firefox-esr)
     # the audit log's collector (rsyslog in a test namespace) and the desktop notice (a real
     # session bus, and a listener that owns org.freedesktop.Notifications in Debian's python3)
     packages+=(rsyslog dbus-daemon python3-dbus python3-gi)

@@ -466,7 +466,7 @@ extension FilterIntegrationTests {
 
         // A real Chromium, given the CA by `filterctl browser-policies install` (its CACertificates
         // policy, mounted over /etc/chromium in a mount namespace of its own): the allowed video
-        // loads, the blocked one shows the block page, with no certificate error.
+        // loads, the blocked one shows the block page, with no certificate error. Firefox ESR below.
         let root = folder + "/root"
         // --root reads the CA where proxy.ca says, under the root (as on a machine, where the root is /).
         try FileManager.default.createDirectory(atPath: root + caFolder, withIntermediateDirectories: true)
@@ -510,6 +510,32 @@ extension FilterIntegrationTests {
         #expect(outsideCurl.status == 60, "curl: \(outsideCurl.output)")
         let outsidePage = try chromium("https://outside.test:8443/")
         #expect(outsidePage.contains("ERR_CERT_INVALID") && !outsidePage.contains("s_server"), "Chromium, a name outside the constraints: \(outsidePage.suffix(600))")
+
+
+        // A real Firefox ESR (Debian's), given the CA by the same install (Certificates.Install in
+        // /etc/firefox/policies/policies.json, which reaches it through an overlay over /etc in a
+        // mount namespace of its own; the host's /etc is never changed): the same three pages.
+        var firefoxRun = 0
+        func firefox(_ url: String) throws -> String {
+            firefoxRun += 1
+            let upper = folder + "/firefox-etc-\(firefoxRun)", work = folder + "/firefox-work-\(firefoxRun)"
+            try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(atPath: upper, withIntermediateDirectories: true)
+            try FileManager.default.copyItem(atPath: root + "/etc/firefox", toPath: upper + "/firefox")
+            // The overlay shows /etc itself, not the netns resolver file `ip netns exec` mounted over it.
+            try FileManager.default.copyItem(atPath: "/etc/netns/\(network.client)/resolv.conf", toPath: upper + "/resolv.conf")
+            let helper = TestNetwork.packageRoot + "/Tests/IntegrationTests/Helpers/firefox_page.py"
+            let command =
+                "mount -t overlay overlay -o lowerdir=/etc,upperdir=\(upper),workdir=\(work) /etc && HOME=\(folder)"
+                + " python3 \(helper) /usr/bin/firefox-esr \(folder)/firefox-profile-\(firefoxRun) '\(url)'"
+            return try network.inClient("unshare --mount --propagation private sh -c \"\(command)\" 2>&1").output
+        }
+        let firefoxPage = try firefox("https://www.youtube.com/watch?v=ALLOWEDvid1")
+        #expect(firefoxPage.contains("video ALLOWEDvid1 on www.youtube.com"), "Firefox, the allowed video: \(firefoxPage)")
+        let firefoxBlocked = try firefox("https://www.youtube.com/watch?v=BLOCKEDvid1")
+        #expect(firefoxBlocked.contains("inspection-notice") && firefoxBlocked.contains("Test School"), "Firefox, the blocked video: \(firefoxBlocked)")
+        let firefoxOutside = try firefox("https://outside.test:8443/")
+        #expect(firefoxOutside.contains("ERROR insecure certificate"), "Firefox, a name outside the constraints: \(firefoxOutside)")
 
         #expect(kill(hallpass.pid, SIGTERM) == 0)
         #expect(hallpass.wait(atMost: 15) == 0, "\(log())")
