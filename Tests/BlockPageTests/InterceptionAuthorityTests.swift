@@ -15,7 +15,7 @@ import X509
 
     func verifies(_ leaf: Certificate, by authority: InterceptionAuthority) async -> Bool {
         var verifier = Verifier(rootCertificates: CertificateStore([authority.certificate])) { RFC5280Policy() }
-        if case .validCertificate = await verifier.validate(leafCertificate: leaf, intermediates: CertificateStore()) { return true }
+        if case .validCertificate = await verifier.validate(leaf: leaf, intermediates: CertificateStore()) { return true }
         return false
     }
 

@@ -197,6 +197,31 @@ import VerdictCore
         #expect(counters.skippedAllowed == 2 && counters.written == 3)
     }
 
+    /// The inspection proxy's reports: an allowed HTTPS search the rules look at is recorded with
+    /// its URL and search term, one they do not look at is not, and none becomes a connection record.
+    @Test func anInspectedSearchTheRulesLookAtIsRecordedWithItsTerm() async throws {
+        let folder = try TemporaryFolder("safeguarding-inspected")
+        let application = try await Self.build(policy: "policy:\n  block: [gambling]\n", folder: folder)
+        let control = application.control
+        let audit = try #require(await control.audit)
+        let writer = Task { await audit.run() }
+        var search = Self.report("www.google.com", category: nil, kind: "https", path: "/search?q=how+to+kill+myself")
+        search.searchTerm = "how to kill myself"
+        // The term as the proxy read it, not only the URL's: a search the URL alone would not show.
+        var captured = Self.report("www.youtube.com", category: nil, kind: "https", path: "/youtubei/v1/search")
+        captured.searchTerm = "kill myself"
+        control.recordInspected(
+            FlowReportLines([search, captured, Self.report("www.google.com", category: nil, kind: "https", path: "/search?q=fractions")]))
+        audit.finish()
+        await writer.value
+        let written = lines(folder.sub("audit.jsonl"))
+        #expect(written.count == 2, "\(written)")
+        #expect(written.contains { $0.contains(#""url":"https://www.google.com/search?q=how+to+kill+myself","searchTerm":"how to kill myself""#) })
+        #expect(written.contains { $0.contains("youtubei/v1/search") })
+        let kept = await control.connections.records()
+        #expect(kept.isEmpty, "inspected requests are no connections to judge again")
+    }
+
     @Test func aMachineWithoutASchoolsPolicyRecordsAllowedFlowsOnlyAsLogAllowedSays() async throws {
         let folder = try TemporaryFolder("safeguarding-local")
         let store = folder.sub("rules.hpstore")
