@@ -434,8 +434,10 @@ let package = Package(
             name: "InspectionProxyTests",
             dependencies: [
                 "InspectionProxy", "FilterData", "VerdictCore", "HallpassIPC", "BlockPage", .product(name: "NIOCore", package: "swift-nio"),
-                // The requests' heads, and TLS handshakes with the leaves on loopback.
+                // The requests' heads (and their bytes, through NIO's codecs on embedded
+                // channels), and TLS handshakes with the leaves on loopback.
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"),

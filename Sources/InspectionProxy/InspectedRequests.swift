@@ -65,9 +65,10 @@ public enum InspectedRequests {
     /// name on an HTTP/1.1 connection, and a request for another would be
     /// judged by a name the server behind the certificate may not serve
     /// (fronting). A CONNECT is blocked: nothing tunnels inside an inspected
-    /// connection. A decision that would wait for filter-control's lookup
-    /// (`unknown: ask`) forwards: the connection's name was judged by
-    /// filter-data before it reached the proxy, and no URL rule blocked it.
+    /// connection; so is a TRACE (see `upstreamHead` on framing). A decision
+    /// that would wait for filter-control's lookup (`unknown: ask`) forwards:
+    /// the connection's name was judged by filter-data before it reached the
+    /// proxy, and no URL rule blocked it.
     public static func decide<Rules: RuleSource>(
         _ head: HTTPRequestHead, connection: InspectedConnectionFacts, plan: InspectionPlan, engine: VerdictEngine<Rules>
     ) -> InspectedOutcome {
@@ -78,8 +79,11 @@ public enum InspectedRequests {
             method: head.method.rawValue.utf8, host: host.utf8, target: head.uri.utf8, destination: connection.flow?.destination, uid: connection.uid)
         var decided = plan.decide(request, engine: engine)
         if decided.decision.verdict != .drop {
-            if head.method == .CONNECT {
-                decided.decision = Decision(.drop, Reason(source: .inspectBlock, category: "request", rule: "CONNECT inside an inspected connection"))
+            if head.method == .CONNECT || head.method == .TRACE {
+                // TRACE too: NIO's encoder sends a TRACE without framing headers, so a body the
+                // browser gave one would reach the server as requests the proxy never decided.
+                decided.decision = Decision(
+                    .drop, Reason(source: .inspectBlock, category: "request", rule: "\(head.method.rawValue) inside an inspected connection"))
             } else if let named = decided.analysis.host, named != connection.serverName {
                 decided.decision = Decision(
                     .drop,
@@ -123,8 +127,21 @@ public enum InspectedRequests {
     /// The head sent to the server: HTTP/1.1, the browser's headers less the
     /// hop-by-hop ones, with the plan's header fields set (any the browser
     /// sent of the same names replaced).
+    ///
+    /// The body's framing is written again as the proxy read it: a request
+    /// with any `Transfer-Encoding` was read chunked (NIO's parser accepts one
+    /// only when chunked is its last coding), so it goes on as `Transfer-Encoding:
+    /// chunked` alone, without `Content-Length`. Passed on as the browser wrote it,
+    /// `gzip, chunked` made NIO's encoder send the decoded body bare under a header
+    /// that tells the server it is chunked: a body holding `0`, an empty line
+    /// and a request smuggled that request past the proxy's decision.
     public static func upstreamHead(_ head: HTTPRequestHead, setting fields: [HeaderField]) -> HTTPRequestHead {
         var headers = withoutHopByHop(head.headers)
+        if headers.contains(name: "transfer-encoding") {
+            headers.remove(name: "transfer-encoding")
+            headers.remove(name: "content-length")
+            headers.add(name: "Transfer-Encoding", value: "chunked")
+        }
         for field in fields {
             headers.remove(name: field.name)
             headers.add(name: field.name, value: field.value)

@@ -2,6 +2,8 @@
 import Foundation
 import HallpassIPC
 @testable import InspectionProxy
+import NIOCore
+import NIOEmbedded
 import NIOHTTP1
 import NIOSSL
 import Synchronization
@@ -121,6 +123,56 @@ struct TestRules: RuleSource {
         sly.headers.add(name: "Connection", value: "content-length, host, transfer-encoding")
         sly.headers.add(name: "Transfer-Encoding", value: "chunked")
         #expect(InspectedRequests.upstreamHead(sly, setting: []).headers.map(\.name) == ["Host", "Transfer-Encoding"])
+    }
+
+    /// What a server reads from the bytes the proxy sends for the first request
+    /// of `raw` (the browser's bytes): read with NIO's server codec as the proxy
+    /// reads them, its head passed through `upstreamHead`, written with NIO's
+    /// request encoder as the proxy writes it; the heads of the requests the server finds.
+    static func serverReads(_ raw: String) throws -> [HTTPRequestHead] {
+        let browser = EmbeddedChannel(handler: ByteToMessageHandler(HTTPRequestDecoder()))
+        try browser.writeInbound(ByteBuffer(string: raw))
+        let upstream = EmbeddedChannel(handler: HTTPRequestEncoder())
+        read: while let part = try browser.readInbound(as: HTTPServerRequestPart.self) {
+            switch part {
+            case .head(let head): try upstream.writeOutbound(HTTPClientRequestPart.head(InspectedRequests.upstreamHead(head, setting: [])))
+            case .body(let body): try upstream.writeOutbound(HTTPClientRequestPart.body(.byteBuffer(body)))
+            case .end(let trailers):
+                try upstream.writeOutbound(HTTPClientRequestPart.end(trailers))
+                break read
+            }
+        }
+        var wire = ByteBuffer()
+        while let data = try upstream.readOutbound(as: IOData.self) {
+            guard case .byteBuffer(var bytes) = data else { continue }
+            wire.writeBuffer(&bytes)
+        }
+        let server = EmbeddedChannel(handler: ByteToMessageHandler(HTTPRequestDecoder()))
+        try server.writeInbound(wire)
+        var heads: [HTTPRequestHead] = []
+        while let part = try server.readInbound(as: HTTPServerRequestPart.self) {
+            if case .head(let head) = part { heads.append(head) }
+        }
+        return heads
+    }
+
+    @Test func aRequestsBodyReachesTheServerAsABodyHoweverItWasFramed() throws {
+        // A body that reads as the end of a chunked body and a second request: the server
+        // must read it as the body it is, never as a request the proxy did not decide.
+        let smuggled = "0\r\n\r\nGET /watch?v=BLOCKEDvid1 HTTP/1.1\r\nHost: www.youtube.com\r\n\r\n"
+        let chunked = String(smuggled.utf8.count, radix: 16) + "\r\n" + smuggled + "\r\n0\r\n\r\n"
+        for (method, encoding) in [("GET", "gzip, chunked"), ("GET", "chunked"), ("POST", "gzip, chunked"), ("DELETE", "deflate, chunked")] {
+            let heads = try Self.serverReads(
+                "\(method) / HTTP/1.1\r\nHost: www.youtube.com\r\nTransfer-Encoding: \(encoding)\r\n\r\n" + chunked)
+            #expect(heads.map(\.uri) == ["/"], "\(method) with Transfer-Encoding: \(encoding): the server read \(heads.map(\.uri))")
+            #expect(heads.first?.headers["transfer-encoding"] == ["chunked"] && heads.first?.headers["content-length"] == [])
+        }
+        let counted = try Self.serverReads(
+            "OPTIONS / HTTP/1.1\r\nHost: www.youtube.com\r\nContent-Length: \(smuggled.utf8.count)\r\n\r\n" + smuggled)
+        #expect(counted.map(\.uri) == ["/"] && counted.first?.headers["content-length"] == [String(smuggled.utf8.count)])
+        // TRACE, whose body NIO's encoder would leave unframed, is not passed on at all.
+        let trace = try decide("www.youtube.com", "/", method: .TRACE)
+        #expect(!trace.forwards && trace.report.reason.source == .inspectBlock, "\(trace.decision.decision)")
     }
 
     @Test func theBrowserGetsNoAltSvcAndTheConnectionsOwnEnd() {
