@@ -18,11 +18,16 @@ public final class Interception: Sendable {
     /// How many of the trust store's certificates were left out as hallpass's own.
     public let untrustedRootsLeftOut: Int
 
-    public init(handover: InterceptionHandover, trustRoots: [NIOSSLCertificate], leafPolicy: LeafPolicy = LeafPolicy()) throws {
+    /// `inspected` says whether some plan inspects a name: the leaves are made
+    /// for those names alone, whatever name a handshake asks for.
+    public init(
+        handover: InterceptionHandover, trustRoots: [NIOSSLCertificate], leafPolicy: LeafPolicy = LeafPolicy(),
+        inspected: @escaping @Sendable (String) -> Bool
+    ) throws {
         let authority = try InterceptionAuthority(key: handover.key, certificate: handover.certificate)
         let leaves = try LeafCertificates(authority: authority, policy: leafPolicy)
         self.leaves = leaves
-        serverContext = try Self.serverContext(leaves: leaves)
+        serverContext = try Self.serverContext(leaves: leaves, inspected: inspected)
         // The CA handed over is never a trust root upstream, whatever the handover says.
         let untrusted = Set(handover.untrustedKeys + [Self.keyHash(of: try NIOSSLCertificate(bytes: handover.certificate, format: .der))].compactMap { $0 })
         let roots = trustRoots.filter { Self.keyHash(of: $0).map { !untrusted.contains($0) } ?? false }
@@ -36,7 +41,13 @@ public final class Interception: Sendable {
         return Array(SHA256.hash(data: spki))
     }
 
-    static func serverContext(leaves: LeafCertificates) throws -> NIOSSLContext {
+    /// A handshake whose name is not inspected, or lies outside the CA's constraints, gets no leaf.
+    public struct LeafRefused: Error, CustomStringConvertible {
+        public var name: String
+        public var description: String { "no leaf for \(name.prefix(255)): no plan inspects it, or the interception CA does not cover it" }
+    }
+
+    static func serverContext(leaves: LeafCertificates, inspected: @escaping @Sendable (String) -> Bool) throws -> NIOSSLContext {
         // The configuration needs a certificate; every handshake gets its own below,
         // for the name it asked for, so this one is never sent.
         let initial = try leaves.override(for: "hallpass-proxy.invalid")
@@ -48,6 +59,12 @@ public final class Interception: Sendable {
             // The proxy decided to inspect this name from the same ClientHello; without one there is nothing to sign for.
             guard let name = values.serverHostname, !name.isEmpty else {
                 promise.fail(NIOSSLExtraError.invalidSNIHostname)
+                return
+            }
+            // BoringSSL read the name from the same bytes; should it ever read another one than
+            // hallpass's parser did, the proxy still signs only for a name it inspects.
+            guard inspected(name), leaves.authority.covers([name]) else {
+                promise.fail(LeafRefused(name: name))
                 return
             }
             do {

@@ -31,7 +31,9 @@ extension ProxyState {
             return nil
         case .interception(let handover):
             do {
-                let interception = try Interception(handover: handover, trustRoots: trustRoots)
+                let interception = try Interception(handover: handover, trustRoots: trustRoots) { [weak self] name in
+                    self?.someoneInspects(name) ?? false
+                }
                 use(interception)
                 log(
                     "interception CA \(interception.leaves.authority.fingerprint) in use (names: \(interception.leaves.authority.permittedNames.joined(separator: ", "))); "

@@ -114,6 +114,12 @@ public final class ProxyState: Sendable {
         engines.withLock { $0.inspectionPlan(for: uid) }
     }
 
+    /// Whether some audience's plan inspects `name` (a handshake's server name):
+    /// the only names the proxy makes leaves for.
+    public func someoneInspects(_ name: String) -> Bool {
+        engines.withLock { engines in engines.inspectionPlans.values.contains { $0.choice(serverName: name.utf8).isInspect } }
+    }
+
     /// filter-control placed `uid`: the connections waiting for it go on.
     public func place(uid: UInt32, in audience: Audience) {
         engines.withLock { $0.place(uid: uid, in: audience) }

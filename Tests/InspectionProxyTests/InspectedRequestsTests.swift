@@ -236,8 +236,60 @@ struct TestRules: RuleSource {
         let (key, certificate) = authority.handover
         // The CA handed over is left out though the hand-over does not name it; `other` because it does.
         let interception = try Interception(
-            handover: InterceptionHandover(key: key, certificate: certificate, untrustedKeys: [other.keyHash]), trustRoots: roots)
+            handover: InterceptionHandover(key: key, certificate: certificate, untrustedKeys: [other.keyHash]), trustRoots: roots, inspected: { _ in true })
         #expect(interception.untrustedRootsLeftOut == 2)
         #expect(Interception.keyHash(of: roots[2]) == third.keyHash)
+    }
+
+    /// A TLS handshake from a client naming `name` with the browser's side of
+    /// `interception`, on two embedded channels; the leaf the client was shown, nil when it got none.
+    static func handshake(_ name: String, with interception: Interception) throws -> NIOSSLCertificate? {
+        let server = EmbeddedChannel()
+        try server.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: interception.serverContext))
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        configuration.certificateVerification = .none
+        let client = EmbeddedChannel()
+        let tls = try NIOSSLClientHandler(context: try NIOSSLContext(configuration: configuration), serverHostname: name)
+        try client.pipeline.syncOperations.addHandler(tls)
+        defer {
+            // NIOSSL's close waits for the peer's close_notify or its own timeout: the embedded clock moves on to it.
+            for channel in [client, server] {
+                channel.close(promise: nil)
+                channel.embeddedEventLoop.advanceTime(by: .seconds(60))
+            }
+        }
+        client.connect(to: try SocketAddress(ipAddress: "127.0.0.1", port: 443), promise: nil)
+        server.connect(to: try SocketAddress(ipAddress: "127.0.0.1", port: 40_000), promise: nil)
+        // The two sides' bytes go back and forth until neither has more to say (or one fails).
+        for _ in 0..<20 {
+            var moved = false
+            while let bytes = try client.readOutbound(as: ByteBuffer.self) {
+                moved = true
+                do { try server.writeInbound(bytes) } catch { return nil }
+                server.embeddedEventLoop.run()
+            }
+            while let bytes = try server.readOutbound(as: ByteBuffer.self) {
+                moved = true
+                do { try client.writeInbound(bytes) } catch { return nil }
+            }
+            if !moved { break }
+        }
+        return tls.peerCertificate
+    }
+
+    @Test func aLeafIsMadeOnlyForANameSomePlanInspects() throws {
+        let (key, certificate) = try Self.authority().handover
+        let interception = try Interception(
+            handover: InterceptionHandover(key: key, certificate: certificate, untrustedKeys: []), trustRoots: [],
+            inspected: { $0 == "www.youtube.com" || $0 == "accounts.google.com" })
+        // The placeholder the TLS configuration needs (never sent) is the one leaf so far.
+        let before = interception.leaves.count
+        let leaf = try #require(try Self.handshake("www.youtube.com", with: interception))
+        let shown = try Certificate(derEncoded: try leaf.toDERBytes())
+        #expect(try shown.extensions.subjectAlternativeNames == SubjectAlternativeNames([.dnsName("www.youtube.com")]))
+        // Not inspected (though the CA's constraints cover it), and inspected but outside the CA's constraints: no leaf.
+        #expect(try Self.handshake("m.youtube.com", with: interception) == nil)
+        #expect(try Self.handshake("accounts.google.com", with: interception) == nil)
+        #expect(interception.leaves.count == before + 1)
     }
 }
