@@ -2,6 +2,9 @@ public import Crypto
 public import Foundation
 import HallpassSystem
 import SwiftASN1
+#if canImport(Glibc)
+import Glibc
+#endif
 public import X509
 
 /// The interception CA of the inspection proxy (docs/inspection.md): the
@@ -108,7 +111,23 @@ public struct InterceptionAuthority: Sendable {
         guard certificate.publicKey == Certificate.PublicKey(key.publicKey) else {
             throw BlockPageError(code: "intercept-ca.mismatch", message: "\(keyPath) is not the key of \(certificatePath)")
         }
+        if let exposure = exposure(of: keyPath) {
+            throw BlockPageError(code: "intercept-ca.exposed", message: "\(keyPath) \(exposure), so the key may have been copied")
+        }
         return InterceptionAuthority(key: key, certificate: certificate)
+    }
+
+    /// What makes the key file at `path` readable by more than this process's
+    /// user (another owner, a group or others with any right); nil when only it can.
+    /// A key that may have been read is not used again: `prepare` makes a new CA.
+    static func exposure(of path: String) -> String? {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+            let mode = (attributes[.posixPermissions] as? NSNumber)?.intValue,
+            let owner = (attributes[.ownerAccountID] as? NSNumber)?.uint32Value
+        else { return "cannot be checked" }
+        if owner != geteuid() { return "belongs to user \(owner), not \(geteuid())" }
+        if mode & 0o077 != 0 { return "has mode \(String(mode, radix: 8)), not 600" }
+        return nil
     }
 
     /// What `prepare` did.
@@ -153,6 +172,8 @@ public struct InterceptionAuthority: Sendable {
         let authority = try make(names: names, organization: organization, now: now)
         do {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            // A folder that was there already is made 0700 too (the key is never readable by others anyway).
+            try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: folder)
             // Each file appears whole and with its final mode (the key is never readable by others).
             try AtomicFile.write(Array((authority.key.pemRepresentation + "\n").utf8), to: folder + "/" + keyFile, mode: 0o600)
             try AtomicFile.write(Array(authority.pem.utf8), to: folder + "/" + certificateFile, mode: 0o644)

@@ -29,6 +29,8 @@ int hp_set_no_new_privs(void) { return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); }
 
 int hp_set_keep_caps(int on) { return prctl(PR_SET_KEEPCAPS, on ? 1 : 0, 0, 0, 0); }
 
+int hp_set_undumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
+
 int hp_setresuid(uid_t real, uid_t effective, uid_t saved) { return setresuid(real, effective, saved); }
 
 int hp_setresgid(gid_t real, gid_t effective, gid_t saved) { return setresgid(real, effective, saved); }

@@ -52,6 +52,8 @@ public struct Configuration: Sendable, Hashable {
         public var trustFile: String = "/etc/ssl/certs/ca-certificates.crt"
         /// The line of `port` in the file, for `unprivilegedPortProblems`.
         public var portLine: Int?
+        /// The line of `ca` in the file, for the error when it is the block page's folder.
+        public var caLine: Int?
 
         public init() {}
     }
@@ -198,7 +200,10 @@ extension Configuration {
             }
             if let connections = fields["connections"] { self.proxy.connections = try connections.integer(in: 16...65_536) }
             if let idle = fields["idleTimeout"] { self.proxy.idleTimeout = try idle.duration(minimum: 10) }
-            if let ca = fields["ca"] { self.proxy.ca = try ca.absolutePath() }
+            if let ca = fields["ca"] {
+                self.proxy.ca = try ca.absolutePath()
+                self.proxy.caLine = ca.node.mark?.line
+            }
             if let trustFile = fields["trustFile"] { self.proxy.trustFile = try trustFile.absolutePath() }
         }
 
@@ -338,6 +343,18 @@ extension Configuration {
             }
         }
         applyBlockedDNS()
+        // Both folders hold `ca-key.pem` and `ca.pem`: in one folder, the first policy that
+        // inspects would replace the block page's CA (unconstrained, so not the interception CA's kind).
+        func folder(_ path: String) -> Substring {
+            var path = Substring(path)
+            while path.count > 1, path.hasSuffix("/") { path = path.dropLast() }
+            return path
+        }
+        if folder(proxy.ca) == folder(blockPage.ca) {
+            throw ConfigurationError(
+                key: "proxy.ca", line: proxy.caLine,
+                message: "\(proxy.ca) is the block page's CA folder (blockPage.ca); the interception CA needs a folder of its own")
+        }
         if policy.dnsRewrite != nil, blockPage.port == blockPage.httpsPort {
             throw ConfigurationError(
                 key: "blockPage.port", line: blockPage.portLines["port"],

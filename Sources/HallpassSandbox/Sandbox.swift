@@ -19,7 +19,8 @@ import SystemPackage
 ///    the one filter-control hands over by number (`--uid`, `--gid`: the
 ///    package's own system user, `queue.user`); never root, and 65534
 ///    (`nobody`) when none is given;
-/// 3. `no_new_privs`: nothing it could exec may gain privileges;
+/// 3. `no_new_privs`: nothing it could exec may gain privileges (and the
+///    proxy is made undumpable: see `Profile.dumpable`);
 /// 4. a seccomp allow-list: every system call not named below fails with
 ///    EPERM. There is no `socket`, `connect`, `bind`, `execve`, `ptrace`;
 ///    `open`/`openat` only without write, create, truncate or append flags;
@@ -45,6 +46,11 @@ public enum Sandbox {
         /// The descriptors `listen` may be called on (its own listeners, which
         /// SwiftNIO sets listening again when it adopts them); none: no `listen`.
         var listeners: [Int32] = []
+        /// Whether the process stays as dumpable as the change of user leaves it
+        /// (fs.suid_dumpable: 0 on a plain Debian, 2 with systemd-coredump). The
+        /// proxy is made undumpable whatever it says: the interception CA's key
+        /// it holds never lands in a core file.
+        var dumpable = true
 
         /// filter-data: its queue socket, memory, time, threads.
         public static let filterData = Profile(name: "filter-data", allowed: Sandbox.allowed, socketFamilies: [], threadNames: false)
@@ -64,7 +70,7 @@ public enum Sandbox {
                 "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2", "eventfd", "eventfd2", "pipe2", "timerfd_create", "timerfd_settime",
                 "timerfd_gettime", "sched_getparam", "sched_setscheduler", "setpriority", "sysinfo", "getrusage",
             ],
-            socketFamilies: [AF_INET, AF_INET6, AF_NETLINK], threadNames: true)
+            socketFamilies: [AF_INET, AF_INET6, AF_NETLINK], threadNames: true, dumpable: false)
     }
 
     public struct Failure: Error, CustomStringConvertible, Sendable {
@@ -124,6 +130,10 @@ public enum Sandbox {
         guard hp_capset(netAdmin, netAdmin, 0) == 0 else { throw Failure(step: "capset", errno: errno) }
         guard hp_clear_ambient_caps() == 0 || errno == EINVAL else { throw Failure(step: "clear ambient capabilities", errno: errno) }
         guard hp_set_keep_caps(0) == 0 else { throw Failure(step: "keep capabilities off", errno: errno) }
+        // After the change of user, which sets the dumpable flag from fs.suid_dumpable.
+        if !profile.dumpable {
+            guard hp_set_undumpable() == 0 else { throw Failure(step: "undumpable", errno: errno) }
+        }
         // 3.
         guard hp_set_no_new_privs() == 0 else { throw Failure(step: "no_new_privs", errno: errno) }
         // 4.

@@ -63,6 +63,24 @@ import X509
         #expect(try InterceptionAuthority.read(folder: folder)?.certificate == replaced.certificate)
     }
 
+    @Test func aKeyOthersCouldReadIsNeverUsedAgain() throws {
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let (made, _) = try InterceptionAuthority.prepare(folder: folder, names: names, organization: "Lakeside")
+        // The folder opened and the key made readable by others, as a careless copy or restore would leave them.
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: folder)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: folder + "/ca-key.pem")
+        #expect(throws: BlockPageError.self) { try InterceptionAuthority.read(folder: folder) }
+        let (replaced, outcome) = try InterceptionAuthority.prepare(folder: folder, names: names, organization: "Lakeside")
+        guard case .replaced(let why) = outcome else {
+            Issue.record("expected a new CA, got \(outcome)")
+            return
+        }
+        #expect(why.contains("mode 644") && why.contains("may have been copied"), "\(why)")
+        #expect(replaced.certificate != made.certificate)
+        #expect(try FileManager.default.attributesOfItem(atPath: folder + "/ca-key.pem")[.posixPermissions] as? Int == 0o600)
+        #expect(try FileManager.default.attributesOfItem(atPath: folder)[.posixPermissions] as? Int == 0o700)
+    }
+
     @Test func oneNearItsEndIsMadeAgain() throws {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let long = Date().addingTimeInterval(-InterceptionAuthority.lifetime + 10 * 86_400)

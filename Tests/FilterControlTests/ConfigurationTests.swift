@@ -90,6 +90,8 @@ import VerdictCore
         ("blockPage:\n  address6: 127.0.0.1\n", "blockPage.address6"),
         ("blockPage:\n  httpsPort: 0\n", "blockPage.httpsPort"),
         ("blockPage:\n  templates: relative/folder\n", "blockPage.templates"),
+        ("proxy:\n  ca: /etc/hallpass/ca/\n", "proxy.ca"),
+        ("blockPage:\n  ca: /srv/ca\nproxy:\n  ca: /srv/ca\n", "proxy.ca"),
     ])
     func errorsNameTheKey(yaml: String, key: String) {
         do {

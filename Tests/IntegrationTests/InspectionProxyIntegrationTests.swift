@@ -140,6 +140,9 @@ extension FilterIntegrationTests {
         let proxy = try #require(network.processIDs(runningExecutable: "hallpass-proxy").first, "\(log())")
         let status = try String(contentsOfFile: "/proc/\(proxy)/status", encoding: .utf8)
         #expect(status.contains("Seccomp:\t2") && status.contains("Uid:\t65534\t65534\t65534\t65534"), "\(status)")
+        // Undumpable (it holds the interception CA's key): its /proc files are root's, not its user's.
+        let environ = try FileManager.default.attributesOfItem(atPath: "/proc/\(proxy)/environ")
+        #expect((environ[.ownerAccountID] as? NSNumber)?.intValue == 0, "\(environ)")
         // Its sandbox refuses what it must (exec, fork, files written, AF_UNIX sockets, bind) and allows TCP.
         let probes = try shell("\(TestNetwork.binaries)/hallpass-proxy --sandbox-self-test 2>&1")
         #expect(probes.status == 0 && probes.output.contains("execve: refused") && probes.output.contains("socket(AF_INET): ALLOWED"), "\(probes.output)")

@@ -14,6 +14,10 @@
 int hp_set_no_new_privs(void);
 /// prctl(PR_SET_KEEPCAPS, on): keep permitted capabilities across setuid.
 int hp_set_keep_caps(int on);
+/// prctl(PR_SET_DUMPABLE, 0): no core file and no /proc/PID/mem for anyone but
+/// root-equivalents, whatever fs.suid_dumpable says (hallpass-proxy holds the
+/// interception CA's key in its memory).
+int hp_set_undumpable(void);
 int hp_setresuid(uid_t real, uid_t effective, uid_t saved);
 int hp_setresgid(gid_t real, gid_t effective, gid_t saved);
 /// Sets the effective, permitted and inheritable capability sets (v3, 64 bits).
