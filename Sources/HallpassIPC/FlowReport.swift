@@ -48,13 +48,15 @@ public struct FlowReport: Sendable, Hashable {
         }
     }
 
-    /// One field: at most 256 bytes, without the bytes that separate fields and lines.
+    /// One field: at most 256 bytes, without the bytes that separate fields and lines (as bytes:
+    /// as Characters "\r\n" is one, and a filter on "\n" would keep its line feed).
     static func appendField(_ text: some Collection<UInt8>, to bytes: inout [UInt8]) {
         let start = bytes.count
         for byte in text where byte != 0x09 && byte != 0x0A && byte != 0x0D {
             bytes.append(byte)
         }
         if bytes.count - start > 256 {
+            // Cut at a character boundary: not before a UTF-8 continuation byte.
             var end = start + 256
             while end > start, bytes[end] & 0xC0 == 0x80 { end -= 1 }
             bytes.removeSubrange(end...)
@@ -67,21 +69,7 @@ public struct FlowReport: Sendable, Hashable {
     public static func appendLine(
         to bytes: inout [UInt8], flow: FlowKey, uid: UInt32?, kind: String, host: [UInt8]?, path: String?, verdict: Verdict, reason: Reason
     ) {
-        func field(_ text: some Collection<UInt8>) {
-            // At most 256 bytes, without the bytes that separate fields and lines (as bytes:
-            // as Characters "\r\n" is one, and a filter on "\n" would keep its line feed).
-            let start = bytes.count
-            for byte in text where byte != 0x09 && byte != 0x0A && byte != 0x0D {
-                bytes.append(byte)
-            }
-            if bytes.count - start > 256 {
-                // Cut at a character boundary: not before a UTF-8 continuation byte.
-                var end = start + 256
-                while end > start, bytes[end] & 0xC0 == 0x80 { end -= 1 }
-                bytes.removeSubrange(end...)
-            }
-            if bytes.count == start { bytes.append(UInt8(ascii: "-")) }
-        }
+        func field(_ text: some Collection<UInt8>) { appendField(text, to: &bytes) }
         func field(_ text: String?) {
             if let text { field(text.utf8) } else { bytes.append(UInt8(ascii: "-")) }
         }
