@@ -29,102 +29,27 @@
 # instead of building.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ "$(id -u)" = 0 ] || { echo "bench-alerts.sh: needs root (network namespaces, NFQUEUE)" >&2; exit 77; }
 labs=${LABS:-3}
 rounds=${ROUNDS:-30}
 machines=${MACHINES:-300}
 rate=${RATE:-5000}
 fleet_duration=${FLEET_DURATION:-150}
-
-scripts/install-deps.sh >/dev/null
-venv=.build/bench-venv
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import aiohttp, cryptography" 2>/dev/null; then
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check "aiohttp>=3.9,<4" "cryptography>=42"
-fi
-if [ -n "${HALLPASS_BIN:-}" ]; then
-    bin=$HALLPASS_BIN
-else
-    swift build -c release --static-swift-stdlib 2>&1 | tail -1
-    bin=$(swift build -c release --static-swift-stdlib --show-bin-path)
-fi
+lab_name=bench-alerts
+lab_tag=hpa
+lab_net=93
+# shellcheck source=lib/lab-network.sh
+. scripts/lib/lab-network.sh
 out=$PWD/bench-out/alerts
 rm -rf "$out" && mkdir -p "$out"
-work=$(mktemp -d /tmp/hallpass-bench-alerts.XXXXXX)
-# filter-data (nobody, once locked down) reads each machine's rules and runtime folders.
-chmod 755 "$work"
-server=hpa$$s
-address=10.93.0.1
-url=https://$address:8443
-pids=()
-namespaces=("$server")
 
-cleanup() {
-    local pid
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    for ns in "${namespaces[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-wait_for() {  # what, command...: up to 60 s
-    local what=$1
-    shift
-    for _ in $(seq 600); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
-    echo "bench-alerts.sh: timed out waiting for $what" >&2
-    return 1
-}
-
-echo "== the network: the server namespace ($address: hallpass-server, nginx, the SMTP server) and $labs lab machines"
-ip netns add "$server"
-ip -n "$server" link set lo up
-ip -n "$server" addr add "$address/32" dev lo
-for i in $(seq "$labs"); do
-    ns=hpa$$l$i
-    namespaces+=("$ns")
-    ip netns add "$ns"
-    ip link add "a$$a$i" type veth peer name "a$$b$i"
-    ip link set "a$$a$i" netns "$ns"
-    ip link set "a$$b$i" netns "$server"
-    ip -n "$ns" link set lo up
-    ip -n "$ns" addr add "10.94.$i.1/24" dev "a$$a$i"
-    ip -n "$server" addr add "10.94.$i.2/24" dev "a$$b$i"
-    ip -n "$ns" link set "a$$a$i" up
-    ip -n "$server" link set "a$$b$i" up
-    ip -n "$ns" route add "$address/32" via "10.94.$i.2"
-done
-
-cat >"$work/nginx.conf" <<EOF
-daemon off;
-master_process off;
-worker_processes 1;
-user root;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $work/body;
-  proxy_temp_path $work/proxy;
-  fastcgi_temp_path $work/fastcgi;
-  uwsgi_temp_path $work/uwsgi;
-  scgi_temp_path $work/scgi;
-  server {
-    listen $address:80;
-    server_name _;
-    location / { return 200 "ok \$host\\n"; }
-  }
-}
-EOF
-ip netns exec "$server" nginx -c "$work/nginx.conf" -p "$work" >"$work/nginx.log" 2>&1 &
-pids+=($!)
+echo "== the network: the server namespace (10.$lab_net.0.1: hallpass-server, nginx, the SMTP server) and $labs lab machines"
+lab_setup
+lab_nginx
 
 echo "== the SMTP server and msmtp"
 ip netns exec "$server" /usr/bin/python3 scripts/lib/smtp-sink.py --port 2525 --out "$out/received.jsonl" >"$work/smtp.log" 2>&1 &
 pids+=($!)
-wait_for "the SMTP server" grep -q "smtp ready" "$work/smtp.log"
+lab_wait_for "the SMTP server" grep -q "smtp ready" "$work/smtp.log"
 cat >"$work/msmtprc" <<EOF
 defaults
 auth off
@@ -139,19 +64,7 @@ EOF
 chmod 600 "$work/msmtprc"
 
 echo "== the school's server (release, SQLite), its policy blocking dangerous_material, published"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/server.key" -out "$work/server.crt" \
-    -subj /CN=school -addext "subjectAltName=IP:$address" -days 2 2>/dev/null
-cat >"$work/server.yaml" <<EOF
-listen:
-  address: $address
-  port: 8443
-tls:
-  certificate: $work/server.crt
-  key: $work/server.key
-database: $work/server.db
-# the simulated fleet enrols from one address within a minute
-machines:
-  enrolRate: 100000
+lab_server_config <<EOF
 console:
   url: https://hallpass.school.example:8443
 alerts:
@@ -159,8 +72,6 @@ alerts:
   sendmail: [/usr/bin/msmtp, -C, $work/msmtprc, -t]
   email: [danger]
 EOF
-hs() { "$bin/hallpass-server" "$@" --config "$work/server.yaml"; }
-hs init >"$work/init.log" 2>&1
 for r in $(seq 0 $((rounds - 1))); do echo "danger-$r.test"; done >"$work/dangerous_material.txt"
 cat >"$work/policy.yaml" <<EOF
 policy:
@@ -172,10 +83,7 @@ hs publish --reason "bench-alerts" >>"$work/policy.log" 2>&1
 printf '%s\n' 'a long bench password' | hs user add dsl --role safeguarding --email dsl@school.example --password-stdin >"$work/user.log" 2>&1
 lab_token=$(hs token create --room lab1 --uses "$labs" 2>/dev/null | grep '^hp1\.')
 sim_token=$(hs token create --room sims --uses "$machines" 2>/dev/null | grep '^hp1\.')
-ip netns exec "$server" "$bin/hallpass-server" serve --config "$work/server.yaml" >"$out/server.log" 2>&1 &
-server_pid=$!
-pids+=("$server_pid")
-wait_for "hallpass-server" ip netns exec "$server" curl -sk -o /dev/null -m 1 "$url/metrics"
+lab_server_start "$out/server.log"
 
 echo "== $labs lab machines enrol in lab1 and start filter-control; $rounds pupils known to them"
 # The pupils: uids no account of this machine has, in copies of /etc/passwd
@@ -191,36 +99,8 @@ for r in $(seq 0 $((rounds - 1))); do
     echo "bench-pupil-$r:x:$uid:" >>"$work/group"
 done
 chmod 644 "$work/passwd" "$work/group"
-for i in $(seq "$labs"); do
-    ns=hpa$$l$i
-    folder=$work/lab$i
-    mkdir -p "$folder/lib" "$folder/run"
-    chmod 755 "$folder" "$folder/lib" "$folder/run"
-    cat >"$folder/hallpass.yaml" <<EOF
-queue:
-  user: nobody
-  number: 3
-rules:
-  directory: $folder/lib
-policy:
-  unknown: allow
-log:
-  file: $folder/audit.jsonl
-  journald: false
-admin:
-  socket: $folder/control.sock
-EOF
-    ip netns exec "$ns" "$bin/filterctl" enroll "$url" "$lab_token" --config "$folder/hallpass.yaml" >"$folder/enrol.log" 2>&1
-    ip netns exec "$ns" unshare --mount --propagation private sh -c \
-        'mount --bind "$1" /etc/passwd && mount --bind "$2" /etc/group && shift 2 && exec "$@"' sh "$work/passwd" "$work/group" \
-        "$bin/filter-control" --config "$folder/hallpass.yaml" --runtime-dir "$folder/run" >"$folder/filter-control.log" 2>&1 &
-    pids+=($!)
-done
-for i in $(seq "$labs"); do
-    folder=$work/lab$i
-    wait_for "lab machine $i's first rules" sh -c "'$bin/filterctl' status --socket '$folder/control.sock' | grep -q 'version 1,'" \
-        || { tail -30 "$folder/filter-control.log" >&2; exit 1; }
-done
+lab_machines "$lab_token" unshare --mount --propagation private sh -c \
+    'mount --bind "$1" /etc/passwd && mount --bind "$2" /etc/group && shift 2 && exec "$@"' sh "$work/passwd" "$work/group" </dev/null
 
 echo "== $machines simulated machines post $rate records a second for $fleet_duration s"
 ip netns exec "$server" "$venv/bin/python" scripts/lib/fleet-sim.py --server "$url" --token "$sim_token" --machines "$machines" \
@@ -228,7 +108,7 @@ ip netns exec "$server" "$venv/bin/python" scripts/lib/fleet-sim.py --server "$u
 fleet_pid=$!
 pids+=("$fleet_pid")
 # The fleet enrols first; the rounds start once it posts.
-wait_for "the fleet's first records" sh -c "[ \"\$(python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(\"SELECT COUNT(*) FROM records\").fetchone()[0])' '$work/server.db')\" -gt 1000 ]" \
+lab_wait_for "the fleet's first records" sh -c "[ \"\$(python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(\"SELECT COUNT(*) FROM records\").fetchone()[0])' '$work/server.db')\" -gt 1000 ]" \
     || { tail -20 "$work/fleet.log" >&2; exit 1; }
 sleep 5
 
@@ -240,7 +120,7 @@ for r in $(seq 0 $((rounds - 1))); do
     uid=$((base + r))
     fleet=$(kill -0 "$fleet_pid" 2>/dev/null && echo true || echo false)
     start=$(date +%s.%N)
-    ip netns exec "hpa$$l$i" setpriv --reuid="$uid" --regid="$uid" --clear-groups \
+    ip netns exec "$(lab_namespace "$i")" setpriv --reuid="$uid" --regid="$uid" --clear-groups \
         curl -s -o /dev/null -m 5 --resolve "danger-$r.test:80:$address" "http://danger-$r.test/" || true
     for _ in $(seq 1200); do
         grep -q "bench-pupil-$r " "$out/received.jsonl" && break

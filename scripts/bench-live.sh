@@ -28,114 +28,24 @@
 # instead of building.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ "$(id -u)" = 0 ] || { echo "bench-live.sh: needs root (network namespaces, NFQUEUE)" >&2; exit 77; }
 labs=${LABS:-30}
 sims=${SIMS:-2970}
 rounds=${ROUNDS:-10}
 request_rounds=${REQUEST_ROUNDS:-10}
-
-scripts/install-deps.sh >/dev/null
-venv=.build/bench-venv
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import aiohttp, cryptography" 2>/dev/null; then
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check "aiohttp>=3.9,<4" "cryptography>=42"
-fi
-if [ -n "${HALLPASS_BIN:-}" ]; then
-    bin=$HALLPASS_BIN
-else
-    swift build -c release --static-swift-stdlib 2>&1 | tail -1
-    bin=$(swift build -c release --static-swift-stdlib --show-bin-path)
-fi
+lab_name=bench-live
+lab_tag=hpl
+lab_net=90
+# shellcheck source=lib/lab-network.sh
+. scripts/lib/lab-network.sh
 out=$PWD/bench-out/live
 rm -rf "$out" && mkdir -p "$out"
-work=$(mktemp -d /tmp/hallpass-bench-live.XXXXXX)
-# filter-data (nobody, once locked down) reads each machine's rules and runtime folders.
-chmod 755 "$work"
-server=hpl$$s
-address=10.90.0.1
-url=https://$address:8443
-pids=()
-namespaces=("$server")
 
-cleanup() {
-    local pid
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    for ns in "${namespaces[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-wait_for() {  # what, command...: up to 60 s
-    local what=$1
-    shift
-    for _ in $(seq 600); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
-    echo "bench-live.sh: timed out waiting for $what" >&2
-    return 1
-}
-
-echo "== the network: the server namespace ($address: hallpass-server, nginx) and $labs lab machines"
-ip netns add "$server"
-ip -n "$server" link set lo up
-ip -n "$server" addr add "$address/32" dev lo
-for i in $(seq "$labs"); do
-    ns=hpl$$l$i
-    namespaces+=("$ns")
-    ip netns add "$ns"
-    ip link add "l$$a$i" type veth peer name "l$$b$i"
-    ip link set "l$$a$i" netns "$ns"
-    ip link set "l$$b$i" netns "$server"
-    ip -n "$ns" link set lo up
-    ip -n "$ns" addr add "10.91.$i.1/24" dev "l$$a$i"
-    ip -n "$server" addr add "10.91.$i.2/24" dev "l$$b$i"
-    ip -n "$ns" link set "l$$a$i" up
-    ip -n "$server" link set "l$$b$i" up
-    ip -n "$ns" route add "$address/32" via "10.91.$i.2"
-done
-
-cat >"$work/nginx.conf" <<EOF
-daemon off;
-master_process off;
-worker_processes 1;
-user root;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $work/body;
-  proxy_temp_path $work/proxy;
-  fastcgi_temp_path $work/fastcgi;
-  uwsgi_temp_path $work/uwsgi;
-  scgi_temp_path $work/scgi;
-  server {
-    listen $address:80;
-    server_name _;
-    location / { return 200 "ok \$host\\n"; }
-  }
-}
-EOF
-ip netns exec "$server" nginx -c "$work/nginx.conf" -p "$work" >"$work/nginx.log" 2>&1 &
-pids+=($!)
+echo "== the network: the server namespace (10.$lab_net.0.1: hallpass-server, nginx) and $labs lab machines"
+lab_setup
+lab_nginx
 
 echo "== the school's server (release, SQLite), its policy with live: naming its live key, published"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/server.key" -out "$work/server.crt" \
-    -subj /CN=school -addext "subjectAltName=IP:$address" -days 2 2>/dev/null
-cat >"$work/server.yaml" <<EOF
-listen:
-  address: $address
-  port: 8443
-tls:
-  certificate: $work/server.crt
-  key: $work/server.key
-database: $work/server.db
-# thousands of simulated machines enrol from one address within a minute
-machines:
-  enrolRate: 100000
-EOF
-hs() { "$bin/hallpass-server" "$@" --config "$work/server.yaml"; }
-hs init >"$work/init.log" 2>&1
+lab_server_config </dev/null
 key=$(hs live-key 2>/dev/null | grep '^ed25519:')
 # blocked.test, and a name of its own for each access request the benchmark makes
 { echo "blocked.test"; for i in $(seq 0 99); do echo "req-$i.test"; done; } >"$work/demo.txt"
@@ -153,48 +63,19 @@ hs publish --reason "bench-live" >>"$work/policy.log" 2>&1
 lab_token=$(hs token create --room lab1 --uses "$labs" 2>/dev/null | grep '^hp1\.')
 sim_token=$(hs token create --room sims --uses "$sims" 2>/dev/null | grep '^hp1\.')
 api_token=$(hs api-token create --role teacher --room lab1 2>/dev/null | tail -n 1)
-ip netns exec "$server" "$bin/hallpass-server" serve --config "$work/server.yaml" >"$out/server.log" 2>&1 &
-server_pid=$!
-pids+=("$server_pid")
-wait_for "hallpass-server" ip netns exec "$server" curl -sk -o /dev/null -m 1 "$url/metrics"
+lab_server_start "$out/server.log"
 
 echo "== $labs lab machines enrol in lab1 and start filter-control"
-for i in $(seq "$labs"); do
-    ns=hpl$$l$i
-    folder=$work/lab$i
-    mkdir -p "$folder/lib" "$folder/run"
-    chmod 755 "$folder" "$folder/lib" "$folder/run"
-    cat >"$folder/hallpass.yaml" <<EOF
-queue:
-  user: nobody
-  number: 3
-rules:
-  directory: $folder/lib
-policy:
-  unknown: allow
+lab_machines "$lab_token" <<EOF
 blockPage:
   organization: "bench-live school"
   requestAccess:
     text: "Ask your teacher"
     url: builtin
-log:
-  file: $folder/audit.jsonl
-  journald: false
-admin:
-  socket: $folder/control.sock
 EOF
-    ip netns exec "$ns" "$bin/filterctl" enroll "$url" "$lab_token" --config "$folder/hallpass.yaml" >"$folder/enrol.log" 2>&1
-    ip netns exec "$ns" "$bin/filter-control" --config "$folder/hallpass.yaml" --runtime-dir "$folder/run" >"$folder/filter-control.log" 2>&1 &
-    pids+=($!)
-done
-for i in $(seq "$labs"); do
-    folder=$work/lab$i
-    wait_for "lab machine $i's first rules" sh -c "'$bin/filterctl' status --socket '$folder/control.sock' | grep -q 'version 1,'" \
-        || { tail -30 "$folder/filter-control.log" >&2; exit 1; }
-done
 
 echo "== $sims simulated machines hold their live request; $rounds rounds of a room rule and its end"
-lab_list=$(for i in $(seq "$labs"); do printf 'hpl%sl%s,' "$$" "$i"; done)
+lab_list=$(for i in $(seq "$labs"); do printf '%s,' "$(lab_namespace "$i")"; done)
 ip netns exec "$server" "$venv/bin/python" scripts/lib/live-bench.py --server "$url" --server-pid "$server_pid" \
     --api-token "$api_token" --sim-token "$sim_token" --sims "$sims" --labs "$lab_list" --room lab1 --nginx "$address" \
     --rounds "$rounds" --request-rounds "$request_rounds" | tee "$out/result.json"
