@@ -33,11 +33,15 @@ public struct ServerParts: Sendable {
     /// The live key and the hub of held live requests; nil: the key in the
     /// state folder (made when missing) and a hub of its own.
     public var live: LiveChannel?
-    /// Poked when records raised safeguarding alerts; the alerts' delivery listens on it.
+    /// Poked when records raised safeguarding alerts or digests were queued; the alerts' delivery listens on it.
     public var alerts: AlertSignal
     /// The alerts' outbox and its worker (docs/server.md, "Alert delivery"); nil:
     /// the one `alerts:` and `console.url` describe (`AlertDeliveryService.make`).
     public var delivery: AlertDeliveryService?
+    /// The safeguarding digests on their schedule (docs/server.md, "Safeguarding
+    /// digests"); nil: the one `alerts.digests` describes (`DigestService.make`),
+    /// in the server's time zone, waking the delivery through `alerts`.
+    public var digests: DigestService?
 
     public init(
         storage: any ServerStorage, certificate: ServerCertificate?, metrics: ServerMetrics, logger: Logger,
@@ -45,8 +49,10 @@ public struct ServerParts: Sendable {
         publisher: Publisher? = nil,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in },
         addRoutes: @escaping @Sendable (Router<ServerRequestContext>, Sessions, Publisher) throws -> Void = { _, _, _ in },
-        console: Bool = true, live: LiveChannel? = nil, alerts: AlertSignal = AlertSignal(), delivery: AlertDeliveryService? = nil
+        console: Bool = true, live: LiveChannel? = nil, alerts: AlertSignal = AlertSignal(), delivery: AlertDeliveryService? = nil,
+        digests: DigestService? = nil
     ) {
+        self.digests = digests
         self.live = live
         self.alerts = alerts
         self.delivery = delivery
@@ -243,6 +249,13 @@ public func buildApplication(configuration: ServerConfiguration, parts: ServerPa
             logger: parts.logger, clock: parts.clock)
     services.append(AfterStorage(ready: ready, service: delivery))
     services.append(AlertWakeService(relay: AlertSignalRelay(signal: parts.alerts, delivery: delivery)))
+    // The digests queue their emails in the same outbox and wake its worker
+    // the way the ingest does; started after it, they stop before it.
+    let signal = parts.alerts
+    let digests = parts.digests
+        ?? DigestService.make(
+            configuration: configuration, storage: parts.storage, logger: parts.logger, clock: parts.clock, wake: { signal.poke() })
+    services.append(AfterStorage(ready: ready, service: digests))
     if let openID { services.append(OpenIDClientService(client: openID)) }
     var app = Application(
         router: try buildRouter(configuration: configuration, parts: parts, openID: openID),

@@ -99,12 +99,13 @@ func withRunningServer(
         _, _, _, _, _ in
     },
     delivery: (@Sendable (any ServerStorage) -> AlertDeliveryService)? = nil,
+    digests: (@Sendable (any ServerStorage, TestClock) -> DigestService)? = nil,
     _ body: @Sendable (RunningServer) async throws -> Void
 ) async throws {
     try await withTestDatabase(engine) { location async throws in
         try await withRunningServer(
             at: location, logger: logger, console: console, live: live, alerts: alerts, configure: configure, addRoutes: addRoutes,
-            moreRoutes: moreRoutes, delivery: delivery, body)
+            moreRoutes: moreRoutes, delivery: delivery, digests: digests, body)
     }
 }
 
@@ -118,6 +119,7 @@ func withRunningServer(
         _, _, _, _, _ in
     },
     delivery: (@Sendable (any ServerStorage) -> AlertDeliveryService)? = nil,
+    digests: (@Sendable (any ServerStorage, TestClock) -> DigestService)? = nil,
     _ body: @Sendable (RunningServer) async throws -> Void
 ) async throws {
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("hallpass-server-tls-\(UUID().uuidString.prefix(8))").path
@@ -144,7 +146,7 @@ func withRunningServer(
             addRoutes: { [configuration] router, sessions, publisher in
                 addRoutes(router, sessions)
                 try moreRoutes(router, publisher, configuration, storage, clock)
-            }, console: console, live: live, alerts: alerts, delivery: delivery?(storage)))
+            }, console: console, live: live, alerts: alerts, delivery: delivery?(storage), digests: digests?(storage, clock)))
     try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await ports.running { try await app.run() } }
         let port = try await ports.wait()

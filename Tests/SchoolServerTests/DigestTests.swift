@@ -75,7 +75,7 @@ import VerdictCore
         let document = DigestDocument(
             figures: figures, schoolName: "Lakeside & Co", scopeText: "groups year7", consoleURL: "https://hallpass.school.example",
             time: london, created: 1_796_000_000, names: { "pupil-" + String($0.count) })
-        #expect(document.subject.hasPrefix("[hallpass] Daily safeguarding digest"))
+        #expect(document.subject.hasPrefix("[hallpass] Lakeside & Co: daily safeguarding digest, 1970-01-01"))
         #expect(document.subject.contains("1 danger"))
         #expect(!document.html.contains("<script>"))
         #expect(document.html.contains("Lakeside &amp; Co"))

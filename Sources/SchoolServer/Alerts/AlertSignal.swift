@@ -1,7 +1,7 @@
 /// The poke that wakes the alerts' delivery when records raised alerts: the
-/// ingest pokes it after the records' transaction commits, the delivery
-/// worker waits on `pokes`. Pokes that come while the worker is busy are
-/// one: the stream keeps the newest only, and the worker takes every alert
+/// ingest pokes it after the records' transaction commits (and the digests
+/// after they queued their emails), the delivery worker waits on `pokes`.
+/// Pokes that come while the worker is busy are one: the stream keeps the newest only, and the worker takes every alert
 /// not yet dispatched when it wakes (`ServerStorage.undispatchedAlerts`), so
 /// nothing depends on how many pokes there were. Other server instances on
 /// one PostgreSQL are not poked; they find the alerts at their next poll.

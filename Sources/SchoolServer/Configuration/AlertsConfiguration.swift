@@ -44,10 +44,12 @@ public struct AlertsConfiguration: Sendable, Hashable {
     /// Per group, extra addresses for its danger alerts.
     public var escalation: [String: [String]] = [:]
     public var webhook: Webhook? = nil
+    /// When the safeguarding digests are sent (`digests:`; DigestSchedule.swift).
+    public var digests = DigestSchedule()
 
     public init() {}
 
-    static let keys = ["from", "sendmail", "email", "escalation", "webhook"]
+    static let keys = ["from", "sendmail", "email", "escalation", "webhook", "digests"]
     /// Bounds: a school's groups and their heads of year, not a mailing list.
     static let maxEscalationGroups = 1000
     static let maxEscalationAddresses = 50
@@ -103,6 +105,7 @@ public struct AlertsConfiguration: Sendable, Hashable {
             }
             self.webhook = webhook
         }
+        if let digestsNode = keys["digests"] { digests = try DigestSchedule(digestsNode) }
     }
 
     /// `escalation:`: groups to lists of addresses, each checked.

@@ -70,6 +70,8 @@ public enum AlertRecipients {
 /// server instances on one PostgreSQL never send one delivery at once, sends
 /// them and writes each outcome. A failure is tried again on
 /// `AlertRetrySchedule`; after 24 hours it is `failed`, counted and logged.
+/// The safeguarding digests' emails share the outbox (`DigestService`): a
+/// delivery of kind `digest` holds its whole email and is sent as it is.
 public final class AlertDeliveryService: Service, Sendable {
     public struct Settings: Sendable {
         public var alerts: AlertsConfiguration
@@ -225,6 +227,7 @@ public final class AlertDeliveryService: Service, Sendable {
         guard !Task.isCancelled else { return }
         do {
             metrics.update(try await storage.alertDeliveryCounts())
+            metrics.updateDigests(try await storage.digestDeliveryCounts())
         } catch where !Task.isCancelled {
             logger.warning("cannot count the alert deliveries", metadata: ["hallpass.error": "\(String(reflecting: error))"])
         } catch {}
@@ -261,7 +264,13 @@ public final class AlertDeliveryService: Service, Sendable {
     /// One attempt at one delivery, and its outcome written (by this lease's holder only).
     func deliver(_ delivery: StoredAlertDelivery) async {
         let sent: AlertSendOutcome
-        if let message = try? JSONDecoder().decode(AlertMessage.self, from: Data(delivery.message.utf8)) {
+        let what = delivery.kind == .digest ? "a digest" : "an alert"
+        if delivery.kind == .digest {
+            // The whole email, written when the digest was made: sent as it is, the same on every try.
+            sent =
+                delivery.channel == .email
+                ? await sendmail.send(Array(delivery.message.utf8)) : .notSent(reason: "a digest is sent by email only")
+        } else if let message = try? JSONDecoder().decode(AlertMessage.self, from: Data(delivery.message.utf8)) {
             switch delivery.channel {
             case .email: sent = await email(message, delivery)
             case .webhook: sent = await post(message, delivery)
@@ -283,25 +292,25 @@ public final class AlertDeliveryService: Service, Sendable {
                 outcome = .failed(error: reason)
             }
         }
-        metrics.attempt(delivery.channel, outcome)
+        if delivery.kind == .digest { metrics.digestAttempt(outcome) } else { metrics.attempt(delivery.channel, outcome) }
         let metadata: Logger.Metadata = [
-            "hallpass.alert": "\(delivery.alertID)", "hallpass.delivery": "\(delivery.id)", "hallpass.channel": "\(delivery.channel.rawValue)",
-            "hallpass.attempt": "\(delivery.attempts + 1)",
+            delivery.kind == .digest ? "hallpass.digest" : "hallpass.alert": "\(delivery.alertID)", "hallpass.delivery": "\(delivery.id)",
+            "hallpass.channel": "\(delivery.channel.rawValue)", "hallpass.attempt": "\(delivery.attempts + 1)",
         ]
         switch outcome {
         case .sent:
-            logger.info("delivered an alert", metadata: metadata)
+            logger.info("delivered \(what)", metadata: metadata)
         case .retry(let error, let next):
-            logger.warning("an alert's delivery failed; it is tried again in \(next - now) s: \(error)", metadata: metadata)
+            logger.warning("\(what)'s delivery failed; it is tried again in \(next - now) s: \(error)", metadata: metadata)
         case .failed(let error):
-            logger.error("an alert could not be delivered and is given up: \(error)", metadata: metadata)
+            logger.error("\(what) could not be delivered and is given up: \(error)", metadata: metadata)
         }
         do {
             if try await !storage.finishAlertDelivery(id: delivery.id, owner: owner, outcome, now: now) {
-                logger.warning("an alert's delivery was taken by another worker before its outcome was written", metadata: metadata)
+                logger.warning("\(what)'s delivery was taken by another worker before its outcome was written", metadata: metadata)
             }
         } catch {
-            logger.error("cannot write an alert delivery's outcome; it is tried again when its lease ends", metadata: metadata.merging(["hallpass.error": "\(error)"]) { $1 })
+            logger.error("cannot write the outcome of \(what)'s delivery; it is tried again when its lease ends", metadata: metadata.merging(["hallpass.error": "\(error)"]) { $1 })
         }
     }
 

@@ -83,6 +83,13 @@ public enum AlertChannel: String, Sendable, Hashable, Codable, CaseIterable {
     case email, webhook
 }
 
+/// What a delivery carries: an alert (its `message` is the `AlertMessage`
+/// as JSON, rendered when sent) or a safeguarding digest (its `message` is
+/// the whole email, written when the digest was made).
+public enum DeliveryKind: String, Sendable, Hashable, Codable, CaseIterable {
+    case alert, digest
+}
+
 /// Where a delivery is: waiting (for its first attempt or a retry), sent, or failed for good.
 public enum AlertDeliveryState: String, Sendable, Hashable, Codable, CaseIterable {
     case waiting, sent, failed
@@ -106,11 +113,14 @@ public struct StoredAlertDelivery: Sendable, Hashable {
     public var leaseOwner: String?
     public var createdAt: Int64
     public var message: String
+    public var kind: DeliveryKind
 
     public init(
         id: String, alertID: String, channel: AlertChannel, target: String, state: AlertDeliveryState, attempts: Int, nextAttemptAt: Int64,
-        lastError: String?, sentAt: Int64?, leaseUntil: Int64?, leaseOwner: String?, createdAt: Int64, message: String
+        lastError: String?, sentAt: Int64?, leaseUntil: Int64?, leaseOwner: String?, createdAt: Int64, message: String,
+        kind: DeliveryKind = .alert
     ) {
+        self.kind = kind
         self.id = id
         self.alertID = alertID
         self.channel = channel

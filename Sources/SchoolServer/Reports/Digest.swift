@@ -142,16 +142,21 @@ public struct DigestDocument: Sendable {
 
     /// `scopeText` says whose flags these are ("groups year7, year8" or "the whole school");
     /// `names` turns a user as the alert has it into what this reader is shown (a pseudonym for some roles).
+    /// `readsAlerts`: whether the reader may open the console's alerts
+    /// (a teacher may not, and is sent to the records of their scope instead).
     init(
         figures: DigestFigures, schoolName: String, scopeText: String, consoleURL: String, time: ConsoleTime, created: Int64,
-        names: (String) -> String
+        readsAlerts: Bool = true, names: (String) -> String
     ) {
         let first = time.day(figures.current.lowerBound)
         let last = time.day(figures.current.upperBound - 1)
         let period = first == last ? first : "\(first) to \(last)"
         let kindWord = figures.kind == .daily ? "Daily" : "Weekly"
         let danger = figures.severities.first { $0.name == "danger" }?.current ?? 0
-        subject = "[hallpass] \(kindWord) safeguarding digest, \(period): \(danger) danger, \(figures.severities.reduce(0) { $0 + $1.current }) in all"
+        // The school and the period first: what a reader's list of mail shows.
+        subject =
+            "[hallpass] \(schoolName): \(kindWord.lowercased()) safeguarding digest, \(period)"
+            + " (\(danger) danger, \(figures.severities.reduce(0) { $0 + $1.current }) in all)"
         let title = "\(kindWord) safeguarding digest"
         let subtitle = "\(schoolName), \(period) (\(time.zoneName)); \(scopeText)"
         func trend(_ count: DigestFigures.Count) -> String {
@@ -163,9 +168,12 @@ public struct DigestDocument: Sendable {
         let ruleRows = figures.rules.map { [$0.name, "\($0.current)", "\($0.previous)", trend($0)] }
         let studentRows = figures.students.map { [names($0.user), $0.group ?? "-", "\($0.danger)", "\($0.caution)", "\($0.advisory)"] }
         let bypassRows = figures.bypass.map { [names($0.user), $0.group ?? "-", "\($0.count)"] }
-        let alertsLink = consoleURL + "/console/alerts"
+        let alertsLink = consoleURL + (readsAlerts ? "/console/alerts" : "/console/records")
         var notes: [String] = []
-        if figures.untriaged > 0 { notes.append("\(figures.untriaged) of this period's alerts are still new (not acknowledged): \(alertsLink)") }
+        if figures.untriaged > 0 {
+            notes.append(
+                "\(figures.untriaged) of this period's alerts are still new (not acknowledged)" + (readsAlerts ? ": \(alertsLink)" : "."))
+        }
         if figures.cut { notes.append("This period had more than \(DigestFigures.maximumAlerts) alerts; the figures count the first \(DigestFigures.maximumAlerts).") }
 
         // The PDF.
@@ -179,7 +187,11 @@ public struct DigestDocument: Sendable {
         report.heading("Attempts at ways round the filter (blocked)")
         report.table(Self.bypassColumns, rows: bypassRows)
         for note in notes { report.paragraph(note) }
-        report.paragraph("Each student's timeline and every alert are in the console: \(alertsLink)")
+        let consoleNote =
+            readsAlerts
+            ? "Each student's timeline and every alert are in the console: \(alertsLink)"
+            : "The records of your rooms and groups, and each student's timeline, are in the console: \(alertsLink)"
+        report.paragraph(consoleNote)
         pdf = report.render(created: created)
         pdfName = "hallpass-\(figures.kind.rawValue)-\(first).pdf"
 
@@ -200,7 +212,7 @@ public struct DigestDocument: Sendable {
             "Flags by rule", textTable(Self.countColumns("rule"), ruleRows), "",
             "Most-flagged students", textTable(Self.studentColumns, studentRows), "",
             "Attempts at ways round the filter (blocked)", textTable(Self.bypassColumns, bypassRows), "",
-        ].joined(separator: "\n") + notes.map { $0 + "\n" }.joined() + "\nThe console: \(alertsLink)\n"
+        ].joined(separator: "\n") + notes.map { $0 + "\n" }.joined() + "\n\(consoleNote)\n"
 
         // The HTML: every value escaped.
         func htmlTable(_ columns: [PDFReport.Column], _ rows: [[String]]) -> String {
@@ -223,7 +235,7 @@ public struct DigestDocument: Sendable {
         body += "<h2>Most-flagged students</h2>" + htmlTable(Self.studentColumns, studentRows)
         body += "<h2>Attempts at ways round the filter (blocked)</h2>" + htmlTable(Self.bypassColumns, bypassRows)
         for note in notes { body += "<p>\(HTML.escape(note))</p>" }
-        body += "<p><a href=\"\(HTML.escape(alertsLink))\">The alerts in the console</a></p>"
+        body += "<p><a href=\"\(HTML.escape(alertsLink))\">\(readsAlerts ? "The alerts in the console" : "The records in the console")</a></p>"
         html = """
             <!DOCTYPE html><html><head><meta charset="utf-8"><title>\(HTML.escape(title))</title>
             <style>body{font-family:sans-serif}table{border-collapse:collapse}th,td{padding:2px 8px;text-align:left}\

@@ -83,7 +83,7 @@ extension SQLStorage {
     }
 
     public func alertDeliveryCounts() async throws -> [AlertDeliveryCount] {
-        try await engine.run("SELECT channel, state, COUNT(*) AS count FROM alert_deliveries GROUP BY channel, state").compactMap { row in
+        try await engine.run("SELECT channel, state, COUNT(*) AS count FROM alert_deliveries WHERE kind = 'alert' GROUP BY channel, state").compactMap { row in
             guard let channel = AlertChannel(rawValue: try row.text("channel")), let state = AlertDeliveryState(rawValue: try row.text("state"))
             else { return nil }
             return AlertDeliveryCount(channel: channel, state: state, count: try row.integer("count"))
@@ -93,11 +93,13 @@ extension SQLStorage {
     static func alertDelivery(_ row: SQLRow) throws -> StoredAlertDelivery {
         guard let channel = AlertChannel(rawValue: try row.text("channel")) else { throw StorageError.unexpectedRow(column: "channel") }
         guard let state = AlertDeliveryState(rawValue: try row.text("state")) else { throw StorageError.unexpectedRow(column: "state") }
+        guard let kind = DeliveryKind(rawValue: try row.text("kind")) else { throw StorageError.unexpectedRow(column: "kind") }
         return StoredAlertDelivery(
             id: try row.text("id"), alertID: try row.text("alert_id"), channel: channel, target: try row.text("target"), state: state,
             attempts: Int(try row.integer("attempts")), nextAttemptAt: try row.integer("next_attempt_at"), lastError: row.optionalText("last_error"),
             sentAt: row.optionalInteger("sent_at"), leaseUntil: row.optionalInteger("lease_until"), leaseOwner: row.optionalText("lease_owner"),
-            createdAt: try row.integer("created_at"), message: try row.text("message"))
+            createdAt: try row.integer("created_at"), message: try row.text("message"),
+            kind: kind)
     }
 }
 

@@ -405,6 +405,33 @@ enum Migrations {
                 "CREATE INDEX alert_deliveries_due ON alert_deliveries (state, next_attempt_at)",
                 "ALTER TABLE people ADD COLUMN email TEXT",
             ]),
+        // The safeguarding digests (docs/server.md, "Safeguarding digests").
+        // `digest_claims` holds one row per digest and recipient: (kind, the
+        // period's start in Unix ms, login) is the key, and the row is written
+        // with INSERT ... ON CONFLICT DO NOTHING in the same transaction as the
+        // digest's email in the outbox, so that a restart, or two server
+        // instances on one PostgreSQL making the same digest at once, send it
+        // once, and a digest is never claimed without its email. The email is
+        // a row of `alert_deliveries` of kind `digest` (the alerts' rows are
+        // `alert`): the message is the whole email, written when the digest
+        // was made, and the outbox's leases and retries send it.
+        Step(
+            version: 9, summary: "digest claims, the outbox's kind of delivery",
+            statements: [
+                """
+                CREATE TABLE digest_claims (
+                    kind TEXT NOT NULL,
+                    period_start BIGINT NOT NULL,
+                    login TEXT NOT NULL,
+                    period_end BIGINT NOT NULL,
+                    address TEXT NOT NULL,
+                    delivery_id TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    PRIMARY KEY (kind, period_start, login)
+                )
+                """,
+                "ALTER TABLE alert_deliveries ADD COLUMN kind TEXT NOT NULL DEFAULT 'alert'",
+            ]),
     ]
 
     static var latest: Int { steps.last?.version ?? 0 }

@@ -197,8 +197,23 @@ public protocol ServerStorage: Sendable {
     func finishAlertDelivery(id: String, owner: String, _ outcome: AlertDeliveryOutcome, now: Int64) async throws -> Bool
     /// The deliveries of one alert, oldest first.
     func alertDeliveries(alertID: String) async throws -> [StoredAlertDelivery]
-    /// How many deliveries are in each (channel, state).
+    /// How many alerts' deliveries are in each (channel, state) (digests not counted).
     func alertDeliveryCounts() async throws -> [AlertDeliveryCount]
+
+    // Safeguarding digests (Storage/DigestStatements.swift; docs/server.md, "Safeguarding digests").
+    /// Claims the digest (kind, period start, login) and adds its email to
+    /// the outbox, in one transaction; false when it was claimed already (nothing added).
+    func claimDigest(_ claim: NewDigestClaim, now: Int64) async throws -> Bool
+    /// The claims of one digest period, by login.
+    func digestClaims(kind: DigestKind, periodStart: Int64) async throws -> [StoredDigestClaim]
+    /// When the digests of `kind` began: `now` on the first call, kept.
+    func digestsStart(kind: DigestKind, now: Int64) async throws -> Int64
+    /// Records blocked with reason `bypass` from `since` to `until` (Unix ms) in `scope`, per person and group, most first.
+    func bypassAttempts(since: Int64, until: Int64, scope: Scope, limit: Int) async throws -> [BypassAttempts]
+    /// Removes the digests' emails made before `before` that are sent or failed (the claims stay); returns how many.
+    func removeDigestEmails(before: Int64) async throws -> Int64
+    /// How many digest emails the outbox holds in each state.
+    func digestDeliveryCounts() async throws -> [AlertDeliveryState: Int64]
 
     /// Runs what the engine needs while it is used; returns when the task is cancelled.
     func run() async
