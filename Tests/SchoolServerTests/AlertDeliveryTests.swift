@@ -633,7 +633,8 @@ import Testing
     @Test func theServersServiceGroupRunsTheWorker() async throws {
         let folder = try Self.folder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let sendmail = try Self.script(folder, "sendmail", "cat > \"$0.eml\"")
+        // Written aside and renamed: the test waits for the name, and must not read a message half written.
+        let sendmail = try Self.script(folder, "sendmail", "cat > \"$0.part\" && mv \"$0.part\" \"$0.eml\"")
         try await withRunningServer(.sqlite, configure: { $0.alerts.sendmail = [sendmail] }) { server in
             let message = Self.message(id: "al-served")
             let json = String(decoding: try JSONEncoder().encode(message), as: UTF8.self)

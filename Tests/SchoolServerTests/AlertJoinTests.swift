@@ -11,8 +11,9 @@ import Testing
     @Test func aDangerRecordPostedByAMachineIsEmailedToTheSafeguardingLeadOnce() async throws {
         let folder = try AlertDeliveryTests.folder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        // Each message in a file of its own: the test counts them.
-        let sendmail = try AlertDeliveryTests.script(folder, "sendmail", "cat > \"$0.$$.eml\"")
+        // Each message in a file of its own: the test counts them. Written aside and renamed,
+        // so that a name the test sees is a whole message.
+        let sendmail = try AlertDeliveryTests.script(folder, "sendmail", "cat > \"$0.$$.part\" && mv \"$0.$$.part\" \"$0.$$.eml\"")
         try await withRunningServer(.sqlite, configure: { $0.alerts.sendmail = [sendmail] }) { server in
             _ = try await ServerAdministration.addPerson(
                 storage: server.storage, login: "dsl", displayName: nil, role: .safeguarding, scope: .school, password: "a long password",
@@ -34,7 +35,10 @@ import Testing
             let alert = try #require(try await server.storage.alerts(AlertQuery()).alerts.first)
             let undispatched = try await server.storage.undispatchedAlerts(limit: 10)
             #expect(undispatched.isEmpty && alert.ruleID == "dangerous-material")
-            #expect(try await server.storage.alertDeliveries(alertID: alert.id).map(\.state) == [.sent])
+            // The worker writes the outcome once sendmail has exited, a moment after the message is there.
+            func states() async throws -> [AlertDeliveryState] { try await server.storage.alertDeliveries(alertID: alert.id).map(\.state) }
+            for _ in 0..<50 where try await states() != [.sent] { try await Task.sleep(for: .milliseconds(100)) }
+            #expect(try await states() == [.sent])
             // A few more passes of the worker send nothing more.
             try await Task.sleep(for: .seconds(6))
             #expect(try mails().count == 1)
