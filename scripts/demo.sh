@@ -222,6 +222,8 @@ for lab in "${labs[@]}"; do
 queue:
   number: 9
   user: nobody                # the package makes filter-data a user of its own; the build folder has none
+proxy:
+  user: nobody                # and hallpass-proxy one, likewise
 rules:
   directory: $shared/$lab/lib
 blockPage:

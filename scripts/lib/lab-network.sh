@@ -168,6 +168,8 @@ lab_machines() {
 queue:
   user: nobody
   number: 3
+proxy:
+  user: nobody
 rules:
   directory: $folder/lib
 policy:
