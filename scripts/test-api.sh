@@ -92,12 +92,15 @@ status=0
 # Run from the temporary folder: Schemathesis keeps a cache of past failures in
 # .schemathesis/ of where it runs, which would replay them in later runs.
 repo=$PWD
+# One worker: with two, hypothesis parses its lambdas' source in two threads at
+# once and Python 3.11's ast module fails with "AST constructor recursion depth
+# mismatch" (a fresh-clone run at 2a4bb55), an error of the tool, not the server.
 (cd "$folder" && "$repo/$venv/bin/schemathesis" run "$repo/docs/api/openapi.yaml" --url "$url" \
     -H "Authorization: Bearer $token" \
     --exclude-path-regex '^/api/v1/machine/' \
     --checks "$checks" \
     --max-examples "$examples" --seed "$seed" \
-    --generation-database none --no-color --workers 2) || status=$?
+    --generation-database none --no-color --workers 1) || status=$?
 if [ "$status" != 0 ]; then
     echo "test-api: the server's log:" >&2
     tail -n 50 "$folder/server.log" >&2
