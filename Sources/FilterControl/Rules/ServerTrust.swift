@@ -2,6 +2,7 @@ import Crypto
 import ExtrasBase64
 import Foundation
 import SwiftASN1
+import VerdictCore
 import X509
 
 /// Decides whether the rule server's certificate chain is acceptable:
@@ -126,7 +127,7 @@ struct ServerTrust: Sendable {
             return .untrusted(reason: "the server sent a certificate that cannot be parsed")
         }
         let digest = Array(SHA256.hash(data: info))
-        return digest == pinnedKey ? .trusted : .pinMismatch(seen: [Hex.lower(digest)])
+        return digest == pinnedKey ? .trusted : .pinMismatch(seen: [Hex.encode(digest)])
     }
 
     /// The DER bytes of a certificate's SubjectPublicKeyInfo, exactly as the

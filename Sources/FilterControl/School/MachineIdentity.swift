@@ -2,6 +2,7 @@ public import Crypto
 import ExtrasBase64
 import HallpassSystem
 import SharedStore
+import VerdictCore
 
 /// Who this machine is to the school's server, written by `filterctl enroll`
 /// into rules.directory (each file mode 0600, owner root):
@@ -107,7 +108,7 @@ public struct RequestSigner: Sendable {
 
     /// The bytes the signature covers.
     public static func message(method: String, path: String, date: Int64, body: [UInt8]) -> [UInt8] {
-        Array("hallpass-request-v1\n\(method)\n\(path)\n\(date)\n\(Hex.lower(SHA256.hash(data: body)))".utf8)
+        Array("hallpass-request-v1\n\(method)\n\(path)\n\(date)\n\(Hex.encode(SHA256.hash(data: body)))".utf8)
     }
 
     /// `Hallpass-Machine`, `Hallpass-Date` and `Hallpass-Signature` for one request.

@@ -1,38 +1,4 @@
-/// Lower-case hexadecimal, as the school's contract writes fingerprints and body hashes.
-enum Hex {
-    static func lower(_ bytes: some Sequence<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0xf)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    /// The bytes of `text` (either case), nil unless it is whole hex digits.
-    static func bytes(_ text: String) -> [UInt8]? {
-        let digits = Array(text.utf8)
-        guard digits.count % 2 == 0 else { return nil }
-        func value(_ digit: UInt8) -> UInt8? {
-            switch digit {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
-            default: nil
-            }
-        }
-        var out: [UInt8] = []
-        out.reserveCapacity(digits.count / 2)
-        var index = 0
-        while index < digits.count {
-            guard let high = value(digits[index]), let low = value(digits[index + 1]) else { return nil }
-            out.append(high << 4 | low)
-            index += 2
-        }
-        return out
-    }
-}
+import VerdictCore
 
 /// The school server's fingerprint: the SHA-256 of its certificate's
 /// SubjectPublicKeyInfo (DER), written as 64 lower-case hex digits
@@ -43,11 +9,11 @@ public struct ServerFingerprint: Sendable, Hashable, CustomStringConvertible {
 
     /// 64 hex digits, either case; nil otherwise.
     public init?(hex: String) {
-        guard hex.utf8.count == 64, let bytes = Hex.bytes(hex) else { return nil }
+        guard hex.utf8.count == 64, let bytes = Hex.decode(hex) else { return nil }
         self.bytes = bytes
     }
 
-    public var description: String { Hex.lower(bytes) }
+    public var description: String { Hex.encode(bytes) }
 }
 
 /// `school.server`: the school server's base URL, `https://HOST[:PORT][/PREFIX]/`.

@@ -579,6 +579,13 @@ public actor Control {
     nonisolated func record(_ reports: FlowReportLines) {
         connections.record(contentsOf: reports)
         metrics?.record(contentsOf: reports)
+        writeRecords(reports, telling: notifier)
+    }
+
+    /// The reports' records: to the audit log, with the allowed flows that
+    /// `log.allowed` does not ask for left out unless a safeguarding rule
+    /// looks at them, and each blocked one to `notifier` when there is one.
+    private nonisolated func writeRecords(_ reports: FlowReportLines, telling notifier: DesktopNotifier?) {
         guard audit != nil || notifier != nil else { return }
         // Most reports are of allowed flows, kept above as lines; a record is made only of what is written or told.
         let recordsAllowed = audit?.settings.allowed == .all
@@ -643,26 +650,7 @@ public actor Control {
     /// flows they are not (the proxy's counters are in its log line). A
     /// blocked request got the block page, so no desktop notice is needed.
     nonisolated func recordInspected(_ reports: FlowReportLines) {
-        guard let audit else { return }
-        let recordsAllowed = audit.settings.allowed == .all
-        let safeguarding = recordsAllowed ? nil : safeguardingForReports.withLock { $0 }
-        let version = rulesVersionForReports.load(ordering: .relaxed)
-        let now = clock()
-        var skipped = 0
-        for index in 0..<reports.count {
-            var flagged = false
-            if !recordsAllowed, let summary = reports.summary(index), summary.verdict == .allow {
-                guard let safeguarding, Self.safeguardingRecords(summary, safeguarding, group: { uid in groupNames.names.withLock { $0[uid] } })
-                else {
-                    skipped += 1
-                    continue
-                }
-                flagged = true
-            }
-            guard let report = reports.report(index) else { continue }
-            audit.record(AuditRecord(report: report, time: now, rulesVersion: version), flagged: flagged)
-        }
-        if skipped > 0 { audit.skipAllowed(skipped) }
+        writeRecords(reports, telling: nil)
     }
 
     // MARK: Reload

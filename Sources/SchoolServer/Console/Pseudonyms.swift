@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import VerdictCore
 
 /// A person's pseudonym, as the roles of `console.pseudonyms` see them: a
 /// keyed hash of the user name (HMAC-SHA-256 with a key only the server

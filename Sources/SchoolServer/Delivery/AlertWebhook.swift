@@ -6,6 +6,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import Synchronization
+import VerdictCore
 
 /// An alert as the webhook's POST (docs/server.md, "Alert delivery"): JSON with
 /// every field (null when the alert has none) and a link to the alert in

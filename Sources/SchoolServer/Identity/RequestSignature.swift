@@ -1,5 +1,6 @@
 public import Crypto
 import Foundation
+import VerdictCore
 
 /// A machine's signed request (docs/server.md, "How a machine
 /// authenticates"): Ed25519 by the machine's own key over

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import VerdictCore
 
 /// The secrets and names the server hands out: enrolment tokens, API
 /// tokens, machine ids. Only hashes of the secrets are stored.
@@ -84,18 +85,5 @@ public enum Secrets {
     public static func newAPIToken() -> (id: String, token: String) {
         let id = randomBase32(count: 8)
         return (id, "\(apiPrefix).\(id).\(newSecret())")
-    }
-}
-
-/// Lower-case hexadecimal, as fingerprints and stored hashes are written.
-enum Hex {
-    static func encode<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        for byte in bytes {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0x0f)])
-        }
-        return String(decoding: text, as: UTF8.self)
     }
 }

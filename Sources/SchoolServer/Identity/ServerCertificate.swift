@@ -2,6 +2,7 @@ import Crypto
 public import Foundation
 import HallpassSystem
 import SwiftASN1
+import VerdictCore
 public import X509
 
 /// The server's TLS certificate and key (PEM files, `tls:` in server.yaml),
