@@ -237,6 +237,7 @@ public final class DataPath<Queue: PacketQueue, Clock: NanosecondClock> {
     /// A packet or flow judged: reported, and a TCP flow's first decision noted to be forgotten.
     private func concluded(_ inspection: Inspection, now: UInt64) {
         reportDecision(inspection, now: now)
+        if inspection.selectsDestinationForInspection, let key = inspection.flow { selectOutsideRedirect(key.destination) }
         guard inspection.finality == .firstDecision, let key = inspection.flow, key.protocolNumber == 6 else { return }
         // Bounded: under a flood the time-based expiry still removes what this list misses.
         if decided.count < 8192 { decided.append(key) }
@@ -455,6 +456,18 @@ public final class DataPath<Queue: PacketQueue, Clock: NanosecondClock> {
             queue.sendSetRequest(InspectionSets.addRequest(address, timeout: InspectionSets.timeout(forTTL: record.timeToLive), sequence: setRequests))
             counters.inspectionAddresses += 1
         }
+    }
+
+    /// Puts the address of a connection that showed an inspected name
+    /// outside the redirect into its kernel set (for
+    /// `InspectionSets.outsideRedirectTimeout`), before the connection's
+    /// refusal goes: the reset reaches the program after the address is
+    /// selected, so its next try is redirected to the proxy.
+    private func selectOutsideRedirect(_ address: IPAddress) {
+        setRequests &+= 1
+        queue.sendSetRequest(InspectionSets.addRequest(address, timeout: InspectionSets.outsideRedirectTimeout, sequence: setRequests))
+        counters.inspectionAddresses += 1
+        counters.outsideRedirect += 1
     }
 
     /// The answer changed by `action`.

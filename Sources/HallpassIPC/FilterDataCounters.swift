@@ -50,6 +50,8 @@ public struct FilterDataCounters: Sendable, Hashable {
     public var dnsRewritesEmpty: UInt64 = 0
     /// Addresses of inspected names put into the kernel sets that send their connections to the proxy.
     public var inspectionAddresses: UInt64 = 0
+    /// Connections that showed an inspected name outside the redirect, refused so their next try reaches the proxy.
+    public var outsideRedirect: UInt64 = 0
     /// Decisions reported to filter-control, and those dropped because the channel stayed full.
     public var reportsSent: UInt64 = 0
     public var reportsDropped: UInt64 = 0
@@ -75,7 +77,8 @@ public struct FilterDataCounters: Sendable, Hashable {
         ("questions", \.questions), ("answers", \.answers), ("askTimeouts", \.askTimeouts),
         ("holdOverflows", \.holdOverflows), ("ruleSwaps", \.ruleSwaps), ("ruleSwapsRefused", \.ruleSwapsRefused),
         ("invalidControlMessages", \.invalidControlMessages), ("dnsRewrites", \.dnsRewrites),
-        ("dnsRewritesEmpty", \.dnsRewritesEmpty), ("inspectionAddresses", \.inspectionAddresses), ("reportsSent", \.reportsSent), ("reportsDropped", \.reportsDropped),
+        ("dnsRewritesEmpty", \.dnsRewritesEmpty), ("inspectionAddresses", \.inspectionAddresses), ("outsideRedirect", \.outsideRedirect),
+        ("reportsSent", \.reportsSent), ("reportsDropped", \.reportsDropped),
         ("verdictsSent", \.verdictsSent), ("netlinkErrors", \.netlinkErrors), ("receiveOverruns", \.receiveOverruns),
         ("roundTrips", \.roundTrips), ("roundTripP50Micros", \.roundTripP50Micros), ("roundTripP99Micros", \.roundTripP99Micros),
     ]

@@ -19,6 +19,12 @@ public enum InspectionSets {
     /// And at most this long: a day-long TTL must not keep an address the
     /// name has left selected for a day.
     public static let maximumTimeout: UInt32 = 3600
+    /// How long the address of a connection that showed an inspected name
+    /// outside the redirect stays (seconds): no answer gave it a TTL; ten
+    /// minutes covers a browser's retries and the connections of the page
+    /// it loads, and each further connection after it expires costs one
+    /// more reset.
+    public static let outsideRedirectTimeout: UInt32 = 600
     /// The most addresses each set holds (the kernel refuses more: the next
     /// connection to an address it could not take goes direct, judged by name).
     public static let maximumEntries = 65_536

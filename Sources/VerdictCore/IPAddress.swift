@@ -62,6 +62,15 @@ public enum IPAddress: Hashable, Sendable {
         return false
     }
 
+    /// Whether this is a loopback address: 127.0.0.0/8 (also written as
+    /// `::ffff:127.x.y.z`) or `::1`.
+    public var isLoopback: Bool {
+        switch unmappingIPv4 {
+        case .v4(let value): value >> 24 == 127
+        case .v6(let high, let low): high == 0 && low == 1
+        }
+    }
+
     /// The number of bits in an address of this family (32 or 128).
     public var bitWidth: Int { isIPv4 ? 32 : 128 }
 

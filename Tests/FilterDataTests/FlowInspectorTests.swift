@@ -32,8 +32,12 @@ struct TCPClient {
     var serverPort = 443
     var isn: UInt32 = 0xFFFF_FF00  // wraps during the stream
     var serverISN: UInt32 = 7_000
+    /// The server's IPv4 address (the client's is 10.0.0.1).
+    var server: [UInt8] = [10, 0, 0, 2]
 
-    var syn: [UInt8] { Build.ipv4(protocolNumber: 6, payload: Build.tcp(sourcePort: clientPort, destinationPort: serverPort, seq: isn, flags: 0x02)) }
+    var syn: [UInt8] {
+        Build.ipv4(destination: server, protocolNumber: 6, payload: Build.tcp(sourcePort: clientPort, destinationPort: serverPort, seq: isn, flags: 0x02))
+    }
     var synAck: [UInt8] {
         Build.ipv4(source: [10, 0, 0, 2], destination: [10, 0, 0, 1], protocolNumber: 6,
                    payload: Build.tcp(sourcePort: serverPort, destinationPort: clientPort, seq: serverISN, ack: isn &+ 1, flags: 0x12))
@@ -42,7 +46,7 @@ struct TCPClient {
 
     /// Client data at stream offset `offset` (0 = first byte after the SYN).
     func data(at offset: Int, _ bytes: [UInt8], flags: UInt8 = 0x18) -> [UInt8] {
-        Build.ipv4(protocolNumber: 6, payload: Build.tcp(sourcePort: clientPort, destinationPort: serverPort,
+        Build.ipv4(destination: server, protocolNumber: 6, payload: Build.tcp(sourcePort: clientPort, destinationPort: serverPort,
                                                          seq: isn &+ 1 &+ UInt32(offset), ack: serverISN &+ 1, flags: flags, payload: bytes))
     }
 

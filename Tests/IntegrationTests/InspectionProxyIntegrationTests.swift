@@ -544,3 +544,153 @@ extension FilterIntegrationTests {
         #expect(hallpass.wait(atMost: 15) == 0, "\(log())")
     }
 }
+
+extension FilterIntegrationTests {
+    /// An inspected name sent to an address the kernel sets do not hold (curl
+    /// `--resolve`, as a hard-coded address or an answer filter-data never saw):
+    /// filter-data resets the connection and selects the address, so the retry
+    /// reaches the proxy and is inspected; a name nobody inspects, on an
+    /// address of its own, is not touched.
+    @Test func anInspectedNameOutsideTheRedirectIsResetAndItsRetryInspected() throws {
+        let network = try TestNetwork()
+        defer { network.tearDown() }
+        let folder = network.folder
+        let other4 = "10.77.\(network.subnet).3"
+        let added = try shell("ip -n \(network.server) addr add \(other4)/24 dev v\(network.id)s")
+        #expect(added.status == 0, "\(added.output)")
+        try Self.makeTestCA(folder: folder, server: "web", names: ["www.youtube.com"])
+        let plain = try shell(
+            "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=plain.test -addext subjectAltName=DNS:plain.test"
+                + " -keyout \(folder)/plain-key.pem -out \(folder)/plain.pem 2>&1")
+        #expect(plain.status == 0, "\(plain.output)")
+        try """
+            daemon off;
+            master_process off;
+            worker_processes 1;
+            user root;
+            pid \(folder)/nginx.pid;
+            error_log \(folder)/nginx-error.log;
+            events { worker_connections 256; }
+            http {
+              access_log off;
+              client_body_temp_path \(folder)/body;
+              proxy_temp_path \(folder)/proxy;
+              fastcgi_temp_path \(folder)/fastcgi;
+              uwsgi_temp_path \(folder)/uwsgi;
+              scgi_temp_path \(folder)/scgi;
+              server {
+                listen \(network.serverIPv4):443 ssl;
+                listen [\(network.serverIPv6)]:443 ssl;
+                server_name _;
+                ssl_certificate \(folder)/web.pem;
+                ssl_certificate_key \(folder)/web-key.pem;
+                location / { return 200 "ok $host $request_uri\\n"; }
+              }
+              server {
+                listen \(other4):443 ssl;
+                server_name _;
+                ssl_certificate \(folder)/plain.pem;
+                ssl_certificate_key \(folder)/plain-key.pem;
+                location / { return 200 "plain $host\\n"; }
+              }
+            }
+            """.write(toFile: folder + "/nginx.conf", atomically: true, encoding: .utf8)
+        try network.start(["ip", "netns", "exec", network.server, "nginx", "-c", folder + "/nginx.conf", "-p", folder], log: "nginx")
+        try network.waitFor("nginx") {
+            let listening = try shell("ip netns exec \(network.server) ss -lnt").output
+            return listening.contains("\(other4):443") && listening.contains("\(network.serverIPv4):443")
+        }
+
+        let lists = folder + "/ut1"
+        try FileManager.default.createDirectory(atPath: lists + "/adult", withIntermediateDirectories: true)
+        try "adult.test\n".write(toFile: lists + "/adult/domains", atomically: true, encoding: .utf8)
+        try """
+            policy:
+              block: [adult]
+              inspect:
+                hosts: [youtube.com]
+                youtube:
+                  blockVideos: [BLOCKEDvid1]
+            """.write(toFile: folder + "/policy.yaml", atomically: true, encoding: .utf8)
+        let key = folder + "/signing.pem"
+        let keygen = try shell("\(TestNetwork.binaries)/filterctl bundle keygen --out \(key)")
+        #expect(keygen.status == 0, "\(keygen.output)")
+        let build = try shell(
+            "\(TestNetwork.binaries)/filterctl bundle build --key \(key) --version 1 --expires 30d --out \(folder)/bundle --policy \(folder)/policy.yaml \(lists)")
+        #expect(build.status == 0, "\(build.output)")
+        let config = folder + "/hallpass.yaml"
+        try """
+            queue:
+              user: nobody
+              number: 8
+              failMode: open
+            proxy:
+              user: nobody
+              ca: \(folder)/inspect-ca
+              trustFile: \(folder)/test-ca.pem
+            rules:
+              directory: \(folder)/lib
+              source: file://\(folder)/bundle/
+              trustedKeys: [ "\(keygen.output.trimmingCharacters(in: .whitespacesAndNewlines))" ]
+            log:
+              file: \(folder)/audit.jsonl
+              journald: false
+              allowed: all
+            admin:
+              socket: \(folder)/control.sock
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let hallpass = try network.start(
+            ["ip", "netns", "exec", network.client, TestNetwork.binaries + "/filter-control", "--config", config, "--runtime-dir", folder + "/run"],
+            log: "filter-control")
+        func log() -> String { network.log("filter-control") }
+        try network.waitFor("filter-data and the proxy with the interception CA") {
+            log().contains("is filtering with rules version 1") && log().contains("interception CA") && log().contains("in use")
+        }
+        let caFolder = folder + "/inspect-ca"
+        func inSet(_ address: String) throws -> Bool {
+            try network.inClient("ipset test \(address.contains(":") ? "hallpass-inspect6" : "hallpass-inspect4") \(address) 2>/dev/null").status == 0
+        }
+        /// curl to `name` at `address` (no lookup), trusting only the interception CA; `-w` writes the status code last.
+        func fetch(_ name: String, at address: String, path: String = "/") throws -> (status: Int32, output: String) {
+            let bracketed = address.contains(":") ? "[\(address)]" : address
+            return try network.inClient(
+                "curl -sS -m 10 --cacert \(caFolder)/ca.pem --resolve \(name):443:\(bracketed) -w ' code=%{http_code}' 'https://\(name)\(path)' 2>&1")
+        }
+
+        for address in [network.serverIPv4, network.serverIPv6] {
+            #expect(try !inSet(address), "nothing looked the name up: \(address) is not selected")
+            // The first try goes straight to the server: filter-data reads the inspected name and resets it.
+            let first = try fetch("www.youtube.com", at: address, path: "/watch?v=BLOCKEDvid1")
+            #expect(first.status != 0 && first.output.contains("reset"), "\(address): \(first.output)\n\(log())")
+            #expect(try inSet(address), "\(address) is selected by the reset connection\n\(log())")
+            // The retry is redirected to the proxy and inspected: the blocked video gets the block page,
+            // another page the server's answer, under the interception CA's leaf (curl trusts nothing else).
+            let blocked = try fetch("www.youtube.com", at: address, path: "/watch?v=BLOCKEDvid1")
+            #expect(blocked.status == 0 && blocked.output.hasSuffix("code=403"), "\(address): \(blocked.output)\n\(log())")
+            let page = try fetch("www.youtube.com", at: address, path: "/feed")
+            #expect(page.status == 0 && page.output == "ok www.youtube.com /feed\n code=200", "\(address): \(page.output)\n\(log())")
+        }
+
+        // A name nobody inspects, on an address no answer gave: judged by its name and passed, its address left alone.
+        let other = try network.inClient("curl -sS -m 10 -k --resolve plain.test:443:\(other4) https://plain.test/ 2>&1")
+        #expect(other.status == 0 && other.output == "plain plain.test\n", "\(other.output)\n\(log())")
+        #expect(try !inSet(other4))
+
+        // The records: the reset connections with their reason, the retries' requests as the proxy decided them.
+        func records() -> [[String: Any]] {
+            let text = (try? String(contentsOfFile: folder + "/audit.jsonl", encoding: .utf8)) ?? ""
+            return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        }
+        try network.waitFor("the audit records") {
+            records().filter { $0["kind"] as? String == "https" }.count >= 4
+        }
+        let all = records()
+        let resets = all.filter { $0["category"] as? String == "outside-redirect" }
+        #expect(resets.count == 2 && resets.allSatisfy { $0["action"] as? String == "block" && $0["reason"] as? String == "inspect-block" }, "\(all)")
+        let blockedRequests = all.filter { $0["url"] as? String == "https://www.youtube.com/watch?v=BLOCKEDvid1" }
+        #expect(blockedRequests.count == 2 && blockedRequests.allSatisfy { $0["category"] as? String == "youtube.blockVideos" }, "\(all)")
+
+        #expect(kill(hallpass.pid, SIGTERM) == 0)
+        #expect(hallpass.wait(atMost: 15) == 0, "\(log())")
+    }
+}

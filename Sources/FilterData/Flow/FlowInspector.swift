@@ -149,6 +149,18 @@ public struct Inspection: Sendable {
     /// The verdict for this packet.
     public var verdict: Verdict { decision.verdict }
     public var kind: FlowKind { findings.kind }
+
+    /// The category of the refusal of an inspected name seen outside the
+    /// redirect (`FlowInspector.outsideRedirect`); its rule is the address.
+    public static let outsideRedirectCategory = "outside-redirect"
+
+    /// Whether this is the first decision of a connection refused because
+    /// it showed an inspected name outside the redirect: its destination
+    /// goes into the inspection sets, so the next try reaches the proxy.
+    public var selectsDestinationForInspection: Bool {
+        finality == .firstDecision && decision.verdict == .drop && decision.reason.source == .inspectBlock
+            && decision.reason.category == Self.outsideRedirectCategory
+    }
 }
 
 /// Runs packets through flows and decides them against a `VerdictEngine`.
@@ -570,7 +582,10 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
     /// Asks the engine, records the answer in the flow, and reports it.
     private mutating func conclude(_ slot: FlowSlot, _ key: FlowKey, _ findings: FlowFindings, facts: FlowFacts,
                                    direction: Inspection.Direction, created: Bool, decision given: Decision? = nil) -> Inspection {
-        let decision = given ?? engines.decide(facts)
+        var decision = given ?? engines.decide(facts)
+        if decision.verdict == .allow, engines.inspectsAnything, Self.outsideRedirect(findings, key: key, host: facts.host, engines: engines) {
+            decision = Decision(.drop, Reason(source: .inspectBlock, category: Inspection.outsideRedirectCategory, rule: key.destination.description))
+        }
         var findings = findings
         // A flow to a Tor relay is of that kind, whatever its ClientHello looked like.
         if decision.reason.source == .bypass, decision.reason.rule == BypassKind.tor.rawValue { findings.kind = .tor }
@@ -593,6 +608,20 @@ public struct FlowInspector<Rules: RuleSource>: Sendable {
         }
         return Inspection(flow: key, direction: direction, createdFlow: created, finality: finality,
                           decision: decision, facts: facts, findings: findings)
+    }
+
+    /// Whether a TLS or QUIC connection to port 443 shows a name some
+    /// audience inspects while it goes to the server itself: the kernel
+    /// redirects a connection to a selected address to the proxy before it
+    /// is queued, so one that reaches filter-data with any other destination
+    /// than the machine's own (the proxy's listener) went to an address the
+    /// sets do not hold (a hard-coded address, an answer filter-data never
+    /// saw, a connection that raced its own answer). Such a connection is
+    /// refused (a reset; a QUIC datagram dropped) and its address selected
+    /// (`DataPath`), so the program's next try reaches the proxy.
+    static func outsideRedirect(_ findings: FlowFindings, key: FlowKey, host: HostName?, engines: PolicyEngines<Rules>) -> Bool {
+        guard findings.kind == .tls || findings.kind == .quic, key.destinationPort == 443, let host, !key.destination.isLoopback else { return false }
+        return engines.inspectedForSomeone(host)
     }
 
     private func makeFacts(_ findings: FlowFindings, key: FlowKey, uid: UInt32?, gid: UInt32?) -> FlowFacts {
