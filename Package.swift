@@ -441,6 +441,8 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"),
+                // Certificates with names of the tests' choosing (CertificateChecksTests).
+                .product(name: "Crypto", package: "swift-crypto"),
             ]),
         .testTarget(name: "HallpassIPCTests", dependencies: ["HallpassIPC", "HallpassWire", "VerdictCore", "HallpassTestSupport"]),
         .testTarget(

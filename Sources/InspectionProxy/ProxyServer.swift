@@ -20,6 +20,9 @@ public struct ProxySettings: Sendable {
     public var helloTimeout: TimeAmount = .seconds(10)
     /// How long the connection to the server may take.
     public var connectTimeout: TimeAmount = .seconds(10)
+    /// How long the check of a server's certificate before a splice may take
+    /// (its connection and its handshake up to the certificate).
+    public var certificateCheckTimeout: TimeAmount = .seconds(5)
     /// How long a connection waits to learn its user's group.
     public var placementTimeout: TimeAmount = .seconds(2)
     /// `SO_MARK` of the proxy's own connections: the allow mark, so the kernel
@@ -73,6 +76,53 @@ public final class ProxyServer: Sendable {
             return
         }
         try channel.pipeline.syncOperations.addHandler(ClientHelloReader(server: self))
+    }
+
+    /// The TLS client of the certificate checks: any certificate is read
+    /// (the check looks at its names, it does not trust it), and no version
+    /// or suite a server may still speak is left out.
+    private static let checkContext: NIOSSLContext? = {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        configuration.certificateVerification = .noHostnameVerification
+        configuration.minimumTLSVersion = .tlsv1
+        return try? NIOSSLContext(configuration: configuration)
+    }()
+
+    /// The certificate the server at `destination` shows a handshake that
+    /// sends `serverName` (nil: none), from a TLS connection of the proxy's
+    /// own with the allow mark. The handshake is cut as soon as the
+    /// certificate came (nothing is sent to the server but the ClientHello);
+    /// no certificate within `certificateCheckTimeout` is `unavailable`.
+    func checkCertificate(at destination: SocketAddress, serverName: String?, on loop: any EventLoop) -> EventLoopFuture<ServerCertificate> {
+        guard let context = Self.checkContext else { return loop.makeSucceededFuture(.unavailable) }
+        let promise = loop.makePromise(of: ServerCertificate.self)
+        let deadline = loop.scheduleTask(in: settings.certificateCheckTimeout) { promise.succeed(.unavailable) }
+        ClientBootstrap(group: loop)
+            .connectTimeout(settings.certificateCheckTimeout)
+            .channelOption(.socketOption(.init(rawValue: SO_MARK)), value: SocketOptionValue(Int32(bitPattern: settings.socketMark)))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let handler = try NIOSSLClientHandler(context: context, serverHostname: serverName) { certificates, verification in
+                        promise.succeed(certificates.first.map(CertificateChecks.names(of:)) ?? .unavailable)
+                        // Nothing more is needed of this server: the handshake ends here.
+                        verification.succeed(NIOSSLVerificationResult.failed)
+                    }
+                    try channel.pipeline.syncOperations.addHandler(handler)
+                }
+            }
+            .connect(to: destination)
+            .whenComplete { result in
+                switch result {
+                case .success(let channel):
+                    // A handshake the server ends before its certificate completes nothing: the close does.
+                    channel.closeFuture.whenComplete { _ in promise.succeed(.unavailable) }
+                    promise.futureResult.whenComplete { _ in channel.close(promise: nil) }
+                case .failure:
+                    promise.succeed(.unavailable)
+                }
+            }
+        promise.futureResult.whenComplete { _ in deadline.cancel() }
+        return promise.futureResult
     }
 
     /// Connects to where the client meant to go, with the allow mark, on the client's event loop.
@@ -185,8 +235,8 @@ final class ClientHelloReader: ChannelInboundHandler, RemovableChannelHandler {
         }
         let interception = server.state.interception
         switch ProxyDecisions.decide(bytes.span, plan: plan, canInspect: interception != nil) {
-        case .splice:
-            splice(to: destination, context: context)
+        case .splice(let reason):
+            checkThenSplice(reason, plan: plan, uid: uid, destination: destination, context: context)
         case .inspect(let name):
             guard let interception else { return refuse(.noAuthority, context: context) }
             inspect(name, interception: interception, uid: uid, destination: destination, context: context)
@@ -214,6 +264,45 @@ final class ClientHelloReader: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
+    /// Splices once the certificate the server shows for the connection's
+    /// name is known (`CertificateChecks`, made by the proxy's own handshake
+    /// or kept from one) and covers no name the person's plan inspects;
+    /// refuses it otherwise, with a record (`ProxyDecisions.afterCertificateCheck`).
+    private func checkThenSplice(
+        _ reason: SpliceReason, plan: InspectionPlan, uid: UInt32?, destination: SocketAddress, context: ChannelHandlerContext
+    ) {
+        guard ProxyDecisions.needsCertificateCheck(plan) else { return splice(to: destination, context: context) }
+        let server = self.server
+        let loop = context.eventLoop
+        let sent = ProxyDecisions.serverName(bytes.span)
+        let name = ProxyDecisions.checkName(sent)
+        let key = CertificateChecks.Key(destination: destination, serverName: name)
+        server.state.certificateChecks.certificate(for: key, on: loop) {
+            server.checkCertificate(at: destination, serverName: name, on: loop)
+        }.assumeIsolated().whenComplete { [self] result in
+            guard !done else { return }
+            switch ProxyDecisions.afterCertificateCheck((try? result.get()) ?? .unavailable, splicing: reason, plan: plan) {
+            case .splice:
+                splice(to: destination, context: context)
+            case .refuse(let refusal, let reasonForRecord):
+                server.state.report(
+                    FlowReport(
+                        flow: flowKey(context: context, destination: destination) ?? ProxyDecisions.unknownFlow, uid: uid, kind: "tls",
+                        host: sent, path: nil, verdict: .drop, reason: reasonForRecord))
+                refuse(refusal, context: context)
+            }
+        }
+    }
+
+    /// The connection's addresses and ports as the client meant them (the original destination).
+    private func flowKey(context: ChannelHandlerContext, destination: SocketAddress) -> FlowKey? {
+        context.channel.remoteAddress.flatMap(ProxySockets.address).flatMap { client in
+            ProxySockets.address(destination).map {
+                FlowKey(protocolNumber: 6, source: client.address, sourcePort: client.port, destination: $0.address, destinationPort: $0.port)
+            }
+        }
+    }
+
     /// Terminates TLS with a leaf for `name`: the TLS server, the HTTP codec
     /// and the request handler join the pipeline after this reader, which
     /// hands them the bytes read so far (the ClientHello first) and leaves.
@@ -222,11 +311,7 @@ final class ClientHelloReader: ChannelInboundHandler, RemovableChannelHandler {
         timeout?.cancel()
         let server = self.server
         server.state.counters.update { $0.inspected += 1 }
-        let flow: FlowKey? = context.channel.remoteAddress.flatMap(ProxySockets.address).flatMap { client in
-            ProxySockets.address(destination).map {
-                FlowKey(protocolNumber: 6, source: client.address, sourcePort: client.port, destination: $0.address, destinationPort: $0.port)
-            }
-        }
+        let flow = flowKey(context: context, destination: destination)
         let facts = InspectedConnectionFacts(serverName: name, flow: flow, uid: uid)
         do {
             let pipeline = context.pipeline.syncOperations

@@ -72,12 +72,18 @@ public final class ProxyState: Sendable {
     public let trustRoots: [NIOSSLCertificate]
     /// The block page and error pages the proxy answers with, in the school's name.
     public let pages: ProxyPages
+    /// What servers showed the certificate checks before splices.
+    public let certificateChecks: CertificateChecks
 
-    public init(engines: PolicyEngines<RuleStore>, control: DataEnd?, trustRoots: [NIOSSLCertificate] = [], pages: ProxyPages = .builtIn) {
+    public init(
+        engines: PolicyEngines<RuleStore>, control: DataEnd?, trustRoots: [NIOSSLCertificate] = [], pages: ProxyPages = .builtIn,
+        certificateChecks: CertificateChecks = CertificateChecks()
+    ) {
         self.engines = Mutex(engines)
         self.control = control
         self.trustRoots = trustRoots
         self.pages = pages
+        self.certificateChecks = certificateChecks
     }
 
     /// What terminating an inspected connection takes now; nil: inspected names are refused.

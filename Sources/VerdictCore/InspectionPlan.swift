@@ -106,6 +106,55 @@ public struct InspectionPlan: Sendable {
         return .splice(.notInspected)
     }
 
+    /// A name this plan inspects that a server certificate with these
+    /// subject alternative DNS names is valid for, matched as browsers match
+    /// them (RFC 6125 section 6.4.3, as Chrome and Firefox apply it: a `*`
+    /// only as the whole leftmost label, standing for exactly one label, and
+    /// never directly over a name of one label, `*.com`); nil when it covers
+    /// none. The proxy refuses to splice to a server whose certificate covers
+    /// an inspected name: the browser would send that name's requests over
+    /// the spliced connection (HTTP/2 coalescing, domain fronting).
+    ///
+    /// A wildcard covers an inspected name when an `inspect.hosts` entry or a
+    /// header rule's host is one label below its base (`*.google.com` covers
+    /// `=www.google.com`), or covers the names one label below it wholesale
+    /// (`youtube.com` and `*.youtube.com` entries for `*.youtube.com`); the
+    /// never-inspect list still applies, to a name of that level no entry
+    /// names (`certificateCheckLabel`).
+    public func inspectedName(coveredBy certificateNames: some Sequence<String>) -> String? {
+        for written in certificateNames {
+            var name = written.lowercased()
+            if name.hasSuffix(".") { name.removeLast() }
+            guard name.hasPrefix("*.") else {
+                if let host = try? HostName(name), choice(for: host).isInspect { return host.description }
+                continue
+            }
+            let base = String(name.dropFirst(2))
+            guard base.contains("."), let baseHost = try? HostName(base) else { continue }
+            for candidate in namesOneLabelBelow(baseHost.description) {
+                if let host = try? HostName(candidate), choice(for: host).isInspect { return candidate }
+            }
+        }
+        return nil
+    }
+
+    /// The label of a name no list names, for what a wildcard covers wholesale (`inspectedName(coveredBy:)`).
+    public static let certificateCheckLabel = "hallpass-certificate-check"
+
+    /// Names one label below `base` that some inspecting pattern may cover:
+    /// a pattern's own name at that level, and a name no list names when a
+    /// pattern covers every name of that level.
+    private func namesOneLabelBelow(_ base: String) -> [String] {
+        var names: [String] = []
+        for pattern in hosts + headerHosts {
+            guard case .domain(let host, let kind) = pattern else { continue }
+            let name = host.description
+            if kind != .subdomainsOnly, name.hasSuffix("." + base), !name.dropLast(base.count + 1).contains(".") { names.append(name) }
+            if kind != .exact, base == name || base.hasSuffix("." + name) { names.append(Self.certificateCheckLabel + "." + base) }
+        }
+        return names
+    }
+
     /// The decision on a request of an inspected connection.
     ///
     /// The engine decides first, with the request's path (the policy's lists,

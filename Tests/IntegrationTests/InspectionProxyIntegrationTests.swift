@@ -8,7 +8,11 @@ import Testing
 /// is dropped. The school's policy inspects allowed.test and the names
 /// below it (less bank.allowed.test, never inspected) and watch.raw.test;
 /// every name resolves, through the server's dnsmasq, to one of two server
-/// addresses: shared.test shares nginx's with allowed.test.
+/// addresses: shared.test, spliced.test and bank.test (never inspected)
+/// share nginx's with allowed.test. Before a splice the proxy checks the
+/// certificate the server shows for the name: nginx's own covers
+/// allowed.test's names, so shared.test and bank.allowed.test are refused
+/// there; spliced.test and bank.test get a certificate of their own.
 extension FilterIntegrationTests {
     /// Records the first bytes (a whole TLS record at most) of each connection
     /// to port 443 of `argv[1]` and `argv[2]`, one hex line per connection in `argv[3]`.
@@ -86,6 +90,8 @@ extension FilterIntegrationTests {
                 "--bind-interfaces", "--listen-address=\(network.serverIPv4)",
                 "--address=/allowed.test/\(network.serverIPv4)", "--address=/allowed.test/\(network.serverIPv6)",
                 "--address=/shared.test/\(network.serverIPv4)", "--address=/shared.test/\(network.serverIPv6)",
+                "--address=/spliced.test/\(network.serverIPv4)", "--address=/spliced.test/\(network.serverIPv6)",
+                "--address=/bank.test/\(network.serverIPv4)", "--address=/bank.test/\(network.serverIPv6)",
                 "--address=/raw.test/\(raw4)", "--address=/raw.test/\(raw6)",
                 "--pid-file=\(network.folder)/dnsmasq.pid", "--user=root", "--local-ttl=300",
             ], log: "dnsmasq")
@@ -107,7 +113,7 @@ extension FilterIntegrationTests {
                   block: [adult]
                   inspect:
                     hosts: [allowed.test, "=watch.raw.test"]
-                    neverInspect: [bank.allowed.test]
+                    neverInspect: [bank.allowed.test, bank.test, "=raw.test"]
                 """)
         let config = network.folder + "/hallpass.yaml"
         try """
@@ -123,6 +129,7 @@ extension FilterIntegrationTests {
               source: file://\(network.folder)/bundle/
               trustedKeys: [ "\(keygen.output.trimmingCharacters(in: .whitespacesAndNewlines))" ]
             log:
+              file: \(network.folder)/audit.jsonl
               journald: false
             admin:
               socket: \(network.folder)/control.sock
@@ -150,13 +157,16 @@ extension FilterIntegrationTests {
         func inSet(_ address: String) throws -> Bool {
             try network.inClient("ipset test \(address.contains(":") ? "hallpass-inspect6" : "hallpass-inspect4") \(address) 2>/dev/null").status == 0
         }
-        let pin = try shell(
-            "openssl x509 -in \(network.folder)/cert.pem -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64"
-        ).output.trimmingCharacters(in: .whitespacesAndNewlines)
-        /// curl through the client's resolver (`ipv6` nil: both families asked, as a browser does).
-        func curl(_ name: String, ipv6: Bool? = false) throws -> (status: Int32, output: String) {
+        func keyPin(_ certificate: String) throws -> String {
+            try shell(
+                "openssl x509 -in \(network.folder)/\(certificate) -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64"
+            ).output.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let pin = try keyPin("cert.pem"), splicedPin = try keyPin("spliced-cert.pem")
+        /// curl through the client's resolver (`ipv6` nil: both families asked, as a browser does), pinning `key`.
+        func curl(_ name: String, ipv6: Bool? = false, key: String? = nil) throws -> (status: Int32, output: String) {
             let family = ipv6.map { $0 ? "-6 " : "-4 " } ?? ""
-            return try network.inClient("curl -sS -m 5 -k \(family)--pinnedpubkey sha256//\(pin) https://\(name)/ 2>&1")
+            return try network.inClient("curl -sS -m 5 -k \(family)--pinnedpubkey sha256//\(key ?? pin) https://\(name)/ 2>&1")
         }
 
         // Before any inspected name is looked up, nothing is selected, and QUIC reaches the server.
@@ -183,17 +193,36 @@ extension FilterIntegrationTests {
         #expect(try curl("watch.allowed.test").output.contains("public key does not match pinned"), "\(log())")
 
         // (a, c) A name on the same address that is not inspected, and one on the
-        // never-inspect list, are spliced: each gets the server's own certificate
-        // (the pinned key) and page, over IPv4 and (e) IPv6.
-        for name in ["shared.test", "bank.allowed.test"] {
+        // never-inspect list, whose certificate covers no inspected name, are spliced:
+        // each gets the server's own certificate (the pinned key) and page, over IPv4
+        // and (e) IPv6.
+        for name in ["spliced.test", "bank.test"] {
             for ipv6 in [false, true] {
-                let spliced = try curl(name, ipv6: ipv6)
+                let spliced = try curl(name, ipv6: ipv6, key: splicedPin)
                 #expect(spliced.status == 0 && spliced.output == "ok \(name)\n", "\(name) over IPv\(ipv6 ? 6 : 4): \(spliced.output)\n\(log())")
             }
         }
+        // The same on an address whose server shows them a certificate that covers an
+        // inspected name (nginx's own, for allowed.test and the names below it): the
+        // splice is refused, for a never-inspect name too (a TLS access_denied alert),
+        // so no request for an inspected name passes inside it unread.
+        for name in ["shared.test", "bank.allowed.test"] {
+            for ipv6 in [false, true] {
+                let refused = try curl(name, ipv6: ipv6)
+                #expect(refused.status != 0 && refused.output.contains("access denied"), "\(name) over IPv\(ipv6 ? 6 : 4): \(refused.output)\n\(log())")
+            }
+        }
+        func records() -> [[String: Any]] {
+            let text = (try? String(contentsOfFile: network.folder + "/audit.jsonl", encoding: .utf8)) ?? ""
+            return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        }
+        try network.waitFor("the records of the refused splices") { records().count { $0["category"] as? String == "certificate-covers" } >= 4 }
+        let refusals = records().filter { $0["category"] as? String == "certificate-covers" }
+        #expect(Set(refusals.compactMap { $0["host"] as? String }) == ["shared.test", "bank.allowed.test"], "\(refusals)")
+        #expect(refusals.allSatisfy { $0["action"] as? String == "block" && $0["reason"] as? String == "inspect-block" && $0["rule"] as? String == "allowed.test" }, "\(refusals)")
         // A large download through the relay arrives whole (the relay's bounded buffers hold the server back, they lose nothing).
         let big = try shell("head -c 24000000 /dev/urandom > \(network.folder)/big.bin && sha256sum < \(network.folder)/big.bin")
-        let download = try network.inClient("curl -sS -m 30 -k --pinnedpubkey sha256//\(pin) https://shared.test/big | sha256sum")
+        let download = try network.inClient("curl -sS -m 30 -k --pinnedpubkey sha256//\(splicedPin) https://spliced.test/big | sha256sum")
         #expect(big.status == 0 && download.output == big.output, "\(download.output) vs \(big.output)")
         let redirected = try network.inClient("iptables -t nat -L HALLPASS_NAT -v -n -x; ip6tables -t nat -L HALLPASS_NAT -v -n -x").output
         let counts = redirected.split(separator: "\n").filter { $0.contains("REDIRECT") }.compactMap {
@@ -201,7 +230,10 @@ extension FilterIntegrationTests {
         }
         #expect(counts.count == 2 && counts.allSatisfy { $0 > 0 }, "the spliced connections went through the proxy (IPv4 and IPv6):\n\(redirected)")
 
-        // (a) The server gets the client's ClientHello byte for byte.
+        // (a) The server gets the client's ClientHello byte for byte. raw.test is never
+        // inspected, and its server (the recorder) shows the proxy's check no certificate:
+        // spliced all the same (a never-inspect name is never broken by a failed check),
+        // the check's own ClientHello recorded first.
         for ipv6 in [false, true] {
             let lookup = try network.inClient("getent ahosts\(ipv6 ? "v6" : "v4") watch.raw.test")
             #expect(lookup.status == 0, "\(lookup.output)")
@@ -210,10 +242,11 @@ extension FilterIntegrationTests {
             let sent = network.folder + "/sent.hex"
             let sender = try network.inClient("/usr/bin/python3 \(network.folder)/hello.py raw.test \(sent) \(ipv6 ? 6 : 4)")
             #expect(sender.status == 0, "\(sender.output)")
-            try network.waitFor("the recorder to get the ClientHello", attempts: 50) { FileManager.default.fileExists(atPath: recorded) }
             let hello = try String(contentsOfFile: sent, encoding: .utf8)
-            let got = try String(contentsOfFile: recorded, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-            #expect(!hello.isEmpty && got == hello, "IPv\(ipv6 ? 6 : 4): sent \(hello.prefix(80))..., the server got \(got.prefix(80))...")
+            func got() -> [String] { ((try? String(contentsOfFile: recorded, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init) }
+            try? network.waitFor("the recorder to get the ClientHello", attempts: 50) { got().contains(hello) }
+            #expect(!hello.isEmpty && got().contains(hello), "IPv\(ipv6 ? 6 : 4): sent \(hello.prefix(80))..., the server got \(got().map { $0.prefix(80) })")
+            #expect(got().count == 2, "the check's handshake, then the client's: \(got().count)")
         }
 
         // (b) UDP 443 to a selected address is dropped in the kernel: QUIC gets

@@ -103,12 +103,18 @@ final class TestNetwork {
     }
 
     /// Starts nginx in the server namespace; each name answers `ok <name>`.
+    /// Its certificate (`cert.pem`) covers allowed.test, blocked.test and the
+    /// names below them; spliced.test and bank.test get one of their own
+    /// (`spliced-cert.pem`), which covers only those two.
     func startNginx() throws {
         let certificate = try shell(
             """
             openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
               -subj /CN=allowed.test -addext "subjectAltName=DNS:allowed.test,DNS:*.allowed.test,DNS:blocked.test,DNS:*.blocked.test" \
-              -keyout \(folder)/key.pem -out \(folder)/cert.pem 2>&1
+              -keyout \(folder)/key.pem -out \(folder)/cert.pem 2>&1 && \
+            openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+              -subj /CN=spliced.test -addext "subjectAltName=DNS:spliced.test,DNS:bank.test" \
+              -keyout \(folder)/spliced-key.pem -out \(folder)/spliced-cert.pem 2>&1
             """)
         guard certificate.status == 0 else { throw TestNetworkError("openssl: \(certificate.output)") }
         let configuration = """
@@ -134,6 +140,15 @@ final class TestNetwork {
                 server_name _;
                 ssl_certificate \(folder)/cert.pem;
                 ssl_certificate_key \(folder)/key.pem;
+                location / { return 200 "ok $host\\n"; }
+                location /big { alias \(folder)/big.bin; }
+              }
+              server {
+                listen \(serverIPv4):443 ssl;
+                listen [\(serverIPv6)]:443 ssl;
+                server_name spliced.test bank.test;
+                ssl_certificate \(folder)/spliced-cert.pem;
+                ssl_certificate_key \(folder)/spliced-key.pem;
                 location / { return 200 "ok $host\\n"; }
                 location /big { alias \(folder)/big.bin; }
               }

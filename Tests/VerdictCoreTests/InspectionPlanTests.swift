@@ -43,6 +43,38 @@ import VerdictCore
 
     // MARK: Inspect or splice
 
+    // MARK: A certificate that covers an inspected name
+
+    @Test func aCertificateCoversTheInspectedNamesABrowserWouldSendOverIt() throws {
+        let plan = InspectionPlan(policy: InspectionPolicy(hosts: try patterns("youtube.com", "=www.google.com", "*.example.org")))
+        // Google's certificate: its wildcards cover YouTube's names and www.google.com.
+        #expect(plan.inspectedName(coveredBy: ["*.google.com", "*.youtube.com", "youtube.com"]) == "www.google.com")
+        #expect(plan.inspectedName(coveredBy: ["*.youtube.com"]) == InspectionPlan.certificateCheckLabel + ".youtube.com")
+        #expect(plan.inspectedName(coveredBy: ["YouTube.com."]) == "youtube.com", "any case, a trailing dot")
+        #expect(plan.inspectedName(coveredBy: ["*.m.youtube.com"]) != nil, "names deeper below a subtree entry")
+        #expect(plan.inspectedName(coveredBy: ["*.example.org"]) != nil && plan.inspectedName(coveredBy: ["*.a.example.org"]) != nil)
+        // What it does not cover.
+        #expect(plan.inspectedName(coveredBy: ["mail.google.com", "*.mail.google.com", "google.com"]) == nil, "=www.google.com only")
+        #expect(plan.inspectedName(coveredBy: ["example.org", "*.org", "*.com", "*"]) == nil, "*.org covers no name a browser accepts it for")
+        #expect(plan.inspectedName(coveredBy: ["*.www.google.com", "w*.google.com", "www.*.com", "notyoutube.com", "*.notyoutube.com"]) == nil)
+        #expect(plan.inspectedName(coveredBy: ["*.com.", "bank.example", "192.0.2.1", "", "*."]) == nil)
+        #expect(plan.inspectedName(coveredBy: []) == nil)
+    }
+
+    @Test func neverInspectedNamesAndHeaderRulesCountAsThePlanCountsThem() throws {
+        // A wildcard over a never-inspected subtree covers nothing inspected, even under an inspected entry.
+        let plan = InspectionPlan(policy: InspectionPolicy(hosts: try patterns("google.com")))
+        #expect(plan.inspectedName(coveredBy: ["*.googlevideo.com", "googlevideo.com"]) == nil, "a media CDN: never inspected")
+        #expect(plan.inspectedName(coveredBy: ["accounts.google.com"]) == nil, "an identity provider: never inspected")
+        #expect(plan.inspectedName(coveredBy: ["accounts.google.com", "*.google.com"]) == InspectionPlan.certificateCheckLabel + ".google.com")
+        // A header rule's hosts are inspected, listed in `hosts` or not.
+        let restricted = InspectionPlan(policy: InspectionPolicy(headers: RestrictHeaders(youtubeRestrict: .strict)))
+        #expect(restricted.inspectedName(coveredBy: ["*.youtube.com"]) == "www.youtube.com")
+        #expect(restricted.inspectedName(coveredBy: ["*.google.com"]) == nil)
+        // Nothing inspected: nothing covered.
+        #expect(InspectionPlan(policy: InspectionPolicy()).inspectedName(coveredBy: ["*.youtube.com", "youtube.com"]) == nil)
+    }
+
     @Test func hostsAreInspectedAndEverythingElseSpliced() throws {
         let plan = InspectionPlan(policy: InspectionPolicy(hosts: try patterns("youtube.com", "=www.google.com", "*.example.org")))
         #expect(plan.choice(for: try name("www.youtube.com")) == .inspect)
