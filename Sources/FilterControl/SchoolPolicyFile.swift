@@ -235,6 +235,9 @@ extension SchoolPolicy {
         guard (1...SafeguardingPolicy.maximumIDLength).contains(id.utf8.count),
             id.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D })
         else { throw idNode.error("'\(id.prefix(60))' is not a rule id: 1 to 40 of a-z, 0-9 and '-'") }
+        guard id != SafeguardingPolicy.filteringTestRuleID else {
+            throw idNode.error("'\(id)' is the id of the school's server's own alert for a failed filtering test; give the rule another id")
+        }
         guard ids.insert(id).inserted else { throw idNode.error("another rule has the id '\(id)'") }
         guard let severityNode = fields["severity"] else { throw node.error("the rule '\(id)' needs a severity: danger, caution or advisory") }
         var rule = SafeguardingRule(id: id, severity: try severityNode.choice(SafeguardingSeverity.self))

@@ -276,6 +276,10 @@ public struct SafeguardingPolicy: Sendable, Hashable {
     public static let maximumEntries = 1000
     public static let maximumEntryBytes = 200
     public static let maximumIDLength = 40
+    /// The rule id of the danger alert the school's server raises when a
+    /// machine lets through a name of its filtering test that the policy
+    /// blocks: reserved, so that no rule of a school's own carries it.
+    public static let filteringTestRuleID = "filtering-test"
 
     /// Whether the shipped rules apply beside the school's.
     public let usesDefaults: Bool

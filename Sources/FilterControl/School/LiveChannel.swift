@@ -30,6 +30,15 @@ public import VerdictCore
 /// and the server answers whenever its sequence is not `after`: a machine
 /// that took a huge sequence from a taken-over server follows the real one
 /// again with its next state.
+///
+/// **The filtering test**: with `filteringTest` set, each request names the
+/// run answered last (`tested`), and an answer that carries a run not yet
+/// answered (`filteringTest` beside the signed state) is judged at once
+/// (`filteringTest`: as `filterctl check --user` judges, on the bundle in
+/// force) and the results are posted (`POST /api/v1/machine/filtering-test`).
+/// A run is answered once: after the server took the results or refused
+/// them, or after three failed posts, it is not taken again. It asks
+/// nothing of the machine but to judge names; it changes nothing in force.
 public final class LiveChannel: Sendable {
     /// What the checks need from filter-control: the policy in force and a
     /// look-up of locked categories in the store in force.
@@ -80,6 +89,7 @@ public final class LiveChannel: Sendable {
     }
 
     public static let endpoint = "/api/v1/machine/live"
+    public static let filteringTestEndpoint = "/api/v1/machine/filtering-test"
 
     private let transport: any SchoolTransport
     public let store: LiveStateStore
@@ -89,20 +99,25 @@ public final class LiveChannel: Sendable {
     private let context: @Sendable () async -> Context
     private let applied: @Sendable () async -> Void
     private let report: @Sendable ([RefusalReport]) async -> Void
+    private let filteringTest: (@Sendable (FilteringTest.Request) async -> FilteringTest.Answer)?
     private let clock: @Sendable () -> Date
     private let logger: Logger
     private let loop: any EventLoop
     /// `refused`: the sequence of the last state refused whole since the last one accepted.
     private let shared = Mutex<(status: Status, refused: Int64?, reported: Set<String>)>((Status(), nil, []))
+    /// The filtering test run answered last, and the failed posts of the one under way.
+    private let tests = Mutex<(tested: String, failures: Int)>(("", 0))
 
     /// - Parameters:
     ///   - wait: the seconds the server may hold a request (0 to 30); the transport's timeout must be longer.
     ///   - applied: called after a new state is kept: recompute and hand over the policy.
     ///   - report: called with refusals not reported before.
+    ///   - filteringTest: judges a filtering test run; nil: the machine takes none.
     public init(
         transport: any SchoolTransport, store: LiveStateStore, machine: String, wait: Int = 25,
         backoff: SchoolReporter.Backoff = .init(initial: .seconds(1), maximum: .seconds(30)), context: @escaping @Sendable () async -> Context,
         applied: @escaping @Sendable () async -> Void, report: @escaping @Sendable ([RefusalReport]) async -> Void,
+        filteringTest: (@Sendable (FilteringTest.Request) async -> FilteringTest.Answer)? = nil,
         clock: @escaping @Sendable () -> Date = { Date() }, logger: Logger, loop: any EventLoop = MultiThreadedEventLoopGroup.singleton.any()
     ) {
         self.transport = transport
@@ -113,6 +128,7 @@ public final class LiveChannel: Sendable {
         self.context = context
         self.applied = applied
         self.report = report
+        self.filteringTest = filteringTest
         self.clock = clock
         self.logger = logger
         self.loop = loop
@@ -168,7 +184,13 @@ public final class LiveChannel: Sendable {
 
     /// One request: asks for a state newer than `after`, and takes what comes.
     public func poll() async -> Outcome {
-        let body = Array("{\"after\":\(after),\"wait\":\(wait)}".utf8)
+        var text = "{\"after\":\(after),\"wait\":\(wait)"
+        if filteringTest != nil {
+            var tested: [UInt8] = []
+            JSONText.appendString(tests.withLock { $0.tested }, to: &tested)
+            text += ",\"tested\":" + String(decoding: tested, as: UTF8.self)
+        }
+        let body = Array((text + "}").utf8)
         let answer: (status: Int, body: [UInt8])
         do {
             answer = try await transport.post(Self.endpoint, body: body)
@@ -181,6 +203,7 @@ public final class LiveChannel: Sendable {
         switch answer.status {
         case 200:
             contacted()
+            await takeFilteringTest(answer.body)
             return await receive(answer.body)
         case 204:
             contacted()
@@ -216,6 +239,61 @@ public final class LiveChannel: Sendable {
                 "school: the live channel cannot reach the server; the live items held stay until they end", metadata: ["hallpass.error": "\(error)"])
         }
         return .failed(error)
+    }
+
+    /// What beside the signed state a live answer may carry.
+    private struct Extras: Decodable {
+        let filteringTest: FilteringTest.Request?
+    }
+
+    /// Judges and answers the filtering test run a live answer carries, if
+    /// it is one not answered yet (see the type's comment).
+    func takeFilteringTest(_ bytes: [UInt8]) async {
+        guard let filteringTest, let request = (try? JSONDecoder().decode(Extras.self, from: Data(bytes)))?.filteringTest,
+            request.run != tests.withLock({ $0.tested })
+        else { return }
+        if let refusal = request.refusal {
+            tests.withLock { $0 = (request.run, 0) }
+            logger.warning("school: refused a filtering test run: \(refusal)", metadata: ["hallpass.school.filtering-test": "\(request.run.prefix(64))"])
+            return
+        }
+        let answer = await filteringTest(request)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        guard let body = try? encoder.encode(answer) else { return }
+        var failure: String? = nil
+        do {
+            let posted = try await transport.post(Self.filteringTestEndpoint, body: Array(body))
+            switch posted.status {
+            case 200...299:
+                tests.withLock { $0 = (request.run, 0) }
+                let through = answer.results.filter { $0.action == "allow" }.count
+                logger.notice(
+                    "school: answered filtering test run \(request.run): \(answer.results.count) check(s), \(through) let through, on rules version \(answer.bundleVersion)",
+                    metadata: ["hallpass.school.filtering-test": "\(request.run)"])
+                return
+            case 400...499:
+                // Refused for good (answered already, ended, not its names): not sent again.
+                tests.withLock { $0 = (request.run, 0) }
+                let error = SchoolConnection.refusal(status: posted.status, body: posted.body)
+                logger.warning("school: the server refused the answer to filtering test run \(request.run): \(error) [\(error.code)]")
+                return
+            default:
+                let error = SchoolConnection.refusal(status: posted.status, body: posted.body)
+                failure = "\(error) [\(error.code)]"
+            }
+        } catch {
+            failure = "\(error) [\(error.code)]"
+        }
+        let givenUp = tests.withLock { tests -> Bool in
+            tests.failures += 1
+            guard tests.failures >= 3 else { return false }
+            tests = (request.run, 0)
+            return true
+        }
+        logger.warning(
+            "school: cannot send the answer to filtering test run \(request.run)\(givenUp ? "; not trying again" : "; trying again with the next live answer")",
+            metadata: ["hallpass.error": "\(failure ?? "-")"])
     }
 
     /// Checks, keeps and applies a state the server sent (the body of a 200).

@@ -197,7 +197,8 @@ public struct FilterControlApplication: Sendable {
         return LiveChannel(
             transport: connection, store: parts.live, machine: parts.identity.machine, wait: wait,
             context: { [control] in await control.liveContext() }, applied: { [control] in await control.liveStateApplied() },
-            report: { [control] reports in await control.reportLiveRefusals(reports) }, clock: clock, logger: logger)
+            report: { [control] reports in await control.reportLiveRefusals(reports) },
+            filteringTest: { [control] request in await control.filteringTestAnswer(request) }, clock: clock, logger: logger)
     }
 
     /// The service that sends the block page's access requests to the school's server.
