@@ -1,5 +1,6 @@
 public import Foundation
 public import Hummingbird
+import BundleBuilder
 import HummingbirdCore
 import HummingbirdTLS
 public import Logging
@@ -86,6 +87,10 @@ public func buildRouter(configuration: ServerConfiguration, parts: ServerParts, 
         storage: parts.storage, live: live,
         published: PublishedLivePolicy(storage: parts.storage, storePath: publisher.folder.path(BundleManifest.storeFileName)),
         metrics: parts.metrics, clock: parts.clock)
+    let filteringTests = FilteringTestDesk(
+        storage: parts.storage, schoolNames: configuration.filteringTest,
+        protections: configuration.publishing.builtinProtections ? ProtectionLists.categories : [], live: live.hub, alerts: parts.alerts,
+        clock: parts.clock)
     let router = Router(context: ServerRequestContext.self)
     let served = MethodNotAllowedMiddleware.ServedMethods()
     router.add(middleware: MethodNotAllowedMiddleware(served: served))
@@ -94,7 +99,8 @@ public func buildRouter(configuration: ServerConfiguration, parts: ServerParts, 
     MachineRoutes(
         storage: parts.storage, metrics: parts.metrics, clock: parts.clock, publisher: publisher,
         enrolments: RateLimiter(perMinute: configuration.machines.enrolRate), requests: RateLimiter(perMinute: configuration.machines.requestRate, maxKeys: 100_000),
-        live: live, safeguarding: PublishedSafeguarding(storage: parts.storage, logger: parts.logger), alerts: parts.alerts
+        live: live, safeguarding: PublishedSafeguarding(storage: parts.storage, logger: parts.logger), alerts: parts.alerts,
+        filteringTests: filteringTests
     ).add(to: router)
     RoomRoutes(storage: parts.storage, control: control, clock: parts.clock).add(to: router)
     AdminRoutes(storage: parts.storage, staleAfter: configuration.machines.staleAfter, clock: parts.clock).add(to: router)
@@ -106,6 +112,7 @@ public func buildRouter(configuration: ServerConfiguration, parts: ServerParts, 
     BundleRoutes(storage: parts.storage, cache: publisher.cache).add(to: router)
     AccessRequestRoutes(desk: AccessRequestDesk(storage: parts.storage, live: LiveAccessRequests(control: control), clock: parts.clock)).add(to: router)
     AlertRoutes(desk: AlertDesk(storage: parts.storage, clock: parts.clock)).add(to: router)
+    FilteringTestRoutes(desk: filteringTests).add(to: router)
     // The console's sign-in and sessions; its pages add themselves behind the same middleware.
     let sessions = Sessions(storage: parts.storage, settings: configuration.console, clock: parts.clock)
     SignInRoutes(storage: parts.storage, sessions: sessions, configuration: configuration, clock: parts.clock).add(to: router)

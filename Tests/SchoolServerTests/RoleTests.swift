@@ -50,6 +50,9 @@ import Testing
         "POST /api/v1/alerts/{id}/acknowledge": .token(.triageAlerts),
         "POST /api/v1/alerts/{id}/escalate": .token(.triageAlerts),
         "POST /api/v1/alerts/{id}/close": .token(.triageAlerts),
+        "POST /api/v1/filtering-tests": .token(.runFilteringTest),
+        "GET /api/v1/filtering-tests": .token(.viewReview),
+        "GET /api/v1/filtering-tests/{id}": .token(.viewReview),
         "GET /metrics": .token(.viewMetrics, wholeSchool: true),
         "GET /health": .fixed(200),
         // An empty body: refused as not JSON, before any token is asked for.
@@ -59,6 +62,7 @@ import Testing
         "POST /api/v1/machine/checkin": .fixed(401),
         "POST /api/v1/machine/live": .fixed(401),
         "POST /api/v1/machine/requests": .fixed(401),
+        "POST /api/v1/machine/filtering-test": .fixed(401),
         // Nothing published yet.
         "GET /bundle/{name}": .fixed(404),
         "HEAD /bundle/{name}": .fixed(404),
@@ -101,6 +105,12 @@ import Testing
         "POST /console/people": .fixed(403),
         "POST /console/people/{login}": .fixed(403),
         "GET /console/audit": .fixed(303),
+        "GET /console/review": .fixed(303),
+        "GET /console/review.pdf": .fixed(303),
+        "POST /console/review": .fixed(403),
+        "GET /console/filtering-tests": .fixed(303),
+        "GET /console/filtering-tests/{id}": .fixed(303),
+        "POST /console/filtering-tests": .fixed(403),
     ]
 
     struct Caller: Sendable, CustomStringConvertible {
@@ -195,6 +205,11 @@ import Testing
         // Safeguarding alerts: the lead and the admin triage them, an auditor reads them; a teacher is told by the lead.
         #expect(Role.allCases.filter { $0.may(.viewAlerts) } == [.admin, .safeguarding, .auditor])
         #expect(Role.allCases.filter { $0.may(.triageAlerts) } == [.admin, .safeguarding])
+        // The filtering test and the annual review: the admin runs the test; the lead, the admin and an auditor
+        // read the results and the review; the lead and the admin record a review.
+        #expect(Role.allCases.filter { $0.may(.runFilteringTest) } == [.admin])
+        #expect(Role.allCases.filter { $0.may(.viewReview) } == [.admin, .safeguarding, .auditor])
+        #expect(Role.allCases.filter { $0.may(.recordReview) } == [.admin, .safeguarding])
         #expect(!Permission.allCases.contains { Role.auditor.may($0) && [.editPolicy, .managePeople, .revokeMachine, .enrolMachines].contains($0) })
         #expect(Permission.allCases.filter { Role.metrics.may($0) } == [.viewMetrics])
     }

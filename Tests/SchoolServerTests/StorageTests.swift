@@ -38,9 +38,9 @@ import Testing
     func migrationsAreAppliedOnceAndRecorded(engine: Engine) async throws {
         try await withTestDatabase(engine) { location async throws in
             try await withServerStorage(location, logger: testLogger, migrate: false) { storage async throws in
-                #expect(try await storage.migrate() == [1, 2, 3, 4, 5, 6, 7, 8, 9])
+                #expect(try await storage.migrate() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
                 #expect(try await storage.migrate() == [])
-                #expect(try await storage.appliedMigrations() == [1, 2, 3, 4, 5, 6, 7, 8, 9])
+                #expect(try await storage.appliedMigrations() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
             }
             // A second opening (a restart) finds the schema in place.
             try await withServerStorage(location, logger: testLogger, migrate: false) { storage async throws in

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import Logging
 import ServiceLifecycle
+import VerdictCore
 
 /// The routes machines use: enrolment (by token), then signed posts of
 /// records and check-ins. Each route maps the request to one storage call.
@@ -19,6 +20,8 @@ struct MachineRoutes {
     let safeguarding: PublishedSafeguarding
     /// Poked when records raised alerts (after their transaction commits).
     let alerts: AlertSignal
+    /// The filtering test: the run a machine is sent with its live state, and its answers.
+    let filteringTests: FilteringTestDesk
 
     struct EnrolRequest: Decodable {
         let token: String
@@ -75,6 +78,9 @@ struct MachineRoutes {
         }
         machine.post("requests") { request, context in
             try await accessRequests(request, context)
+        }
+        machine.post("filtering-test") { request, context in
+            try await filteringTestAnswer(request, context)
         }
     }
 
@@ -175,6 +181,25 @@ extension MachineRoutes {
         let after: Int64
         /// How long to hold the request when nothing is newer, 0 to 30 seconds.
         let wait: Int
+        /// The filtering test run the machine answered last ("" for none).
+        /// A machine that sends it takes filtering tests: the live state
+        /// carries the run it is to answer (`filteringTest`), at once when it
+        /// is not this one. Machines that send nothing are never sent one.
+        let tested: String?
+    }
+
+    /// The live state and, for a machine that takes them, the filtering test it is to answer.
+    struct LiveAnswer: Encodable {
+        let envelope: LiveChannel.Envelope
+        let filteringTest: FilteringTest.Request?
+
+        enum CodingKeys: String, CodingKey { case filteringTest }
+
+        func encode(to encoder: any Encoder) throws {
+            try envelope.encode(to: encoder)
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encodeIfPresent(filteringTest, forKey: .filteringTest)
+        }
     }
 
     static let longestWait = 30
@@ -198,16 +223,21 @@ extension MachineRoutes {
             guard let view = try await storage.liveView(machine: machine.id, now: clock(), items: false) else {
                 throw APIError.signatureInvalid
             }
+            // A filtering test run it has not answered goes with the state, at once.
+            var test: FilteringTest.Request? = nil
+            if let tested = body.tested, let run = try await filteringTests.pending(machine: machine.id), run.id != tested {
+                test = run.request
+            }
             // Not only a newer one: a machine that holds a sequence this
             // server never gave (a restored database, or a state from a
             // taken-over server with a huge number) gets the current state
             // at once, and orders it by its issued time (docs/server.md).
-            if view.sequence != body.after {
+            if view.sequence != body.after || test != nil {
                 let now = clock()
                 guard let full = try await storage.liveView(machine: machine.id, now: now, items: true) else { throw APIError.signatureInvalid }
                 metrics.liveStates.increment()
                 let requests = try await LiveAccessRequests.decisions(storage: storage, machine: machine.id, now: now)
-                return try Self.json(live.envelope(full, requests: requests, now: now))
+                return try Self.json(LiveAnswer(envelope: live.envelope(full, requests: requests, now: now), filteringTest: test))
             }
             let remaining = deadline - ContinuousClock.now
             guard remaining > .zero else { return Response(status: .noContent) }
@@ -236,6 +266,22 @@ extension MachineRoutes {
         } onGracefulShutdown: {
             Task { await hub.close() }
         }
+    }
+
+    /// A machine's answer to a filtering test run (`FilteringTestDesk.answer`).
+    func filteringTestAnswer(_ request: Request, _ context: ServerRequestContext) async throws -> Response {
+        guard let machine = context.machine else { throw APIError.signatureInvalid }
+        let body = try await decode(FilteringTest.Answer.self, request, context)
+        let stored = try await filteringTests.answer(body, from: machine)
+        if stored.failures > 0 {
+            metrics.alerts(.danger).increment()
+            context.logger.notice(
+                "a machine let through names of the filtering test that its policy blocks",
+                metadata: [
+                    "hallpass.machine": "\(machine.id)", "hallpass.filtering-test": "\(stored.run)", "hallpass.alert": "\(stored.alertID ?? "-")",
+                ])
+        }
+        return Response(status: .noContent)
     }
 
     static func json(_ value: some Encodable) throws -> Response {

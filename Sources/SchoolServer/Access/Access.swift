@@ -82,6 +82,13 @@ public enum Permission: String, Sendable, Hashable, CaseIterable {
     /// Triage of alerts in scope: acknowledge, escalate, close with a note
     /// (admin, safeguarding lead; an auditor reviews, a teacher is told by them).
     case triageAlerts
+    /// Start a run of the filtering test (admin).
+    case runFilteringTest
+    /// The filtering test's runs and results, and the annual review (admin,
+    /// safeguarding lead, auditor).
+    case viewReview
+    /// Record that the annual review was done, with a note (admin, safeguarding lead).
+    case recordReview
 }
 
 extension Role {
@@ -93,12 +100,14 @@ extension Role {
         case .safeguarding:
             return [
                 .viewDashboard, .viewRecords, .viewTimeline, .viewMachines, .viewPolicy, .viewAudit, .controlRoom, .viewAlerts, .triageAlerts,
+                .viewReview, .recordReview,
             ].contains(permission)
         case .teacher:
             return [.viewDashboard, .viewRecords, .viewTimeline, .viewMachines, .controlRoom].contains(permission)
         case .auditor:
             return [
                 .viewDashboard, .viewRecords, .viewTimeline, .viewMachines, .viewPolicy, .viewPeople, .viewAudit, .viewMetrics, .viewAlerts,
+                .viewReview,
             ].contains(permission)
         case .metrics:
             return permission == .viewMetrics

@@ -1,6 +1,7 @@
 import Foundation
 public import HallpassConfig
 public import SharedStore
+public import VerdictCore
 import Yams
 
 /// hallpass-server's configuration (default `/etc/hallpass/server.yaml`),
@@ -105,6 +106,8 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var publishing = Publishing()
     /// `alerts:`: how safeguarding alerts are emailed and posted (AlertsConfiguration.swift).
     public var alerts = AlertsConfiguration()
+    /// `filteringTest:`: the school's own test names, by category, checked beside the shipped ones (FilteringTestNames.swift).
+    public var filteringTest: [FilteringTest.Name] = []
     /// `signIn.oidc`: the school's OpenID provider for the console (OpenIDConfiguration.swift); nil: none.
     public var openID: OpenIDConfiguration? = nil
     /// The console's pages: `console.schoolName`, `pseudonyms`, `language`, `strings`.
@@ -234,7 +237,7 @@ extension ServerConfiguration {
         }
         guard let root else { return }
         let top = try ConfigNode(root, key: "", document: ConfigurationError.serverDocument).mapping(
-            allowed: ["listen", "tls", "database", "machines", "records", "publishing", "console", "signIn", "alerts"])
+            allowed: ["listen", "tls", "database", "machines", "records", "publishing", "console", "signIn", "alerts", "filteringTest"])
         if let listen = try top["listen"]?.mapping(allowed: ["address", "port", "plainHTTP"]) {
             if let address = listen["address"] {
                 let text = try address.string()
@@ -278,6 +281,7 @@ extension ServerConfiguration {
             try readConsole(consoleNode)
         }
         if let alertsNode = top["alerts"] { alerts = try AlertsConfiguration(alertsNode) }
+        if let testNode = top["filteringTest"] { filteringTest = try FilteringTestNames.read(testNode) }
         if let signIn = try top["signIn"]?.mapping(allowed: ["local", "oidc"]) {
             if let local = signIn["local"] { self.signIn.local = try local.boolean() }
             openID = try Self.openID(signIn)

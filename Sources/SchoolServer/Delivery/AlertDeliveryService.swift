@@ -1,4 +1,5 @@
 import Foundation
+import VerdictCore
 public import Logging
 public import ServiceLifecycle
 
@@ -33,7 +34,9 @@ public enum AlertRetrySchedule {
 /// Who an alert goes to (docs/server.md, "Alert delivery"): by email, when its
 /// severity is one of `alerts.email`, every safeguarding account that is
 /// enabled, has an address and whose scope holds the alert's room or group,
-/// and for a danger alert the group's `alerts.escalation` list; by webhook,
+/// and for a danger alert the group's `alerts.escalation` list (a failed
+/// filtering test's alert, rule `filtering-test`, goes to every enabled admin
+/// with an address as well); by webhook,
 /// when one is set and the severity is one of its own. Each address once,
 /// whatever its case.
 public enum AlertRecipients {
@@ -44,8 +47,12 @@ public enum AlertRecipients {
             if seen.insert(address.lowercased()).inserted { targets.append((.email, address)) }
         }
         if alerts.email.contains(message.severity) {
+            // A failed filtering test is the filter's own failure: the admins who mend it are told too.
+            let filter = message.rule == SafeguardingPolicy.filteringTestRuleID
             for person in people.sorted(by: { $0.login < $1.login })
-            where person.role == .safeguarding && person.disabledAt == nil && person.scope.contains(room: message.room, group: message.group) {
+            where person.disabledAt == nil
+                && ((person.role == .safeguarding && person.scope.contains(room: message.room, group: message.group)) || (filter && person.role == .admin))
+            {
                 if let email = person.email, MailAddress.refusal(email) == nil { add(email) }
             }
             if message.severity == .danger, let group = message.group {

@@ -432,6 +432,68 @@ enum Migrations {
                 """,
                 "ALTER TABLE alert_deliveries ADD COLUMN kind TEXT NOT NULL DEFAULT 'alert'",
             ]),
+        // The filtering test and the annual review (docs/server.md, "The
+        // filtering test"). A run keeps what it asked (`plan`: its groups,
+        // names, and the categories the published policy blocked for each
+        // group, as JSON) and a number of its own, which its alerts carry as
+        // their negative record_sequence: one danger alert per run and
+        // machine, as (machine, record_sequence, rule_id) is unique. A
+        // machine answers a run once: `filtering_answers` (run, machine) is
+        // written with ON CONFLICT DO NOTHING in the transaction of its
+        // results. `reviews` are the recorded annual reviews, newest first.
+        Step(
+            version: 10, summary: "filtering test runs, answers and results; recorded reviews",
+            statements: [
+                """
+                CREATE TABLE filtering_runs (
+                    id TEXT PRIMARY KEY,
+                    number BIGINT NOT NULL UNIQUE,
+                    created_at BIGINT NOT NULL,
+                    created_by TEXT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    bundle_version BIGINT NOT NULL,
+                    policy_version BIGINT,
+                    plan TEXT NOT NULL
+                )
+                """,
+                "CREATE INDEX filtering_runs_created ON filtering_runs (created_at, id)",
+                """
+                CREATE TABLE filtering_answers (
+                    run TEXT NOT NULL REFERENCES filtering_runs (id),
+                    machine TEXT NOT NULL REFERENCES machines (id),
+                    room TEXT NOT NULL,
+                    answered_at BIGINT NOT NULL,
+                    bundle_version BIGINT NOT NULL,
+                    failures BIGINT NOT NULL,
+                    alert_id TEXT,
+                    PRIMARY KEY (run, machine)
+                )
+                """,
+                """
+                CREATE TABLE filtering_results (
+                    run TEXT NOT NULL REFERENCES filtering_runs (id),
+                    machine TEXT NOT NULL REFERENCES machines (id),
+                    group_name TEXT NOT NULL,
+                    name TEXT NOT NULL,
+                    category TEXT NOT NULL,
+                    expected TEXT NOT NULL,
+                    actual TEXT NOT NULL,
+                    actual_category TEXT,
+                    reason TEXT NOT NULL,
+                    bundle_version BIGINT NOT NULL,
+                    PRIMARY KEY (run, machine, group_name, name, category)
+                )
+                """,
+                """
+                CREATE TABLE reviews (
+                    id TEXT PRIMARY KEY,
+                    time BIGINT NOT NULL,
+                    reviewer TEXT NOT NULL,
+                    note TEXT NOT NULL
+                )
+                """,
+                "CREATE INDEX reviews_time ON reviews (time, id)",
+            ]),
     ]
 
     static var latest: Int { steps.last?.version ?? 0 }

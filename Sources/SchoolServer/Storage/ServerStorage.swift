@@ -48,6 +48,8 @@ public protocol ServerStorage: Sendable {
 
     func createAPIToken(_ token: StoredAPIToken, hash: String) async throws
     func apiToken(hash: String) async throws -> StoredAPIToken?
+    /// Every API token (never its secret), oldest first.
+    func apiTokens() async throws -> [StoredAPIToken]
 
     /// The version of the bundle the server publishes (the current
     /// publication's, or the version set with `setPublishedVersion` if higher); 0 before any.
@@ -214,6 +216,20 @@ public protocol ServerStorage: Sendable {
     func removeDigestEmails(before: Int64) async throws -> Int64
     /// How many digest emails the outbox holds in each state.
     func digestDeliveryCounts() async throws -> [AlertDeliveryState: Int64]
+
+    // The filtering test and the annual review (Storage/FilteringTestStatements.swift; docs/server.md, "The filtering test").
+    func addFilteringRun(
+        id: String, createdBy: String, now: Int64, expiresAt: Int64, bundleVersion: Int64, policyVersion: Int64?, plan: FilteringTestPlan
+    ) async throws -> StoredFilteringRun
+    func filteringRun(id: String) async throws -> StoredFilteringRun?
+    func filteringRuns(limit: Int) async throws -> [StoredFilteringRun]
+    func pendingFilteringRun(machine: String, now: Int64) async throws -> StoredFilteringRun?
+    func storeFilteringAnswer(_ answer: StoredFilteringAnswer, results: [StoredFilteringResult], alert: StoredAlert?) async throws
+        -> StoredFilteringAnswer?
+    func filteringAnswers(run: String) async throws -> [StoredFilteringAnswer]
+    func filteringResults(run: String) async throws -> [StoredFilteringResult]
+    func addReview(_ review: StoredReview) async throws
+    func reviews(limit: Int) async throws -> [StoredReview]
 
     /// Runs what the engine needs while it is used; returns when the task is cancelled.
     func run() async
@@ -476,7 +492,14 @@ public final class SQLStorage: ServerStorage {
     }
 
     public func apiToken(hash: String) async throws -> StoredAPIToken? {
-        guard let row = try await engine.run("SELECT * FROM api_tokens WHERE hash = $1", SQLValue(hash)).first else { return nil }
+        try await engine.run("SELECT * FROM api_tokens WHERE hash = $1", SQLValue(hash)).first.map(Self.apiToken)
+    }
+
+    public func apiTokens() async throws -> [StoredAPIToken] {
+        try await engine.run("SELECT * FROM api_tokens ORDER BY created_at, id").map(Self.apiToken)
+    }
+
+    static func apiToken(_ row: SQLRow) throws -> StoredAPIToken {
         guard let role = Role(rawValue: try row.text("role")) else { throw StorageError.unexpectedRow(column: "role") }
         return StoredAPIToken(
             id: try row.text("id"), role: role, scope: Scope(rooms: Self.names(row.optionalText("scope_rooms")), groups: Self.names(row.optionalText("scope_groups"))),
