@@ -5,7 +5,7 @@ import NIOCore
 
 /// The parts of the console the menu links to, each behind one permission.
 enum ConsoleSection: String, Sendable, CaseIterable {
-    case dashboard, alerts, records, machines, rooms, policy, people, audit
+    case dashboard, alerts, records, machines, rooms, policy, people, audit, review
 
     var permission: Permission {
         switch self {
@@ -17,6 +17,7 @@ enum ConsoleSection: String, Sendable, CaseIterable {
         case .policy: .viewPolicy
         case .people: .viewPeople
         case .audit: .viewAudit
+        case .review: .viewReview
         }
     }
 
@@ -147,6 +148,7 @@ struct ConsoleRenderer: Sendable {
             "person-changed": "flashPersonChanged", "rule-added": "flashRuleAdded", "rules-ended": "flashRulesEnded",
             "request-approved": "flashRequestApproved", "request-denied": "flashRequestDenied",
             "alert-acknowledge": "flashAlertAcknowledge", "alert-escalate": "flashAlertEscalate", "alert-close": "flashAlertClose",
+            "review-recorded": "flashReviewRecorded", "filtering-test-started": "flashFilteringTestStarted",
         ]
         guard let done = viewer.done, let key = keys[done], let text = t[key] else { return nil }
         let version = viewer.doneVersion.flatMap { Int64($0) }.map { String($0) } ?? ""

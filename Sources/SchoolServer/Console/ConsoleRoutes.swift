@@ -1,7 +1,9 @@
+import BundleBuilder
 public import Foundation
 public import Hummingbird
 import Logging
 import NIOCore
+import VerdictCore
 
 /// A change the console made, for the audit trail: `machine.revoke`,
 /// `policy.set`, `policy.rollback`, `publish`, `records.export`.
@@ -73,6 +75,9 @@ public struct ConsoleRoutes: Sendable {
     let roomControl: RoomControl?
     /// Answers access requests (nil: the console lists none and answers none).
     let requestDesk: AccessRequestDesk?
+    /// The filtering test's names of the school's own (`filteringTest:`) and the bundles' built-in categories.
+    let filteringTestNames: [FilteringTest.Name]
+    let filteringTestProtections: [String]
 
     /// The cookie of the language chosen with the language form (not a secret).
     static let languageCookie = "hallpass-console-language"
@@ -89,6 +94,8 @@ public struct ConsoleRoutes: Sendable {
         self.roomControl = rooms
         self.requestDesk = requests.map { AccessRequestDesk(storage: storage, live: $0, clock: clock) }
         self.storage = storage
+        self.filteringTestNames = configuration.filteringTest
+        self.filteringTestProtections = configuration.publishing.builtinProtections ? ProtectionLists.categories : []
         self.editor = editor
         self.publisher = publisher
         self.staleAfter = configuration.machines.staleAfter
@@ -98,7 +105,7 @@ public struct ConsoleRoutes: Sendable {
         self.localSignIn = configuration.signIn.local
         self.hooks = hooks
         self.sources = sources
-        var sections: Set<ConsoleSection> = [.dashboard, .alerts, .records, .machines, .policy]
+        var sections: Set<ConsoleSection> = [.dashboard, .alerts, .records, .machines, .policy, .review]
         if sources.people != nil { sections.insert(.people) }
         if sources.auditEvents != nil { sections.insert(.audit) }
         if rooms != nil { sections.insert(.rooms) }
@@ -146,6 +153,7 @@ public struct ConsoleRoutes: Sendable {
         if let roomControl { addRooms(to: console, control: roomControl) }
         if let requestDesk { addRequests(to: console, desk: requestDesk) }
         addAlerts(to: console)
+        addReview(to: console)
         if let people = sources.people {
             console.get("people") { request, context in
                 try await page(request, context, .viewPeople) { principal, viewer in

@@ -914,6 +914,171 @@ enum ConsoleTemplates {
         {{/page}}{{/content}}{{/layout}}
         """
 
+    /// The annual review: each group's policy, the locked categories, the
+    /// latest filtering test, the policy's history, who holds which role,
+    /// the changes since the last review, and the form that records one.
+    static let review = """
+        {{<layout}}{{$content}}{{#page}}
+        {{#problem}}<p class="error" role="alert" id="review-error">{{problem}}</p>{{/problem}}
+        <p class="note" id="review-made">{{made}}</p>
+        <p id="review-last">{{last}}</p>
+        <p><a href="/console/review.pdf" id="review-pdf">{{t.reviewPDF}}</a> · <a href="/console/filtering-tests" id="filtering-tests-link">{{t.titleFilteringTests}}</a></p>
+        <section aria-labelledby="groups-heading">
+        <h2 id="groups-heading">{{t.reviewGroups}}</h2>
+        {{#hasPolicy}}
+        <div class="scroll">
+        <table id="review-groups">
+        <thead><tr><th scope="col">{{t.group}}</th><th scope="col">{{t.reviewBlocked}}</th><th scope="col">{{t.reviewAllowed}}</th><th scope="col">{{t.reviewDenied}}</th></tr></thead>
+        <tbody>
+        {{#groups}}<tr><th scope="row">{{name}}</th><td class="wrap">{{blocked}}</td><td class="wrap">{{allowed}}</td><td class="wrap">{{denied}}</td></tr>{{/groups}}
+        </tbody>
+        </table>
+        </div>
+        <p id="review-locked">{{locked}}</p>
+        {{/hasPolicy}}
+        {{^hasPolicy}}<p id="review-no-policy">{{t.reviewNoPolicy}}</p>{{/hasPolicy}}
+        </section>
+        <section aria-labelledby="test-heading">
+        <h2 id="test-heading">{{t.reviewTest}}</h2>
+        <p id="review-test">{{testSummary}}{{#testLink}} <a href="{{testLink}}" id="review-test-link">{{t.reviewTestDetails}}</a>{{/testLink}}</p>
+        {{#allBlocked}}<p id="review-test-passed">{{t.reviewTestAllBlocked}}</p>{{/allBlocked}}
+        {{#hasFailures}}
+        <table id="review-failures">
+        <thead><tr><th scope="col">{{t.filteringTestMachine}}</th><th scope="col">{{t.group}}</th><th scope="col">{{t.filteringTestName}}</th><th scope="col">{{t.category}}</th><th scope="col" class="number">{{t.filteringTestBundle}}</th></tr></thead>
+        <tbody>
+        {{#failures}}<tr><td class="wrap">{{machine}}</td><td>{{group}}</td><td>{{name}}</td><td>{{category}}</td><td class="number">{{bundle}}</td></tr>{{/failures}}
+        </tbody>
+        </table>
+        {{/hasFailures}}
+        {{#canStart}}
+        <form method="post" action="/console/filtering-tests" class="inline" id="filtering-test-form">
+        <input type="hidden" name="csrf" value="{{layout.csrf}}">
+        <button type="submit" id="filtering-test-button">{{t.filteringTestStart}}</button>
+        </form>
+        {{/canStart}}
+        </section>
+        <section aria-labelledby="history-heading">
+        <h2 id="history-heading">{{t.reviewHistory}}</h2>
+        <div class="scroll">
+        <table id="review-history">
+        <thead><tr><th scope="col" class="number">{{t.reviewVersion}}</th><th scope="col">{{t.time}}</th><th scope="col">{{t.reviewAuthor}}</th><th scope="col">{{t.reason}}</th></tr></thead>
+        <tbody>
+        {{#history}}<tr><td class="number">{{version}}</td><td class="nowrap">{{time}}</td><td>{{author}}</td><td class="wrap">{{reason}}</td></tr>{{/history}}
+        </tbody>
+        </table>
+        </div>
+        <h3 id="publications-heading">{{t.reviewPublications}}</h3>
+        <div class="scroll">
+        <table id="review-publications">
+        <thead><tr><th scope="col" class="number">{{t.reviewBundle}}</th><th scope="col" class="number">{{t.reviewVersion}}</th><th scope="col">{{t.time}}</th><th scope="col">{{t.reviewAuthor}}</th><th scope="col">{{t.reason}}</th></tr></thead>
+        <tbody>
+        {{#publications}}<tr><td class="number">{{bundle}}</td><td class="number">{{version}}</td><td class="nowrap">{{time}}</td><td>{{author}}</td><td class="wrap">{{reason}}</td></tr>{{/publications}}
+        </tbody>
+        </table>
+        </div>
+        </section>
+        <section aria-labelledby="roles-heading">
+        <h2 id="roles-heading">{{t.reviewRoles}}</h2>
+        <div class="scroll">
+        <table id="review-people">
+        <thead><tr><th scope="col">{{t.login}}</th><th scope="col">{{t.reviewPerson}}</th><th scope="col">{{t.reviewRole}}</th><th scope="col">{{t.reviewScope}}</th></tr></thead>
+        <tbody>
+        {{#people}}<tr><th scope="row">{{name}}</th><td>{{detail}}</td><td>{{role}}</td><td class="wrap">{{scope}}</td></tr>{{/people}}
+        </tbody>
+        </table>
+        </div>
+        <h3 id="tokens-heading">{{t.reviewTokens}}</h3>
+        <div class="scroll">
+        <table id="review-tokens">
+        <thead><tr><th scope="col">{{t.reviewToken}}</th><th scope="col">{{t.reviewCreatedBy}}</th><th scope="col">{{t.reviewRole}}</th><th scope="col">{{t.reviewScope}}</th></tr></thead>
+        <tbody>
+        {{#tokens}}<tr><th scope="row">{{name}}</th><td>{{detail}}</td><td>{{role}}</td><td class="wrap">{{scope}}</td></tr>{{/tokens}}
+        </tbody>
+        </table>
+        </div>
+        </section>
+        <section aria-labelledby="changes-heading">
+        <h2 id="changes-heading">{{t.reviewChanges}}</h2>
+        {{#hasChanges}}
+        <div class="scroll">
+        <table id="review-changes">
+        <thead><tr><th scope="col">{{t.time}}</th><th scope="col">{{t.auditActor}}</th><th scope="col">{{t.auditAction}}</th><th scope="col">{{t.auditTarget}}</th><th scope="col">{{t.reason}}</th></tr></thead>
+        <tbody>
+        {{#changes}}<tr><td class="nowrap">{{time}}</td><td>{{actor}}</td><td>{{action}}</td><td class="wrap">{{target}}</td><td class="wrap">{{reason}}</td></tr>{{/changes}}
+        </tbody>
+        </table>
+        </div>
+        {{#moreChanges}}<p class="note">{{t.reviewMoreChanges}}</p>{{/moreChanges}}
+        {{/hasChanges}}
+        {{^hasChanges}}<p id="review-no-changes">{{t.reviewNoChanges}}</p>{{/hasChanges}}
+        </section>
+        {{#canRecord}}
+        <section aria-labelledby="record-heading">
+        <h2 id="record-heading">{{t.reviewRecord}}</h2>
+        <form method="post" action="/console/review" class="row-form" id="review-form">
+        <input type="hidden" name="csrf" value="{{layout.csrf}}">
+        <label for="review-note">{{t.reviewRecordNote}}</label><textarea id="review-note" name="note" maxlength="2000" required></textarea>
+        <span></span><button type="submit" id="review-button">{{t.reviewRecordButton}}</button>
+        </form>
+        </section>
+        {{/canRecord}}
+        {{/page}}{{/content}}{{/layout}}
+        """
+
+    /// The filtering test's runs, and the form that starts one.
+    static let filteringTests = """
+        {{<layout}}{{$content}}{{#page}}
+        <p class="note">{{t.filteringTestsIntro}}</p>
+        {{#canStart}}
+        <form method="post" action="/console/filtering-tests" class="inline" id="filtering-test-form">
+        <input type="hidden" name="csrf" value="{{layout.csrf}}">
+        <button type="submit" id="filtering-test-button">{{t.filteringTestStart}}</button>
+        </form>
+        {{/canStart}}
+        {{#hasRows}}
+        <table id="filtering-tests">
+        <thead><tr><th scope="col">{{t.filteringTestRun}}</th><th scope="col">{{t.time}}</th><th scope="col">{{t.reviewAuthor}}</th><th scope="col" class="number">{{t.filteringTestBundle}}</th><th scope="col" class="number">{{t.filteringTestAnswers}}</th><th scope="col" class="number">{{t.filteringTestFailures}}</th></tr></thead>
+        <tbody>
+        {{#rows}}<tr><th scope="row"><a href="{{href}}">{{number}}</a></th><td class="nowrap">{{time}}</td><td>{{by}}</td><td class="number">{{bundle}}</td><td class="number">{{answers}}</td><td class="number">{{#failed}}<strong>{{failures}}</strong>{{/failed}}{{^failed}}{{failures}}{{/failed}}</td></tr>{{/rows}}
+        </tbody>
+        </table>
+        {{/hasRows}}
+        {{^hasRows}}<p id="no-filtering-tests">{{t.reviewTestNone}}</p>{{/hasRows}}
+        {{/page}}{{/content}}{{/layout}}
+        """
+
+    /// One run of the filtering test: the machines' answers and every result.
+    static let filteringTest = """
+        {{<layout}}{{$content}}{{#page}}
+        <p id="filtering-test-summary">{{summary}}</p>
+        <section aria-labelledby="answers-heading">
+        <h2 id="answers-heading">{{t.filteringTestAnswers}}</h2>
+        {{#hasAnswers}}
+        <table id="filtering-test-answers">
+        <thead><tr><th scope="col">{{t.filteringTestMachine}}</th><th scope="col">{{t.room}}</th><th scope="col">{{t.time}}</th><th scope="col" class="number">{{t.filteringTestBundle}}</th><th scope="col" class="number">{{t.filteringTestFailures}}</th></tr></thead>
+        <tbody>
+        {{#answers}}<tr><th scope="row" class="wrap">{{machine}}</th><td>{{room}}</td><td class="nowrap">{{time}}</td><td class="number">{{bundle}}</td><td class="number">{{#alert}}<a href="{{alert}}">{{failures}}</a>{{/alert}}{{^alert}}{{failures}}{{/alert}}</td></tr>{{/answers}}
+        </tbody>
+        </table>
+        {{/hasAnswers}}
+        {{^hasAnswers}}<p id="no-answers">{{t.filteringTestWaiting}}</p>{{/hasAnswers}}
+        </section>
+        {{#hasAnswers}}
+        <section aria-labelledby="results-heading">
+        <h2 id="results-heading">{{t.filteringTestResults}}</h2>
+        <div class="scroll">
+        <table id="filtering-test-results">
+        <thead><tr><th scope="col">{{t.filteringTestMachine}}</th><th scope="col">{{t.group}}</th><th scope="col">{{t.filteringTestName}}</th><th scope="col">{{t.category}}</th><th scope="col">{{t.filteringTestExpected}}</th><th scope="col">{{t.filteringTestActual}}</th><th scope="col">{{t.reason}}</th><th scope="col" class="number">{{t.filteringTestBundle}}</th></tr></thead>
+        <tbody>
+        {{#results}}<tr{{#failed}} class="failed"{{/failed}}><td class="wrap">{{machine}}</td><td>{{group}}</td><td>{{name}}</td><td>{{category}}</td><td>{{expected}}</td><td>{{#failed}}<strong>{{t.filteringTestFailed}}</strong>{{/failed}}{{^failed}}{{actual}}{{/failed}}</td><td class="wrap">{{reason}}</td><td class="number">{{bundle}}</td></tr>{{/results}}
+        </tbody>
+        </table>
+        </div>
+        </section>
+        {{/hasAnswers}}
+        {{/page}}{{/content}}{{/layout}}
+        """
+
     /// A refusal or a missing page, with the layout around it.
     static let message = """
         {{<layout}}{{$content}}{{#page}}
@@ -926,7 +1091,8 @@ enum ConsoleTemplates {
     static let all: [String: String] = [
         "layout": layout, "sign-in": signIn, "dashboard": dashboard, "records": records, "timeline": timeline, "machines": machines,
         "policy": policy, "policy-version": policyVersion, "policy-diff": policyDiff, "people": people, "audit": audit, "message": message,
-        "rooms": rooms, "room": room, "alerts": alerts, "alert": alert,
+        "rooms": rooms, "room": room, "alerts": alerts, "alert": alert, "review": review, "filtering-tests": filteringTests,
+        "filtering-test": filteringTest,
     ]
 
     /// The library the pages render from, compiled once per process. The
