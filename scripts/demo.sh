@@ -23,7 +23,10 @@
 # state within a second (the demo says how long each took) and refuse the
 # other sites, until the teacher ends it. Last, the student asks for a
 # blocked site on the block page; the teacher finds the request on the room
-# page and approves it for her, and the site loads on her machine.
+# page and approves it for her, and the site loads on her machine. Then the
+# annual review: the admin runs the filtering test in the console, both
+# machines judge the test names for each group and answer, and the review
+# is written as a PDF to test-artifacts/review.pdf (the path is printed).
 # Everything it starts and makes is removed at the end, also on failure.
 # Run as root on Debian 12 (it installs what it needs).
 #   scripts/demo.sh           runs, shows, cleans up
@@ -497,6 +500,40 @@ echo "   POST /console/requests/$request_id/approve (this student, 30 minutes): 
 in_force lab1 ada http://www.chess.com/ allowed
 visit lab1 ada http://www.chess.com/
 for lab in "${labs[@]}"; do show_log "$lab"; done
+echo "== the annual review: the admin runs the filtering test in the console; each machine judges the test names for each group"
+posted=$(console_post admin /console/filtering-tests)
+echo "   POST /console/filtering-tests: $posted"
+run=$(sed -n 's|.*/console/filtering-tests/\(ft-[a-z2-7]*\).*|\1|p' <<<"$posted")
+# Both machines get the run with their live state and answer within seconds (the auditor's token reads the results).
+filtering_test() {
+    in_server curl -sS -m 5 --cacert "$work/server/certificate.pem" -H "Authorization: Bearer $api_token" \
+        "https://10.82.0.2:8443/api/v1/filtering-tests/$run"
+}
+for _ in $(seq 100); do
+    [ -n "$run" ] && [ "$(filtering_test | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["answers"]))' 2>/dev/null)" = 2 ] && break
+    sleep 0.1
+done
+filtering_test | python3 -c '
+import json, sys
+body = json.load(sys.stdin)
+results = body["results"]
+print("   run %d on bundle %d: %d machine(s) answered, %d check(s) (%d names for groups %s)"
+      % (body["run"]["number"], body["run"]["bundleVersion"], len(body["answers"]), len(results), len(body["run"]["names"]),
+         ", ".join(body["run"]["groups"])))
+for group in body["run"]["groups"]:
+    blocked = sorted({r["name"] for r in results if r["group"] == group and r["actual"] == "block"})
+    print("   %-10s blocked %d of the test names on every machine; the policy blocks %s" % (group, len(blocked), ", ".join(body["run"]["blocked"][group]) or "none"))
+failed = [r for r in results if r["failed"]]
+print("   checks that let through a name the policy blocks: %d" % len(failed))
+for r in failed:
+    print("   LET THROUGH: %s on %s for %s (bundle %d)" % (r["name"], r["machine"], r["group"], r["bundleVersion"]))
+'
+for lab in "${labs[@]}"; do show_log "$lab"; done
+echo "== the annual review as a PDF (GET /console/review.pdf as the admin), for the review's minutes"
+mkdir -p test-artifacts
+curl -sS -m 10 --cacert "$work/server/certificate.pem" -b "$work/console-admin.cookies" -o test-artifacts/review.pdf \
+    -w '   GET /console/review.pdf: HTTP %{http_code}, %{size_download} bytes\n' "https://10.82.0.2:8443/console/review.pdf"
+echo "   written to $(pwd)/test-artifacts/review.pdf"
 echo
 if [ "$wait_for_enter" = 1 ]; then
     echo "The demo keeps running. The console, from a browser on this host: $console"

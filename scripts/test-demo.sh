@@ -27,7 +27,11 @@
 #     console) and get the dashboard (200, which only a session gets: without
 #     one it is a 303 to the sign-in page) showing the two machines and blocks
 #     of the last hour, or does not sign in as the teacher and get the policy
-#     page refused (403, the refusal's page).
+#     page refused (403, the refusal's page),
+#   - the filtering test the admin runs in the console is not answered by
+#     both machines, or lets a name through, or the review's PDF is not in
+#     test-artifacts/review.pdf with, in pdftotext's reading, the group
+#     students and the test's result.
 # Root, Debian 12 (as scripts/demo.sh); about 30 seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -128,6 +132,29 @@ if ! grep -q -E '^   POST http://www.chess.com/request-access as ada: HTTP 200$'
     echo "test-demo: the student's request was not taken, listed on the teacher's room page, approved there and in force on lab1" >&2
     failed=1
 fi
+# The annual review: the filtering test run in the console, answered by both machines with nothing let
+# through, and the review's PDF in test-artifacts/, whose text names a group and the test's result.
+review=$(section "== the annual review: the admin runs the filtering test" "== stopping the demo")
+if ! grep -q -E '^   POST /console/filtering-tests: 303 .*/console/filtering-tests/ft-[a-z2-7]+\?done=filtering-test-started$' <<<"$review" \
+    || ! grep -q -E '^   run [0-9]+ on bundle [0-9]+: 2 machine\(s\) answered, [1-9][0-9]* check\(s\)' <<<"$review" \
+    || ! grep -q -E '^   checks that let through a name the policy blocks: 0$' <<<"$review"; then
+    echo "test-demo: the filtering test was not started in the console, answered by both machines, or let a name through" >&2
+    failed=1
+fi
+if ! grep -q -E '^   GET /console/review.pdf: HTTP 200, [1-9][0-9]* bytes$' <<<"$review" || [ ! -s test-artifacts/review.pdf ]; then
+    echo "test-demo: the review's PDF was not written to test-artifacts/review.pdf" >&2
+    failed=1
+elif ! command -v pdftotext >/dev/null; then
+    echo "test-demo: pdftotext is missing (poppler-utils; scripts/install-deps.sh installs it)" >&2
+    failed=1
+else
+    text=$(pdftotext -layout test-artifacts/review.pdf - 2>&1 || true)
+    if ! grep -q -E '^ *students +' <<<"$text" || ! grep -q -E 'Run [0-9]+, .*: 2 machine\(s\) answered; 0 check\(s\) let through' <<<"$text"; then
+        echo "test-demo: the review's PDF does not name the group students and the filtering test's result:" >&2
+        echo "$text" | head -60 >&2
+        failed=1
+    fi
+fi
 if [ "$failed" = 1 ]; then
     echo "--- the demo's output:" >&2
     cat "$output" >&2
@@ -138,3 +165,4 @@ echo "test-demo: both machines' records reached the server, and the policy chang
 echo "test-demo: on the console, reached from the host, the admin signed in and got the dashboard, and the teacher was refused the policy page;"
 echo "test-demo: the teacher's focus on the room, set in the console, was in force on both machines, and ending it let the sites through again;"
 echo "test-demo: a student's request from the block page reached the teacher's room page and, approved there, opened the site for her"
+echo "test-demo: the filtering test, run in the console, was answered by both machines with nothing let through, and the review's PDF names a group and the result"
