@@ -242,7 +242,7 @@ public func buildApplication(configuration: ServerConfiguration, parts: ServerPa
     var services: [any Service] = [
         StorageService(storage: parts.storage, ready: ready),
         RetentionService(
-            storage: parts.storage, ready: ready, retentionDays: configuration.records.retentionDays, metrics: parts.metrics,
+            storage: parts.storage, ready: ready, periods: configuration.retention, metrics: parts.metrics,
             logger: parts.logger, clock: parts.clock),
         LiveService(storage: parts.storage, ready: ready, channel: live, logger: parts.logger),
     ]

@@ -52,7 +52,28 @@ import Testing
         #expect(postgres.tls == .require)
         #expect(!postgres.description.contains("cret"))
         #expect(configuration.machines.staleAfter == 600)
-        #expect(configuration.records.retentionDays == 30)
+        #expect(configuration.retention.records == 30)
+        #expect(configuration.retention.alerts == 7 * 365 && configuration.retention.audit == 7 * 365)
+    }
+
+    /// Each kind's retention, with the older `records.retentionDays` beside it when they agree.
+    @Test func retentionPerKind() throws {
+        let defaults = ServerConfiguration().retention
+        #expect(defaults.records == 365 && defaults.accessRequests == 365 && defaults.digests == 365)
+        #expect(defaults.alerts >= defaults.records && defaults.audit >= defaults.alerts)
+        let configuration = try ServerConfiguration(
+            yaml: """
+                records:
+                  retentionDays: 90
+                retention:
+                  records: 90
+                  accessRequests: 30
+                  alerts: 9125
+                  digests: 180
+                  audit: 9200
+                """)
+        #expect(configuration.retention.records == 90 && configuration.retention.accessRequests == 30)
+        #expect(configuration.retention.alerts == 9125 && configuration.retention.digests == 180 && configuration.retention.audit == 9200)
     }
 
     @Test func aUnixSocketDatabase() throws {
@@ -71,6 +92,12 @@ import Testing
         ("listen:\n  prot: 8443\n", "listen.prot", 2),
         ("listen:\n  port: 70000\n", "listen.port", 2),
         ("records:\n  retentionDays: 0\n", "records.retentionDays", 2),
+        ("retention:\n  alerts: 30\n", "retention.alerts", 2),
+        ("retention:\n  digests: 7\n", "retention.digests", 2),
+        ("retention:\n  audit: 400\n", "retention.audit", 2),
+        ("retention:\n  alerts: 3650\n", "retention.alerts", 2),
+        ("retention:\n  recordz: 30\n", "retention.recordz", 2),
+        ("records:\n  retentionDays: 30\nretention:\n  records: 60\n", "retention.records", 4),
         ("machines:\n  staleAfter: 5x\n", "machines.staleAfter", 2),
         ("database: mysql://x\n", "database", 1),
         ("database: server.db\n", "database", 1),

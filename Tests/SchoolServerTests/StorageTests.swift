@@ -38,9 +38,9 @@ import Testing
     func migrationsAreAppliedOnceAndRecorded(engine: Engine) async throws {
         try await withTestDatabase(engine) { location async throws in
             try await withServerStorage(location, logger: testLogger, migrate: false) { storage async throws in
-                #expect(try await storage.migrate() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+                #expect(try await storage.migrate() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11])
                 #expect(try await storage.migrate() == [])
-                #expect(try await storage.appliedMigrations() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+                #expect(try await storage.appliedMigrations() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11])
             }
             // A second opening (a restart) finds the schema in place.
             try await withServerStorage(location, logger: testLogger, migrate: false) { storage async throws in
@@ -168,9 +168,100 @@ import Testing
                 stored += Self.records(machine, Int64(index + 1)...Int64(index + 1), at: time - Int64(index + 1))
             }
             _ = try await storage.storeRecords(machine: machine, records: stored, dropped: 0, now: Self.now)
-            #expect(try await Retention.apply(storage: storage, retentionDays: 2, now: Self.now) == 3)
+            var periods = ServerConfiguration.Retention()
+            periods.records = 2
+            #expect(try await Retention.apply(storage: storage, periods: periods, now: Self.now).records == 3)
             #expect(try await storage.records(machine: machine).map(\.timeMilliseconds) == Array(times[3...]))
-            #expect(try await Retention.apply(storage: storage, retentionDays: 2, now: Self.now) == 0)
+            #expect(try await Retention.apply(storage: storage, periods: periods, now: Self.now) == Retention.Removed())
+        }
+    }
+
+    /// Each kind goes after its own days, the alerts with their deliveries and
+    /// the digests with their emails; what is younger stays.
+    @Test(arguments: Engine.allCases)
+    func retentionRemovesEachKindPastItsOwnDays(engine: Engine) async throws {
+        try await withTestStorage(engine) { storage async throws in
+            let machine = try await Self.enrol(storage)
+            let day: Int64 = 86_400
+            var periods = ServerConfiguration.Retention()
+            periods.records = 10
+            periods.accessRequests = 20
+            periods.alerts = 400
+            periods.digests = 40
+            periods.audit = 500
+            // One of each kind just past its days (a whole UTC day and more), and one just within.
+            for (offset, sequence) in [(-(10 + 2) * day, Int64(1)), (-(400 + 2) * day, 2), (-(400 - 2) * day, 3), (0, 4)] {
+                let danger = AlertTests.record(machine, sequence, user: "pupil\(sequence)", offset: offset)
+                _ = try await AlertTests.store(storage, machine, [danger], now: Self.now + offset)
+            }
+            let alerts = try await storage.alerts(AlertQuery()).alerts
+            #expect(alerts.count == 4)
+            for alert in alerts {
+                _ = try await storage.addAlertDeliveries(
+                    [NewAlertDelivery(alertID: alert.id, channel: .email, target: "dsl@school.example", message: "{}")], now: alert.createdAt)
+            }
+            for (index, offset) in [-(20 + 2) * day, -(20 - 2) * day].enumerated() {
+                _ = try await storage.storeAccessRequests(
+                    machine: machine, room: "lab2",
+                    [NewAccessRequest(machineRequest: "0000000\(index)", user: "pupil", group: "7a", host: "a.example", url: "https://a.example/",
+                        category: "games", reason: "homework", createdAt: Self.now + offset)],
+                    now: Self.now + offset)
+            }
+            var periodStarts: [Int64] = []
+            for (index, offset) in [-(40 + 2) * day, -(40 - 2) * day].enumerated() {
+                let period = (Self.now + offset) * 1000..<(Self.now + offset + 7 * day) * 1000
+                periodStarts.append(period.lowerBound)
+                _ = try await storage.claimDigest(
+                    NewDigestClaim(kind: .weekly, period: period, login: "dsl", address: "dsl@school.example", deliveryID: "dg-\(index)",
+                        message: "To: dsl@school.example\n\npupil\n"), now: Self.now + offset)
+            }
+            for offset in [-(500 + 2) * day, -(500 - 2) * day] {
+                try await storage.audit(NewAuditEvent(time: Self.now + offset, actor: "dsl", action: "person.view", target: "pupil"))
+            }
+            let scope = LiveScope(kind: .room, value: "lab2")
+            var items: [String] = []
+            for offset in [-(10 + 2) * day, -day] {
+                items.append(try await storage.addLiveItem(
+                    NewLiveItem(scope: scope, action: "allow", targets: ["a.example"], from: Self.now + offset, until: Self.now + offset + 600,
+                        byAuthor: "t", byName: "T", reason: "pupil"), now: Self.now + offset).id)
+            }
+
+            let removed = try await Retention.apply(storage: storage, periods: periods, now: Self.now)
+            #expect(removed.records == 3, "the records of pupils 1, 2 and 3")
+            #expect(removed.kinds == [.alerts: 1, .accessRequests: 1, .digests: 1, .audit: 1, .liveItems: 1])
+            // Alerts 3 and 4 stay, and their deliveries; record 2's alert and its delivery are gone.
+            let kept = try await storage.alerts(AlertQuery()).alerts
+            #expect(Set(kept.map(\.recordSequence)) == [1, 3, 4], "the alert of a record past the records' days is kept for the alerts' days")
+            let gone = try #require(alerts.first { $0.recordSequence == 2 })
+            #expect(try await storage.alertDeliveries(alertID: gone.id).isEmpty)
+            for alert in kept { #expect(try await storage.alertDeliveries(alertID: alert.id).count == 1) }
+            #expect(try await storage.accessRequests(AccessRequestQuery()).map(\.request.machineRequest) == ["00000001"])
+            #expect(try await storage.digestClaims(kind: .weekly, periodStart: periodStarts[0]).isEmpty)
+            #expect(try await storage.digestClaims(kind: .weekly, periodStart: periodStarts[1]).map(\.deliveryID) == ["dg-1"])
+            #expect(try await storage.digestDeliveryCounts() == [.waiting: 1], "the kept digest's email, and not the other's")
+            #expect(try await storage.auditEvents(AuditQuery()).events.map(\.event.time) == [Self.now - (500 - 2) * day])
+            #expect(try await storage.liveItem(id: items[0]) == nil, "ended before the records' cutoff")
+            #expect(try await storage.liveItem(id: items[1]) != nil)
+            // A second pass finds nothing.
+            #expect(try await Retention.apply(storage: storage, periods: periods, now: Self.now) == Retention.Removed())
+        }
+    }
+
+    /// Retention in batches: more rows than a batch go in several statements, every one of them.
+    @Test(arguments: Engine.allCases)
+    func retentionRemovesALongBacklogInBatches(engine: Engine) async throws {
+        try await withTestStorage(engine) { storage async throws in
+            let old = Self.now - 800 * 86_400
+            for index in 0..<(Retention.batch * 2 + 5) {
+                try await storage.audit(NewAuditEvent(time: old + Int64(index), actor: "dsl", action: "person.view", target: "pupil"))
+            }
+            try await storage.audit(NewAuditEvent(time: Self.now, actor: "dsl", action: "person.view", target: "pupil"))
+            #expect(try await storage.removeOld(.audit, before: old + 10, limit: 4) == 4, "a batch is at most its limit, the oldest first")
+            var periods = ServerConfiguration.Retention()
+            (periods.alerts, periods.audit) = (365, 365)
+            let removed = try await Retention.apply(storage: storage, periods: periods, now: Self.now)
+            #expect(removed.kinds[.audit] == Int64(Retention.batch * 2 + 1))
+            #expect(try await storage.auditEvents(AuditQuery()).events.map(\.event.time) == [Self.now])
         }
     }
 

@@ -43,9 +43,32 @@ public struct ServerConfiguration: Sendable, Hashable {
         public init() {}
     }
 
-    public struct Records: Sendable, Hashable {
-        /// Records older than this many whole days (UTC) are removed, a day at a time.
-        public var retentionDays: Int = 365
+    /// How long the server keeps each kind of what it holds about people, in
+    /// whole days (`retention:`; docs/safeguarding.md, "How long things are
+    /// kept"). The retention service removes what is older, in bounded steps.
+    public struct Retention: Sendable, Hashable {
+        /// Connection records (`retention.records`, or the older
+        /// `records.retentionDays`), by whole UTC days; live items (room
+        /// rules, answers to requests) that ended before the same day go with them.
+        public var records: Int = 365
+        /// Access requests, with their reasons and the decisions on them.
+        public var accessRequests: Int = 365
+        /// Safeguarding alerts, with their triage notes and their email and webhook deliveries.
+        public var alerts: Int = 7 * 365
+        /// The record of which digest went to whom, and its email.
+        public var digests: Int = 365
+        /// The audit trail of staff actions: at least as long as the alerts,
+        /// so that how each concern was handled is on record as long as the concern.
+        public var audit: Int = 7 * 365
+
+        /// Each key's range of days: records and requests a day to ten
+        /// years; alerts and the audit trail at least a year (a concern is
+        /// not forgotten sooner) and up to a hundred; digests at least a
+        /// month (a digest's claim keeps it from being sent twice).
+        public static let ranges: [(key: String, range: ClosedRange<Int>)] = [
+            ("records", 1...3650), ("accessRequests", 1...3650), ("alerts", 365...36_500), ("digests", 31...3650), ("audit", 365...36_500),
+        ]
+
         public init() {}
     }
 
@@ -102,7 +125,7 @@ public struct ServerConfiguration: Sendable, Hashable {
     public var signIn = SignIn()
     public var database = DatabaseLocation.sqlite(path: ServerConfiguration.defaultStateDirectory + "/server.db")
     public var machines = Machines()
-    public var records = Records()
+    public var retention = Retention()
     public var publishing = Publishing()
     /// `alerts:`: how safeguarding alerts are emailed and posted (AlertsConfiguration.swift).
     public var alerts = AlertsConfiguration()
@@ -237,7 +260,7 @@ extension ServerConfiguration {
         }
         guard let root else { return }
         let top = try ConfigNode(root, key: "", document: ConfigurationError.serverDocument).mapping(
-            allowed: ["listen", "tls", "database", "machines", "records", "publishing", "console", "signIn", "alerts", "filteringTest"])
+            allowed: ["listen", "tls", "database", "machines", "records", "retention", "publishing", "console", "signIn", "alerts", "filteringTest"])
         if let listen = try top["listen"]?.mapping(allowed: ["address", "port", "plainHTTP"]) {
             if let address = listen["address"] {
                 let text = try address.string()
@@ -271,9 +294,7 @@ extension ServerConfiguration {
             if let rate = machines["enrolRate"] { self.machines.enrolRate = try rate.integer(in: 1...100_000) }
             if let rate = machines["requestRate"] { self.machines.requestRate = try rate.integer(in: 10...100_000) }
         }
-        if let records = try top["records"]?.mapping(allowed: ["retentionDays"]) {
-            if let days = records["retentionDays"] { self.records.retentionDays = try days.integer(in: 1...3650) }
-        }
+        try readRetention(records: top["records"], retention: top["retention"])
         if let publishingNode = top["publishing"] {
             try readPublishing(publishingNode)
         }
@@ -291,6 +312,39 @@ extension ServerConfiguration {
         if !tls.configured {
             tls.certificate = stateDirectory + "/tls/certificate.pem"
             tls.key = stateDirectory + "/tls/key.pem"
+        }
+    }
+
+    /// `retention:`, and `records.retentionDays` from before it (the same as
+    /// `retention.records`; both are accepted when they agree).
+    private mutating func readRetention(records recordsNode: ConfigNode?, retention retentionNode: ConfigNode?) throws(ConfigurationError) {
+        var older: (node: ConfigNode, days: Int)?
+        if let records = try recordsNode?.mapping(allowed: ["retentionDays"]), let node = records["retentionDays"] {
+            let days = try node.integer(in: 1...3650)
+            older = (node, days)
+            self.retention.records = days
+        }
+        guard let retentionNode else { return }
+        let keys = try retentionNode.mapping(allowed: Retention.ranges.map(\.key))
+        for (key, range) in Retention.ranges {
+            guard let node = keys[key] else { continue }
+            let days = try node.integer(in: range)
+            switch key {
+            case "records":
+                if let older, older.days != days {
+                    throw node.error("records.retentionDays says \(older.days) days and retention.records \(days): give one of them")
+                }
+                self.retention.records = days
+            case "accessRequests": self.retention.accessRequests = days
+            case "alerts": self.retention.alerts = days
+            case "digests": self.retention.digests = days
+            default: self.retention.audit = days
+            }
+        }
+        if self.retention.audit < self.retention.alerts {
+            throw (keys["audit"] ?? keys["alerts"] ?? retentionNode).error(
+                "the audit trail (retention.audit, \(self.retention.audit) days) is to be kept at least as long as the alerts"
+                    + " (retention.alerts, \(self.retention.alerts) days): it says who triaged each alert and how")
         }
     }
 

@@ -1,25 +1,26 @@
 public import Logging
 public import ServiceLifecycle
 
-/// Removes records older than `records.retentionDays`, by whole days (UTC):
-/// at start and then every hour, a day at a time from the oldest, so that a
+/// Removes what is older than its kind's retention (`retention:`, with
+/// `records.retentionDays`): at start and then every hour, records a day at
+/// a time from the oldest and the other kinds a batch at a time, so that a
 /// long backlog is removed in bounded steps.
 public struct RetentionService: Service {
     let storage: any ServerStorage
     let ready: StorageReadiness
-    let retentionDays: Int
+    let periods: ServerConfiguration.Retention
     let metrics: ServerMetrics
     let logger: Logger
     let clock: @Sendable () -> Int64
     let interval: Duration
 
     public init(
-        storage: any ServerStorage, ready: StorageReadiness, retentionDays: Int, metrics: ServerMetrics, logger: Logger,
+        storage: any ServerStorage, ready: StorageReadiness, periods: ServerConfiguration.Retention, metrics: ServerMetrics, logger: Logger,
         clock: @escaping @Sendable () -> Int64, interval: Duration = .seconds(3600)
     ) {
         self.storage = storage
         self.ready = ready
-        self.retentionDays = retentionDays
+        self.periods = periods
         self.metrics = metrics
         self.logger = logger
         self.clock = clock
@@ -31,13 +32,16 @@ public struct RetentionService: Service {
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled && !Task.isShuttingDownGracefully {
                 do {
-                    let removed = try await Retention.apply(storage: storage, retentionDays: retentionDays, now: clock())
-                    if removed > 0 {
-                        metrics.recordsRemoved.increment(by: removed)
-                        logger.info("removed old records", metadata: ["hallpass.records.removed": "\(removed)"])
+                    let removed = try await Retention.apply(
+                        storage: storage, periods: periods, now: clock(), stop: { Task.isCancelled || Task.isShuttingDownGracefully })
+                    metrics.countRemoved(removed)
+                    if removed.total > 0 {
+                        var metadata: Logger.Metadata = ["hallpass.records.removed": "\(removed.records)"]
+                        for (kind, count) in removed.kinds { metadata["hallpass.\(kind.rawValue).removed"] = "\(count)" }
+                        logger.info("removed what is past its retention", metadata: metadata)
                     }
                 } catch {
-                    logger.error("could not remove old records: \(error)")
+                    logger.error("could not remove what is past its retention: \(error)")
                 }
                 try? await Task.sleep(for: interval)
             }

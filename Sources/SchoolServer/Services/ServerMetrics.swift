@@ -31,12 +31,29 @@ public struct ServerMetrics: Sendable {
             descriptor: Self.counter("alerts_suppressed", "Safeguarding rule matches kept quiet by the repeat limit (no alert made)."))
         // Every severity from the start, at 0: a dashboard sees the series before the first alert.
         for severity in SafeguardingSeverity.allCases { _ = alerts(severity) }
+        _ = retentionRemoved("records")
+        for kind in RetainedKind.allCases { _ = retentionRemoved(kind.rawValue) }
     }
 
     /// Safeguarding alerts made, by severity.
     func alerts(_ severity: SafeguardingSeverity) -> Counter {
         registry.makeCounter(
             descriptor: Self.counter("alerts", "Safeguarding alerts made, by severity."), labels: [("severity", severity.rawValue)])
+    }
+
+    /// Rows removed by retention, by kind (`records` as `records_removed` counts them, and each `RetainedKind`).
+    func retentionRemoved(_ kind: String) -> Counter {
+        registry.makeCounter(
+            descriptor: Self.counter("retention_removed", "Rows removed by retention, by kind of record."), labels: [("kind", kind)])
+    }
+
+    /// Counts one pass of retention.
+    func countRemoved(_ removed: Retention.Removed) {
+        if removed.records > 0 {
+            recordsRemoved.increment(by: removed.records)
+            retentionRemoved("records").increment(by: removed.records)
+        }
+        for (kind, count) in removed.kinds { retentionRemoved(kind.rawValue).increment(by: count) }
     }
 
     /// Refusals by their API code (`signature-invalid`, `token-expired`, ...).

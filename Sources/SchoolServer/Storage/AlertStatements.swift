@@ -241,6 +241,8 @@ extension SQLStorage {
             let count =
                 try await session.run("SELECT COUNT(*) AS count FROM alert_attempts WHERE time < $1", SQLValue(before)).first?.integer("count") ?? 0
             try await session.run("DELETE FROM alert_attempts WHERE time < $1", SQLValue(before))
+            // A limit's last alert is in Unix seconds; past the longest `repeat:` it holds nobody back.
+            try await session.run("DELETE FROM alert_limits WHERE last_at < $1", SQLValue(before / 1000))
             return count
         }
     }

@@ -494,6 +494,19 @@ enum Migrations {
                 """,
                 "CREATE INDEX reviews_time ON reviews (time, id)",
             ]),
+        // Retention per kind of record (docs/safeguarding.md, "How long things
+        // are kept") removes the oldest access requests in batches, in the
+        // order of their arrival; alerts (created_at), audit events (time) and
+        // live items (ends_at) have such indexes already, and digest claims
+        // are a few a person a week. The export of one person's records
+        // (`GET /api/v1/people/{user}/export`) pages through their requests
+        // newest first, as their alerts and records already can.
+        Step(
+            version: 11, summary: "access requests by arrival and by student, for retention and a person's export",
+            statements: [
+                "CREATE INDEX access_requests_received ON access_requests (received_at, id)",
+                "CREATE INDEX access_requests_user_received ON access_requests (user_name, received_at, id)",
+            ]),
     ]
 
     static var latest: Int { steps.last?.version ?? 0 }

@@ -43,6 +43,9 @@ public protocol ServerStorage: Sendable {
     func oldestRecordTime() async throws -> Int64?
     /// Removes the records older than `before` (Unix ms); returns how many.
     func removeRecords(before: Int64) async throws -> Int64
+    /// Removes at most `limit` of the oldest rows of `kind` from before
+    /// `before` (Unix seconds); returns how many (Storage/RetentionStatements.swift).
+    func removeOld(_ kind: RetainedKind, before: Int64, limit: Int) async throws -> Int64
 
     func recordCheckIn(machine: String, _ checkIn: CheckIn, now: Int64) async throws
 
@@ -181,7 +184,8 @@ public protocol ServerStorage: Sendable {
     func undispatchedAlerts(limit: Int) async throws -> [StoredAlert]
     /// Marks alerts taken by the delivery; returns those this call marked.
     func markAlertsDispatched(ids: [String]) async throws -> [String]
-    /// Removes the attempts counted before `before` (Unix ms); returns how many.
+    /// Removes the attempts counted before `before` (Unix ms), and the repeat
+    /// limits last set before it; returns how many attempts.
     func pruneAlertAttempts(before: Int64) async throws -> Int64
     /// The published bundle of the highest version and its policy version; nil before any publication.
     func publishedPolicyVersion() async throws -> PublishedPolicyVersion?
