@@ -113,6 +113,7 @@ public func buildRouter(configuration: ServerConfiguration, parts: ServerParts, 
     AccessRequestRoutes(desk: AccessRequestDesk(storage: parts.storage, live: LiveAccessRequests(control: control), clock: parts.clock)).add(to: router)
     AlertRoutes(desk: AlertDesk(storage: parts.storage, clock: parts.clock)).add(to: router)
     FilteringTestRoutes(desk: filteringTests).add(to: router)
+    PersonExportRoutes(storage: parts.storage, pseudonymRoles: configuration.consolePages.pseudonyms, clock: parts.clock).add(to: router)
     // The console's sign-in and sessions; its pages add themselves behind the same middleware.
     let sessions = Sessions(storage: parts.storage, settings: configuration.console, clock: parts.clock)
     SignInRoutes(storage: parts.storage, sessions: sessions, configuration: configuration, clock: parts.clock).add(to: router)

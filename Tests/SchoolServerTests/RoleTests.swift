@@ -53,6 +53,7 @@ import Testing
         "POST /api/v1/filtering-tests": .token(.runFilteringTest),
         "GET /api/v1/filtering-tests": .token(.viewReview),
         "GET /api/v1/filtering-tests/{id}": .token(.viewReview),
+        "GET /api/v1/people/{user}/export": .token(.exportPerson),
         "GET /metrics": .token(.viewMetrics, wholeSchool: true),
         "GET /health": .fixed(200),
         // An empty body: refused as not JSON, before any token is asked for.
@@ -79,6 +80,7 @@ import Testing
         "GET /console": .fixed(303),
         "GET /console/records": .fixed(303),
         "GET /console/timeline": .fixed(303),
+        "GET /console/timeline/export": .fixed(303),
         "GET /console/machines": .fixed(303),
         "GET /console/rooms": .fixed(303),
         "GET /console/rooms/{room}": .fixed(303),
@@ -151,7 +153,7 @@ import Testing
         path.replacingOccurrences(of: "{version}", with: "1").replacingOccurrences(of: "{category}", with: "gambling")
             .replacingOccurrences(of: "{name}", with: "manifest").replacingOccurrences(of: "{id}", with: "m-aaaaaaaaaaaaaaaaaaaa")
             .replacingOccurrences(of: "{login}", with: "ada").replacingOccurrences(of: "{room}", with: "lab2")
-            .replacingOccurrences(of: "{rule}", with: "lr-aaaaaaaaaaaa")
+            .replacingOccurrences(of: "{rule}", with: "lr-aaaaaaaaaaaa").replacingOccurrences(of: "{user}", with: "alice")
     }
 
     @Test(arguments: Engine.allCases)
@@ -210,6 +212,8 @@ import Testing
         #expect(Role.allCases.filter { $0.may(.runFilteringTest) } == [.admin])
         #expect(Role.allCases.filter { $0.may(.viewReview) } == [.admin, .safeguarding, .auditor])
         #expect(Role.allCases.filter { $0.may(.recordReview) } == [.admin, .safeguarding])
+        #expect(Role.allCases.filter { $0.may(.exportPerson) } == [.admin, .safeguarding])
+        #expect(Role.allCases.filter { $0.may(.viewDigests) } == [.admin, .safeguarding])
         #expect(!Permission.allCases.contains { Role.auditor.may($0) && [.editPolicy, .managePeople, .revokeMachine, .enrolMachines].contains($0) })
         #expect(Permission.allCases.filter { Role.metrics.may($0) } == [.viewMetrics])
     }

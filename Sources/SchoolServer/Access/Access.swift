@@ -89,6 +89,13 @@ public enum Permission: String, Sendable, Hashable, CaseIterable {
     case viewReview
     /// Record that the annual review was done, with a note (admin, safeguarding lead).
     case recordReview
+    /// Everything the server holds about one person, as one JSON document,
+    /// for a subject access request (admin, safeguarding lead; each export
+    /// is in the audit trail). Never for a role that sees pseudonyms.
+    case exportPerson
+    /// The digests made (when, to whom, which period, whether the email
+    /// went), and a preview of one's own (admin, safeguarding lead).
+    case viewDigests
 }
 
 extension Role {
@@ -100,7 +107,7 @@ extension Role {
         case .safeguarding:
             return [
                 .viewDashboard, .viewRecords, .viewTimeline, .viewMachines, .viewPolicy, .viewAudit, .controlRoom, .viewAlerts, .triageAlerts,
-                .viewReview, .recordReview,
+                .viewReview, .recordReview, .exportPerson, .viewDigests,
             ].contains(permission)
         case .teacher:
             return [.viewDashboard, .viewRecords, .viewTimeline, .viewMachines, .controlRoom].contains(permission)

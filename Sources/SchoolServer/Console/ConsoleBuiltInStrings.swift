@@ -106,6 +106,8 @@ enum ConsoleBuiltInStrings {
         recordsCaption = Records, oldest first
         timelineCaption = This person's records, oldest first
         timelineNote = Opening a person's timeline is written to the audit trail.
+        exportPerson = Export everything held about this person (JSON)
+        exportPersonNote = For a subject access request: records, alerts and access requests. Each export is written to the audit trail.
         pseudonymsNote = People are shown by pseudonym; search by the pseudonym.
         exportCSV = Export these records as CSV
         noRecords = No records match.
@@ -518,6 +520,8 @@ enum ConsoleBuiltInStrings {
         recordsCaption = 기록 (오래된 순)
         timelineCaption = 이 사람의 기록 (오래된 순)
         timelineNote = 타임라인을 열면 감사 기록에 남습니다.
+        exportPerson = 이 사람에 대해 보관된 모든 정보 내보내기 (JSON)
+        exportPersonNote = 개인정보 열람 요청용: 기록, 경보, 접근 요청. 내보낼 때마다 감사 기록에 남습니다.
         pseudonymsNote = 사람은 가명으로 표시됩니다. 가명으로 검색하세요.
         exportCSV = 이 기록을 CSV로 내보내기
         noRecords = 일치하는 기록이 없습니다.

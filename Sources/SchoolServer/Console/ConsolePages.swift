@@ -352,6 +352,8 @@ struct TimelinePage {
     let since: String
     let until: String
     let error: String?
+    /// The person's export (`/console/timeline/export`), for a role that may make it and sees names.
+    let exportLink: String?
     let table: RecordTable?
 
     static let pageSize = 200
@@ -372,7 +374,10 @@ struct TimelinePage {
         return TimelinePage(
             scopeText: scopeNote(principal.scope, t), userQuery: shownUser,
             timeZoneNote: ConsoleText.fill(t["timeZoneNote"] ?? "", ["zone": time.zoneName]), since: filter.since, until: filter.until,
-            error: problem, table: table)
+            error: problem,
+            exportLink: page != nil && principal.may(.exportPerson) && names.pseudonyms == nil
+                ? "/console/timeline/export" + ConsoleForm.query([("user", shownUser)]) : nil,
+            table: table)
     }
 }
 

@@ -125,6 +125,9 @@ public struct ConsoleRoutes: Sendable {
         console.get { request, context in try await page(request, context, .viewDashboard) { try await dashboard($0, $1) } }
         console.get("records") { request, context in try await page(request, context, .viewRecords) { try await records(request, $0, $1) } }
         console.get("timeline") { request, context in try await page(request, context, .viewTimeline) { try await timeline(request, $0, $1) } }
+        console.get("timeline/export") { request, context in
+            try await page(request, context, .exportPerson) { try await exportPerson(request, $0, $1) }
+        }
         console.get("machines") { request, context in try await page(request, context, .viewMachines) { try await machines(request, $0, $1) } }
         console.post("machines/{id}/revoke") { request, context in
             try await change(request, context, .revokeMachine) { principal, viewer, _ in try await revoke(context, principal, viewer) }
@@ -367,6 +370,18 @@ public struct ConsoleRoutes: Sendable {
         return renderer.response(
             "timeline", status: problemText == nil ? .ok : .badRequest, title: ConsoleText.fill(t["titleTimeline"] ?? "", ["user": shown]),
             page: model, viewer: viewer, current: .records)
+    }
+
+    /// One person's export (PersonExport) as a download, for a role that sees
+    /// names; in the audit trail (`person.export`) before it is sent.
+    func exportPerson(_ request: Request, _ principal: Principal, _ viewer: ConsoleViewer) async throws -> Response {
+        guard !pseudonymRoles.contains(principal.role) else { return renderer.refused(viewer) }
+        guard let user = PersonExport.userName(ConsoleForm(request.uri.query ?? "")?["user"], percentEncoded: false) else {
+            return renderer.message(status: .badRequest, titleKey: "titleRefused", messageKey: "errorUserRequired", viewer: viewer)
+        }
+        let now = clock()
+        try await hooks.changed(principal, ConsoleChange(action: "person.export", target: user, reason: nil))
+        return PersonExportRoutes.response(PersonExport(storage: storage), user: user, principal: principal, now: now)
     }
 
     func machines(_ request: Request, _ principal: Principal, _ viewer: ConsoleViewer) async throws -> Response {

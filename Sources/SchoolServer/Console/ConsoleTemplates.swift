@@ -334,6 +334,9 @@ enum ConsoleTemplates {
         {{#error}}
         <p class="error" role="alert" id="filter-error">{{error}}</p>
         {{/error}}
+        {{#exportLink}}
+        <p id="export"><a href="{{exportLink}}" id="export-link" download>{{t.exportPerson}}</a> <span class="note">{{t.exportPersonNote}}</span></p>
+        {{/exportLink}}
         {{#table}}
         \(recordRows)
         {{/table}}

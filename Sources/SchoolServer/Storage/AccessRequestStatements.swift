@@ -86,19 +86,39 @@ public struct AccessRequestDecision: Sendable, Hashable {
 }
 
 /// Which requests a list shows: one state (nil: all), one room (nil: any),
-/// within a principal's scope (by the request's room or the student's group),
-/// newest first, at most `limit`.
+/// one student (nil: any), within a principal's scope (by the request's
+/// room or the student's group), newest first, at most `limit`, older than
+/// `before` (the last of a page before) when given.
 public struct AccessRequestQuery: Sendable, Hashable {
     public var state: StoredAccessRequest.State?
     public var room: String?
+    public var user: String?
     public var scope: Scope
     public var limit: Int
+    /// The received time (Unix seconds) and id of the last request of the page before.
+    public var before: AccessRequestCursor?
 
-    public init(state: StoredAccessRequest.State? = .pending, room: String? = nil, scope: Scope = .school, limit: Int = 200) {
+    public init(
+        state: StoredAccessRequest.State? = .pending, room: String? = nil, user: String? = nil, scope: Scope = .school, limit: Int = 200,
+        before: AccessRequestCursor? = nil
+    ) {
         self.state = state
         self.room = room
+        self.user = user
         self.scope = scope
         self.limit = limit
+        self.before = before
+    }
+}
+
+/// Where a page of access requests ended: its last request's arrival and id.
+public struct AccessRequestCursor: Sendable, Hashable {
+    public var receivedAt: Int64
+    public var id: String
+
+    public init(_ request: StoredAccessRequest) {
+        receivedAt = request.receivedAt
+        id = request.id
     }
 }
 
@@ -148,6 +168,11 @@ extension SQLStorage {
         var conditions: [String] = []
         if let state = query.state { conditions.append("state = \(bind(.text(state.rawValue)))") }
         if let room = query.room { conditions.append("room = \(bind(.text(room)))") }
+        if let user = query.user { conditions.append("user_name = \(bind(.text(user)))") }
+        if let before = query.before {
+            let received = bind(.integer(before.receivedAt))
+            conditions.append("received_at <= \(received) AND (received_at < \(received) OR id < \(bind(.text(before.id))))")
+        }
         if !query.scope.isWholeSchool {
             var either: [String] = []
             if !query.scope.rooms.isEmpty { either.append("room IN (\(query.scope.rooms.map { bind(.text($0)) }.joined(separator: ", ")))") }
