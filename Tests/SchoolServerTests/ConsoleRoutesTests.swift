@@ -72,7 +72,7 @@ struct ConsoleServer: Sendable {
 /// audit trail of the tests' own; the server's time zone is Europe/London.
 func withConsoleServer(
     _ engine: Engine, live: LiveChannel = LiveChannel(key: LiveKey(signing: BundleSigningKey()), recheck: .seconds(3600)),
-    _ body: @Sendable (ConsoleServer) async throws -> Void
+    pseudonyms: Set<Role>? = nil, _ body: @Sendable (ConsoleServer) async throws -> Void
 ) async throws {
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("hallpass-console-\(UUID().uuidString.prefix(8))").path
     try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -87,6 +87,7 @@ func withConsoleServer(
     // The console of the test's own, behind a middleware that takes the principal from the request's headers.
     try await withRunningServer(engine, console: false) { configuration in
         configuration.stateDirectoryOverride = folder + "/state"
+        if let pseudonyms { configuration.consolePages.pseudonyms = pseudonyms }
         _ = try? ServerAdministration.makeSigningKey(configuration: configuration)
     } moreRoutes: { router, publisher, configuration, storage, clock in
         let control = RoomControl(

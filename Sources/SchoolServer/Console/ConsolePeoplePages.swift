@@ -199,16 +199,34 @@ struct AuditTrailPage {
     }
 
     static let pageSize = 100
+    /// The actions whose target is a pupil's user name.
+    static let namesPerson: Set<String> = ["timeline.open", "person.export"]
 
-    /// With pseudonyms, the target of a `timeline.open` (a user name) is
-    /// shown as its pseudonym: the audit trail must not undo them.
+    /// An event's target as the viewer sees it: with pseudonyms, the user
+    /// name a `timeline.open` or a `person.export` names, and the `user` of a
+    /// `records.export`'s address (its filters as typed, which for a role that
+    /// sees names may be a name), are shown as pseudonyms.
+    static func target(of event: ConsoleAuditEvent, names: NameShown) -> String? {
+        guard names.pseudonyms != nil, let target = event.target else { return event.target }
+        if namesPerson.contains(event.action) { return names.show(target) }
+        guard event.action == "records.export", let mark = target.firstIndex(of: "?"),
+            let form = ConsoleForm(String(target[target.index(after: mark)...])), form.pairs.contains(where: { $0.name == "user" })
+        else { return target }
+        let pairs: [(String, String?)] = form.pairs.map { pair in
+            (pair.name, pair.name == "user" && !Pseudonyms.isPseudonym(pair.value) ? names.show(pair.value) : Optional(pair.value))
+        }
+        return String(target[..<mark]) + ConsoleForm.query(pairs)
+    }
+
+    /// With pseudonyms, a person's user name in a target is shown as its
+    /// pseudonym (`target(of:names:)`): the audit trail must not undo them.
     static func make(
         filter: Filter, problem: String?, page: ConsoleAuditPage?, names: NameShown, time: ConsoleTime, t: [String: String]
     ) -> AuditTrailPage {
         let rows = (page?.events ?? []).map { event in
             Row(
                 iso: RecordTime.format(milliseconds: event.time * 1000), time: time.dateTime(event.time * 1000), actor: event.actor,
-                action: event.action, target: (event.action == "timeline.open" ? names.show(event.target) : event.target) ?? "",
+                action: event.action, target: Self.target(of: event, names: names) ?? "",
                 reason: event.reason ?? "")
         }
         return AuditTrailPage(
