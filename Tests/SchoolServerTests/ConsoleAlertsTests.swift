@@ -66,4 +66,37 @@ import VerdictCore
             #expect(!(try await console.get("/console/alerts", as: .safeguarding).text.contains(#"id="alert-\#(danger.id)""#)), "the open queue leaves closed alerts out")
         }
     }
+
+    /// The dashboard's count of new danger alerts, within the scope, for the roles that see alerts, linking to their queue.
+    @Test(arguments: Engine.allCases)
+    func theDashboardCountsTheNewDangerAlerts(engine: Engine) async throws {
+        try await withConsoleServer(engine) { console async throws in
+            let storage = console.storage
+            let lab2 = try await StorageTests.enrol(storage)
+            let search = "http://www.google.com/search?q=how+to+kill+myself"
+            let stored = try await storage.storeRecords(
+                machine: lab2,
+                records: [
+                    AlertTests.record(lab2, 1, user: "alice", group: "7a", category: nil, action: "allow", host: "www.google.com", url: search),
+                    AlertTests.record(lab2, 2, user: "bob", group: "7b", category: nil, action: "allow", host: "www.google.com", url: search),
+                    AlertTests.record(lab2, 3, user: "carol", group: "7b", category: "adult"),
+                ], dropped: 0, now: AlertTests.now, safeguarding: .shipped)
+            #expect(stored.alerts.filter { $0.severity == .danger }.count == 2)
+            let link = #"<a href="/console/alerts?state=new&amp;severity=danger">"#
+            let lead = try await console.get("/console/", as: .safeguarding)
+            #expect(lead.text.contains(#"<p id="new-danger-alerts">\#(link)<strong class="state state-unfiltered">2</strong> new danger alerts"#), "\(lead.text)")
+            // A lead of 7a only counts alice's; an auditor sees the count; a teacher has no card.
+            let seven = try await console.get("/console/", as: .safeguarding, groups: ["7a"])
+            #expect(seven.text.contains(#"<strong class="state state-unfiltered">1</strong>"#))
+            #expect(try await console.get("/console/", as: .auditor).text.contains(#"id="new-danger-alerts""#))
+            #expect(!(try await console.get("/console/", as: .teacher, rooms: ["lab2"]).text.contains(#"id="new-danger-alerts""#)))
+            // The queue the link opens holds the two; once both are acknowledged the card says there are none.
+            let queue = try await console.get("/console/alerts?state=new&severity=danger", as: .safeguarding)
+            #expect(queue.status == 200 && stored.alerts.filter { $0.severity == .danger }.allSatisfy { queue.text.contains(#"id="alert-\#($0.id)""#) })
+            for alert in stored.alerts where alert.severity == .danger {
+                #expect(try await console.post("/console/alerts/\(alert.id)/acknowledge", as: .safeguarding, []).status == 303)
+            }
+            #expect(try await console.get("/console/", as: .safeguarding).text.contains(#"\#(link)No new danger alerts."#))
+        }
+    }
 }

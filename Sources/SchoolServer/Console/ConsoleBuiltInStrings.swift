@@ -80,6 +80,9 @@ enum ConsoleBuiltInStrings {
         signInOpenIDError = Signing in with the school's account did not work, or that account has no role in this console. Ask the school's admin.
 
         # Dashboard.
+        dashboardAlerts = Safeguarding alerts
+        dashboardNewDanger = new danger alerts nobody has acknowledged: open the queue
+        dashboardNoNewDanger = No new danger alerts. Open the queue
         dashboardMachines = Machines by state
         dashboardBlocks = Blocks in the last hour, by category
         dashboardTopBlocked = Most blocked names in the last hour
@@ -496,6 +499,9 @@ enum ConsoleBuiltInStrings {
         signInSchoolAccount = 학교 계정으로 로그인
         signInOpenIDError = 학교 계정으로 로그인하지 못했거나, 그 계정에 이 콘솔의 역할이 없습니다. 학교 관리자에게 문의하세요.
 
+        dashboardAlerts = 세이프가딩 경보
+        dashboardNewDanger = 아직 아무도 확인하지 않은 새 위험 경보: 경보 목록 열기
+        dashboardNoNewDanger = 새 위험 경보가 없습니다. 경보 목록 열기
         dashboardMachines = 상태별 컴퓨터
         dashboardBlocks = 최근 1시간 분류별 차단
         dashboardTopBlocked = 최근 1시간 가장 많이 차단된 이름

@@ -71,6 +71,25 @@ struct DashboardPage {
     let topBlocked: [NameCount]
     /// The access requests waiting in the principal's scope; nil when the principal answers none.
     var requests: RequestsPanel? = nil
+    /// The new (untriaged) danger alerts in the principal's scope, as the
+    /// card says it; nil when the principal sees no alerts.
+    var dangerAlerts: DangerAlerts? = nil
+
+    struct DangerAlerts {
+        let count: String
+        let text: String
+        let none: Bool
+        /// The queue of the new danger alerts.
+        static let href = "/console/alerts?state=new&severity=danger"
+        let href = DangerAlerts.href
+        /// Counted no further: the card says "1000+".
+        static let cap = 1000
+
+        static func make(count: Int64, t: [String: String]) -> DangerAlerts {
+            let shown = count >= Int64(cap) ? "\(cap)+" : String(count)
+            return DangerAlerts(count: shown, text: ConsoleText.fill(t["dashboardNewDanger"] ?? "", ["count": shown]), none: count == 0)
+        }
+    }
 
     static let topCount = 10
     static let window: Int64 = 3_600_000

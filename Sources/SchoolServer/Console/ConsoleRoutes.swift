@@ -283,6 +283,11 @@ public struct ConsoleRoutes: Sendable {
             principal: principal, machines: try await storage.machines(), publishedVersion: try await storage.publishedVersion(),
             staleAfter: staleAfter, blocks: blocks, nowMilliseconds: now, time: time, t: t)
         page.requests = try await requestsPanel(principal: principal, room: nil, back: "/console/", t: t)
+        if principal.may(.viewAlerts) {
+            let count = try await storage.countAlerts(
+                AlertQuery(states: [.new], severity: .danger, scope: principal.scope), atMost: DashboardPage.DangerAlerts.cap)
+            page.dangerAlerts = .make(count: count, t: t)
+        }
         return renderer.response("dashboard", title: t["titleDashboard"] ?? "", page: page, viewer: viewer, current: .dashboard)
     }
 

@@ -102,6 +102,12 @@ enum ConsoleTemplates {
         <p class="note" id="scope">{{scopeText}}</p>
         {{/scopeText}}
         <div class="cards">
+        {{#dangerAlerts}}
+        <section aria-labelledby="danger-heading" class="card">
+        <h2 id="danger-heading">{{t.dashboardAlerts}}</h2>
+        <p id="new-danger-alerts"><a href="{{href}}">{{#none}}{{t.dashboardNoNewDanger}}{{/none}}{{^none}}<strong class="state state-unfiltered">{{count}}</strong> {{text}}{{/none}}</a></p>
+        </section>
+        {{/dangerAlerts}}
         <section aria-labelledby="machines-heading" class="card">
         <h2 id="machines-heading">{{t.dashboardMachines}}</h2>
         {{#hasMachines}}

@@ -147,6 +147,28 @@ extension SQLStorage {
             binds.append(value)
             return "$\(binds.count)"
         }
+        let filter = Self.alertsFilter(query, bind: bind)
+        let limit = bind(.integer(Int64(max(1, min(query.limit, 1000))) + 1))
+        return ("SELECT * FROM alerts\(filter) ORDER BY created_at DESC, id DESC LIMIT \(limit)", binds)
+    }
+
+    /// How many alerts match `query`'s filters (its cursor and limit aside), counting no further than `atMost`.
+    public func countAlerts(_ query: AlertQuery, atMost: Int) async throws -> Int64 {
+        var binds: [SQLValue] = []
+        func bind(_ value: SQLValue) -> String {
+            binds.append(value)
+            return "$\(binds.count)"
+        }
+        var counted = query
+        counted.after = nil
+        let filter = Self.alertsFilter(counted, bind: bind)
+        let limit = bind(.integer(Int64(max(1, atMost))))
+        return try await engine.query("SELECT COUNT(*) AS count FROM (SELECT id FROM alerts\(filter) LIMIT \(limit)) AS counted", binds)
+            .first?.integer("count") ?? 0
+    }
+
+    /// The WHERE clause of the query's filters and cursor ("" for none), its values bound with `bind`.
+    static func alertsFilter(_ query: AlertQuery, bind: (SQLValue) -> String) -> String {
         var conditions: [String] = []
         if let states = query.states {
             // An empty set asks for nothing; `IN ()` is not SQL.
@@ -170,9 +192,7 @@ extension SQLStorage {
             let created = bind(.integer(after.createdAt))
             conditions.append("created_at <= \(created) AND (created_at < \(created) OR id < \(bind(.text(after.id))))")
         }
-        let filter = conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ")
-        let limit = bind(.integer(Int64(max(1, min(query.limit, 1000))) + 1))
-        return ("SELECT * FROM alerts\(filter) ORDER BY created_at DESC, id DESC LIMIT \(limit)", binds)
+        return conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ")
     }
 
     public func alerts(_ query: AlertQuery) async throws -> AlertPage {

@@ -177,6 +177,8 @@ public protocol ServerStorage: Sendable {
     /// One page of the alerts that match every filter of `query`, newest first, within its scope.
     func alerts(_ query: AlertQuery) async throws -> AlertPage
     func alert(id: String) async throws -> StoredAlert?
+    /// How many alerts match the query's filters within its scope, counted to at most `atMost`.
+    func countAlerts(_ query: AlertQuery, atMost: Int) async throws -> Int64
     /// Moves an alert to `state` by one triage step; nil when there is no
     /// such alert or its state does not allow the step (`State.reachedFrom`).
     func triageAlert(id: String, to state: StoredAlert.State, note: String?, by author: String, now: Int64) async throws -> StoredAlert?
