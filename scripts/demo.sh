@@ -534,6 +534,11 @@ mkdir -p test-artifacts
 curl -sS -m 10 --cacert "$work/server/certificate.pem" -b "$work/console-admin.cookies" -o test-artifacts/review.pdf \
     -w '   GET /console/review.pdf: HTTP %{http_code}, %{size_download} bytes\n' "https://10.82.0.2:8443/console/review.pdf"
 echo "   written to $(pwd)/test-artifacts/review.pdf"
+echo "== the admin's safeguarding digest of this week so far, as its PDF (GET /console/digests/preview.pdf)"
+mkdir -p test-artifacts
+digest_status=$(curl -sS -m 20 --cacert "$work/server/certificate.pem" -b "$work/console-admin.cookies" -o test-artifacts/digest.pdf \
+    -w '%{http_code}' "https://10.82.0.2:8443/console/digests/preview.pdf?kind=weekly")
+echo "   HTTP $digest_status: $(stat -c %s test-artifacts/digest.pdf) bytes in $(pwd)/test-artifacts/digest.pdf"
 echo
 if [ "$wait_for_enter" = 1 ]; then
     echo "The demo keeps running. The console, from a browser on this host: $console"

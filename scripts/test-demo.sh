@@ -22,6 +22,9 @@
 #     policy change and blocked on both after it,
 #   - the update did not cost each machine the new policy file, or cost it
 #     the store (a policy-only change fetches the policy and the manifest),
+#   - the demo does not write the admin's digest PDF to test-artifacts/digest.pdf
+#     (HTTP 200), or pdftotext does not find ben, the student whose poker
+#     site raised an alert, in it,
 #   - the console's part: the demo does not print the console's address, or
 #     curl, run on the host, does not sign in as the admin (a 303 to the
 #     console) and get the dashboard (200, which only a session gets: without
@@ -155,6 +158,14 @@ else
         failed=1
     fi
 fi
+# The digest of the demo school, as a newcomer opens it: a PDF that names ben (his poker site is a gambling alert).
+if ! grep -q -E '^   HTTP 200: [0-9]+ bytes in .*/test-artifacts/digest\.pdf$' "$output" || [ ! -s test-artifacts/digest.pdf ]; then
+    echo "test-demo: the demo did not write the admin's digest PDF to test-artifacts/digest.pdf" >&2
+    failed=1
+elif ! pdftotext -layout test-artifacts/digest.pdf - | grep -q -w ben; then
+    echo "test-demo: pdftotext does not find the student ben in test-artifacts/digest.pdf" >&2
+    failed=1
+fi
 if [ "$failed" = 1 ]; then
     echo "--- the demo's output:" >&2
     cat "$output" >&2
@@ -166,3 +177,4 @@ echo "test-demo: on the console, reached from the host, the admin signed in and 
 echo "test-demo: the teacher's focus on the room, set in the console, was in force on both machines, and ending it let the sites through again;"
 echo "test-demo: a student's request from the block page reached the teacher's room page and, approved there, opened the site for her"
 echo "test-demo: the filtering test, run in the console, was answered by both machines with nothing let through, and the review's PDF names a group and the result"
+echo "test-demo: the demo school's digest is in test-artifacts/digest.pdf and names the student whose poker site raised an alert"

@@ -320,6 +320,28 @@ enum ConsoleBuiltInStrings {
 
         # Safeguarding alerts.
         navAlerts = Alerts
+        navDigests = Digests
+        titleDigests = Safeguarding digests
+        digestPreviewHeading = Your digest so far
+        digestPreviewNote = The digest of your rooms and groups from the start of today or of this week until now, against the whole day or week before: what your next digest will say if nothing more happens.
+        digestPreviewDaily = Today
+        digestPreviewWeekly = This week
+        digestPreviewHTML = as the email
+        digestPreviewPDF = as the PDF
+        digestsSentHeading = Digests sent, newest first
+        digestsNone = No digest has been made yet.
+        digestMade = Made
+        digestKind = Digest
+        digestKindDaily = Daily
+        digestKindWeekly = Weekly
+        digestPeriod = Period
+        digestTo = To
+        digestStateLabel = Email
+        digestStateWaiting = Waiting to be sent
+        digestStateSent = Delivered to the mail server
+        digestStateFailed = Failed
+        digestStateRemoved = No longer kept
+        digestSent = Sent
         titleAlerts = Safeguarding alerts
         titleAlert = Alert: {rule}
         alertFilters = Which alerts
@@ -733,6 +755,28 @@ enum ConsoleBuiltInStrings {
 
         # 세이프가딩 경보.
         navAlerts = 경보
+        navDigests = 요약 보고
+        titleDigests = 세이프가딩 요약 보고
+        digestPreviewHeading = 지금까지의 내 요약 보고
+        digestPreviewNote = 오늘 또는 이번 주 시작부터 지금까지 내 교실과 그룹의 요약을 그 전 하루 또는 한 주 전체와 비교합니다. 더 일이 없으면 다음 요약 보고에 담길 내용입니다.
+        digestPreviewDaily = 오늘
+        digestPreviewWeekly = 이번 주
+        digestPreviewHTML = 이메일로 보기
+        digestPreviewPDF = PDF로 보기
+        digestsSentHeading = 보낸 요약 보고 (최신 순)
+        digestsNone = 아직 만든 요약 보고가 없습니다.
+        digestMade = 만든 때
+        digestKind = 요약 보고
+        digestKindDaily = 매일
+        digestKindWeekly = 매주
+        digestPeriod = 기간
+        digestTo = 받는 사람
+        digestStateLabel = 이메일
+        digestStateWaiting = 보내기 대기 중
+        digestStateSent = 메일 서버에 전달됨
+        digestStateFailed = 실패
+        digestStateRemoved = 더 이상 보관하지 않음
+        digestSent = 보낸 때
         titleAlerts = 세이프가딩 경보
         titleAlert = 경보: {rule}
         alertFilters = 표시할 경보

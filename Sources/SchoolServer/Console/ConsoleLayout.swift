@@ -5,12 +5,13 @@ import NIOCore
 
 /// The parts of the console the menu links to, each behind one permission.
 enum ConsoleSection: String, Sendable, CaseIterable {
-    case dashboard, alerts, records, machines, rooms, policy, people, audit, review
+    case dashboard, alerts, digests, records, machines, rooms, policy, people, audit, review
 
     var permission: Permission {
         switch self {
         case .dashboard: .viewDashboard
         case .alerts: .viewAlerts
+        case .digests: .viewDigests
         case .records: .viewRecords
         case .machines: .viewMachines
         case .rooms: .controlRoom

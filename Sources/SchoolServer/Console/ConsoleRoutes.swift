@@ -78,6 +78,8 @@ public struct ConsoleRoutes: Sendable {
     /// The filtering test's names of the school's own (`filteringTest:`) and the bundles' built-in categories.
     let filteringTestNames: [FilteringTest.Name]
     let filteringTestProtections: [String]
+    /// Makes the digests' previews, as it makes the digests it sends.
+    let digestService: DigestService
 
     /// The cookie of the language chosen with the language form (not a secret).
     static let languageCookie = "hallpass-console-language"
@@ -105,13 +107,15 @@ public struct ConsoleRoutes: Sendable {
         self.localSignIn = configuration.signIn.local
         self.hooks = hooks
         self.sources = sources
-        var sections: Set<ConsoleSection> = [.dashboard, .alerts, .records, .machines, .policy, .review]
+        var sections: Set<ConsoleSection> = [.dashboard, .alerts, .digests, .records, .machines, .policy, .review]
         if sources.people != nil { sections.insert(.people) }
         if sources.auditEvents != nil { sections.insert(.audit) }
         if rooms != nil { sections.insert(.rooms) }
         self.renderer = try ConsoleRenderer(settings: configuration.consolePages, sections: sections)
         self.pseudonymRoles = configuration.consolePages.pseudonyms
         self.directory = PseudonymDirectory(storage: storage)
+        self.digestService = DigestService.make(
+            configuration: configuration, storage: storage, logger: Logger(label: "hallpass.console"), clock: clock, timeZone: timeZone, wake: {})
     }
 
     public func add(to router: Router<ServerRequestContext>, authenticate: some RouterMiddleware<ServerRequestContext>) {
@@ -157,6 +161,7 @@ public struct ConsoleRoutes: Sendable {
         if let requestDesk { addRequests(to: console, desk: requestDesk) }
         addAlerts(to: console)
         addReview(to: console)
+        addDigests(to: console)
         if let people = sources.people {
             console.get("people") { request, context in
                 try await page(request, context, .viewPeople) { principal, viewer in

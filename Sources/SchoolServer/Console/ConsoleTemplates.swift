@@ -1088,6 +1088,36 @@ enum ConsoleTemplates {
         {{/page}}{{/content}}{{/layout}}
         """
 
+    /// The digests made, newest first, and the previews of one's own.
+    static let digests = """
+        {{<layout}}{{$content}}{{#page}}
+        <section aria-labelledby="preview-heading">
+        <h2 id="preview-heading">{{t.digestPreviewHeading}}</h2>
+        {{#scopeText}}<p class="note" id="scope">{{scopeText}}</p>{{/scopeText}}
+        <p class="note">{{t.digestPreviewNote}}</p>
+        <ul id="digest-previews">
+        {{#previews}}<li>{{label}}: <a href="{{html}}" id="preview-{{kind}}">{{t.digestPreviewHTML}}</a>, <a href="{{pdf}}" id="preview-{{kind}}-pdf">{{t.digestPreviewPDF}}</a></li>{{/previews}}
+        </ul>
+        </section>
+        <section aria-labelledby="sent-heading">
+        <h2 id="sent-heading">{{t.digestsSentHeading}}</h2>
+        <p class="note" id="time-zone">{{timeZoneNote}}</p>
+        {{#hasRows}}
+        <div class="scroll">
+        <table id="digests">
+        <caption class="visually-hidden">{{t.digestsSentHeading}}</caption>
+        <thead><tr><th scope="col">{{t.digestMade}}</th><th scope="col">{{t.digestKind}}</th><th scope="col">{{t.digestPeriod}}</th><th scope="col">{{t.digestTo}}</th><th scope="col">{{t.digestStateLabel}}</th><th scope="col">{{t.digestSent}}</th></tr></thead>
+        <tbody>
+        {{#rows}}<tr><td class="nowrap">{{made}}</td><td>{{kind}}</td><td class="nowrap">{{period}}</td><td>{{login}} &lt;{{address}}&gt;</td><td><span class="state digest-{{state}}">{{stateLabel}}</span>{{#error}} <span class="note">{{error}}</span>{{/error}}</td><td class="nowrap">{{sent}}</td></tr>{{/rows}}
+        </tbody>
+        </table>
+        </div>
+        {{/hasRows}}
+        {{^hasRows}}<p id="no-digests">{{t.digestsNone}}</p>{{/hasRows}}
+        </section>
+        {{/page}}{{/content}}{{/layout}}
+        """
+
     /// A refusal or a missing page, with the layout around it.
     static let message = """
         {{<layout}}{{$content}}{{#page}}
@@ -1101,7 +1131,7 @@ enum ConsoleTemplates {
         "layout": layout, "sign-in": signIn, "dashboard": dashboard, "records": records, "timeline": timeline, "machines": machines,
         "policy": policy, "policy-version": policyVersion, "policy-diff": policyDiff, "people": people, "audit": audit, "message": message,
         "rooms": rooms, "room": room, "alerts": alerts, "alert": alert, "review": review, "filtering-tests": filteringTests,
-        "filtering-test": filteringTest,
+        "filtering-test": filteringTest, "digests": digests,
     ]
 
     /// The library the pages render from, compiled once per process. The

@@ -167,18 +167,7 @@ public final class DigestService: Service, Sendable {
                 "hallpass.person": "\(person.login)",
             ]
             do {
-                var names: @Sendable (String) -> String = { $0 }
-                if settings.pseudonyms.contains(person.role) {
-                    if pseudonyms == nil { pseudonyms = Pseudonyms(key: try await storage.pseudonymKey()) }
-                    if let keyed = pseudonyms {
-                        // A record that names no one is counted by its machine, which is no one's name.
-                        names = { $0.hasPrefix("machine:") ? $0 : keyed.of($0) }
-                    }
-                }
-                let figures = try await figures(kind, periods: periods, scope: person.scope)
-                let document = DigestDocument(
-                    figures: figures, schoolName: settings.schoolName, scopeText: Self.scopeText(person.scope), consoleURL: settings.consoleURL,
-                    time: time, created: now, readsAlerts: person.role.may(.viewAlerts), names: names)
+                let document = try await document(kind, periods: periods, scope: person.scope, role: person.role, now: now, pseudonyms: &pseudonyms)
                 let deliveryID = AlertDeliveryID.make()
                 let email = try DigestEmail(document: document, from: settings.from, to: address, deliveryID: deliveryID, date: now)
                 let claim = NewDigestClaim(
@@ -196,6 +185,39 @@ public final class DigestService: Service, Sendable {
             }
         }
         return made
+    }
+
+    /// The digest of `kind` over `periods` for a reader of `role` with
+    /// `scope`: the figures of the scope, and the text, HTML and PDF, with
+    /// pseudonyms for the roles of `console.pseudonyms` (the key read once
+    /// into `pseudonyms`). What `makeDue` sends, and what the console previews.
+    func document(
+        _ kind: DigestKind, periods: (current: Range<Int64>, previous: Range<Int64>), scope: Scope, role: Role, now: Int64,
+        pseudonyms: inout Pseudonyms?
+    ) async throws -> DigestDocument {
+        var names: @Sendable (String) -> String = { $0 }
+        if settings.pseudonyms.contains(role) {
+            if pseudonyms == nil { pseudonyms = Pseudonyms(key: try await storage.pseudonymKey()) }
+            if let keyed = pseudonyms {
+                // A record that names no one is counted by its machine, which is no one's name.
+                names = { $0.hasPrefix("machine:") ? $0 : keyed.of($0) }
+            }
+        }
+        let figures = try await figures(kind, periods: periods, scope: scope)
+        return DigestDocument(
+            figures: figures, schoolName: settings.schoolName, scopeText: Self.scopeText(scope), consoleURL: settings.consoleURL,
+            time: time, created: now, readsAlerts: role.may(.viewAlerts), names: names)
+    }
+
+    /// The digest of `kind` so far (today, or this week from Monday, against
+    /// the whole day or week before) for `principal`'s scope and role, as
+    /// the console's preview shows it; nil when the calendar gives no period.
+    func preview(_ kind: DigestKind, for principal: Principal, now: Int64) async throws -> DigestDocument? {
+        guard let last = kind.periods(now: now, time: time) else { return nil }
+        let start = last.current.upperBound
+        let periods = (current: start..<max(start + 1, now * 1000), previous: last.current)
+        var pseudonyms: Pseudonyms?
+        return try await document(kind, periods: periods, scope: principal.scope, role: principal.role, now: now, pseudonyms: &pseudonyms)
     }
 
     /// Whether `person` gets digests: an enabled account of a digest role

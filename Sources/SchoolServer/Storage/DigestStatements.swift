@@ -37,8 +37,43 @@ public struct StoredDigestClaim: Sendable, Hashable {
     public var createdAt: Int64
 }
 
+/// A digest made: its claim, and where its email stands in the outbox.
+public struct SentDigest: Sendable, Hashable {
+    public var claim: StoredDigestClaim
+    /// nil once the email is gone from the outbox (30 days after it was sent or failed for good).
+    public var state: AlertDeliveryState?
+    public var sentAt: Int64?
+    public var attempts: Int64
+    public var lastError: String?
+}
+
 /// The digests' statements (schema step 9; docs/server.md, "Safeguarding digests").
 extension SQLStorage {
+    /// The newest `limit` digests made (by when they were made), each with its email's state.
+    public func sentDigests(limit: Int) async throws -> [SentDigest] {
+        try await engine.run(
+            """
+            SELECT c.kind AS kind, c.period_start AS period_start, c.period_end AS period_end, c.login AS login, c.address AS address,
+                c.delivery_id AS delivery_id, c.created_at AS created_at, d.state AS state, d.sent_at AS sent_at, d.attempts AS attempts,
+                d.last_error AS last_error
+            FROM digest_claims c LEFT JOIN alert_deliveries d ON d.id = c.delivery_id
+            ORDER BY c.created_at DESC, c.login, c.kind, c.period_start DESC LIMIT $1
+            """,
+            SQLValue(Int64(max(1, min(limit, 1000))))
+        ).map { row in
+            guard let kind = DigestKind(rawValue: try row.text("kind")) else { throw StorageError.unexpectedRow(column: "kind") }
+            let start = try row.integer("period_start")
+            let end = try row.integer("period_end")
+            guard end >= start else { throw StorageError.unexpectedRow(column: "period_end") }
+            let claim = StoredDigestClaim(
+                kind: kind, period: start..<end, login: try row.text("login"), address: try row.text("address"),
+                deliveryID: try row.text("delivery_id"), createdAt: try row.integer("created_at"))
+            return SentDigest(
+                claim: claim, state: row.optionalText("state").flatMap(AlertDeliveryState.init(rawValue:)), sentAt: row.optionalInteger("sent_at"),
+                attempts: row.optionalInteger("attempts") ?? 0, lastError: row.optionalText("last_error"))
+        }
+    }
+
     /// Claims the digest and adds its email to the outbox, in one
     /// transaction: the claim by (kind, period start, login) with INSERT ...
     /// ON CONFLICT DO NOTHING, and the email only when this call made the

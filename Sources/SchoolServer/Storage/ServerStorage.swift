@@ -214,6 +214,8 @@ public protocol ServerStorage: Sendable {
     func claimDigest(_ claim: NewDigestClaim, now: Int64) async throws -> Bool
     /// The claims of one digest period, by login.
     func digestClaims(kind: DigestKind, periodStart: Int64) async throws -> [StoredDigestClaim]
+    /// The newest `limit` digests made (at most 1,000), newest first, each with its email's state.
+    func sentDigests(limit: Int) async throws -> [SentDigest]
     /// When the digests of `kind` began: `now` on the first call, kept.
     func digestsStart(kind: DigestKind, now: Int64) async throws -> Int64
     /// Records blocked with reason `bypass` from `since` to `until` (Unix ms) in `scope`, per person and group, most first.
