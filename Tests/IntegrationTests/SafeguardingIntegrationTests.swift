@@ -14,7 +14,10 @@ import Testing
 ///   danger rule watches) reaches the safeguarding lead by email and the
 ///   webhook once; the same pupil's next search within the repeat limit
 ///   raises no second alert.
-/// - A caution (a blocked adult site) is an alert in the queue and pages no one.
+/// - A caution (a blocked adult site) is an alert in the queue and pages no
+///   one, and is in the weekly digest the lead gets the next Monday (the
+///   server restarted under libfaketime at Monday 07:31; the digest mailed
+///   through msmtp to aiosmtpd).
 /// - With the mail server down the danger alert waits and is sent when it
 ///   comes back.
 extension FilterIntegrationTests {
@@ -103,7 +106,7 @@ extension FilterIntegrationTests {
                 "--port", String(hookPort), "--out", school.folder + "/posts.jsonl",
             ], log: "webhook")
         try network.waitFor("the webhook receiver") { network.log("webhook").contains("webhook ready") }
-        _ = try school.start()
+        var server = try school.start()
 
         let machine = try LabMachine(network, namespace: network.client, name: "lab1-a", pupils: 3)
         try machine.enroll(school, room: "lab1")
@@ -189,5 +192,38 @@ extension FilterIntegrationTests {
         #expect(!all.contains { $0.subject.contains(ben.name) })
         try network.waitFor("the webhook's post for Cai") { try posts().contains { $0.body.contains(cai.name) } }
         #expect(try posts().count == 2)
+
+        // Next Monday at 07:31 (the weekly digest is due at 07:30, the server's zone): the server,
+        // restarted on that clock, makes the week's digest for the lead, which names Ben's caution.
+        try #require(FileManager.default.fileExists(atPath: Self.libfaketime), "no libfaketime: scripts/install-deps.sh installs Debian's faketime")
+        #expect(server.stop() != nil)
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = .current
+        // The Monday after today: the week before it holds today.
+        let tomorrow = try #require(calendar.date(byAdding: .day, value: 1, to: calendar.startOfDay(for: Date())))
+        let monday = try #require(
+            calendar.nextDate(after: tomorrow, matching: DateComponents(hour: 7, minute: 31, weekday: 2), matchingPolicy: .nextTime))
+        let stamp = DateFormatter()
+        stamp.calendar = calendar
+        stamp.timeZone = calendar.timeZone
+        stamp.locale = Locale(identifier: "en_US_POSIX")
+        stamp.dateFormat = "yyyy-MM-dd HH:mm:ss"
+        server = try school.start(wrapper: [
+            "env", "LD_PRELOAD=\(Self.libfaketime)", "FAKETIME=@\(stamp.string(from: monday))", "DONT_FAKE_MONOTONIC=1",
+            // As ClockStepIntegrationTests says: no shared memory, so the environment stays where Swift's runtime finds argv.
+            "FAKETIME_SHARED=none none",
+        ])
+        try network.waitFor("the weekly digest for the safeguarding lead", attempts: 900) {
+            try mails().contains { $0.subject.contains("weekly safeguarding digest") }
+        }
+        let digests = try mails().filter { $0.subject.contains("weekly safeguarding digest") }
+        #expect(digests.count == 1, "one digest: \(digests.map(\.subject))")
+        let digest = try #require(digests.first)
+        #expect(digest.rcptTo == "dsl@school.example")
+        #expect(digest.subject.contains("(2 danger, 3 in all)"), "\(digest.subject)")
+        // The most-flagged students: Ben, in no group, with his one caution (danger, caution, advisory).
+        let benRow = digest.text.split(separator: "\n").first { $0.hasPrefix(ben.name + " ") }
+        #expect(benRow.map { $0.split(separator: " ").suffix(3) == ["0", "1", "0"] } == true, "\(digest.text)")
+        #expect(digest.text.contains("adult") && digest.html.contains(ben.name), "\(digest.text)")
     }
 }

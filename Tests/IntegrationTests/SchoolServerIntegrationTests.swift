@@ -21,9 +21,10 @@ extension FilterIntegrationTests {
             self.network = network
             try FileManager.default.createDirectory(atPath: network.folder + "/school", withIntermediateDirectories: true)
             // The school's own certificate (a P-256 key, as `init` would make): its fingerprint is what the token pins.
+            // Ten days: a test may run the server on a clock up to a week ahead (the safeguarding digest's Monday).
             let made = try shell(
                 "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout \(folder)/server.key "
-                    + "-out \(folder)/server.crt -subj /CN=school -addext subjectAltName=IP:\(network.serverIPv4) -days 2 2>&1")
+                    + "-out \(folder)/server.crt -subj /CN=school -addext subjectAltName=IP:\(network.serverIPv4) -days 10 2>&1")
             try #require(made.status == 0, "\(made.output)")
             try """
                 listen:
@@ -43,9 +44,12 @@ extension FilterIntegrationTests {
             try shell("\(TestNetwork.binaries)/hallpass-server \(arguments) --config \(config) 2>&1")
         }
 
-        func start() throws -> ChildProcess {
+        /// Starts `hallpass-server serve`, under `wrapper` when given (`env` and
+        /// its variables, e.g. libfaketime's), and waits for it to listen.
+        func start(wrapper: [String] = []) throws -> ChildProcess {
             let process = try network.start(
-                ["ip", "netns", "exec", network.server, TestNetwork.binaries + "/hallpass-server", "serve", "--config", config], log: "hallpass-server")
+                ["ip", "netns", "exec", network.server] + wrapper + [TestNetwork.binaries + "/hallpass-server", "serve", "--config", config],
+                log: "hallpass-server")
             try network.waitFor("hallpass-server to listen") {
                 try network.inClient("curl -sk -o /dev/null -m 2 \(url)/metrics").status == 0
             }
