@@ -60,8 +60,8 @@ public struct PolicyInForce: Sendable, Hashable {
     }
 
     /// The policy `audience` gets at `moment`; with `person`, that user's own live items too.
-    public func effectivePolicy(for audience: Audience, at moment: PolicyMoment, person: String? = nil) -> EffectivePolicy {
-        school.effectivePolicy(for: audience, at: moment, base: base, localDeny: localDeny, localBlock: localBlock, person: person)
+    public func effectivePolicy(for audience: Audience, at moment: PolicyMoment, person: String? = nil, schedules: Bool = true) -> EffectivePolicy {
+        school.effectivePolicy(for: audience, at: moment, base: base, localDeny: localDeny, localBlock: localBlock, person: person, schedules: schedules)
     }
 
     /// The school's policy in a bundle folder (`policy.yaml`), nil when it has none.

@@ -100,13 +100,18 @@ public enum FilteringTest {
         public var category: String?
         /// Why, as `filterctl check` says it.
         public var reason: String
+        /// What decided, as the audit records name it (`category`,
+        /// `local-allow`, `unknown`, ...): the server takes an allow by the
+        /// group's own allow list as the school's choice, not a hole.
+        public var source: String?
 
-        public init(group: String, name: String, action: String, category: String?, reason: String) {
+        public init(group: String, name: String, action: String, category: String?, reason: String, source: String? = nil) {
             self.group = group
             self.name = name
             self.action = action
             self.category = category
             self.reason = reason
+            self.source = source
         }
     }
 
@@ -125,22 +130,26 @@ public enum FilteringTest {
     }
 
     /// Judges every name of `request` for every group with the engine
-    /// `engine` gives for the group's audience (the policy in force for it
-    /// now, on the rules in force), in the request's order.
+    /// `engine` gives for the group's audience, in the request's order; a
+    /// name listed under two categories is judged once (the server files
+    /// the answer under each of its categories).
     public static func judge<Rules: RuleSource>(_ request: Request, engine: (Audience) -> VerdictEngine<Rules>) -> [Result] {
         var results: [Result] = []
         results.reserveCapacity(request.groups.count * request.names.count)
+        var names: [String] = []
+        var seen: Set<String> = []
+        for name in request.names where seen.insert(name.name).inserted { names.append(name.name) }
         for group in request.groups {
             let engine = engine(audience(ofGroup: group))
-            for name in request.names {
-                guard let target = try? CheckTarget(utf8: Array(name.name.utf8)[...]) else { continue }
+            for name in names {
+                guard let target = try? CheckTarget(utf8: Array(name.utf8)[...]) else { continue }
                 let decision = engine.decide(target.facts)
                 var reason: [UInt8] = []
                 decision.reason.appendDescription(to: &reason)
                 results.append(
                     Result(
-                        group: group, name: name.name, action: decision.verdict.actionWord, category: decision.reason.category,
-                        reason: String(decoding: reason, as: UTF8.self)))
+                        group: group, name: name, action: decision.verdict.actionWord, category: decision.reason.category,
+                        reason: String(decoding: reason, as: UTF8.self), source: decision.reason.source.rawValue))
             }
         }
         return results

@@ -442,10 +442,11 @@ public struct SchoolPolicy: Sendable, Hashable {
     /// and `localBlock`, which only ever add to what the school blocks).
     /// With `person` (a user name), the live items scoped to that user apply
     /// too: the policy of `.person(uid)` is made from the person's own
-    /// audience (their group) this way.
+    /// audience (their group) this way. Without `schedules`, no `during:`
+    /// applies (the policy of a lesson with none, as the filtering test judges).
     public func effectivePolicy(
         for audience: Audience, at moment: PolicyMoment, base: Policy = Policy(), localDeny: [RulePattern] = [],
-        localBlock: Policy.CategorySelection? = nil, person: String? = nil
+        localBlock: Policy.CategorySelection? = nil, person: String? = nil, schedules useSchedules: Bool = true
     ) -> EffectivePolicy {
         // System flows follow the group the school names for them, if any.
         let group: String?
@@ -458,7 +459,7 @@ public struct SchoolPolicy: Sendable, Hashable {
         var schedulesInForce: [String] = []
         func apply(_ level: PolicyLevel) {
             level.keys.apply(to: &policy)
-            if let active = level.during.first(where: { schedules[$0.schedule]?.isActive(at: moment.time) == true }) {
+            if useSchedules, let active = level.during.first(where: { schedules[$0.schedule]?.isActive(at: moment.time) == true }) {
                 active.keys.apply(to: &policy)
                 schedulesInForce.append(active.schedule)
             }

@@ -102,6 +102,10 @@ import VerdictCore
             var odd = Self.answer(run) { _ in "block" }
             odd.results[0].action = "maybe"
             await #expect(throws: APIError.self) { try await desk.answer(odd, from: old) }
+            // A partial answer would stand as evidence of checks never made.
+            var partial = Self.answer(run) { _ in "block" }
+            partial.results.removeLast()
+            await #expect(throws: APIError.self) { try await desk.answer(partial, from: old) }
             #expect(try await storage.filteringAnswers(run: run.id).isEmpty)
             #expect(try await storage.filteringResults(run: run.id).isEmpty)
 
@@ -128,6 +132,16 @@ import VerdictCore
             #expect(Set(letThrough.map(\.name)) == ["pokerstars.com", "888casino.com"])
             #expect(letThrough.allSatisfy { $0.machine == old.id && $0.bundleVersion == 1 && $0.expected == "block" && $0.actual == "allow" })
             #expect(found.results.count == 2 * FilteringTestNames.shipped.count)
+
+            // A name the group's own allow list lets through is the school's choice, not a failure.
+            let listed = try #require(try await storage.machine(id: try await StorageTests.enrol(storage, hostname: "lab2-pc04")))
+            var allowListed = Self.answer(run) { $0.category == "gambling" ? "block" : "allow" }
+            for index in allowListed.results.indices where allowListed.results[index].name == "pokerstars.com" {
+                allowListed.results[index].action = "allow"
+                allowListed.results[index].source = Reason.Source.localAllowList.rawValue
+            }
+            let chosen = try await desk.answer(allowListed, from: listed)
+            #expect(chosen.failures == 0 && chosen.alertID == nil)
 
             // After the run's hour, no machine is asked and no answer is taken.
             let late = try #require(try await storage.machine(id: try await StorageTests.enrol(storage, hostname: "lab2-pc03")))

@@ -11,7 +11,9 @@ import VerdictCore
 /// pupils' pseudonyms and never their names: the dashboard with its
 /// requests, the records (and their CSV), a timeline, the alert queue and an
 /// alert, the machines, the rooms and a room (who is signed in, its live
-/// JSON), the requests' JSON, the audit trail, and the export is refused.
+/// JSON), the requests' JSON, the audit trail, the annual review (page and
+/// PDF), the filtering tests, the digests and a digest's preview, and the
+/// export is refused.
 @Suite struct PseudonymViewsTests {
     static let pseudonymous: [(Role, [String])] = [(.auditor, []), (.teacher, ["lab2"]), (.safeguarding, [])]
 
@@ -24,7 +26,9 @@ import VerdictCore
             ("/console/machines", .viewMachines), ("/console/alerts", .viewAlerts), ("/console/alerts?state=closed", .viewAlerts),
             ("/console/alerts/\(alert)", .viewAlerts), ("/console/rooms", .controlRoom), ("/console/rooms/lab2", .controlRoom),
             ("/console/rooms/lab2/live", .controlRoom), ("/console/requests/live", .answerRequests), ("/console/audit", .viewAudit),
-            ("/console/policy", .viewPolicy), ("/console/people", .viewPeople),
+            ("/console/policy", .viewPolicy), ("/console/people", .viewPeople), ("/console/review", .viewReview),
+            ("/console/review.pdf", .viewReview), ("/console/filtering-tests", .viewReview), ("/console/digests", .viewDigests),
+            ("/console/digests/preview", .viewDigests),
         ]
     }
 

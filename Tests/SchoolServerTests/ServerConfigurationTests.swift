@@ -53,6 +53,8 @@ import Testing
         #expect(!postgres.description.contains("cret"))
         #expect(configuration.machines.staleAfter == 600)
         #expect(configuration.retention.records == 30)
+        // Access requests went with the records before they had a key of their own, and still do without it.
+        #expect(configuration.retention.accessRequests == 30)
         #expect(configuration.retention.alerts == 7 * 365 && configuration.retention.audit == 7 * 365)
     }
 

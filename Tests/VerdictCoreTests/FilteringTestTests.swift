@@ -21,6 +21,12 @@ import VerdictCore
                 "year9 pokerstars.com block", "year9 tinder.com allow", "(no group) pokerstars.com allow", "(no group) tinder.com allow",
             ])
         #expect(results.first?.category == "gambling" && results.first?.reason.contains("gambling") == true)
+        #expect(results.first?.source == "category")
+        // A name the school lists under two categories is judged once per group (the server files it under both).
+        var twice = Self.request
+        twice.names.append(.init(name: "tinder.com", category: "adult"))
+        let once = FilteringTest.judge(twice) { _ in VerdictEngine(rules: rules, policy: Policy()) }
+        #expect(once.count == results.count && once.filter { $0.name == "tinder.com" }.count == 2)
         #expect(FilteringTest.audience(ofGroup: FilteringTest.noGroup) == .ungrouped && FilteringTest.audience(ofGroup: "year9") == .group("year9"))
     }
 

@@ -51,7 +51,10 @@ public struct ServerConfiguration: Sendable, Hashable {
         /// `records.retentionDays`), by whole UTC days; live items (room
         /// rules, answers to requests) that ended before the same day go with them.
         public var records: Int = 365
-        /// Access requests, with their reasons and the decisions on them.
+        /// Access requests, with their reasons and the decisions on them;
+        /// when `retention.accessRequests` is not given, the records' period
+        /// (as before it existed: a school with `records.retentionDays: 30`
+        /// keeps requests no longer than that).
         public var accessRequests: Int = 365
         /// Safeguarding alerts, with their triage notes and their email and webhook deliveries.
         public var alerts: Int = 7 * 365
@@ -324,7 +327,10 @@ extension ServerConfiguration {
             older = (node, days)
             self.retention.records = days
         }
-        guard let retentionNode else { return }
+        guard let retentionNode else {
+            self.retention.accessRequests = self.retention.records
+            return
+        }
         let keys = try retentionNode.mapping(allowed: Retention.ranges.map(\.key))
         for (key, range) in Retention.ranges {
             guard let node = keys[key] else { continue }
@@ -341,6 +347,7 @@ extension ServerConfiguration {
             default: self.retention.audit = days
             }
         }
+        if keys["accessRequests"] == nil { self.retention.accessRequests = self.retention.records }
         if self.retention.audit < self.retention.alerts {
             throw (keys["audit"] ?? keys["alerts"] ?? retentionNode).error(
                 "the audit trail (retention.audit, \(self.retention.audit) days) is to be kept at least as long as the alerts"

@@ -129,6 +129,7 @@ enum ConsoleBuiltInStrings {
         actionAny = Any
         actionBlock = Blocked
         actionAllow = Allowed
+        actionAsk = Asked
 
         # Machines.
         machinesFilter = Filter the machines
@@ -568,6 +569,7 @@ enum ConsoleBuiltInStrings {
         actionAny = 전체
         actionBlock = 차단
         actionAllow = 허용
+        actionAsk = 확인 요청
 
         machinesFilter = 컴퓨터 필터
         machinesCaption = 등록된 컴퓨터

@@ -37,6 +37,7 @@ extension ConsoleRoutes {
     func review(_ principal: Principal, _ viewer: ConsoleViewer, problem: String?, status: HTTPResponse.Status = .ok) async throws -> Response {
         let t = renderer.table(viewer)
         let review = try await AnnualReview.make(storage: storage, now: clock())
+        let names = try await names(for: principal)
         let none = t["none"] ?? "-"
         let model = ReviewPage(
             made: ConsoleText.fill(t["reviewMade"] ?? "", ["time": time.dateTime(review.madeAt * 1000)]),
@@ -69,13 +70,14 @@ extension ConsoleRoutes {
             hasChanges: !review.changes.isEmpty,
             changes: review.changes.map {
                 ReviewPage.Change(
-                    time: time.dateTime($0.event.time * 1000), actor: $0.event.actor, action: $0.event.action, target: $0.event.target ?? "",
+                    time: time.dateTime($0.event.time * 1000), actor: $0.event.actor, action: $0.event.action,
+                    target: AnnualReview.target(of: $0, names: names),
                     reason: $0.event.reason ?? "")
             },
             moreChanges: review.moreChanges,
             testSummary: review.testSummary(t, time: time) ?? t["reviewTestNone"] ?? "",
             testLink: review.latestRun.map { "/console/filtering-tests/" + $0.id },
-            allBlocked: review.latestRun != nil && review.failures.isEmpty,
+            allBlocked: review.latestRun != nil && !review.answers.isEmpty && review.failures.isEmpty,
             hasFailures: !review.failures.isEmpty, failures: review.failures.map(Self.failureRow),
             canRecord: principal.may(.recordReview), canStart: principal.may(.runFilteringTest), problem: problem)
         return renderer.response("review", status: status, title: t["titleReview"] ?? "", page: model, viewer: viewer, current: .review)
@@ -88,7 +90,7 @@ extension ConsoleRoutes {
     func reviewPDF(_ principal: Principal, _ viewer: ConsoleViewer) async throws -> Response {
         let t = renderer.table(viewer)
         let review = try await AnnualReview.make(storage: storage, now: clock())
-        let bytes = review.pdf(t, time: time, schoolName: renderer.settings.schoolName)
+        let bytes = review.pdf(t, time: time, schoolName: renderer.settings.schoolName, names: try await names(for: principal))
         var headers = HTTPFields()
         headers[.contentType] = "application/pdf"
         headers[.contentDisposition] = "attachment; filename=\"hallpass-review-\(time.day(review.madeAt * 1000)).pdf\""
@@ -134,7 +136,8 @@ extension ConsoleRoutes {
         guard let id = context.parameters.get("id") else { return renderer.notFound(viewer) }
         let found: (run: StoredFilteringRun, answers: [StoredFilteringAnswer], results: [StoredFilteringResult])
         do {
-            found = try await filteringTestDesk.run(id, for: principal)
+            // The failures first; a fleet's every check would be too long a page.
+            found = try await filteringTestDesk.run(id, for: principal, limit: 1000)
         } catch let error as APIError where error.status == .notFound {
             return renderer.notFound(viewer)
         }

@@ -75,7 +75,7 @@ struct AnnualReview: Sendable {
         var failures: [StoredFilteringResult] = []
         if let latestRun {
             answers = try await storage.filteringAnswers(run: latestRun.id)
-            failures = try await storage.filteringResults(run: latestRun.id).filter(\.failed)
+            failures = try await storage.filteringResults(run: latestRun.id, failedOnly: true, limit: Self.maximumRows)
         }
         return AnnualReview(
             madeAt: now, lastReview: lastReview, published: published, hasPolicy: hasPolicy, groups: groups, locked: locked,
@@ -118,7 +118,17 @@ struct AnnualReview: Sendable {
     }
 
     /// The review as a PDF, in the words of `t`.
-    func pdf(_ t: [String: String], time: ConsoleTime, schoolName: String) -> [UInt8] {
+    /// An audit event's target as `names` shows it: with pseudonyms, the
+    /// pupil a `timeline.open` or `person.export` names, and the `user` of a
+    /// `records.export`, as their pseudonyms (as on the audit page).
+    static func target(of change: StoredAuditEvent, names: NameShown) -> String {
+        let event = change.event
+        return AuditTrailPage.target(
+            of: ConsoleAuditEvent(time: event.time, actor: event.actor, action: event.action, target: event.target, reason: event.reason),
+            names: names) ?? ""
+    }
+
+    func pdf(_ t: [String: String], time: ConsoleTime, schoolName: String, names: NameShown) -> [UInt8] {
         var report = PDFReport(
             title: (t["titleReview"] ?? "") + (schoolName.isEmpty ? "" : " - " + schoolName),
             subtitle: ConsoleText.fill(t["reviewMade"] ?? "", ["time": time.dateTime(madeAt * 1000)]))
@@ -142,7 +152,8 @@ struct AnnualReview: Sendable {
         if let summary = testSummary(t, time: time) {
             report.paragraph(summary)
             if failures.isEmpty {
-                report.paragraph(t["reviewTestAllBlocked"] ?? "")
+                // Said only when some machine answered: no answers are no evidence.
+                if !answers.isEmpty { report.paragraph(t["reviewTestAllBlocked"] ?? "") }
             } else {
                 report.table(
                     [.init(t["filteringTestMachine"] ?? "", width: 26), .init(t["group"] ?? "", width: 14), .init(t["filteringTestName"] ?? "", width: 26),
@@ -184,7 +195,9 @@ struct AnnualReview: Sendable {
             report.table(
                 [.init(t["time"] ?? "", width: 17), .init(t["auditActor"] ?? "", width: 20), .init(t["auditAction"] ?? "", width: 20),
                  .init(t["auditTarget"] ?? "", width: 20), .init(t["reason"] ?? "", width: 24)],
-                rows: changes.map { [time.dateTime($0.event.time * 1000), $0.event.actor, $0.event.action, $0.event.target ?? "", $0.event.reason ?? ""] })
+                rows: changes.map {
+                    [time.dateTime($0.event.time * 1000), $0.event.actor, $0.event.action, Self.target(of: $0, names: names), $0.event.reason ?? ""]
+                })
             if moreChanges { report.paragraph(t["reviewMoreChanges"] ?? "") }
         }
         return report.render(created: madeAt)

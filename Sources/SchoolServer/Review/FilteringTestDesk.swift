@@ -44,6 +44,9 @@ public struct FilteringTestDesk: Sendable {
         self.clock = clock
     }
 
+    /// The most checks (groups times names) a run asks of each machine.
+    static let maximumChecks = 5000
+
     static let notFound = APIError(.notFound, "not-found", "no filtering test run has this id")
 
     /// Starts a run as `principal` (who may `runFilteringTest`); audited as `filtering-test.start`.
@@ -65,6 +68,13 @@ public struct FilteringTestDesk: Sendable {
         let plan = Self.plan(
             policy: policy.school ?? SchoolPolicy(), locked: policy.locked, listed: Set(version.lists.map(\.category) + protections),
             names: FilteringTestNames.all(school: schoolNames))
+        // A machine's answer is one request body (APILimits.maxBodyBytes): about 150 bytes a check.
+        let checks = plan.groups.count * Set(plan.names.map(\.name)).count
+        guard checks <= Self.maximumChecks else {
+            throw APIError(
+                .conflict, "too-many-checks",
+                "this run would ask each machine for \(checks) checks (groups times names), more than \(Self.maximumChecks); list fewer names under filteringTest: in server.yaml")
+        }
         let now = clock()
         let run = try await storage.addFilteringRun(
             id: "ft-" + Secrets.randomBase32(count: 16), createdBy: principal.author, now: now, expiresAt: now + Self.openFor,
@@ -115,29 +125,36 @@ public struct FilteringTestDesk: Sendable {
         }
         guard run.expiresAt > now else { throw APIError(.conflict, "run-ended", "this filtering test run ended; it takes no more answers") }
         guard answer.bundleVersion >= 0 else { throw APIError.badRequest("bundleVersion must not be negative") }
-        guard !answer.results.isEmpty, answer.results.count <= run.plan.groups.count * run.plan.names.count else {
-            throw APIError.badRequest("a run's answer has 1 to \(run.plan.groups.count * run.plan.names.count) results (its groups times its names)")
-        }
         let groups = Set(run.plan.groups)
         var categories: [String: [String]] = [:]
         for name in run.plan.names { categories[name.name, default: []].append(name.category) }
+        // Every group and name once: a partial answer would stand as evidence of checks never made.
+        let asked = run.plan.groups.count * categories.count
+        guard answer.results.count == asked else {
+            throw APIError.badRequest("a run's answer has \(asked) results (its groups times its names), not \(answer.results.count)")
+        }
         var seen: Set<String> = []
         var results: [StoredFilteringResult] = []
         for (index, result) in answer.results.enumerated() {
             guard groups.contains(result.group) else { throw APIError.badRequest("results[\(index)].group is not a group of this run") }
-            guard let asked = categories[result.name] else { throw APIError.badRequest("results[\(index)].name is not a name of this run") }
+            guard let nameCategories = categories[result.name] else { throw APIError.badRequest("results[\(index)].name is not a name of this run") }
             guard seen.insert(result.group + "\u{0}" + result.name).inserted else {
                 throw APIError.badRequest("results[\(index)] answers a group and name answered before")
             }
             guard ["allow", "block", "ask"].contains(result.action) else { throw APIError.badRequest("results[\(index)].action is allow, block or ask") }
-            guard result.reason.utf8.count <= 1000, (result.category?.utf8.count ?? 0) <= FilteringTest.maximumCategoryBytes else {
-                throw APIError.badRequest("results[\(index)]: a reason is at most 1,000 bytes, a category \(FilteringTest.maximumCategoryBytes)")
+            guard result.reason.utf8.count <= 1000, (result.category?.utf8.count ?? 0) <= FilteringTest.maximumCategoryBytes,
+                (result.source?.utf8.count ?? 0) <= 40
+            else {
+                throw APIError.badRequest(
+                    "results[\(index)]: a reason is at most 1,000 bytes, a category \(FilteringTest.maximumCategoryBytes), a source 40")
             }
-            for category in asked {
+            // A name the group's own allow list lets through is the school's choice, not a hole.
+            let allowListed = result.action == "allow" && result.source == Reason.Source.localAllowList.rawValue
+            for category in nameCategories {
                 results.append(
                     StoredFilteringResult(
                         run: run.id, machine: machine.id, group: result.group, name: result.name, category: category,
-                        expected: run.plan.expected(group: result.group, category: category), actual: result.action,
+                        expected: allowListed ? "allow" : run.plan.expected(group: result.group, category: category), actual: result.action,
                         actualCategory: result.category, reason: result.reason, bundleVersion: answer.bundleVersion))
             }
         }
@@ -166,10 +183,13 @@ public struct FilteringTestDesk: Sendable {
         return try await storage.filteringRuns(limit: limit)
     }
 
-    /// A run with its answers and results, for a principal who may view them.
-    public func run(_ id: String, for principal: Principal) async throws -> (run: StoredFilteringRun, answers: [StoredFilteringAnswer], results: [StoredFilteringResult]) {
+    /// A run with its answers and at most `limit` results (the failures
+    /// first), for a principal who may view them.
+    public func run(
+        _ id: String, for principal: Principal, limit: Int = 20_000
+    ) async throws -> (run: StoredFilteringRun, answers: [StoredFilteringAnswer], results: [StoredFilteringResult]) {
         guard principal.may(.viewReview) else { throw APIError.roleForbidden(principal.role) }
         guard id.utf8.count <= FilteringTest.maximumRunBytes, let run = try await storage.filteringRun(id: id) else { throw Self.notFound }
-        return (run, try await storage.filteringAnswers(run: run.id), try await storage.filteringResults(run: run.id))
+        return (run, try await storage.filteringAnswers(run: run.id), try await storage.filteringResults(run: run.id, limit: limit))
     }
 }

@@ -224,10 +224,13 @@ extension SQLStorage {
         }
     }
 
-    /// The results of a run, by machine, group, category and name.
-    public func filteringResults(run: String) async throws -> [StoredFilteringResult] {
-        try await engine.run(
-            "SELECT * FROM filtering_results WHERE run = $1 ORDER BY machine, group_name, category, name", SQLValue(run)
+    /// The results of a run, at most `limit`: the failures first, then by
+    /// machine, group, category and name; with `failedOnly`, the failures alone.
+    public func filteringResults(run: String, failedOnly: Bool = false, limit: Int = 20_000) async throws -> [StoredFilteringResult] {
+        let failed = "expected = 'block' AND actual = 'allow'"
+        return try await engine.run(
+            "SELECT * FROM filtering_results WHERE run = $1" + (failedOnly ? " AND " + failed : "")
+                + " ORDER BY CASE WHEN \(failed) THEN 0 ELSE 1 END, machine, group_name, category, name LIMIT $2", SQLValue(run), SQLValue(Int64(limit))
         ).map { row in
             StoredFilteringResult(
                 run: try row.text("run"), machine: try row.text("machine"), group: try row.text("group_name"), name: try row.text("name"),
