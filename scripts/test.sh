@@ -22,7 +22,11 @@ trap stop_rootfs EXIT
 swift build --build-tests
 # Only filter-data links libnetfilter_queue, libmnl and libseccomp (readelf on the build's programs).
 scripts/check-links.sh
-swift test --skip-build
+# The unit tests, then the integration tests one at a time: these block a thread while they wait on
+# real processes, and on two cores two of them at once left the unit tests' async work (and each
+# other's) waiting for a minute, so that tests which wait 30 s for a stand-in server failed.
+swift test --skip-build --skip '^IntegrationTests\.'
+swift test --skip-build --no-parallel --filter '^IntegrationTests\.'
 # hallpass-server against docs/api/openapi.yaml: Schemathesis on a real server (SQLite, a temporary folder).
 scripts/test-api.sh
 # The soak's judge on crafted runs and how it finds filter-data (scripts/tests; no root needed).
