@@ -190,6 +190,6 @@ public struct FilteringTestDesk: Sendable {
     ) async throws -> (run: StoredFilteringRun, answers: [StoredFilteringAnswer], results: [StoredFilteringResult]) {
         guard principal.may(.viewReview) else { throw APIError.roleForbidden(principal.role) }
         guard id.utf8.count <= FilteringTest.maximumRunBytes, let run = try await storage.filteringRun(id: id) else { throw Self.notFound }
-        return (run, try await storage.filteringAnswers(run: run.id), try await storage.filteringResults(run: run.id, limit: limit))
+        return (run, try await storage.filteringAnswers(run: run.id), try await storage.filteringResults(run: run.id, failedOnly: false, limit: limit))
     }
 }

@@ -235,7 +235,7 @@ public protocol ServerStorage: Sendable {
     func storeFilteringAnswer(_ answer: StoredFilteringAnswer, results: [StoredFilteringResult], alert: StoredAlert?) async throws
         -> StoredFilteringAnswer?
     func filteringAnswers(run: String) async throws -> [StoredFilteringAnswer]
-    func filteringResults(run: String) async throws -> [StoredFilteringResult]
+    func filteringResults(run: String, failedOnly: Bool, limit: Int) async throws -> [StoredFilteringResult]
     func addReview(_ review: StoredReview) async throws
     func reviews(limit: Int) async throws -> [StoredReview]
 
