@@ -72,7 +72,8 @@ struct ConsoleServer: Sendable {
 /// audit trail of the tests' own; the server's time zone is Europe/London.
 func withConsoleServer(
     _ engine: Engine, live: LiveChannel = LiveChannel(key: LiveKey(signing: BundleSigningKey()), recheck: .seconds(3600)),
-    pseudonyms: Set<Role>? = nil, _ body: @Sendable (ConsoleServer) async throws -> Void
+    pseudonyms: Set<Role>? = nil, delivery: (@Sendable (any ServerStorage) -> AlertDeliveryService)? = nil,
+    _ body: @Sendable (ConsoleServer) async throws -> Void
 ) async throws {
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("hallpass-console-\(UUID().uuidString.prefix(8))").path
     try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -85,11 +86,11 @@ func withConsoleServer(
             lastSignInAt: nil),
     ]
     // The console of the test's own, behind a middleware that takes the principal from the request's headers.
-    try await withRunningServer(engine, console: false) { configuration in
+    try await withRunningServer(engine, console: false, configure: { configuration in
         configuration.stateDirectoryOverride = folder + "/state"
         if let pseudonyms { configuration.consolePages.pseudonyms = pseudonyms }
         _ = try? ServerAdministration.makeSigningKey(configuration: configuration)
-    } moreRoutes: { router, publisher, configuration, storage, clock in
+    }, moreRoutes: { router, publisher, configuration, storage, clock in
         let control = RoomControl(
             storage: storage, live: live,
             published: PublishedLivePolicy(storage: storage, storePath: publisher.folder.path(BundleManifest.storeFileName)),
@@ -110,7 +111,7 @@ func withConsoleServer(
                 }),
             rooms: control, requests: LiveAccessRequests(control: control))
         routes.add(to: router, authenticate: TestPrincipalMiddleware())
-    } _: { server async throws in
+    }, delivery: delivery) { server async throws in
         try await body(ConsoleServer(server: server, hooks: hooks))
     }
 }

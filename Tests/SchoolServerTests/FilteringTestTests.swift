@@ -74,6 +74,41 @@ import VerdictCore
         }
     }
 
+    /// A run that would ask each machine for more checks (groups times
+    /// names) than one answer may carry is refused with the reason, and
+    /// leaves no run and no audit event behind.
+    @Test(arguments: Engine.allCases)
+    func aRunOfMoreChecksThanAnAnswerCarriesIsRefused(engine: Engine) async throws {
+        try await withTestStorage(engine) { storage async throws in
+            // Fifteen groups and the one of no group, each with the shipped names and 400 of the school's own.
+            let groups = (1...15).map { "  g\($0):\n    unixGroups: [g\($0)]\n" }.joined()
+            let gambling = PublishingStorageTests.content("pokerstars.com\n")
+            _ = try await storage.addPolicyVersion(
+                NewPolicyVersion(
+                    author: "cli:root", reason: "many groups", policy: "policy:\n  block: [gambling]\ngroups:\n" + groups,
+                    lists: [PolicyList(category: "gambling", sha256: gambling.sha256, names: 1)], contents: [gambling]),
+                now: Self.now)
+            _ = try await storage.addPublication(PublishingStorageTests.newPublication("store"), now: Self.now) {
+                SignedManifest(manifest: Array("m\($0)".utf8), signature: [1])
+            }
+            let school = (1...FilteringTestNames.maximumSchoolNames).map { FilteringTest.Name(name: "casino\($0).example", category: "gambling") }
+            let clock = TestClock(Self.now)
+            let many = FilteringTestDesk(storage: storage, schoolNames: school, protections: [], live: nil, alerts: nil, clock: { clock.now })
+            do {
+                _ = try await many.start(by: Self.principal(.admin))
+                Issue.record("a run of 16 groups times \(school.count + FilteringTestNames.shipped.count) names was started")
+            } catch let error as APIError {
+                #expect(error.status == .conflict && error.code == "too-many-checks", "\(error)")
+                #expect(error.message.contains("\(16 * (school.count + FilteringTestNames.shipped.count)) checks"), "\(error.message)")
+            }
+            #expect(try await storage.filteringRuns(limit: 10).isEmpty)
+            #expect(try await storage.auditEvents(AuditQuery(action: "filtering-test.start")).events.isEmpty)
+            // The same groups with the shipped names alone fit.
+            let run = try await Self.desk(storage, clock: clock).start(by: Self.principal(.admin))
+            #expect(run.plan.groups.count == 16 && run.plan.groups.contains("g15"))
+        }
+    }
+
     @Test(arguments: Engine.allCases)
     func aMachineAnswersOnceWithTheRunsNamesAndALetThroughRaisesOneDangerAlert(engine: Engine) async throws {
         try await withTestStorage(engine) { storage async throws in
