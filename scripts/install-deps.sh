@@ -26,6 +26,8 @@ esac
 if [ "$tests" = 1 ]; then
     # integration tests: real servers and clients inside test namespaces
     packages+=(nginx-light curl openssl dnsmasq-base bind9-dnsutils)
+    # the connection-tracking entries of the inspection proxy's connections (conntrack -L)
+    packages+=(conntrack)
     # scripts/check-install.sh: systemd-analyze checks the unit
     packages+=(systemd)
     # the Debian package: lintian checks it, scripts/test-systemd.sh boots a Debian root

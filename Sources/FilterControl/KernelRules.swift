@@ -70,6 +70,26 @@ import SharedStore
 /// tcp dport 443, destination in the set   -> REDIRECT to the proxy's port (127.0.0.1 or ::1)
 /// ```
 ///
+/// The kernel keeps a connection's redirect (or its absence) in its
+/// connection-tracking entry, keyed by the two addresses and ports, and an
+/// entry left behind in a state where a new SYN does not replace it (an
+/// established one whose end the kernel did not follow, kept for days)
+/// hands its decision to the next connection with that key. The proxy's own
+/// connection to a server and a person's connection to the same server from
+/// the same local port have the same key, so a third chain, `HALLPASS_RAW`
+/// in the raw table's OUTPUT hook (before connection tracking), puts the
+/// original direction of every connection that carries the allow mark in a
+/// zone of its own:
+///
+/// ```
+/// mark = allow                            -> CT --zone-orig 18512
+/// ```
+///
+/// A person's connection then never takes the proxy's entry (and goes
+/// around the redirect), nor the proxy's a person's (and is redirected to
+/// the proxy itself). Answers come in the default zone and find the
+/// entry by their own direction, as before.
+///
 /// A redirected connection still passes `HALLPASS_OUT` (its packets keep
 /// the interface they were routed to), so filter-data judges its name for
 /// the person who opened it, as any other; the proxy's own connection to
@@ -95,6 +115,12 @@ public struct KernelRules: Sendable {
     public static let inputChain = "HALLPASS_IN"
     /// The nat table's chain that redirects inspected addresses to the proxy.
     public static let natChain = "HALLPASS_NAT"
+    /// The raw table's chain that gives the allow mark's connections their own connection-tracking zone.
+    public static let rawChain = "HALLPASS_RAW"
+    /// The connection-tracking zone of the original direction of the
+    /// connections with the allow mark (the proxy's, filter-control's):
+    /// 0x4850, "HP".
+    public static let ownZone: UInt16 = 0x4850
 
     public var queue: UInt16
     public var failOpen: Bool
@@ -270,6 +296,10 @@ public struct KernelRules: Sendable {
             -A \(KernelRules.natChain) -m mark --mark \(allow)/\(mask) -j RETURN
             -A \(KernelRules.natChain) -p tcp --dport 443 -m set --match-set \(family.inspectionSet) dst -j REDIRECT --to-ports \(proxyPort)
             COMMIT
+            *raw
+            :\(KernelRules.rawChain) - [0:0]
+            -A \(KernelRules.rawChain) -m mark --mark \(allow)/\(mask) -j CT --zone-orig \(KernelRules.ownZone)
+            COMMIT
 
             """
     }
@@ -305,7 +335,7 @@ public struct KernelRules: Sendable {
     /// what can go goes one command at a time.
     public static func remove() {
         for family in Family.allCases {
-            for table in ["filter", "nat"] {
+            for table in ["filter", "nat", "raw"] {
                 guard let saved = try? run(family.saveCommand, ["-t", table], waiting: false) else {
                     removeOneByOne(family, table: table)
                     continue
@@ -346,8 +376,9 @@ public struct KernelRules: Sendable {
 
     /// The hooks of the filter table and the chains they jump to.
     static let jumps = [("OUTPUT", chain), ("INPUT", inputChain)]
-    /// Every jump: the filter table's and the nat table's.
-    static let allJumps: [(table: String, hook: String, chain: String)] = jumps.map { ("filter", $0.0, $0.1) } + [("nat", "OUTPUT", natChain)]
+    /// Every jump: the filter table's, the nat table's and the raw table's.
+    static let allJumps: [(table: String, hook: String, chain: String)] =
+        jumps.map { ("filter", $0.0, $0.1) } + [("nat", "OUTPUT", natChain), ("raw", "OUTPUT", rawChain)]
 
     /// Whether the OUTPUT jump is in place for `family`.
     public static func isInstalled(_ family: Family) -> Bool {

@@ -55,6 +55,8 @@ struct KernelRulesRemovalTests {
         #expect(KernelRules.removalInput(saved: saved, table: "nat") == "*nat\n-D OUTPUT -j HALLPASS_NAT\n-F HALLPASS_NAT\n-X HALLPASS_NAT\nCOMMIT\n")
         // The filter table's chains are not looked for in the nat table, nor the other way round.
         #expect(KernelRules.removalInput(saved: saved) == nil)
+        let raw = "*raw\n:OUTPUT ACCEPT [0:0]\n:HALLPASS_RAW - [0:0]\n-A OUTPUT -j HALLPASS_RAW\n-A HALLPASS_RAW -j CT --zone-orig 18512\nCOMMIT\n"
+        #expect(KernelRules.removalInput(saved: raw, table: "raw") == "*raw\n-D OUTPUT -j HALLPASS_RAW\n-F HALLPASS_RAW\n-X HALLPASS_RAW\nCOMMIT\n")
     }
 }
 
@@ -67,11 +69,17 @@ struct KernelRulesInspectionTests {
             let fastPath = lines.firstIndex { $0.hasPrefix("-A HALLPASS_OUT -p tcp ! --dport 53 ! --syn -m connmark") }
             let drop = lines.firstIndex(of: "-A HALLPASS_OUT -p udp --dport 443 -m set --match-set \(set) dst -j DROP")
             #expect(fastPath == 3 && drop == 4, "QUIC to the set is dropped before anything queues or passes it; allowed TCP never sees the rule")
-            let nat = lines.drop { $0 != "*nat" }
+            let nat = lines.drop { $0 != "*nat" }.prefix { $0 != "*raw" }
             #expect(
                 Array(nat) == [
                     "*nat", ":HALLPASS_NAT - [0:0]", "-A HALLPASS_NAT -m mark --mark 0x100000/0x300000 -j RETURN",
                     "-A HALLPASS_NAT -p tcp --dport 443 -m set --match-set \(set) dst -j REDIRECT --to-ports 1023", "COMMIT",
+                ])
+            // The allow mark's connections (the proxy's own) are tracked in a zone of their own, so that
+            // neither they nor a person's connections take the other's redirect from a stale entry.
+            #expect(
+                Array(lines.drop { $0 != "*raw" }) == [
+                    "*raw", ":HALLPASS_RAW - [0:0]", "-A HALLPASS_RAW -m mark --mark 0x100000/0x300000 -j CT --zone-orig 18512", "COMMIT",
                 ])
         }
     }

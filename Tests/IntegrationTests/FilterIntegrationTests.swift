@@ -337,5 +337,8 @@ import Testing
         #expect(network.log("filter-control").contains("filter-data: stopped:"), "\(network.log("filter-control"))")
         #expect(try network.inClient("iptables -w -S HALLPASS_OUT").status != 0)
         #expect(try network.inClient("ip6tables -w -S OUTPUT").output.contains("HALLPASS") == false)
+        // Every table's chains and jumps, the nat and raw tables' too.
+        let left = try network.inClient("iptables-save; ip6tables-save").output
+        #expect(!left.contains("HALLPASS"), "\(left)")
     }
 }

@@ -229,6 +229,15 @@ extension FilterIntegrationTests {
             Int($0.split(separator: " ", omittingEmptySubsequences: true).first ?? "")
         }
         #expect(counts.count == 2 && counts.allSatisfy { $0 > 0 }, "the spliced connections went through the proxy (IPv4 and IPv6):\n\(redirected)")
+        // The proxy's own connections to the servers are tracked in a zone of their own (KernelRules.ownZone,
+        // 18512), apart from the people's redirected ones: a stale entry of one never hands its redirect, or
+        // its lack of one, to the other (docs/inspection.md, "How a connection reaches the proxy").
+        let tracked = try network.inClient("conntrack -L -p tcp 2>&1").output.split(separator: "\n")
+        let own = tracked.filter { $0.contains("dport=443") && $0.contains("zone-orig=18512") }
+        #expect(!own.isEmpty && own.allSatisfy { !$0.contains("src=127.0.0.1") && !$0.contains("src=::1") }, "\(tracked.joined(separator: "\n"))")
+        #expect(
+            tracked.contains { ($0.contains("src=127.0.0.1") || $0.contains("src=::1")) && !$0.contains("zone-orig") },
+            "the redirected connections stay in the default zone:\n\(tracked.joined(separator: "\n"))")
 
         // (a) The server gets the client's ClientHello byte for byte. raw.test is never
         // inspected, and its server (the recorder) shows the proxy's check no certificate:

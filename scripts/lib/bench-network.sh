@@ -78,7 +78,8 @@ bench_cleanup() {
     ip netns del "$client" 2>/dev/null || true
     ip netns del "$server" 2>/dev/null || true
     [ -n "${client:-}" ] && rm -rf "/etc/netns/$client"
-    rm -rf "$work"
+    # HALLPASS_BENCH_KEEP=1 keeps the logs and files of the run, to look into.
+    if [ "${HALLPASS_BENCH_KEEP:-}" = 1 ]; then echo "kept $work" >&2; else rm -rf "$work"; fi
 }
 
 # Names the client resolves to the server without DNS (getaddrinfo reads
