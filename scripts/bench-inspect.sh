@@ -250,14 +250,15 @@ measure hallpass direct direct.test "$work/ca.pem" "$control_pid"
 measure hallpass spliced spliced.test "$work/ca.pem" "$control_pid"
 measure hallpass inspected inspected.test "$work/inspect-ca/ca.pem" "$control_pid"
 grep -q "counters" "$work/filter-control.log" && grep "counters" "$work/filter-control.log" | tail -1 | sed 's/^[0-9.]* /# /'
-# Connections refused on the way: an inspected name that went around the redirect (reset by
-# filter-data), and inspected requests whose server's certificate did not verify (the block page).
-for category in outside-redirect certificate; do
-    echo "# audit records of category $category: $(grep -c "\"category\":\"$category\"" "$work/audit.jsonl" 2>/dev/null || true)"
-done
 kill "$control_pid"
 wait "$control_pid" 2>/dev/null || true
 control_pid=""
+# Connections refused on the way (counted once filter-control has written its last records): an
+# inspected name that went around the redirect (reset by filter-data), and inspected requests whose
+# server's certificate did not verify (the block page).
+for category in outside-redirect certificate; do
+    echo "# audit records of category $category: $(grep -c "\"category\":\"$category\"" "$work/audit.jsonl" 2>/dev/null || true)"
+done
 if ip netns exec "$client" iptables -w -t nat -S | grep -q HALLPASS; then
     echo "bench-inspect.sh: filter-control left its nat rules behind" >&2
     exit 1

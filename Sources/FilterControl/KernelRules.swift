@@ -296,12 +296,22 @@ public struct KernelRules: Sendable {
             -A \(KernelRules.natChain) -m mark --mark \(allow)/\(mask) -j RETURN
             -A \(KernelRules.natChain) -p tcp --dport 443 -m set --match-set \(family.inspectionSet) dst -j REDIRECT --to-ports \(proxyPort)
             COMMIT
-            *raw
-            :\(KernelRules.rawChain) - [0:0]
-            -A \(KernelRules.rawChain) -m mark --mark \(allow)/\(mask) -j CT --zone-orig \(KernelRules.ownZone)
-            COMMIT
 
             """
+    }
+
+    /// The `iptables-restore --noflush` input of the raw table's chain: the
+    /// allow mark's connections in their own connection-tracking zone. Kept
+    /// apart from `restoreInput` because a kernel without connection-tracking
+    /// zones (or the CT target) refuses it, and filtering must not stop for that.
+    public func rawRestoreInput(_ family: Family) -> String {
+        """
+        *raw
+        :\(KernelRules.rawChain) - [0:0]
+        -A \(KernelRules.rawChain) -m mark --mark \(hex(marks.allow))/\(hex(marks.mask)) -j CT --zone-orig \(KernelRules.ownZone)
+        COMMIT
+
+        """
     }
 
     private func hex(_ value: UInt32) -> String { "0x" + String(value, radix: 16) }
@@ -314,23 +324,38 @@ public struct KernelRules: Sendable {
     }
 
     /// Installs the chains and the OUTPUT and INPUT jumps for both families.
-    public func install() throws {
+    /// Returns what could not be installed without stopping the filter: the
+    /// raw table's chain on a kernel that refuses it (the proxy's connections
+    /// then share tracking entries with people's, docs/inspection.md).
+    @discardableResult
+    public func install() throws -> [String] {
         // The sets first: a rule that names a set the kernel does not have is refused.
         try KernelRules.run("ipset", ["restore", "-exist"], input: KernelRules.setsInput, waiting: false)
+        var problems: [String] = []
         for family in Family.allCases {
             try KernelRules.run(family.restoreCommand, ["--noflush"], input: restoreInput(family))
+            var jumps = KernelRules.allJumps.filter { $0.table != "raw" }
+            do {
+                try KernelRules.run(family.restoreCommand, ["--noflush"], input: rawRestoreInput(family))
+                jumps += KernelRules.allJumps.filter { $0.table == "raw" }
+            } catch {
+                problems.append(
+                    "\(family.rawValue): the raw table's \(KernelRules.rawChain) (the allow mark's own connection-tracking zone) "
+                        + "cannot be installed, so the inspection proxy's connections share tracking entries with people's: \(error)")
+            }
             // Insert each jump once: a second install must not add a second jump.
-            for (table, hook, chain) in KernelRules.allJumps where !KernelRules.jumpExists(family, table: table, hook: hook, chain: chain) {
+            for (table, hook, chain) in jumps where !KernelRules.jumpExists(family, table: table, hook: hook, chain: chain) {
                 try KernelRules.run(family.command, ["-t", table, "-I", hook, "1", "-j", chain])
             }
         }
+        return problems
     }
 
     /// Removes the jumps and the chains; safe to call when nothing is installed.
     /// Per family, one iptables-save shows what is there and one
     /// iptables-restore --noflush removes all of it in one step: a stop
-    /// (and the unit's ExecStopPost after it) waits for these commands, four
-    /// for both families where removing rule by rule took sixteen. Should the
+    /// (and the unit's ExecStopPost after it) waits for these commands, two
+    /// per table and family (the filter, nat and raw tables). Should the
     /// restore fail (a rule of someone else's jumps to a chain of hallpass),
     /// what can go goes one command at a time.
     public static func remove() {

@@ -236,7 +236,10 @@ extension FilterIntegrationTests {
         let own = tracked.filter { $0.contains("dport=443") && $0.contains("zone-orig=18512") }
         #expect(!own.isEmpty && own.allSatisfy { !$0.contains("src=127.0.0.1") && !$0.contains("src=::1") }, "\(tracked.joined(separator: "\n"))")
         #expect(
-            tracked.contains { ($0.contains("src=127.0.0.1") || $0.contains("src=::1")) && !$0.contains("zone-orig") },
+            tracked.contains {
+                $0.contains("dport=443") && ($0.contains("src=127.0.0.1") || $0.contains("src=::1")) && $0.contains("sport=1023")
+                    && !$0.contains("zone-orig")
+            },
             "the redirected connections stay in the default zone:\n\(tracked.joined(separator: "\n"))")
 
         // (a) The server gets the client's ClientHello byte for byte. raw.test is never

@@ -395,7 +395,7 @@ public struct FilterControlApplication: Sendable {
             logger.notice("kernel rules of an earlier run found; replacing them")
         }
         do {
-            try rules.install()
+            for problem in try rules.install() { logger.warning("\(problem)") }
         } catch {
             KernelRules.remove()
             logger.error("cannot install the kernel rules: \(error)")
