@@ -165,10 +165,12 @@ final class RuleServer {
         }
     }
 
-    /// A one-shot TLS server (`openssl s_server`) on a free port with the
-    /// `localhost` certificate, that sends `response` as soon as a client
-    /// connects and then drops the connection without a TLS close: a download
-    /// cut short. Returns the process (stop it) and the port.
+    /// A one-shot TLS server (Python's ssl module) on a free port with the
+    /// `localhost` certificate, that reads a request's head, sends `response`
+    /// and drops the connection without a TLS close: a download cut short.
+    /// (`openssl s_server` sent the response as soon as the handshake ended,
+    /// and a client that had not written its request yet took it for an
+    /// answer to nothing.) Returns the process (stop it) and the port.
     func startCuttingServer(response: [UInt8]) throws -> (ChildProcess, Int) {
         try Data(response).write(to: URL(fileURLWithPath: folder + "/cut-response"))
         // Another test may take the port between the probe and the bind, and a
@@ -176,8 +178,9 @@ final class RuleServer {
         var log = ""
         for _ in 0..<3 {
             let port = try RuleServer.freePorts(1)[0]
-            let script = "exec openssl s_server -accept 127.0.0.1:\(port) -cert \(folder)/localhost.pem -key \(folder)/localhost.key -naccept 1 -quiet < \(folder)/cut-response"
-            let process = try ChildProcess(["/bin/sh", "-c", script], logPath: folder + "/s_server.log")
+            let process = try ChildProcess(
+                ["python3", "-c", Self.cuttingServer, folder + "/localhost.pem", folder + "/localhost.key", String(port), folder + "/cut-response"],
+                logPath: folder + "/s_server.log")
             for _ in 0..<1500 {
                 if RuleServer.hasListener(port) { return (process, port) }
                 if !process.isRunning { break }
@@ -186,8 +189,38 @@ final class RuleServer {
             process.stop()
             log += (try? String(contentsOfFile: folder + "/s_server.log", encoding: .utf8)) ?? ""
         }
-        throw RuleServerError("openssl s_server did not start: " + log)
+        throw RuleServerError("the cutting server did not start: " + log)
     }
+
+    /// The cutting server: CERTIFICATE KEY PORT RESPONSE_FILE; one request answered, then it ends.
+    static let cuttingServer = """
+        import socket, ssl, sys
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(sys.argv[1], sys.argv[2])
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", int(sys.argv[3])))
+        listener.listen(4)
+        response = open(sys.argv[4], "rb").read()
+        while True:
+            connection, _ = listener.accept()
+            try:
+                tls = context.wrap_socket(connection, server_side=True)
+                head = b""
+                while b"\\r\\n\\r\\n" not in head:
+                    data = tls.recv(4096)
+                    if not data:
+                        break
+                    head += data
+                if b"\\r\\n\\r\\n" in head:
+                    tls.sendall(response)
+                    tls.close()  # no close_notify: the body is cut short
+                    break
+            except (OSError, ssl.SSLError):
+                pass
+            finally:
+                connection.close()
+        """
 
     /// Whether something accepts TCP connections on 127.0.0.1:`port`.
     static func isListening(_ port: Int) -> Bool {
