@@ -359,15 +359,18 @@ import Testing
         // Arguments are passed as they are, never through a shell.
         let good = try Self.script(folder, "good", "cat > \"$0.in\"; printf '%s\\n' \"$@\" > \"$0.args\"")
         let message = Array(String(repeating: "a line of the message\n", count: 10_000).utf8)
-        #expect(await SendmailCommand(command: [good, "-t", "$(touch \(folder)/pwned)", "a b"]).send(message) == .sent)
+        // A long timeout: on a loaded CI machine the parallel tests can keep this task's short sleeps
+        // waiting for a thread for many seconds (this test ran into the 30 s default once).
+        let roomy = Duration.seconds(300)
+        #expect(await SendmailCommand(command: [good, "-t", "$(touch \(folder)/pwned)", "a b"], timeout: roomy).send(message) == .sent)
         #expect(try Array(Data(contentsOf: URL(fileURLWithPath: good + ".in"))) == message)
         #expect(try String(contentsOfFile: good + ".args", encoding: .utf8) == "-t\n$(touch \(folder)/pwned)\na b\n")
         #expect(!FileManager.default.fileExists(atPath: folder + "/pwned"))
 
         let refused = try Self.script(folder, "refused", "cat > /dev/null; echo; echo 'msmtp: cannot connect to 127.0.0.1, port 2525' >&2; echo more >&2; exit 75")
-        #expect(await SendmailCommand(command: [refused]).send(message) == .notSent(reason: "msmtp: cannot connect to 127.0.0.1, port 2525"))
+        #expect(await SendmailCommand(command: [refused], timeout: roomy).send(message) == .notSent(reason: "msmtp: cannot connect to 127.0.0.1, port 2525"))
         let silent = try Self.script(folder, "silent", "exit 3")
-        #expect(await SendmailCommand(command: [silent]).send(message) == .notSent(reason: "\(silent) exited with status 3"))
+        #expect(await SendmailCommand(command: [silent], timeout: roomy).send(message) == .notSent(reason: "\(silent) exited with status 3"))
         let missing = await SendmailCommand(command: [folder + "/none"]).send(message)
         #expect(missing != .sent)
     }
