@@ -69,7 +69,7 @@ public struct FilteringTestDesk: Sendable {
             policy: policy.school ?? SchoolPolicy(), locked: policy.locked, listed: Set(version.lists.map(\.category) + protections),
             names: FilteringTestNames.all(school: schoolNames))
         // A machine's answer is one request body (APILimits.maxBodyBytes): about 150 bytes a check.
-        let checks = plan.groups.count * Set(plan.names.map(\.name)).count
+        let checks = plan.checks
         guard checks <= Self.maximumChecks else {
             throw APIError(
                 .conflict, "too-many-checks",
@@ -129,7 +129,7 @@ public struct FilteringTestDesk: Sendable {
         var categories: [String: [String]] = [:]
         for name in run.plan.names { categories[name.name, default: []].append(name.category) }
         // Every group and name once: a partial answer would stand as evidence of checks never made.
-        let asked = run.plan.groups.count * categories.count
+        let asked = run.plan.checks
         guard answer.results.count == asked else {
             throw APIError.badRequest("a run's answer has \(asked) results (its groups times its names), not \(answer.results.count)")
         }

@@ -24,6 +24,10 @@ public struct FilteringTestPlan: Sendable, Hashable, Codable {
     public func expected(group: String, category: String) -> String {
         (blocked[group] ?? []).contains(category) ? "block" : "allow"
     }
+
+    /// The checks a machine makes and answers: each group times each name
+    /// once (a name listed under two categories is judged once).
+    public var checks: Int { groups.count * Set(names.map(\.name)).count }
 }
 
 /// A run of the filtering test (schema step 10).
